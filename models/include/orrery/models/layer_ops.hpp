@@ -1,0 +1,72 @@
+// The per-layer op decomposition: the single source of truth for what a layer computes, used by
+// both the simulator (costs) and the executor (what to run and time). Every op carries its kind,
+// shapes, forward and backward FLOPs, bytes moved, parameters and saved-activation bytes, for one
+// rank's shard of one micro-batch under the given parallel degrees.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/exec_graph.pb.h"
+#include "orrery/pb/model.pb.h"
+
+namespace orrery::models {
+
+// How one rank sees a micro-batch: its slice of the parallel dimensions.
+struct ShardContext {
+  int64_t micro_batch = 1;    // sequences per micro-batch
+  int64_t seq_len = 2048;     // full sequence length (CP splits it)
+  int64_t tp = 1;
+  bool sequence_parallel = false;  // Megatron SP: norms/dropout on seq_len / tp tokens
+  int64_t cp = 1;             // context parallel: this rank holds seq_len / cp tokens
+  int64_t ep = 1;             // expert parallel: this rank holds num_experts / ep experts
+  double activation_bytes = 2;  // bytes per activation element (bf16: 2)
+  double param_bytes = 2;       // bytes per parameter element as the kernels read it
+  // MoE: tokens routed to this rank's experts over the mean (>= 1, from the plan).
+  double moe_imbalance = 1.0;
+};
+
+enum class LayerPart { kEmbedding, kDecoder, kHead };
+
+struct LayerOp {
+  std::string name;  // stable: "attn.qkv", "attn.core", "mlp.up", "moe.experts", "head.loss"
+  pb::OpClass op_class = pb::OP_CLASS_UNSPECIFIED;
+  // GEMM: {m, n, k} with batch folded into m; attention: {batch, heads, q_len, kv_len, head_dim};
+  // others: {elements}.
+  std::vector<int64_t> shape;
+  double forward_flops = 0;
+  double backward_flops = 0;  // data + weight gradients
+  double forward_bytes_read = 0;
+  double forward_bytes_written = 0;
+  double parameters = 0;       // elements of this rank's shard of the op's weights
+  double saved_activation_bytes = 0;  // kept from forward for backward (no recomputation)
+  // Part of the attention core that selective recomputation drops and recomputes.
+  bool selective_recompute = false;
+  // The op's output feeds a TP collective in forward (Megatron "g"/"g-bar" points): the lowering
+  // inserts all-reduce (or reduce-scatter/all-gather with SP) of this many bytes after it.
+  double tp_comm_bytes = 0;
+  // MoE dispatch and combine all-to-all volume per rank (bytes sent), when ep > 1.
+  double ep_alltoall_bytes = 0;
+  // CP: KV bytes passed around the ring per step, when cp > 1.
+  double cp_kv_bytes = 0;
+};
+
+// Ops of decoder layer `layer` (0-based; decides dense vs MoE FFN), embedding, or LM head + loss.
+std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_t layer,
+                               const ShardContext& ctx);
+
+// Whole-model figures.
+struct ModelStats {
+  double parameters = 0;          // all weights, embeddings included (tied counted once)
+  double active_parameters = 0;   // touched per token (MoE: top-k + shared experts)
+  double embedding_parameters = 0;
+  // Training FLOPs per token at sequence length seq_len: forward + backward, no recomputation.
+  double training_flops_per_token = 0;
+  // The same from the usual approximation 6 * active non-embedding params + attention term
+  // 12 * layers * seq_len * attention width (Kaplan/Chinchilla), for cross-checking.
+  double approx_flops_per_token = 0;
+};
+ModelStats model_stats(const pb::ModelSpec& spec, int64_t seq_len);
+
+}  // namespace orrery::models

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian package orrery needs to build and test. Idempotent: when all packages are
+# already present it asks dpkg only and returns in well under a second (no apt-get update).
+set -euo pipefail
+
+# Build tools and libraries, one line per reason they are here.
+packages=(
+  build-essential cmake ninja-build pkg-config git       # toolchain
+  libprotobuf-dev protobuf-compiler                       # traces/: the interchange formats
+  libyaml-cpp-dev nlohmann-json3-dev                      # traces/: YAML and JSON readers
+  libboost-graph-dev                                      # topologies/: graph view, routing, max-flow
+  libhwloc-dev                                            # topologies/: `orrery topo discover`
+  libsimgrid-dev                                          # sim/: the discrete-event engine
+  libcli11-dev libfmt-dev                                 # cli/
+  libgtest-dev libgmock-dev libbenchmark-dev              # tests and benchmarks
+)
+if [[ "${ORRERY_SETUP_TORCH:-1}" == 1 ]]; then
+  # executor/: libtorch (CPU) with Gloo process groups. Without OpenBLAS-OpenMP Debian's libtorch
+  # falls back to reference BLAS, about 6x slower on GEMMs.
+  packages+=(libtorch-dev libgloo-dev libopenblas0-openmp)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup: installing ${#missing[@]} Debian package(s): ${missing[*]}" >&2
+sudo=""
+if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done" >&2

@@ -1,0 +1,32 @@
+// Human units at the edges, SI everywhere else. One parser and one printer for every quantity
+// orrery reads or shows: "400 GB/s", "200 Gb/s", "2.5 us", "80 GiB", "989 TFLOPS".
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "orrery/pb/options.pb.h"
+
+namespace orrery::units {
+
+// Parses "<number> [unit]" into SI. A bare number is taken as already SI. Throws
+// std::invalid_argument whose what() says what was expected (no file or field: callers add them).
+double parse(std::string_view text, pb::Unit unit);
+
+// Prints an SI value with a readable unit and 3-4 significant digits ("450 GB/s", "1.3 us").
+std::string format(double si_value, pb::Unit unit);
+
+// The SI unit symbol, for table headers and docs: "s", "B", "B/s", "FLOP", "FLOP/s", "W".
+std::string_view si_symbol(pb::Unit unit);
+
+// Shorthands for common prints.
+inline std::string seconds(double s) { return format(s, pb::UNIT_SECONDS); }
+inline std::string bytes(double b) { return format(b, pb::UNIT_BYTES); }
+inline std::string bandwidth(double bps) { return format(bps, pb::UNIT_BYTES_PER_SECOND); }
+inline std::string flops(double f) { return format(f, pb::UNIT_FLOP); }
+inline std::string flop_rate(double f) { return format(f, pb::UNIT_FLOP_PER_SECOND); }
+
+// Shortest decimal text that reads back to the same double ("0.1", "4.5e+11", "128").
+std::string number(double v);
+
+}  // namespace orrery::units

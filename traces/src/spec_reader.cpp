@@ -1,0 +1,347 @@
+// The generic reader: walks a YAML (or JSON) tree alongside a message descriptor and fills the
+// message field by field, so that every file type gets the same checks and the same errors.
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/reflection.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "orrery/pb/options.pb.h"
+#include "orrery/traces/error.hpp"
+#include "orrery/traces/spec_io.hpp"
+#include "orrery/traces/units.hpp"
+
+namespace orrery {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::EnumDescriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+std::string child_path(const std::string& parent, std::string_view field) {
+  return parent.empty() ? std::string(field) : parent + "." + std::string(field);
+}
+
+const char* node_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "nothing (null)";
+    default: return "a scalar";
+  }
+}
+
+class Reader {
+ public:
+  Reader(std::string file, SourceMap* where) : file_(std::move(file)), where_(where) {}
+
+  void fill(const YAML::Node& node, Message* out, const std::string& path) {
+    record(path, node);
+    if (!node.IsMap()) {
+      fail(path, node,
+           std::string("got ") + node_kind(node) + ", expected a mapping of " +
+               out->GetDescriptor()->name() + " fields");
+    }
+    const Descriptor* desc = out->GetDescriptor();
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const auto key = it->first.as<std::string>();
+      const std::string field_path = child_path(path, key);
+      if (!seen.insert(key).second) fail(field_path, it->first, "appears twice");
+      const FieldDescriptor* field = desc->FindFieldByName(key);
+      if (field == nullptr) {
+        std::vector<std::string> names;
+        for (int i = 0; i < desc->field_count(); ++i) names.push_back(desc->field(i)->name());
+        fail(field_path, it->first, "unknown field" + suggest(key, names));
+      }
+      record(field_path, it->first);
+      if (field->is_repeated()) {
+        fill_repeated(it->second, out, field, field_path);
+      } else {
+        fill_single(it->second, out, field, field_path);
+      }
+    }
+    check_required(node, *out, seen, path);
+  }
+
+ private:
+  void record(const std::string& path, const YAML::Node& node) {
+    if (where_ != nullptr && node.Mark().line >= 0) where_->record(path, node.Mark().line + 1);
+  }
+
+  [[noreturn]] void fail(const std::string& path, const YAML::Node& node,
+                         const std::string& reason) const {
+    int line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+    throw InputError(file_, line, path, reason);
+  }
+
+  static pb::FieldMeta meta(const FieldDescriptor* field) {
+    return field->options().GetExtension(pb::meta);
+  }
+
+  void check_required(const YAML::Node& node, const Message& msg, const std::set<std::string>& seen,
+                      const std::string& path) const {
+    const Descriptor* desc = msg.GetDescriptor();
+    for (int i = 0; i < desc->field_count(); ++i) {
+      const FieldDescriptor* field = desc->field(i);
+      if (meta(field).required() && !seen.contains(field->name())) {
+        fail(child_path(path, field->name()), node,
+             "required field is missing (" + std::string(describe(field)) + ")");
+      }
+    }
+  }
+
+  static std::string describe(const FieldDescriptor* field) {
+    if (field->is_repeated()) return "a list";
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_MESSAGE: return "a " + field->message_type()->name();
+      case FieldDescriptor::CPPTYPE_ENUM: return "one of: " + enum_choices(field->enum_type());
+      case FieldDescriptor::CPPTYPE_STRING: return "a string";
+      case FieldDescriptor::CPPTYPE_BOOL: return "true or false";
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_FLOAT: {
+        auto unit = meta(field).unit();
+        return unit == pb::UNIT_UNSPECIFIED ? "a number"
+                                            : "a number in " + std::string(units::si_symbol(unit));
+      }
+      default: return "an integer";
+    }
+  }
+
+  static std::vector<std::string> enum_names(const EnumDescriptor* e) {
+    std::vector<std::string> names;
+    for (int i = 0; i < e->value_count(); ++i) {
+      if (e->value(i)->number() != 0) names.push_back(enum_value_name(*e->value(i)));
+    }
+    return names;
+  }
+
+  static std::string enum_choices(const EnumDescriptor* e) {
+    std::string out;
+    for (const auto& n : enum_names(e)) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
+  void fill_repeated(const YAML::Node& node, Message* out, const FieldDescriptor* field,
+                     const std::string& path) {
+    if (!node.IsSequence()) {
+      fail(path, node, std::string("got ") + node_kind(node) + ", expected a list");
+    }
+    const Reflection* refl = out->GetReflection();
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string item_path = path + "[" + std::to_string(i) + "]";
+      const YAML::Node item = node[i];
+      record(item_path, item);
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_MESSAGE:
+          fill(item, refl->AddMessage(out, field), item_path);
+          break;
+        case FieldDescriptor::CPPTYPE_STRING:
+          refl->AddString(out, field, scalar(item, item_path));
+          break;
+        case FieldDescriptor::CPPTYPE_INT64:
+          refl->AddInt64(out, field, integer(item, field, item_path));
+          break;
+        case FieldDescriptor::CPPTYPE_INT32:
+          refl->AddInt32(out, field, static_cast<int32_t>(integer(item, field, item_path)));
+          break;
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+          refl->AddDouble(out, field, real(item, field, item_path));
+          break;
+        case FieldDescriptor::CPPTYPE_BOOL:
+          refl->AddBool(out, field, boolean(item, item_path));
+          break;
+        case FieldDescriptor::CPPTYPE_ENUM:
+          refl->AddEnumValue(out, field, enumeration(item, field, item_path));
+          break;
+        default:
+          ORRERY_CHECK(false, "unsupported repeated field type in " + field->full_name());
+      }
+    }
+    if (node.size() == 0 && meta(field).required()) {
+      fail(path, node, "must not be empty");
+    }
+  }
+
+  void fill_single(const YAML::Node& node, Message* out, const FieldDescriptor* field,
+                   const std::string& path) {
+    const Reflection* refl = out->GetReflection();
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        fill(node, refl->MutableMessage(out, field), path);
+        break;
+      case FieldDescriptor::CPPTYPE_STRING: {
+        std::string s = scalar(node, path);
+        if (meta(field).required() && s.empty()) fail(path, node, "must not be empty");
+        refl->SetString(out, field, s);
+        break;
+      }
+      case FieldDescriptor::CPPTYPE_INT64:
+        refl->SetInt64(out, field, integer(node, field, path));
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        refl->SetInt32(out, field, static_cast<int32_t>(integer(node, field, path)));
+        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        refl->SetDouble(out, field, real(node, field, path));
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        refl->SetBool(out, field, boolean(node, path));
+        break;
+      case FieldDescriptor::CPPTYPE_ENUM:
+        refl->SetEnumValue(out, field, enumeration(node, field, path));
+        break;
+      default:
+        ORRERY_CHECK(false, "unsupported field type in " + field->full_name());
+    }
+  }
+
+  std::string scalar(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar()) {
+      fail(path, node, std::string("got ") + node_kind(node) + ", expected a single value");
+    }
+    return node.Scalar();
+  }
+
+  int64_t integer(const YAML::Node& node, const FieldDescriptor* field,
+                  const std::string& path) const {
+    const std::string s = scalar(node, path);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec == std::errc::result_out_of_range) fail(path, node, "got " + s + ", which is too large");
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      fail(path, node, "got '" + s + "', expected an integer");
+    }
+    check_sign(node, field, path, static_cast<double>(value), s);
+    return value;
+  }
+
+  double real(const YAML::Node& node, const FieldDescriptor* field, const std::string& path) const {
+    const std::string s = scalar(node, path);
+    double value = 0;
+    try {
+      value = units::parse(s, meta(field).unit());
+    } catch (const std::invalid_argument& e) {
+      fail(path, node, e.what());
+    }
+    check_sign(node, field, path, value, s);
+    return value;
+  }
+
+  void check_sign(const YAML::Node& node, const FieldDescriptor* field, const std::string& path,
+                  double value, const std::string& text) const {
+    const auto m = meta(field);
+    if (m.positive() && !(value > 0)) fail(path, node, "got " + text + ", expected a value > 0");
+    if (m.non_negative() && value < 0) fail(path, node, "got " + text + ", expected a value >= 0");
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& path) const {
+    const std::string s = scalar(node, path);
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(path, node, "got '" + s + "', expected true or false");
+  }
+
+  int enumeration(const YAML::Node& node, const FieldDescriptor* field,
+                  const std::string& path) const {
+    const std::string s = scalar(node, path);
+    const EnumDescriptor* e = field->enum_type();
+    for (int i = 0; i < e->value_count(); ++i) {
+      if (e->value(i)->number() != 0 && enum_value_name(*e->value(i)) == s) {
+        return e->value(i)->number();
+      }
+    }
+    fail(path, node, "got '" + s + "'" + suggest(s, enum_names(e)));
+  }
+
+  std::string file_;
+  SourceMap* where_;
+};
+
+// JSON goes through a strict JSON parser first (YAML would accept more), then through the YAML
+// tree for line numbers.
+void check_json_syntax(std::string_view text, std::string_view file) {
+  try {
+    (void)nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    size_t offset = std::min(e.byte, text.size());
+    int line = 1;
+    for (size_t i = 0; i + 1 < offset; ++i) line += text[i] == '\n';
+    std::string reason = e.what();
+    if (auto pos = reason.find("syntax error"); pos != std::string::npos) reason = reason.substr(pos);
+    throw InputError(std::string(file), line, "", "not valid JSON: " + reason);
+  }
+}
+
+}  // namespace
+
+std::string enum_value_name(const google::protobuf::EnumValueDescriptor& value) {
+  // NORM_RMSNORM in enum Norm -> "rmsnorm": strip the enum's UPPER_SNAKE prefix.
+  std::string prefix;
+  for (char c : value.type()->name()) {
+    if (std::isupper(static_cast<unsigned char>(c)) && !prefix.empty()) prefix += '_';
+    prefix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  prefix += '_';
+  std::string name = value.name();
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+int SourceMap::line(std::string_view path) const {
+  std::string p(path);
+  while (!p.empty()) {
+    if (auto it = lines_.find(p); it != lines_.end()) return it->second;
+    size_t cut = p.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    p.resize(cut);
+  }
+  return 0;
+}
+
+void SourceMap::fail(std::string_view path, std::string_view reason) const {
+  throw InputError(file_, line(path), std::string(path), std::string(reason));
+}
+
+void parse_spec(std::string_view text, std::string_view file, SpecFormat format, Message* out,
+                SourceMap* where) {
+  out->Clear();
+  if (where != nullptr) *where = SourceMap(std::string(file));
+  if (format == SpecFormat::kJson) check_json_syntax(text, file);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    throw InputError(std::string(file), e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
+                     "not valid YAML: " + e.msg);
+  }
+  if (!root.IsDefined() || root.IsNull()) {
+    throw InputError(std::string(file), 0, "", "the file is empty");
+  }
+  Reader(std::string(file), where).fill(root, out, "");
+}
+
+void read_spec_file(const std::filesystem::path& file, Message* out, SourceMap* where) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) {
+      throw InputError(file.string(), 0, "", "no such file");
+    }
+    throw EnvironmentError(file.string() + ": cannot be read");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  const bool json = file.extension() == ".json";
+  parse_spec(text.str(), file.string(), json ? SpecFormat::kJson : SpecFormat::kYaml, out, where);
+}
+
+}  // namespace orrery
