@@ -62,6 +62,10 @@ class Reader {
         fail(field_path, it->first, "unknown field" + suggest(key, names));
       }
       record(field_path, it->first);
+      if (it->second.IsNull()) {
+        // A key with no value ("num_layers:"): point at the key, yaml-cpp marks the next line.
+        fail(field_path, it->first, "got nothing (null), expected " + describe(field));
+      }
       if (field->is_repeated()) {
         fill_repeated(it->second, out, field, field_path);
       } else {
@@ -269,7 +273,8 @@ class Reader {
 // tree for line numbers.
 void check_json_syntax(std::string_view text, std::string_view file) {
   try {
-    (void)nlohmann::json::parse(text);
+    const auto parsed = nlohmann::json::parse(text);
+    (void)parsed;
   } catch (const nlohmann::json::parse_error& e) {
     size_t offset = std::min(e.byte, text.size());
     int line = 1;

@@ -14,7 +14,7 @@ namespace orrery::units {
 double parse(std::string_view text, pb::Unit unit);
 
 // Prints an SI value with a readable unit and 3-4 significant digits ("450 GB/s", "1.3 us").
-std::string format(double si_value, pb::Unit unit);
+std::string format(double value, pb::Unit unit);
 
 // The SI unit symbol, for table headers and docs: "s", "B", "B/s", "FLOP", "FLOP/s", "W".
 std::string_view si_symbol(pb::Unit unit);
