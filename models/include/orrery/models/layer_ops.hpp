@@ -43,28 +43,51 @@ struct LayerOp {
   double saved_activation_bytes = 0;  // kept from forward for backward (no recomputation)
   // Part of the attention core that selective recomputation drops and recomputes.
   bool selective_recompute = false;
+  // Of saved_activation_bytes, what selective recomputation drops (the op's inputs stay, they are
+  // what it is recomputed from). With flash attention only the softmax statistics: the s^2
+  // terms of Korthikanti et al. are never stored.
+  double selective_recompute_bytes = 0;
   // The op's output feeds a TP collective in forward (Megatron "g"/"g-bar" points): the lowering
   // inserts all-reduce (or reduce-scatter/all-gather with SP) of this many bytes after it.
+  // Under SP each such point is a reduce-scatter after the op plus an all-gather of the same
+  // size before the next column-parallel GEMM (attn.qkv / attn.q_down, mlp.up / moe.router,
+  // head.lm). head.loss carries its three fp32 per-token all-reduces (max, sum of exp, target
+  // logit), which stay all-reduces under SP.
   double tp_comm_bytes = 0;
-  // MoE dispatch and combine all-to-all volume per rank (bytes sent), when ep > 1.
+  // MoE dispatch (on moe.router) and combine (on moe.experts.down) all-to-all volume per rank
+  // (bytes sent to other ranks), when ep > 1.
   double ep_alltoall_bytes = 0;
   // CP: KV bytes passed around the ring per step, when cp > 1.
   double cp_kv_bytes = 0;
 };
 
+// Why `ctx` cannot shard `spec` (heads, KV heads, FFN widths, experts or the sequence not
+// divisible by the degrees), or empty when it can. layer_ops requires an empty answer; the
+// planner uses it as a validity rule.
+std::string shard_problem(const pb::ModelSpec& spec, const ShardContext& ctx);
+
+// Whether decoder layer `layer` has an MoE FFN (false for dense models and the first
+// moe.first_dense_layers layers).
+bool is_moe_layer(const pb::ModelSpec& spec, int64_t layer);
+
 // Ops of decoder layer `layer` (0-based; decides dense vs MoE FFN), embedding, or LM head + loss.
 std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_t layer,
                                const ShardContext& ctx);
 
-// Whole-model figures.
+// Whole-model figures, all from the op decomposition at tp = cp = ep = 1.
 struct ModelStats {
   double parameters = 0;          // all weights, embeddings included (tied counted once)
   double active_parameters = 0;   // touched per token (MoE: top-k + shared experts)
+  // Token embedding, learned position table and the untied output matrix.
   double embedding_parameters = 0;
-  // Training FLOPs per token at sequence length seq_len: forward + backward, no recomputation.
+  // Training FLOPs per token at sequence length seq_len: forward + backward, no recomputation,
+  // causal attention counted as the kernel computes it (half of the full square).
   double training_flops_per_token = 0;
-  // The same from the usual approximation 6 * active non-embedding params + attention term
-  // 12 * layers * seq_len * attention width (Kaplan/Chinchilla), for cross-checking.
+  // The usual approximation, for cross-checking: 6 * (active - embedding parameters)
+  // + 6 * vocab_size * hidden_size (the output GEMM, counted also when tied; the embedding lookup
+  // has no FLOPs) + 12 * layers * seq_len * attention width (Kaplan/Chinchilla/Megatron: QK^T and
+  // PV over the full square, backward 2x). Attention width: heads * head_dim, or
+  // heads * (qk_head_dim + v_head_dim) / 2 with MLA.
   double approx_flops_per_token = 0;
 };
 ModelStats model_stats(const pb::ModelSpec& spec, int64_t seq_len);

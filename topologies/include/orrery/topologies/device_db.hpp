@@ -1,4 +1,4 @@
-// The built-in device database (topologies/presets/devices.yaml, compiled in): peak FLOP/s per
+// The built-in device database (topologies/presets/devices/<name>.yaml, compiled in): peak FLOP/s per
 // dtype, memory capacity and bandwidth of each GPU type, plus the CPU device of this kind of
 // machine.
 #pragma once
@@ -17,8 +17,14 @@ const std::vector<pb::DeviceSpec>& builtin_devices();
 // suggestion when unknown.
 const pb::DeviceSpec& find_device(const pb::ClusterSpec& cluster, std::string_view name);
 
-// Peak dense FLOP/s of `device` for a precision ("bf16", "fp16", "fp8", "fp32", "tf32"); 0 when
-// the device does not support it.
+// The same lookup without throwing: nullptr when unknown.
+const pb::DeviceSpec* lookup_device(const pb::ClusterSpec& cluster, std::string_view name);
+
+// Every device name a cluster may use: its own devices, then the database's.
+std::vector<std::string> device_names(const pb::ClusterSpec& cluster);
+
+// Peak dense FLOP/s of `device` for a precision ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8",
+// "int8", "fp4"); 0 when the device does not support it. InputError for an unknown name.
 double peak_flops(const pb::DeviceSpec& device, std::string_view dtype);
 
 }  // namespace orrery::topologies

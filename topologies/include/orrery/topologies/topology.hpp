@@ -44,6 +44,9 @@ struct DeviceInfo {
   int64_t local_index;     // index inside its node
   int node_group;          // index into ClusterSpec.node_groups
   std::string device_type; // DeviceSpec name
+  // Devices with the same id share an NVLink fabric (an NVSwitch, possibly spanning several nodes
+  // of a domain, or a node's direct mesh); they talk over NVLink only. -1: no NVLink.
+  int64_t nvlink_domain = -1;
 };
 
 class Topology {

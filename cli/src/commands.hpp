@@ -1,0 +1,11 @@
+// Each `orrery <group>` registers its subcommands on the app; the handlers run after parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace orrery::cli {
+
+void add_model_commands(CLI::App& app);
+void add_topo_commands(CLI::App& app);
+
+}  // namespace orrery::cli

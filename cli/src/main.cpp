@@ -1,0 +1,46 @@
+// The `orrery` command. Exit codes: 0 success, 2 bad input (the user's mistake: a bad file,
+// flag or name), 3 the environment failed (unreadable file, missing tool), 70 a bug in orrery.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace {
+
+constexpr int kExitInput = 2;
+constexpr int kExitEnvironment = 3;
+constexpr int kExitBug = 70;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "orrery: predict, plan and run large-model training on GPU clusters.\n"
+      "Model and cluster arguments take a preset name or a YAML/JSON file."};
+  app.name("orrery");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "orrery 0.1.0");
+  orrery::cli::add_model_commands(app);
+  orrery::cli::add_topo_commands(app);
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitInput;
+  } catch (const orrery::InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitInput;
+  } catch (const orrery::EnvironmentError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitEnvironment;
+  } catch (const orrery::InternalError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitBug;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error (a bug in orrery, please report it): " << e.what() << "\n";
+    return kExitBug;
+  }
+}

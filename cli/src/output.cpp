@@ -1,0 +1,39 @@
+#include "output.hpp"
+
+#include "orrery/traces/error.hpp"
+#include "orrery/traces/spec_io.hpp"
+
+namespace orrery::cli {
+
+void add_output_flags(CLI::App* cmd, OutputFlags& flags, bool spec_output) {
+  CLI::Option* json = cmd->add_flag(
+      "--json", flags.json,
+      spec_output ? "Print the spec as JSON in the file format" : "Print JSON for scripts");
+  if (spec_output) {
+    cmd->add_flag("--yaml", flags.yaml, "Print the spec as YAML in the file format")
+        ->excludes(json);
+  }
+}
+
+bool print_spec_if_asked(const google::protobuf::Message& spec, const OutputFlags& flags) {
+  if (flags.json) {
+    std::cout << to_json(spec);
+    return true;
+  }
+  if (flags.yaml) {
+    std::cout << to_yaml(spec);
+    return true;
+  }
+  return false;
+}
+
+void check_divides(const std::string& flag, int64_t divisor, const std::string& what,
+                   int64_t value) {
+  if (value % divisor != 0) {
+    throw InputError("", 0, flag,
+                     "got " + std::to_string(divisor) + ", must divide " + what + " (" +
+                         std::to_string(value) + ")");
+  }
+}
+
+}  // namespace orrery::cli

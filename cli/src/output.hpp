@@ -1,0 +1,29 @@
+// Output choices shared by the commands: a readable table by default, --json for scripts,
+// --yaml where the output is a spec a user may edit.
+#pragma once
+
+#include <cstdint>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <google/protobuf/message.h>
+
+namespace orrery::cli {
+
+struct OutputFlags {
+  bool json = false;
+  bool yaml = false;
+};
+
+// --json (and --yaml when `spec_output`: the command can print a spec in the file format).
+void add_output_flags(CLI::App* cmd, OutputFlags& flags, bool spec_output);
+
+// Prints `spec` as JSON or YAML if either flag is set; returns whether it printed.
+bool print_spec_if_asked(const google::protobuf::Message& spec, const OutputFlags& flags);
+
+// InputError "<flag>: got N, must divide <what> (M)" unless divisor divides value.
+void check_divides(const std::string& flag, int64_t divisor, const std::string& what,
+                   int64_t value);
+
+}  // namespace orrery::cli

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's test command: set-up, build, then every test (unit, bad-input corpora, CLI
+# end-to-end, layering). Usage: scripts/test.sh [preset]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-default}"
+bash scripts/build.sh "$preset"
+ctest --preset "$preset" -j"$(nproc)"

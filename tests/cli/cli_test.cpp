@@ -1,0 +1,171 @@
+// The `orrery` binary end to end: what users see, exit codes, files it writes.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "orrery/pb/cluster.pb.h"
+#include "orrery/pb/model.pb.h"
+#include "orrery/traces/spec_io.hpp"
+#include "run_command.hpp"
+
+namespace orrery {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("orrery_cli_" + std::to_string(::getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(Cli, HelpEverywhere) {
+  for (const char* cmd : {"--help", "model --help", "model show --help", "model flops --help",
+                          "model import --help", "topo --help", "topo show --help",
+                          "topo check --help", "topo discover --help", "topo graph --help"}) {
+    const auto r = run_command(orrery(cmd));
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
+  }
+}
+
+TEST(Cli, NoSubcommandIsAUsageError) {
+  const auto r = run_command(orrery(""));
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(Cli, ModelShowPrintsTheParameterCount) {
+  const auto r = run_command(orrery("model show llama3-8b"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 8.03e9 parameters (Meta's model card), printed in billions with two decimals.
+  EXPECT_NE(r.out.find("8.03 B"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ModelShowJsonRoundTripsThroughAFile) {
+  TempDir tmp;
+  const auto first = run_command(orrery("model show deepseek-v3 --json"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const fs::path file = tmp.path() / "my-model.json";
+  std::ofstream(file) << first.out;
+  const auto again = run_command(orrery("model show " + file.string() + " --json"));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(first.out, again.out);
+  const auto yaml = run_command(orrery("model show deepseek-v3 --yaml"));
+  pb::ModelSpec a, b;
+  parse_spec(first.out, "a.json", SpecFormat::kJson, &a);
+  parse_spec(yaml.out, "b.yaml", SpecFormat::kYaml, &b);
+  EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
+}
+
+TEST(Cli, UnknownPresetSuggestsTheNearest) {
+  const auto r = run_command(orrery("model show llama3-7b"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean"), std::string::npos) << r.err;
+  const auto t = run_command(orrery("topo show dgx-h10"));
+  EXPECT_EQ(t.exit_code, 2);
+  EXPECT_NE(t.err.find("did you mean 'dgx-h100'"), std::string::npos) << t.err;
+}
+
+TEST(Cli, ModelFlopsJsonIsDeterministic) {
+  const std::string cmd = orrery("model flops llama3-70b --seq 8192 --tp 8 --sp --json");
+  const auto a = run_command(cmd);
+  const auto b = run_command(cmd);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out.find("\"training_flops_per_token\""), std::string::npos);
+}
+
+TEST(Cli, ModelFlopsRejectsATpThatDoesNotDivideHeads) {
+  const auto r = run_command(orrery("model flops llama3-8b --tp 3"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "error: --tp: got 3, must divide num_attention_heads (32)\n");
+}
+
+TEST(Cli, ModelImportWritesAFileAndNeverOverwritesIt) {
+  TempDir tmp;
+  const std::string config = std::string(ORRERY_TEST_INPUTS) + "/models/hf/llama3-8b/config.json";
+  const fs::path out = tmp.path() / "llama.yaml";
+  auto r = run_command(orrery("model import " + config + " --name my-llama --out " + out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pb::ModelSpec spec;
+  read_spec_file(out, &spec);
+  EXPECT_EQ(spec.name(), "my-llama");
+  EXPECT_EQ(spec.num_layers(), 32);
+  const auto before = fs::last_write_time(out);
+  r = run_command(orrery("model import " + config + " --out " + out.string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("refusing to overwrite"), std::string::npos) << r.err;
+  EXPECT_EQ(fs::last_write_time(out), before);
+  // The imported file is a valid model for every other command.
+  r = run_command(orrery("model show " + out.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(Cli, TopoShowJsonIsAValidClusterFile) {
+  TempDir tmp;
+  const auto r = run_command(orrery("topo show dgx-h100 --nodes 4 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path file = tmp.path() / "c.json";
+  std::ofstream(file) << r.out;
+  const auto check = run_command(orrery("topo check " + file.string()));
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NE(check.out.find(": ok"), std::string::npos);
+  pb::ClusterSpec spec;
+  read_spec_file(file, &spec);
+  int64_t nodes = 0;
+  for (const auto& g : spec.node_groups()) nodes += g.count();
+  EXPECT_EQ(nodes, 4);
+}
+
+TEST(Cli, TopoCheckReportsPairsAndBisection) {
+  const auto r = run_command(orrery("topo check dgx-h100 --nodes 2 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"bisection_bytes_per_s\""), std::string::npos);
+  EXPECT_NE(r.out.find("\"inter-node pair\""), std::string::npos);
+}
+
+TEST(Cli, EveryBadClusterFileExitsWithTwo) {
+  const fs::path bad = fs::path(ORRERY_TEST_INPUTS) / "topologies" / "bad";
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(bad)) {
+    const auto r = run_command(orrery("topo check " + e.path().string()));
+    EXPECT_EQ(r.exit_code, 2) << e.path();
+    EXPECT_EQ(r.err.rfind("error: " + e.path().string() + ":", 0), 0u) << r.err;
+    ++files;
+  }
+  EXPECT_GE(files, 12);
+}
+
+TEST(Cli, TopoGraphIsGraphviz) {
+  const auto r = run_command(orrery("topo graph dgx-a100 --nodes 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("graph", 0) == 0 || r.out.rfind("digraph", 0) == 0, true) << r.out.substr(0, 80);
+}
+
+TEST(Cli, TopoDiscoverDescribesThisMachine) {
+  const auto r = run_command(orrery("topo discover --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pb::ClusterSpec spec;
+  parse_spec(r.out, "discovered.json", SpecFormat::kJson, &spec);
+  ASSERT_EQ(spec.node_groups_size(), 1);
+  EXPECT_EQ(spec.node_groups(0).count(), 1);
+}
+
+TEST(Cli, MissingFileIsAClearError) {
+  const auto r = run_command(orrery("topo check /no/such/cluster.yaml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "error: /no/such/cluster.yaml: no such file\n");
+}
+
+}  // namespace
+}  // namespace orrery

@@ -1,0 +1,33 @@
+#include "run_command.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace orrery::testing {
+
+CommandResult run_command(const std::string& command_line) {
+  namespace fs = std::filesystem;
+  const fs::path err_file =
+      fs::temp_directory_path() / ("orrery_cli_err_" + std::to_string(::getpid()));
+  CommandResult result;
+  FILE* pipe = ::popen((command_line + " 2>" + err_file.string()).c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) result.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_file);
+  std::ostringstream err;
+  err << in.rdbuf();
+  result.err = err.str();
+  fs::remove(err_file);
+  return result;
+}
+
+}  // namespace orrery::testing

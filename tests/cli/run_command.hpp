@@ -1,0 +1,16 @@
+// Runs a command line through /bin/sh and captures its exit code, stdout and stderr.
+#pragma once
+
+#include <string>
+
+namespace orrery::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CommandResult run_command(const std::string& command_line);
+
+}  // namespace orrery::testing
