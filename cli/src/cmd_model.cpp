@@ -8,6 +8,7 @@
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/traces/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "orrery/traces/units.hpp"
 #include "output.hpp"
@@ -109,8 +110,9 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
   ctx.ep = a.ep;
   ctx.sequence_parallel = a.sp;
   check_divides("--tp", a.tp, "num_attention_heads", spec.num_attention_heads());
-  check_divides("--cp", a.cp, "--seq", ctx.seq_len);
-  if (spec.has_moe()) check_divides("--ep", a.ep, "moe.num_experts", spec.moe().num_experts());
+  if (const std::string problem = models::shard_problem(spec, ctx); !problem.empty()) {
+    throw InputError("", 0, "", "cannot shard " + spec.name() + " this way: " + problem);
+  }
 
   // One row per op of the first layer of each distinct kind (dense, MoE), plus embedding and head.
   struct Part {

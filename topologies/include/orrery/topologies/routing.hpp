@@ -1,5 +1,7 @@
 // Routes between devices: shortest paths (fewest hops, then lowest latency) with ECMP, each
-// route's latency and bottleneck bandwidth, and bisection bandwidth by max-flow.
+// route's latency and bottleneck bandwidth, and bisection bandwidth by max-flow. Devices never
+// forward traffic (a route leaves a device only at its source), and two devices of one NVLink
+// fabric (DeviceInfo::nvlink_domain) use NVLink edges only.
 #pragma once
 
 #include <vector>
@@ -14,16 +16,19 @@ struct Route {
   double bottleneck_bytes_per_s = 0; // the slowest link on the path
 };
 
-// All equal-cost shortest paths from device `src` to device `dst` (global indices), at most
-// `max_paths` of them in a deterministic order. Empty when unreachable; src == dst gives none.
+// All equal-cost shortest paths from device `src` to device `dst` (global indices): the
+// fewest-hop paths whose latency equals the lowest, at most `max_paths` of them in a
+// deterministic order (graph order). Empty when unreachable; src == dst gives none.
 std::vector<Route> ecmp_routes(const Topology& topology, int64_t src, int64_t dst,
                                size_t max_paths = 64);
 
 // The route the simulator uses for a flow between two devices: the first ECMP route, or the
-// one chosen by `flow_hash` modulo the number of routes (deterministic spreading).
+// one chosen by `flow_hash` modulo the number of routes (deterministic spreading). src == dst
+// gives an empty route (no edges, latency 0, bottleneck 0).
 Route route(const Topology& topology, int64_t src, int64_t dst, uint64_t flow_hash = 0);
 
-// Bandwidth one flow from src to dst can get alone: the best bottleneck over the ECMP routes.
+// Bandwidth one flow from src to dst can get alone: the best bottleneck over the ECMP routes
+// (0 when src == dst).
 double pair_bottleneck_bandwidth(const Topology& topology, int64_t src, int64_t dst);
 
 // Bandwidth between two device sets all sending at once: max-flow from a super-source on

@@ -1,0 +1,253 @@
+// Hugging Face config.json -> ModelSpec. Each architecture family reads the keys its modeling
+// code reads, with the defaults that code applies when a key is absent or null (those defaults
+// are part of the file format, not guesses); anything the spec cannot express is rejected.
+#include "orrery/models/hf_import.hpp"
+
+#include <map>
+
+#include "hf_config.hpp"
+#include "orrery/models/model_catalog.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::models {
+namespace {
+
+using detail::HfConfig;
+
+enum class Family { kLlama, kMistral, kMixtral, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kDeepseekV3,
+                    kGpt2, kGptNeoX };
+
+const std::map<std::string, Family>& architectures() {
+  static const std::map<std::string, Family> kArchitectures = {
+      {"LlamaForCausalLM", Family::kLlama},        {"MistralForCausalLM", Family::kMistral},
+      {"MixtralForCausalLM", Family::kMixtral},    {"Qwen2ForCausalLM", Family::kQwen2},
+      {"Qwen2MoeForCausalLM", Family::kQwen2Moe},  {"Qwen3ForCausalLM", Family::kQwen3},
+      {"Qwen3MoeForCausalLM", Family::kQwen3Moe},  {"DeepseekV3ForCausalLM", Family::kDeepseekV3},
+      {"GPT2LMHeadModel", Family::kGpt2},          {"GPTNeoXForCausalLM", Family::kGptNeoX}};
+  return kArchitectures;
+}
+
+Family family_of(const HfConfig& c) {
+  const std::string arch = c.architecture();
+  auto it = architectures().find(arch);
+  if (it == architectures().end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, family] : architectures()) names.push_back(name);
+    c.fail("architectures", "got '" + arch + "', which orrery cannot import" + suggest(arch, names));
+  }
+  return it->second;
+}
+
+// Gated FFNs (Llama family): hidden_act names the gate's activation.
+pb::Activation gated_activation(const HfConfig& c) {
+  const std::string act = c.optional_string("hidden_act").value_or("silu");
+  if (act == "silu" || act == "swish") return pb::ACTIVATION_SWIGLU;
+  if (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") {
+    return pb::ACTIVATION_GEGLU;
+  }
+  c.fail("hidden_act", "got '" + act +
+                           "', expected one of: silu, swish (SwiGLU), gelu, gelu_new, "
+                           "gelu_pytorch_tanh, gelu_fast (GeGLU)");
+}
+
+// Two-matrix FFNs (GPT-2, GPT-NeoX).
+pb::Activation plain_activation(const HfConfig& c, std::string_view key, std::string fallback) {
+  const std::string act = c.optional_string(key).value_or(fallback);
+  if (act.rfind("gelu", 0) == 0) return pb::ACTIVATION_GELU;
+  if (act == "relu") return pb::ACTIVATION_RELU;
+  c.fail(key, "got '" + act + "', expected gelu, gelu_new, gelu_fast or relu");
+}
+
+void reject_sliding_window(const HfConfig& c, Family f) {
+  // Sliding-window attention changes the attention core's work; ModelSpec has full attention.
+  if (f == Family::kQwen2 || f == Family::kQwen2Moe || f == Family::kQwen3 ||
+      f == Family::kQwen3Moe) {
+    if (c.optional_bool("use_sliding_window").value_or(false)) {
+      c.fail("use_sliding_window", "got true, sliding-window attention is not modelled");
+    }
+    return;
+  }
+  if (c.has("sliding_window")) {
+    c.fail("sliding_window", "got " + c.json().at("sliding_window").dump() +
+                                 ", sliding-window attention is not modelled (null imports as "
+                                 "full attention)");
+  }
+}
+
+// Llama's attention_bias puts biases on q, k, v and o; mlp_bias on the MLP.
+void read_llama_biases(const HfConfig& c, pb::ModelSpec& spec) {
+  const bool attention = c.optional_bool("attention_bias").value_or(false);
+  const bool mlp = c.optional_bool("mlp_bias").value_or(false);
+  if (attention != mlp) {
+    c.fail(attention ? "attention_bias" : "mlp_bias",
+           "got true while " + std::string(attention ? "mlp_bias" : "attention_bias") +
+               " is false: ModelSpec expresses biases on every linear layer or on q/k/v only");
+  }
+  spec.set_linear_bias(attention && mlp);
+}
+
+void read_moe(const HfConfig& c, Family f, pb::ModelSpec& spec) {
+  pb::MoeSpec& moe = *spec.mutable_moe();
+  moe.set_top_k(c.positive("num_experts_per_tok"));
+  if (f == Family::kMixtral) {
+    moe.set_num_experts(c.positive("num_local_experts"));
+    moe.set_expert_ffn_hidden_size(spec.ffn_hidden_size());
+    return;
+  }
+  moe.set_num_experts(c.positive(f == Family::kDeepseekV3 ? "n_routed_experts" : "num_experts"));
+  moe.set_expert_ffn_hidden_size(c.positive("moe_intermediate_size"));
+  if (f == Family::kDeepseekV3) {
+    moe.set_num_shared_experts(c.optional_non_negative("n_shared_experts").value_or(0));
+    if (moe.num_shared_experts() > 0) moe.set_shared_expert_ffn_hidden_size(moe.expert_ffn_hidden_size());
+    moe.set_first_dense_layers(c.optional_non_negative("first_k_dense_replace").value_or(0));
+    if (c.optional_non_negative("moe_layer_freq").value_or(1) != 1) {
+      c.fail("moe_layer_freq", "got " + c.json().at("moe_layer_freq").dump() +
+                                   ", only every layer after first_k_dense_replace being MoE (1) "
+                                   "is modelled");
+    }
+    return;
+  }
+  // Qwen MoE: every decoder_sparse_step-th layer is MoE, mlp_only_layers are dense.
+  if (c.optional_non_negative("decoder_sparse_step").value_or(1) != 1) {
+    c.fail("decoder_sparse_step", "got " + c.json().at("decoder_sparse_step").dump() +
+                                      ", only all-MoE layer stacks (1) are modelled");
+  }
+  if (c.has("mlp_only_layers") && !c.json().at("mlp_only_layers").empty()) {
+    c.fail("mlp_only_layers", "dense layers among MoE layers are not modelled (expected [])");
+  }
+  if (f == Family::kQwen2Moe) {
+    if (auto shared = c.optional_non_negative("shared_expert_intermediate_size"); shared && *shared > 0) {
+      moe.set_num_shared_experts(1);
+      moe.set_shared_expert_ffn_hidden_size(*shared);
+    }
+  }
+}
+
+void read_mla(const HfConfig& c, pb::ModelSpec& spec) {
+  pb::MlaSpec& mla = *spec.mutable_mla();
+  mla.set_q_lora_rank(c.optional_non_negative("q_lora_rank").value_or(0));  // null: no compression
+  mla.set_kv_lora_rank(c.positive("kv_lora_rank"));
+  mla.set_qk_nope_head_dim(c.positive("qk_nope_head_dim"));
+  mla.set_qk_rope_head_dim(c.positive("qk_rope_head_dim"));
+  mla.set_v_head_dim(c.positive("v_head_dim"));
+  // Newer transformers write head_dim = qk_rope_head_dim for DeepSeek; ModelSpec's head_dim is
+  // the query/key head width.
+  spec.set_head_dim(mla.qk_nope_head_dim() + mla.qk_rope_head_dim());
+}
+
+void read_llama_family(const HfConfig& c, Family f, pb::ModelSpec& spec) {
+  spec.set_num_layers(c.positive("num_hidden_layers"));
+  spec.set_hidden_size(c.positive("hidden_size"));
+  spec.set_num_attention_heads(c.positive("num_attention_heads"));
+  // Absent or null means multi-head attention in every one of these modeling files.
+  spec.set_num_kv_heads(c.has("num_key_value_heads") ? c.positive("num_key_value_heads")
+                                                     : spec.num_attention_heads());
+  if (c.has("head_dim") && f != Family::kDeepseekV3) spec.set_head_dim(c.positive("head_dim"));
+  spec.set_ffn_hidden_size(c.positive("intermediate_size"));
+  spec.set_vocab_size(c.positive("vocab_size"));
+  spec.set_max_seq_len(c.positive("max_position_embeddings"));
+  spec.set_tied_embeddings(c.optional_bool("tie_word_embeddings").value_or(false));
+  // These architectures use RMSNorm whatever the file says; rms_norm_eps, when present, must be
+  // a number (a config with layer_norm_eps instead would be a different model).
+  (void)c.optional_number("rms_norm_eps");
+  if (c.has("layer_norm_eps") && !c.has("rms_norm_eps")) {
+    c.fail("layer_norm_eps", "this architecture uses RMSNorm (expected rms_norm_eps)");
+  }
+  spec.set_norm(pb::NORM_RMSNORM);
+  spec.set_activation(gated_activation(c));
+  spec.set_position_embedding(pb::POSITION_EMBEDDING_ROPE);
+  reject_sliding_window(c, f);
+  if (f == Family::kQwen2 || f == Family::kQwen2Moe) {
+    spec.set_qkv_bias(true);  // hard-wired in Qwen2's attention
+  } else if (f != Family::kDeepseekV3) {
+    read_llama_biases(c, spec);
+  }
+  spec.set_qk_norm(f == Family::kQwen3 || f == Family::kQwen3Moe);
+  if (f == Family::kMixtral || f == Family::kQwen2Moe || f == Family::kQwen3Moe ||
+      f == Family::kDeepseekV3) {
+    read_moe(c, f, spec);
+  }
+  if (f == Family::kDeepseekV3) read_mla(c, spec);
+}
+
+void read_gpt2(const HfConfig& c, pb::ModelSpec& spec) {
+  spec.set_num_layers(c.positive("n_layer"));
+  spec.set_hidden_size(c.positive("n_embd"));
+  spec.set_num_attention_heads(c.positive("n_head"));
+  spec.set_num_kv_heads(spec.num_attention_heads());
+  // n_inner null: 4 * n_embd (GPT2MLP).
+  spec.set_ffn_hidden_size(c.has("n_inner") ? c.positive("n_inner") : 4 * spec.hidden_size());
+  spec.set_vocab_size(c.positive("vocab_size"));
+  spec.set_max_seq_len(c.positive("n_positions"));
+  spec.set_tied_embeddings(c.optional_bool("tie_word_embeddings").value_or(true));
+  spec.set_norm(pb::NORM_LAYERNORM);
+  spec.set_activation(plain_activation(c, "activation_function", "gelu_new"));
+  spec.set_position_embedding(pb::POSITION_EMBEDDING_LEARNED);
+  spec.set_linear_bias(true);
+  spec.set_hidden_dropout(c.optional_number("resid_pdrop").value_or(0.1));  // GPT2Config default
+}
+
+void read_gpt_neox(const HfConfig& c, pb::ModelSpec& spec) {
+  spec.set_num_layers(c.positive("num_hidden_layers"));
+  spec.set_hidden_size(c.positive("hidden_size"));
+  spec.set_num_attention_heads(c.positive("num_attention_heads"));
+  spec.set_num_kv_heads(spec.num_attention_heads());
+  spec.set_ffn_hidden_size(c.positive("intermediate_size"));
+  spec.set_vocab_size(c.positive("vocab_size"));
+  spec.set_max_seq_len(c.positive("max_position_embeddings"));
+  spec.set_tied_embeddings(c.optional_bool("tie_word_embeddings").value_or(false));
+  spec.set_norm(pb::NORM_LAYERNORM);
+  spec.set_activation(plain_activation(c, "hidden_act", "gelu"));
+  spec.set_position_embedding(pb::POSITION_EMBEDDING_ROPE);
+  spec.set_rotary_fraction(c.optional_number("rotary_pct").value_or(0.25));  // GPTNeoXConfig
+  // The MLP always has biases; attention_bias (default true) covers the attention's.
+  if (!c.optional_bool("attention_bias").value_or(true)) {
+    c.fail("attention_bias", "got false, but GPT-NeoX's MLP keeps its biases: ModelSpec expresses "
+                             "biases on every linear layer or on q/k/v only");
+  }
+  spec.set_linear_bias(true);
+  spec.set_hidden_dropout(c.optional_number("hidden_dropout").value_or(0.0));
+}
+
+// Lines of the HF keys behind each ModelSpec field, so validate_model's errors point into the file.
+SourceMap source_map(const HfConfig& c, Family f) {
+  SourceMap where(c.file());
+  const bool gpt2 = f == Family::kGpt2;
+  const std::pair<const char*, const char*> keys[] = {
+      {"num_layers", gpt2 ? "n_layer" : "num_hidden_layers"},
+      {"hidden_size", gpt2 ? "n_embd" : "hidden_size"},
+      {"num_attention_heads", gpt2 ? "n_head" : "num_attention_heads"},
+      {"num_kv_heads", "num_key_value_heads"},
+      {"head_dim", "head_dim"},
+      {"ffn_hidden_size", gpt2 ? "n_inner" : "intermediate_size"},
+      {"moe.top_k", "num_experts_per_tok"},
+      {"moe.first_dense_layers", "first_k_dense_replace"},
+      {"hidden_dropout", gpt2 ? "resid_pdrop" : "hidden_dropout"},
+      {"rotary_fraction", "rotary_pct"}};
+  for (const auto& [field, key] : keys) {
+    if (int line = c.line(key); line > 0) where.record(field, line);
+  }
+  return where;
+}
+
+}  // namespace
+
+pb::ModelSpec import_hf_config(const std::filesystem::path& config_json, std::string name) {
+  const HfConfig c(config_json);
+  const Family f = family_of(c);
+  pb::ModelSpec spec;
+  if (name.empty()) name = config_json.parent_path().filename().string();
+  if (name.empty()) name = config_json.stem().string();
+  spec.set_name(name);
+  spec.set_description("Imported from Hugging Face " + c.architecture() + " config " +
+                       config_json.filename().string());
+  switch (f) {
+    case Family::kGpt2: read_gpt2(c, spec); break;
+    case Family::kGptNeoX: read_gpt_neox(c, spec); break;
+    default: read_llama_family(c, f, spec); break;
+  }
+  validate_model(spec, source_map(c, f));
+  return spec;
+}
+
+}  // namespace orrery::models

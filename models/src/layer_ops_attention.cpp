@@ -1,0 +1,143 @@
+// The attention half of a decoder layer: norm, projections (standard with GQA, or MLA's low-rank
+// ones), RoPE, the causal flash-attention core, output projection and residual.
+//
+// Tensor parallelism follows Megatron: q/k/v (and MLA's up-projections) are column parallel by
+// heads, the output projection is row parallel and followed by the TP reduction; MLA's
+// down-projections are replicated on every TP rank. Saved activations follow Korthikanti et al.
+// 2022 ("Reducing Activation Recomputation in Large Transformer Models"), with flash attention:
+// Q, K, V and the output are kept, the s^2 softmax and its dropout mask never are.
+#include "layer_ops_build.hpp"
+#include "orrery/models/model_catalog.hpp"
+
+namespace orrery::models::detail {
+namespace {
+
+struct HeadDims {
+  int64_t qk = 0;  // per-head dimension of queries and keys
+  int64_t v = 0;   // per-head dimension of values (and the attention output)
+  int64_t rope = 0;  // rotated dimensions per query/key head
+};
+
+HeadDims head_dims(const pb::ModelSpec& spec) {
+  if (spec.has_mla()) {
+    const auto& mla = spec.mla();
+    return {mla.qk_nope_head_dim() + mla.qk_rope_head_dim(), mla.v_head_dim(),
+            mla.qk_rope_head_dim()};
+  }
+  const int64_t d = head_dim(spec);
+  int64_t rope = 0;
+  if (spec.position_embedding() == pb::POSITION_EMBEDDING_ROPE) {
+    const double fraction = spec.has_rotary_fraction() ? spec.rotary_fraction() : 1.0;
+    rope = static_cast<int64_t>(static_cast<double>(d) * fraction);  // GPT-NeoX truncates too
+  }
+  return {d, d, rope};
+}
+
+// RoPE on `heads` query/key heads of `dims` rotated dimensions each. It keeps nothing: backward
+// is the transposed rotation, which needs only the positions.
+LayerOp rope(const View& v, int64_t heads, int64_t dims) {
+  return pointwise("attn.rope", pb::OP_CLASS_ELEMENTWISE, v.tokens * heads * dims,
+                   kRopeFlopsPerElement, kLinearBackwardFactor, 1, 0, v.ctx);
+}
+
+// softmax(QK^T / sqrt(d)) V, causal, as one flash-attention kernel.
+LayerOp core(const View& v, const HeadDims& d, int64_t kv_heads) {
+  const auto& ctx = v.ctx;
+  const double act = ctx.activation_bytes;
+  const int64_t q_len = ctx.seq_len / ctx.cp;  // this rank's queries (two balanced chunks)
+  const int64_t kv_len = ctx.seq_len;          // every key/value visits it around the CP ring
+  const double mb = static_cast<double>(ctx.micro_batch);
+  LayerOp op;
+  op.name = "attn.core";
+  op.op_class = pb::OP_CLASS_ATTENTION;
+  op.shape = {ctx.micro_batch, v.q_heads, q_len, kv_len, d.qk};
+  // QK^T: 2 * q_len * kv_len * d_qk per head, PV: 2 * q_len * kv_len * d_v; causal computes half
+  // of both. With CP each rank's two chunks see, together, 1/cp of the causal triangle.
+  op.forward_flops = kCausalFraction * 2.0 * mb * static_cast<double>(v.q_heads) * q_len *
+                     static_cast<double>(kv_len) * static_cast<double>(d.qk + d.v);
+  op.backward_flops = kAttentionBackwardFactor * op.forward_flops;
+  const double t = static_cast<double>(v.tokens);
+  const double q_bytes = t * v.q_heads * d.qk * act;
+  const double kv_local_bytes = t * kv_heads * (d.qk + d.v) * act;
+  op.forward_bytes_read = q_bytes + mb * kv_len * kv_heads * (d.qk + d.v) * act;
+  op.forward_bytes_written = t * v.q_heads * d.v * act;
+  // Q, K, V (Korthikanti: "Q and K 4sbh", "V 2sbh") and the fp32 log-sum-exp per query row; the
+  // output is kept as attn.out's input.
+  const double softmax_stats = t * v.q_heads * kSoftmaxStatBytes;
+  op.saved_activation_bytes = q_bytes + kv_local_bytes + softmax_stats;
+  op.selective_recompute = true;
+  op.selective_recompute_bytes = softmax_stats;
+  op.cp_kv_bytes = ctx.cp > 1 ? kv_local_bytes : 0;
+  return op;
+}
+
+LayerOp out_projection(const View& v, const HeadDims& d) {
+  const double act = v.ctx.activation_bytes;
+  const int64_t k = v.q_heads * d.v;
+  LayerOp op = gemm("attn.out", v.tokens, v.spec.hidden_size(), k, v.spec.linear_bias(),
+                    static_cast<double>(v.tokens) * k * act, v.ctx);
+  if (v.ctx.tp > 1) op.tp_comm_bytes = static_cast<double>(v.tokens) * v.spec.hidden_size() * act;
+  return op;
+}
+
+// Grouped-query attention with one fused q/k/v projection.
+void append_standard(const View& v, const HeadDims& d, std::vector<LayerOp>& ops) {
+  const auto& spec = v.spec;
+  const double act = v.ctx.activation_bytes;
+  const int64_t h = spec.hidden_size();
+  const bool bias = spec.linear_bias() || spec.qkv_bias();
+  // Keeps its input; under SP the sequence-sharded copy, gathered again in backward.
+  ops.push_back(gemm("attn.qkv", v.tokens, (v.q_heads + 2 * v.kv_heads) * d.qk, h, bias,
+                     static_cast<double>(v.sp_tokens) * h * act, v.ctx));
+  if (spec.qk_norm()) {  // Qwen3: a per-head norm of queries and keys, one weight each
+    ops.push_back(norm("attn.q_norm", spec.norm(), v.tokens * v.q_heads, d.qk, v.ctx));
+    ops.push_back(norm("attn.k_norm", spec.norm(), v.tokens * v.kv_heads, d.qk, v.ctx));
+  }
+  if (d.rope > 0) ops.push_back(rope(v, v.q_heads + v.kv_heads, d.rope));
+  ops.push_back(core(v, d, v.kv_heads));
+}
+
+// DeepSeek multi-head latent attention: queries through a q_lora_rank bottleneck, keys and
+// values through a shared kv_lora_rank latent plus one shared rotary key of qk_rope_head_dim.
+void append_mla(const View& v, const HeadDims& d, std::vector<LayerOp>& ops) {
+  const auto& spec = v.spec;
+  const auto& mla = spec.mla();
+  const double act = v.ctx.activation_bytes;
+  const double t = static_cast<double>(v.tokens);
+  const int64_t h = spec.hidden_size();
+  const bool bias = spec.linear_bias();
+  const double input_bytes = static_cast<double>(v.sp_tokens) * h * act;
+  if (mla.q_lora_rank() > 0) {
+    ops.push_back(gemm("attn.q_down", v.tokens, mla.q_lora_rank(), h, bias, input_bytes, v.ctx));
+    ops.push_back(norm("attn.q_norm", spec.norm(), v.tokens, mla.q_lora_rank(), v.ctx));
+    ops.push_back(gemm("attn.q_up", v.tokens, v.q_heads * d.qk, mla.q_lora_rank(), bias,
+                       t * mla.q_lora_rank() * act, v.ctx));
+  } else {
+    ops.push_back(gemm("attn.q", v.tokens, v.q_heads * d.qk, h, bias, input_bytes, v.ctx));
+  }
+  // Same input tensor as the query projection: kept once, there.
+  ops.push_back(gemm("attn.kv_down", v.tokens, mla.kv_lora_rank() + mla.qk_rope_head_dim(), h,
+                     bias, 0, v.ctx));
+  ops.push_back(norm("attn.kv_norm", spec.norm(), v.tokens, mla.kv_lora_rank(), v.ctx));
+  ops.push_back(gemm("attn.kv_up", v.tokens, v.q_heads * (mla.qk_nope_head_dim() + d.v),
+                     mla.kv_lora_rank(), bias, t * mla.kv_lora_rank() * act, v.ctx));
+  // Every query head's rotary part plus the one rotary key shared by all heads.
+  ops.push_back(rope(v, v.q_heads + 1, d.rope));
+  ops.push_back(core(v, d, v.q_heads));
+}
+
+}  // namespace
+
+void append_attention(const View& v, std::vector<LayerOp>& ops) {
+  const HeadDims d = head_dims(v.spec);
+  ops.push_back(norm("attn.norm", v.spec.norm(), v.sp_tokens, v.spec.hidden_size(), v.ctx));
+  if (v.spec.has_mla()) {
+    append_mla(v, d, ops);
+  } else {
+    append_standard(v, d, ops);
+  }
+  ops.push_back(out_projection(v, d));
+  ops.push_back(residual("attn.residual", v));
+}
+
+}  // namespace orrery::models::detail

@@ -1,0 +1,67 @@
+// NCCL-like collective cost model: a collective on a group of devices is decomposed the way NCCL
+// runs it (ring, tree, NVLS on NVSwitch systems; Simple, LL, LL128 protocols; channels;
+// hierarchical across nodes), each candidate gets an alpha-beta time from the links the topology
+// gives it, and the algorithm/protocol NCCL would pick (the fastest, as its tuner does) is used
+// unless pinned. Times are for an uncontended fabric; the `des` engine adds contention.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/calibration.pb.h"
+#include "orrery/pb/exec_graph.pb.h"
+#include "orrery/topologies/topology.hpp"
+
+namespace orrery::sim {
+
+enum class CollectiveAlgorithm { kRing, kTree, kNvls, kDirect };
+enum class CollectiveProtocol { kSimple, kLL, kLL128 };
+const char* to_string(CollectiveAlgorithm a);
+const char* to_string(CollectiveProtocol p);
+
+struct CollectivePin {
+  std::optional<CollectiveAlgorithm> algorithm;
+  std::optional<CollectiveProtocol> protocol;
+};
+
+struct CollectiveCost {
+  double seconds = 0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  CollectiveProtocol protocol = CollectiveProtocol::kSimple;
+  int channels = 1;
+  // Bytes each rank puts on its slowest link class (for the DES engine's flows and for reports).
+  double bytes_on_wire_per_rank = 0;
+};
+
+class CollectiveCostModel {
+ public:
+  // `calibration` (optional) overrides latency/bandwidth per scope and collective kind: a
+  // CommCurve whose scope is "intra_node" (the group stays inside one NVLink domain or node) or
+  // "inter_node" (it crosses the network) and whose collective is `kind` makes the time
+  // latency_s + bytes * busbw_factor / bandwidth_bytes_per_s, with nccl-tests' bus-bandwidth
+  // factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; else 1).
+  // A curve with collective UNSPECIFIED calibrates point-to-point transfers (bytes / bandwidth).
+  explicit CollectiveCostModel(const topologies::Topology& topology,
+                               const pb::CalibrationProfile* calibration = nullptr);
+
+  // `devices`: global device indices of the group, in group-rank order (size >= 1; size 1
+  // costs nothing). `bytes`: the buffer size as nccl-tests reports it (all_gather: the output
+  // size; reduce_scatter: the input size; all_to_all: the whole send buffer).
+  CollectiveCost estimate(pb::CollectiveKind kind, const std::vector<int64_t>& devices,
+                          double bytes, const CollectivePin& pin = {}) const;
+
+  // One point-to-point transfer (pipeline send/recv, ring-attention KV exchange).
+  double p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const;
+
+  const topologies::Topology& topology() const { return topology_; }
+
+ private:
+  const pb::CommCurve* calibrated(const std::string& scope, pb::CollectiveKind kind) const;
+
+  const topologies::Topology& topology_;
+  const pb::CalibrationProfile* calibration_;
+};
+
+}  // namespace orrery::sim

@@ -1,0 +1,36 @@
+// Compute cost model: per-op roofline with efficiency curves per device and op class,
+//   time = overhead + max(flops / (peak(dtype) * efficiency(flops)),
+//                         bytes / (memory bandwidth * memory efficiency))
+//   efficiency(F) = max_efficiency * F / (F + half_saturation_flops)
+// with defaults per op class (compute_defaults.cpp, fitted to public data and documented there)
+// that a CalibrationProfile replaces per (device, op class).
+#pragma once
+
+#include <string>
+
+#include "orrery/pb/calibration.pb.h"
+#include "orrery/pb/cluster.pb.h"
+#include "orrery/pb/exec_graph.pb.h"
+
+namespace orrery::sim {
+
+class ComputeCostModel {
+ public:
+  // `dtype`: the precision GEMMs and attention run in ("bf16", "fp16", "fp8", "fp32").
+  ComputeCostModel(std::string dtype, const pb::CalibrationProfile* calibration = nullptr);
+
+  double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops,
+                 double bytes) const;
+  double seconds(const pb::DeviceSpec& device, const pb::ExecNode& node) const {
+    return seconds(device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written());
+  }
+  // The curve in force for a device and op class (calibrated or default).
+  pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class) const;
+  const std::string& dtype() const { return dtype_; }
+
+ private:
+  std::string dtype_;
+  const pb::CalibrationProfile* calibration_;
+};
+
+}  // namespace orrery::sim

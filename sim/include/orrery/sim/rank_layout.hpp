@@ -1,0 +1,63 @@
+// Where each rank sits in the parallel grid and which process groups it belongs to. Ranks are
+// numbered by the plan's placement order (innermost dimension varies fastest), so with the default
+// "tp,cp,dp,pp" a TP group is consecutive ranks and lands inside a node.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "orrery/pb/exec_graph.pb.h"
+#include "orrery/sim/resolved_plan.hpp"
+
+namespace orrery::sim {
+
+struct RankCoord {
+  int64_t tp = 0, cp = 0, dp = 0, pp = 0;
+};
+
+// Process-group kinds a rank takes part in.
+enum class GroupKind {
+  kTp,    // same cp, dp, pp
+  kCp,    // same tp, dp, pp
+  kDp,    // same tp, cp, pp
+  kDpCp,  // same tp, pp: gradients of dense weights are reduced over dp x cp
+  kPp,    // same tp, cp, dp
+  kEp,    // MoE: ep consecutive ranks of the (dp, cp) plane with the same tp, pp
+  kEdp,   // MoE: expert-data-parallel, same expert shard: reduces expert gradients
+  kDpShard,    // HSDP: shard_group_size consecutive members of the dp group
+  kDpReplica,  // HSDP: the members of the dp group holding the same shard
+};
+const char* to_string(GroupKind kind);
+
+class RankLayout {
+ public:
+  // `shard_group_size` (HSDP) splits each dp group into shards of that size; 0 means no HSDP.
+  RankLayout(const Degrees& degrees, const std::vector<Dim>& placement,
+             int64_t shard_group_size = 0);
+
+  int64_t world_size() const { return degrees_.world_size(); }
+  RankCoord coord(int64_t rank) const;
+  int64_t rank(const RankCoord& coord) const;
+
+  // Ranks of `kind`'s group that contains `rank`, in group-rank order.
+  std::vector<int64_t> group(GroupKind kind, int64_t rank) const;
+  // Position of `rank` in that group.
+  int64_t index_in_group(GroupKind kind, int64_t rank) const;
+
+  // All groups of all kinds with deterministic ids (kind-major, then by smallest rank), as they
+  // appear in ExecGraph.process_groups; groups of size 1 are left out.
+  std::vector<pb::ProcessGroup> process_groups() const;
+  // Id of `rank`'s group of `kind` in process_groups(), -1 for a size-1 group.
+  int64_t group_id(GroupKind kind, int64_t rank) const;
+
+ private:
+  // HSDP groups exist only when a shard group size was given.
+  bool active(GroupKind kind) const;
+  int64_t stride(Dim dim) const;
+  int64_t extent(Dim dim) const;
+  Degrees degrees_;
+  std::vector<Dim> placement_;
+  int64_t shard_ = 0;
+};
+
+}  // namespace orrery::sim

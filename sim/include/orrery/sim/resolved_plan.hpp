@@ -1,0 +1,72 @@
+// A plan with every default made explicit and every validity rule checked against its model and
+// cluster. Everything downstream (lowering, memory, engines) reads a ResolvedPlan, never a raw
+// pb::Plan, so a default is decided in exactly one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/cluster.pb.h"
+#include "orrery/pb/model.pb.h"
+#include "orrery/pb/plan.pb.h"
+#include "orrery/traces/spec_io.hpp"
+
+namespace orrery::sim {
+
+// Parallel dimensions that decide where a rank sits (EP is carved out of CP x DP, see RankLayout).
+enum class Dim { kTp, kCp, kDp, kPp };
+const char* to_string(Dim dim);
+
+struct Degrees {
+  int64_t tp = 1, cp = 1, dp = 1, pp = 1, ep = 1, vp = 1;
+  int64_t world_size() const { return tp * cp * dp * pp; }
+};
+
+// Bytes per element in each role, from the job's precision (Megatron mixed precision: bf16/fp16
+// compute, fp32 master weights, fp32 Adam moments, fp32 gradient reduction for bf16).
+struct Precisions {
+  double activation_bytes = 2;
+  double param_bytes = 2;        // the compute copy of a weight
+  double grad_bytes = 4;         // accumulated and reduced gradients
+  double master_param_bytes = 4; // 0 for fp32 training (the compute copy is the master)
+  double optimizer_state_bytes = 8;  // Adam m and v
+  std::string dtype = "bf16";    // which DeviceSpec peak applies to GEMMs
+};
+
+struct ResolvedPlan {
+  pb::Plan plan;  // as given, with defaults filled in (degrees, schedule, sharding, recompute)
+  pb::ModelSpec model;
+  pb::ClusterSpec cluster;
+  Degrees degrees;
+  Precisions precision;
+  int64_t seq_len = 0;
+  int64_t micro_batch_size = 0;
+  int64_t num_micro_batches = 0;  // per DP replica per step (gradient accumulation)
+  // Layers of each virtual stage, pp * vp entries; virtual stage s = chunk * pp + pipeline rank
+  // (Megatron's interleaving).
+  std::vector<int64_t> layers_per_stage;
+  // Parallel dimensions from innermost (consecutive ranks) to outermost.
+  std::vector<Dim> placement;
+  // Global device index of each rank.
+  std::vector<int64_t> device_of_rank;
+
+  pb::PipelineSchedule schedule() const { return plan.parallel().schedule(); }
+  pb::Sharding sharding() const { return plan.sharding(); }
+  pb::Recompute recompute() const { return plan.recompute(); }
+  bool sequence_parallel() const { return plan.parallel().sequence_parallel(); }
+  int64_t world_size() const { return degrees.world_size(); }
+  // First model layer of virtual stage s.
+  int64_t first_layer(int64_t stage) const;
+};
+
+// The device spec `rank` runs on.
+const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank);
+
+// Fills defaults and checks the rules. Violations throw InputError naming the plan field and
+// the rule ("parallel.tp: rule tp-divides-kv-heads: tp 3 must divide num_kv_heads 8"); `where`
+// locates the field in the plan file when there is one.
+ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
+                          const pb::ClusterSpec& cluster, const SourceMap& where = SourceMap());
+
+}  // namespace orrery::sim

@@ -1,0 +1,40 @@
+// `orrery validate --runs`: simulate every case of a published-runs file (the format of
+// shared/validation/public_runs.json) and compare with its measured step time.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/plan.pb.h"
+#include "orrery/sim/engine.hpp"
+
+namespace orrery::sim {
+
+struct RunCase {
+  std::string id;
+  std::string model;    // what was simulated (preset name or "<key> (from the file)")
+  std::string cluster;  // cluster preset and node count
+  std::string plan;     // one-line plan summary
+  double measured_s = 0;
+  double predicted_s = 0;
+  double error = 0;     // (predicted - measured) / measured
+  std::string skipped;  // non-empty: why the case was not simulated
+};
+
+struct RunValidation {
+  std::vector<RunCase> cases;
+  double median_abs_error = 0;
+  double p90_abs_error = 0;
+  int simulated = 0;
+};
+
+// Throws InputError naming the file and field for a malformed file; a case orrery cannot map
+// (unknown GPU, missing step time) is kept as skipped with the reason.
+RunValidation validate_runs(const std::filesystem::path& file, EngineKind engine,
+                            const pb::CalibrationProfile* calibration = nullptr);
+
+// Median and 90th percentile of |errors| (nearest rank); zeros for an empty list.
+std::pair<double, double> median_p90(std::vector<double> abs_errors);
+
+}  // namespace orrery::sim

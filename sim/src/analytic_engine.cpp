@@ -1,0 +1,391 @@
+// The analytic engine: the step time in closed form from the same per-layer programs the
+// lowering emits, costed once per distinct layer kind, and composed with the pipeline schedule:
+//
+//   1F1B / GPipe:  T = (M - 1) * max_p(F_p + B_p) + sum_p (F_p + B_p) + 2 (pp - 1) t_p2p
+//   interleaved:   T = M * max_p(F_p + B_p) + (pp - 1) / vp * max_p(F_p + B_p) + 2 (pp - 1) t_p2p
+//
+// where F_p, B_p are pipeline rank p's forward and backward time for one micro-batch over all of
+// its chunks (TP/EP collectives are blocking, CP ring exchanges overlap the attention pieces),
+// then adds the data-parallel tail the lowering puts after the last backward (buckets launched as
+// their gradients become final, serialized on the DP stream), the optimizer and, for ZeRO-1/2,
+// the parameter all-gather.
+#include <algorithm>
+#include <cmath>
+
+#include "layer_program.hpp"
+#include "lower_rank.hpp"
+#include "orrery/models/layer_ops.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/sim/memory_model.hpp"
+#include "orrery/sim/rank_layout.hpp"
+#include "orrery/topologies/device_db.hpp"
+
+namespace orrery::sim {
+namespace {
+
+using detail::Step;
+
+// Time of one pass over some ops, split the way the breakdown reports it.
+struct PassCost {
+  double compute_s = 0;
+  double recompute_s = 0;  // part of compute_s
+  double tp_s = 0, ep_s = 0, cp_s = 0;
+  double flops = 0, recompute_flops = 0;
+  double total() const { return compute_s + tp_s + ep_s + cp_s; }
+  PassCost& operator+=(const PassCost& o) {
+    compute_s += o.compute_s, recompute_s += o.recompute_s, tp_s += o.tp_s, ep_s += o.ep_s;
+    cp_s += o.cp_s, flops += o.flops, recompute_flops += o.recompute_flops;
+    return *this;
+  }
+  PassCost scaled(double k) const {
+    PassCost c = *this;
+    c.compute_s *= k, c.recompute_s *= k, c.tp_s *= k, c.ep_s *= k, c.cp_s *= k, c.flops *= k;
+    c.recompute_flops *= k;
+    return c;
+  }
+};
+
+bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.experts", 0) == 0; }
+
+class RankCoster {
+ public:
+  RankCoster(const ResolvedPlan& plan, const CostModels& costs, const RankLayout& layout, int64_t rank)
+      : plan_(plan), costs_(costs), device_(device_of(plan, rank)), my_device_(plan.device_of_rank[static_cast<size_t>(rank)]) {
+    auto devices = [&](GroupKind k) {
+      std::vector<int64_t> out;
+      for (int64_t r : layout.group(k, rank)) out.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      return out;
+    };
+    tp_ = devices(GroupKind::kTp);
+    if (plan.degrees.ep > 1) ep_ = devices(GroupKind::kEp);
+    if (plan.degrees.cp > 1) {
+      const auto ring = layout.group(GroupKind::kCp, rank);
+      const int64_t me = layout.index_in_group(GroupKind::kCp, rank);
+      cp_next_ = plan.device_of_rank[static_cast<size_t>(ring[static_cast<size_t>((me + 1) % plan.degrees.cp)])];
+    }
+  }
+
+  double op_seconds(const models::LayerOp& op, pb::Phase phase, double scale) const {
+    const auto w = detail::op_work(op, phase);
+    return costs_.compute().seconds(device_, op.op_class, w.flops * scale,
+                                    (w.bytes_read + w.bytes_written) * scale);
+  }
+
+  PassCost program(const std::vector<models::LayerOp>& ops, pb::Phase phase) const {
+    PassCost c;
+    for (const Step& s : detail::layer_program(ops, plan_, phase)) {
+      switch (s.kind) {
+        case Step::Kind::kCompute: {
+          const double t = op_seconds(*s.op, s.phase, 1.0);
+          const double f = detail::op_work(*s.op, s.phase).flops;
+          c.compute_s += t;
+          c.flops += f;
+          if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += t, c.recompute_flops += f;
+          break;
+        }
+        case Step::Kind::kRing: {
+          const double cp = static_cast<double>(plan_.degrees.cp);
+          const double piece = op_seconds(*s.op, phase, 1.0 / cp);
+          const double exchange = costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
+          c.compute_s += cp * piece;
+          c.cp_s += (cp - 1) * std::max(0.0, exchange - piece);
+          const double f = detail::op_work(*s.op, phase).flops;
+          c.flops += f;
+          if (phase == pb::PHASE_RECOMPUTE) c.recompute_s += cp * piece, c.recompute_flops += f;
+          break;
+        }
+        case Step::Kind::kCollective: {
+          const auto& devs = s.expert_group ? ep_ : tp_;
+          if (devs.size() < 2) break;
+          const double t = costs_.collectives().estimate(s.collective, devs, s.bytes).seconds;
+          (s.expert_group ? c.ep_s : c.tp_s) += t;
+          break;
+        }
+      }
+    }
+    return c;
+  }
+
+  double collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs, double bytes) const {
+    if (devs.size() < 2 || bytes <= 0) return 0;
+    return costs_.collectives().estimate(kind, devs, bytes).seconds;
+  }
+
+  const pb::DeviceSpec& device() const { return device_; }
+  int64_t device_index() const { return my_device_; }
+
+ private:
+  const ResolvedPlan& plan_;
+  const CostModels& costs_;
+  const pb::DeviceSpec& device_;
+  int64_t my_device_;
+  std::vector<int64_t> tp_, ep_;
+  int64_t cp_next_ = -1;
+};
+
+double params_of(const std::vector<models::LayerOp>& ops, bool expert) {
+  double p = 0;
+  for (const auto& op : ops) {
+    if (is_expert_op(op) == expert) p += op.parameters;
+  }
+  return p;
+}
+
+// The serialized DP stream after the last backward: bucket i becomes ready at (i + 1) / n of the
+// window (the last micro-batch's backward) and waits for the stream; returns the time past the
+// window's end.
+double dp_tail(const std::vector<double>& buckets, double window, bool overlap) {
+  double t = 0;
+  const double n = static_cast<double>(buckets.size());
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const double ready = overlap ? window * static_cast<double>(i + 1) / n : window;
+    t = std::max(t, ready) + buckets[i];
+  }
+  return std::max(0.0, t - window);
+}
+
+std::vector<double> bucketize(double params, double bucket_params) {
+  std::vector<double> out;
+  while (params > 0) {
+    out.push_back(std::min(params, bucket_params));
+    params -= bucket_params;
+  }
+  return out;
+}
+
+struct StageResult {
+  double forward_s = 0, backward_s = 0;  // one micro-batch, all chunks
+  PassCost per_micro_batch;
+  double dp_exposed_s = 0, optimizer_s = 0;
+  double fsdp_exposed_s = 0;  // per micro-batch
+};
+
+}  // namespace
+
+const char* to_string(EngineKind kind) { return kind == EngineKind::kAnalytic ? "analytic" : "des"; }
+
+CostModels::CostModels(const topologies::Topology& topology, std::string dtype,
+                       const pb::CalibrationProfile* calibration)
+    : compute_(std::move(dtype), calibration), collectives_(topology, calibration),
+      calibration_(calibration) {}
+
+double CostModels::overlap_slowdown() const {
+  if (calibration_ != nullptr && calibration_->overlap_compute_slowdown() > 0) {
+    return calibration_->overlap_compute_slowdown();
+  }
+  return 1.0;
+}
+
+void fill_throughput(const ResolvedPlan& plan, double recompute_flops_per_step, pb::SimResult& r) {
+  const double tokens = static_cast<double>(plan.plan.job().global_batch_size() * plan.seq_len);
+  const auto stats = models::model_stats(plan.model, plan.seq_len);
+  const double model_flops = stats.training_flops_per_token * tokens;
+  double peak = 0;
+  for (int64_t rank = 0; rank < plan.world_size(); ++rank) {
+    const auto& d = device_of(plan, rank);
+    double p = topologies::peak_flops(d, plan.precision.dtype);
+    peak += p > 0 ? p : d.peak_flops().fp32();
+  }
+  r.set_tokens_per_s(r.step_time_s() > 0 ? tokens / r.step_time_s() : 0);
+  r.set_mfu(r.step_time_s() > 0 ? model_flops / (r.step_time_s() * peak) : 0);
+  r.set_hfu(r.step_time_s() > 0 ? (model_flops + recompute_flops_per_step) / (r.step_time_s() * peak) : 0);
+}
+
+SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
+  const auto t = detail::make_op_tables(plan);
+  const auto& d = plan.degrees;
+  const auto& prec = plan.precision;
+  const auto sharding = plan.sharding();
+  const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
+                    sharding == pb::SHARDING_HSDP;
+  const bool dist_opt = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
+  const RankLayout layout(d, plan.placement, sharding == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0);
+  const double M = static_cast<double>(plan.num_micro_batches);
+  const int64_t stages = d.pp * d.vp;
+  const double bucket_params = plan.plan.bucket_bytes() > 0 ? plan.plan.bucket_bytes() / prec.grad_bytes
+                                                            : std::max(40e6, 1e6 * static_cast<double>(d.dp));
+
+  std::vector<StageResult> st(static_cast<size_t>(d.pp));
+  std::vector<int64_t> reps;
+  double recompute_flops_rank_sum = 0;
+  for (int64_t p = 0; p < d.pp; ++p) {
+    const int64_t rank = layout.rank({0, 0, 0, p});
+    reps.push_back(rank);
+    RankCoster rc(plan, costs, layout, rank);
+    StageResult& s = st[static_cast<size_t>(p)];
+    // Per distinct part, costed once.
+    struct Costed { PassCost fwd, bwd, rcp; double dense = 0, expert = 0; };
+    auto cost = [&](const std::vector<models::LayerOp>& ops) {
+      Costed c;
+      c.fwd = rc.program(ops, pb::PHASE_FORWARD);
+      c.bwd = rc.program(ops, pb::PHASE_BACKWARD);
+      if (plan.recompute() == pb::RECOMPUTE_FULL) c.rcp = rc.program(ops, pb::PHASE_RECOMPUTE);
+      c.dense = params_of(ops, false);
+      c.expert = params_of(ops, true);
+      return c;
+    };
+    const Costed embed = cost(t.embedding), head = cost(t.head);
+    const Costed dense = t.dense_layer.empty() ? Costed{} : cost(t.dense_layer);
+    const Costed moe = t.moe_layer.empty() ? Costed{} : cost(t.moe_layer);
+    PassCost fwd, bwd;
+    double dense_params = 0, expert_params = 0;
+    auto add = [&](const Costed& c, double n) {
+      fwd += c.fwd.scaled(n);
+      bwd += c.bwd.scaled(n);
+      bwd += c.rcp.scaled(n);  // full recomputation re-runs the forward inside the backward
+      dense_params += n * c.dense;
+      expert_params += n * c.expert;
+    };
+    std::vector<double> layer_params;  // for FSDP gathers
+    for (int64_t c = 0; c < d.vp; ++c) {
+      const int64_t stage = c * d.pp + p;
+      if (stage == 0) add(embed, 1);
+      const int64_t first = plan.first_layer(stage);
+      for (int64_t l = first; l < first + plan.layers_per_stage[static_cast<size_t>(stage)]; ++l) {
+        const bool is_moe = plan.model.has_moe() && l >= plan.model.moe().first_dense_layers();
+        add(is_moe ? moe : dense, 1);
+        layer_params.push_back(is_moe ? moe.dense + moe.expert : dense.dense + dense.expert);
+      }
+      if (stage == stages - 1) add(head, 1);
+    }
+    s.forward_s = fwd.total();
+    s.backward_s = bwd.total();
+    s.per_micro_batch = fwd;
+    s.per_micro_batch += bwd;
+    recompute_flops_rank_sum += s.per_micro_batch.recompute_flops * M * static_cast<double>(plan.world_size() / d.pp);
+
+    // FSDP: each layer's gather (forward and backward) and gradient reduce-scatter, overlapped
+    // with neighbouring layers' compute when prefetching.
+    if (fsdp) {
+      std::vector<int64_t> group_devs;
+      for (int64_t r : layout.group(sharding == pb::SHARDING_HSDP ? GroupKind::kDpShard : GroupKind::kDp, rank)) {
+        group_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      }
+      const double n_layers = static_cast<double>(layer_params.size());
+      const double layer_fwd = n_layers > 0 ? s.forward_s / n_layers : 0;
+      const double layer_bwd = n_layers > 0 ? s.backward_s / n_layers : 0;
+      const bool prefetch = plan.plan.prefetch_buckets() > 0;
+      for (double lp : layer_params) {
+        const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, lp * prec.param_bytes);
+        const double rs = rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, lp * prec.grad_bytes);
+        const double passes = plan.recompute() == pb::RECOMPUTE_FULL ? 1.0 : 2.0;  // gathers per micro-batch
+        s.fsdp_exposed_s += prefetch ? std::max(0.0, g - layer_fwd) + std::max(0.0, g + rs - layer_bwd) * (passes - 1)
+                                     : g * passes + std::max(0.0, rs - layer_bwd);
+      }
+    }
+
+    // Data-parallel tail after the last backward.
+    const bool overlap = plan.plan.overlap_grad_reduce();
+    std::vector<double> buckets;
+    if (!fsdp) {
+      const auto kind = dist_opt ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE;
+      std::vector<int64_t> dense_devs, expert_devs;
+      for (int64_t r : layout.group(d.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, rank)) {
+        dense_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      }
+      if (plan.model.has_moe()) {
+        for (int64_t r : layout.group(GroupKind::kEdp, rank)) expert_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      }
+      for (double b : bucketize(dense_params, bucket_params)) {
+        buckets.push_back(rc.collective(kind, dense_devs, b * prec.grad_bytes));
+      }
+      for (double b : bucketize(expert_params, bucket_params)) {
+        buckets.push_back(rc.collective(kind, expert_devs, b * prec.grad_bytes));
+      }
+    } else if (sharding == pb::SHARDING_HSDP) {
+      std::vector<int64_t> replica_devs;
+      for (int64_t r : layout.group(GroupKind::kDpReplica, rank)) replica_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      buckets.push_back(rc.collective(pb::COLLECTIVE_KIND_ALL_REDUCE, replica_devs,
+                                      (dense_params + expert_params) / static_cast<double>(plan.plan.shard_group_size()) * prec.grad_bytes));
+    }
+    s.dp_exposed_s = dp_tail(buckets, s.backward_s, overlap && !fsdp);
+    double shard = dense_params + expert_params;
+    if (sharding != pb::SHARDING_NONE) {
+      shard /= sharding == pb::SHARDING_HSDP ? static_cast<double>(plan.plan.shard_group_size()) : static_cast<double>(d.dp);
+    }
+    const double read = prec.master_param_bytes + prec.grad_bytes + prec.optimizer_state_bytes +
+                        (prec.master_param_bytes == 0 ? prec.param_bytes : 0);
+    const double written = prec.master_param_bytes + prec.optimizer_state_bytes + prec.param_bytes;
+    s.optimizer_s = costs.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER, 12.0 * shard,
+                                            shard * (read + written));
+    if (dist_opt) {
+      std::vector<int64_t> dense_devs;
+      for (int64_t r : layout.group(d.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, rank)) dense_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      double gather = 0;
+      for (double b : bucketize(dense_params + expert_params, bucket_params)) {
+        gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, b * prec.param_bytes);
+      }
+      // Overlapped with the next step's first forward when asked; otherwise at the step's end.
+      s.dp_exposed_s += plan.plan.overlap_param_gather() ? std::max(0.0, gather - s.forward_s) : gather;
+    }
+  }
+
+  // Pipeline composition.
+  double p2p = 0;
+  if (d.pp > 1) {
+    double tokens = static_cast<double>(plan.micro_batch_size * plan.seq_len / d.cp);
+    if (plan.sequence_parallel()) tokens /= static_cast<double>(d.tp);
+    const double bytes = tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes;
+    for (int64_t p = 0; p + 1 < d.pp; ++p) {
+      p2p += costs.collectives().p2p_seconds(plan.device_of_rank[static_cast<size_t>(reps[static_cast<size_t>(p)])],
+                                             plan.device_of_rank[static_cast<size_t>(reps[static_cast<size_t>(p + 1)])], bytes);
+    }
+    p2p *= 2;  // activations forward, gradients backward
+  }
+  double slowest = 0, sum = 0;
+  for (const auto& s : st) {
+    const double mb = s.forward_s + s.backward_s + s.fsdp_exposed_s;
+    sum += mb;
+    slowest = std::max(slowest, mb);
+  }
+  double pipeline;
+  if (d.pp == 1) {
+    pipeline = M * slowest;
+  } else if (plan.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
+    pipeline = M * slowest + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest + p2p;
+  } else {
+    pipeline = (M - 1) * slowest + sum + p2p;
+  }
+  double step = 0;
+  for (const auto& s : st) step = std::max(step, pipeline + s.dp_exposed_s + s.optimizer_s);
+  // The breakdown follows the pipeline rank with the most work of its own; whatever the step
+  // holds beyond that rank's work and tail is its bubble, so the terms add up to the step.
+  size_t critical = 0;
+  double most = -1;
+  for (size_t p = 0; p < st.size(); ++p) {
+    const auto& s = st[p];
+    const double own = M * (s.forward_s + s.backward_s + s.fsdp_exposed_s) + s.dp_exposed_s + s.optimizer_s;
+    if (own > most) most = own, critical = p;
+  }
+
+  SimOutput out;
+  pb::SimResult& r = out.result;
+  r.set_engine("analytic");
+  r.set_model(plan.model.name());
+  r.set_cluster(plan.cluster.name());
+  r.set_step_time_s(step);
+  const StageResult& c = st[critical];
+  auto* b = r.mutable_breakdown();
+  b->set_compute_s(M * c.per_micro_batch.compute_s);
+  b->set_recompute_s(M * c.per_micro_batch.recompute_s);
+  b->set_optimizer_s(c.optimizer_s);
+  auto add_comm = [&](const char* name, double seconds) {
+    if (seconds <= 0) return;
+    auto* e = b->add_exposed_comm();
+    e->set_name(name);
+    e->set_seconds(seconds);
+  };
+  add_comm("tp", M * c.per_micro_batch.tp_s);
+  add_comm("cp", M * c.per_micro_batch.cp_s);
+  add_comm("ep", M * c.per_micro_batch.ep_s);
+  add_comm("pp", p2p);
+  add_comm("dp", c.dp_exposed_s + M * c.fsdp_exposed_s);
+  const double accounted = M * (c.forward_s + c.backward_s + c.fsdp_exposed_s) + p2p +
+                          c.dp_exposed_s + c.optimizer_s;
+  b->set_pipeline_bubble_s(std::max(0.0, step - accounted));
+  for (auto& m : memory_per_stage(plan)) *r.add_memory() = std::move(m);
+  fill_throughput(plan, recompute_flops_rank_sum, r);
+  return out;
+}
+
+}  // namespace orrery::sim

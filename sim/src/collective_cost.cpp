@@ -1,0 +1,116 @@
+// CollectiveCostModel: describes the group, costs every algorithm/protocol NCCL could run, keeps
+// the fastest (or the pinned one), and lets a calibration profile replace the alpha-beta terms
+// of a (scope, collective) it has measured.
+#include "orrery/sim/collective_cost.hpp"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "collective_algorithms.hpp"
+#include "collective_group.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::sim {
+namespace {
+
+void check_devices(const topologies::Topology& topology, const std::vector<int64_t>& devices) {
+  ORRERY_CHECK(!devices.empty(), "a collective needs at least one device");
+  std::set<int64_t> seen;
+  for (int64_t d : devices) {
+    ORRERY_CHECK(d >= 0 && d < topology.num_devices(),
+                 "device " + std::to_string(d) + " is outside the cluster's " +
+                     std::to_string(topology.num_devices()) + " devices");
+    ORRERY_CHECK(seen.insert(d).second, "device " + std::to_string(d) + " appears twice in a group");
+  }
+}
+
+bool matches(const CollectivePin& pin, const detail::CollectiveCandidate& c) {
+  return (!pin.algorithm || *pin.algorithm == c.algorithm) &&
+         (!pin.protocol || *pin.protocol == c.protocol);
+}
+
+const char* scope_of(const detail::CollectiveGroup& group) {
+  return group.islands > 1 ? "inter_node" : "intra_node";
+}
+
+}  // namespace
+
+const char* to_string(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::kRing: return "ring";
+    case CollectiveAlgorithm::kTree: return "tree";
+    case CollectiveAlgorithm::kNvls: return "nvls";
+    case CollectiveAlgorithm::kDirect: return "direct";
+  }
+  return "?";
+}
+
+const char* to_string(CollectiveProtocol p) {
+  switch (p) {
+    case CollectiveProtocol::kSimple: return "simple";
+    case CollectiveProtocol::kLL: return "ll";
+    case CollectiveProtocol::kLL128: return "ll128";
+  }
+  return "?";
+}
+
+CollectiveCostModel::CollectiveCostModel(const topologies::Topology& topology,
+                                         const pb::CalibrationProfile* calibration)
+    : topology_(topology), calibration_(calibration) {}
+
+const pb::CommCurve* CollectiveCostModel::calibrated(const std::string& scope,
+                                                     pb::CollectiveKind kind) const {
+  if (calibration_ == nullptr) return nullptr;
+  for (const auto& curve : calibration_->comm()) {
+    if (curve.scope() == scope && curve.collective() == kind) return &curve;
+  }
+  return nullptr;
+}
+
+CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
+                                             const std::vector<int64_t>& devices, double bytes,
+                                             const CollectivePin& pin) const {
+  check_devices(topology_, devices);
+  ORRERY_CHECK(bytes >= 0, "a collective cannot move a negative number of bytes");
+  CollectiveCost cost;
+  if (devices.size() == 1) return cost;
+  const bool barrier = kind == pb::COLLECTIVE_KIND_BARRIER;
+  if (bytes == 0 && !barrier) return cost;
+  const detail::CollectiveGroup group = detail::describe_group(topology_, devices);
+  std::vector<detail::CollectiveCandidate> candidates =
+      detail::collective_candidates(kind, group, barrier ? 0 : bytes);
+  const auto end = std::remove_if(candidates.begin(), candidates.end(),
+                                  [&](const auto& c) { return !matches(pin, c); });
+  ORRERY_CHECK(end != candidates.begin(),
+               std::string("no ") + (pin.algorithm ? to_string(*pin.algorithm) : "") + "/" +
+                   (pin.protocol ? to_string(*pin.protocol) : "") + " algorithm for this collective on this group");
+  const auto best = std::min_element(candidates.begin(), end, [](const auto& a, const auto& b) {
+    return a.seconds() < b.seconds();
+  });
+  cost.seconds = detail::launch_overhead_s() + best->seconds();
+  cost.algorithm = best->algorithm;
+  cost.protocol = best->protocol;
+  cost.channels = best->channels;
+  cost.bytes_on_wire_per_rank = best->wire_bytes_per_rank;
+  if (const pb::CommCurve* curve = calibrated(scope_of(group), kind)) {
+    cost.seconds = curve->latency_s() +
+                   bytes * detail::bus_factor(kind, group.ranks) / curve->bandwidth_bytes_per_s();
+  }
+  return cost;
+}
+
+double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const {
+  check_devices(topology_, {src_device, dst_device});
+  ORRERY_CHECK(bytes >= 0, "a transfer cannot move a negative number of bytes");
+  if (bytes == 0) return 0;
+  const detail::CollectiveGroup group = detail::describe_group(topology_, {src_device, dst_device});
+  if (const pb::CommCurve* curve = calibrated(scope_of(group), pb::COLLECTIVE_KIND_UNSPECIFIED)) {
+    return curve->latency_s() + bytes / curve->bandwidth_bytes_per_s();
+  }
+  const bool same_island =
+      detail::island_of(topology_, src_device) == detail::island_of(topology_, dst_device);
+  return detail::launch_overhead_s() + detail::p2p_candidate(group, same_island, bytes).seconds();
+}
+
+}  // namespace orrery::sim

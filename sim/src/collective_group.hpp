@@ -1,0 +1,49 @@
+// What the collective cost model needs to know about a group of devices, read off the topology:
+// how the ranks spread over NVLink islands and nodes, the per-rank bandwidth of each link class,
+// and the latency of one hop inside an island and across the network.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "orrery/topologies/topology.hpp"
+
+namespace orrery::sim::detail {
+
+struct CollectiveGroup {
+  int64_t ranks = 1;
+  // An island is a set of devices that talk without the scale-out network: an NVLink domain
+  // (an NVSwitch node, a GB200 NVL72 rack, a mesh node) or, without NVLink, one node.
+  int64_t islands = 1;
+  int64_t ranks_per_island = 1;  // the most ranks of the group in one island
+  int64_t ranks_per_node = 1;    // the most ranks of the group in one physical node
+  // One rank's bandwidth into its island, per direction: the NVSwitch device link, all of its
+  // mesh links together, or its PCIe path (bytes/s); and to one peer of the island.
+  double intra_rank_bytes_per_s = 0;
+  double intra_pair_bytes_per_s = 0;
+  bool nvls = false;  // NVSwitch SHARP (NVLink multicast/reduction) available in the island
+  // Scale-out: the NIC bandwidth one island can use (each node's NICs, at most one per rank of
+  // the group on that node), and one rank's share of its node's NICs.
+  double island_nic_bytes_per_s = 0;
+  double rank_nic_bytes_per_s = 0;
+  double pair_nic_bytes_per_s = 0;  // one NIC: what a single peer-to-peer stream can use
+  double intra_hop_latency_s = 0;    // device to device inside an island
+  double network_hop_latency_s = 0;  // the scale-out part of a route between two islands
+};
+
+// Island id of a device: its NVLink domain, or -(node + 1) when it has none.
+int64_t island_of(const topologies::Topology& topology, int64_t device);
+
+// InputError-free: the caller has checked `devices` (non-empty, valid, distinct).
+CollectiveGroup describe_group(const topologies::Topology& topology,
+                               const std::vector<int64_t>& devices);
+
+// Latency of the route from `src` to `dst` split into its in-node part (NVLink, PCIe, host)
+// and its network part.
+struct HopLatency {
+  double intra_s = 0;
+  double network_s = 0;
+};
+HopLatency hop_latency(const topologies::Topology& topology, int64_t src, int64_t dst);
+
+}  // namespace orrery::sim::detail

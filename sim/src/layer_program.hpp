@@ -1,0 +1,53 @@
+// What one layer (or the embedding, or the head) runs in a forward, recompute or backward pass:
+// its ops in order with the TP/SP/EP communication between them and ring attention under CP.
+// Both the lowering (which turns steps into graph nodes) and the analytic engine (which adds up
+// their costs) read this, so they cannot disagree about where communication happens.
+//
+// Megatron-LM's placement:
+//   TP without SP: all-reduce after each row-parallel op (attn.out, mlp.down) in forward, and of
+//     the input gradient before the block norm's backward.
+//   TP with SP: reduce-scatter instead of that forward all-reduce and an all-gather after each
+//     block norm; backward mirrors them (all-gather before a row-parallel op's backward,
+//     reduce-scatter before the block norm's backward).
+//   EP: all-to-all after the router (dispatch) and after the experts (combine); backward mirrors.
+//   CP: the attention core as a ring: cp pieces, KV blocks passed on while each piece computes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "orrery/models/layer_ops.hpp"
+#include "orrery/pb/exec_graph.pb.h"
+#include "orrery/sim/resolved_plan.hpp"
+
+namespace orrery::sim::detail {
+
+struct Step {
+  enum class Kind { kCompute, kCollective, kRing };
+  Kind kind = Kind::kCompute;
+  const models::LayerOp* op = nullptr;  // kCompute, kRing
+  pb::Phase phase = pb::PHASE_FORWARD;  // kCompute: RECOMPUTE for selectively recomputed ops
+  // kCollective: which group, what, how much, and a readable name ("attn.out.all_reduce").
+  bool expert_group = false;  // EP group instead of TP
+  pb::CollectiveKind collective = pb::COLLECTIVE_KIND_UNSPECIFIED;
+  double bytes = 0;
+  std::string name;
+  // kRing: bytes of each KV exchange (doubled in backward: KV and their gradients travel).
+  double ring_bytes = 0;
+};
+
+// FLOPs and bytes one op moves in a phase (backward: its backward FLOPs and about twice the
+// forward bytes: it reads activations and output gradients and writes input and weight
+// gradients). The lowering's nodes and the analytic engine both use this.
+struct Work {
+  double flops = 0;
+  double bytes_read = 0;
+  double bytes_written = 0;
+};
+Work op_work(const models::LayerOp& op, pb::Phase phase);
+
+// `phase`: FORWARD, RECOMPUTE (the same steps re-run) or BACKWARD (reverse order).
+std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& plan,
+                                pb::Phase phase);
+
+}  // namespace orrery::sim::detail

@@ -1,0 +1,153 @@
+// Data parallelism at the end of (and around) a step:
+//   none (DDP):      gradient all-reduce per bucket, overlapped with backward when
+//                    overlap_grad_reduce (buckets launch as their last gradient is final).
+//   zero1 / zero2:   Megatron's distributed optimizer: reduce-scatter per bucket, the optimizer on
+//                    this rank's 1/dp shard, then an all-gather of the updated parameters (at the
+//                    start of the next step, waited for by each layer's first forward, when
+//                    overlap_param_gather).
+//   zero3 / fsdp:    parameters all-gathered before each layer's forward and backward (prefetching
+//                    prefetch_buckets layers ahead), gradients reduce-scattered after each
+//                    layer's backward, every micro-batch (PyTorch FSDP's default).
+//   hsdp:            fsdp inside shard groups, plus an all-reduce of the gradient shards across
+//                    replicas once per step.
+// Expert weights are reduced over the expert-data-parallel group instead of dp.
+#include <algorithm>
+
+#include "lower_rank.hpp"
+#include "orrery/sim/lower.hpp"
+
+namespace orrery::sim::detail {
+namespace {
+
+bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.experts", 0) == 0; }
+
+// Megatron's default bucket: max(40M, 1M x dp) parameters.
+double default_bucket_params(int64_t dp) {
+  return std::max(40e6, 1e6 * static_cast<double>(dp));
+}
+
+}  // namespace
+
+int64_t RankLowering::fsdp_gather(const Site& site, double params, int64_t input) {
+  if (fsdp_group_ < 0 || params <= 0) return input;
+  // Prefetch: a layer's gather may start once the compute of `prefetch_buckets` layers back has
+  // started, i.e. when that layer's input was ready; with no prefetch it waits for its own input.
+  unit_inputs_.push_back(input);
+  const size_t ahead = static_cast<size_t>(plan_.plan.prefetch_buckets());
+  const int64_t gate = unit_inputs_.size() > ahead ? unit_inputs_[unit_inputs_.size() - 1 - ahead] : -1;
+  return b_.collective(site, kCommDp, "fsdp.all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                       fsdp_group_, params * plan_.precision.param_bytes, {gate});
+}
+
+void RankLowering::start_step() {
+  const auto sharding = plan_.sharding();
+  const bool distributed_optimizer = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
+  if (!distributed_optimizer || grad_group_ < 0 || !plan_.plan.overlap_param_gather()) return;
+  // The previous step's updated shards, gathered layer by layer in forward order while the
+  // forward passes run (Megatron's --overlap-param-gather).
+  const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
+  auto gather = [&](int64_t key, const std::string& name, const std::vector<models::LayerOp>& ops) {
+    double params = 0;
+    for (const auto& op : ops) params += op.parameters;
+    if (params <= 0) return;
+    param_gather_[key] = b_.collective(site, kCommDp, name + ".param_all_gather",
+                                       pb::COLLECTIVE_KIND_ALL_GATHER, grad_group_,
+                                       params * plan_.precision.param_bytes, {});
+  };
+  for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
+    const int64_t s = stage_of(chunk);
+    if (s == 0) gather(-1, "embed", ops_.embedding);
+    const int64_t first = plan_.first_layer(s);
+    for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
+      gather(l, "L" + std::to_string(l), ops_.layer(plan_.model, l));
+    }
+    if (s == stages_ - 1) gather(-2, "head", ops_.head);
+  }
+}
+
+void RankLowering::fsdp_reduce(const Site& site, double params, int64_t input) {
+  if (fsdp_group_ < 0 || params <= 0) return;
+  b_.collective(site, kCommDp, "fsdp.reduce_scatter", pb::COLLECTIVE_KIND_REDUCE_SCATTER,
+                fsdp_group_, params * plan_.precision.grad_bytes, {input});
+}
+
+void RankLowering::record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
+                                int64_t ready) {
+  GradReady g{name, ready, 0, 0};
+  for (const auto& op : ops) (is_expert_op(op) ? g.expert_params : g.dense_params) += op.parameters;
+  if (g.dense_params + g.expert_params > 0) grads_.push_back(g);
+}
+
+void RankLowering::finish_step() {
+  const auto sharding = plan_.sharding();
+  const auto& prec = plan_.precision;
+  const bool overlap = plan_.plan.overlap_grad_reduce();
+  const bool distributed_optimizer = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
+  const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
+  std::vector<int64_t> reduced;  // the optimizer waits for these
+  double params = 0, expert_params = 0;
+  for (const auto& g : grads_) params += g.dense_params, expert_params += g.expert_params;
+
+  if (fsdp()) {
+    // Gradients were reduce-scattered layer by layer; HSDP adds one all-reduce of the shard.
+    if (replica_group_ >= 0) {
+      const double shard = (params + expert_params) / static_cast<double>(plan_.plan.shard_group_size());
+      reduced.push_back(b_.collective(site, kCommDp, "hsdp.replica_all_reduce",
+                                      pb::COLLECTIVE_KIND_ALL_REDUCE, replica_group_,
+                                      shard * prec.grad_bytes, {last_backward_}));
+    }
+  } else {
+    const double bucket_params = plan_.plan.bucket_bytes() > 0
+                                     ? plan_.plan.bucket_bytes() / prec.grad_bytes
+                                     : default_bucket_params(plan_.degrees.dp);
+    const auto kind = distributed_optimizer ? pb::COLLECTIVE_KIND_REDUCE_SCATTER
+                                            : pb::COLLECTIVE_KIND_ALL_REDUCE;
+    const char* verb = distributed_optimizer ? "reduce_scatter" : "all_reduce";
+    // Dense and expert weights fill separate buckets (they reduce over different groups).
+    for (const bool expert : {false, true}) {
+      const int64_t group = expert ? expert_grad_group_ : grad_group_;
+      if (group < 0) continue;
+      double filled = 0;
+      int64_t ready = -1, bucket = 0;
+      auto flush = [&] {
+        if (filled <= 0) return;
+        const int64_t after = overlap ? ready : last_backward_;
+        reduced.push_back(b_.collective(
+            site, kCommDp,
+            std::string(expert ? "edp" : "dp") + ".bucket" + std::to_string(bucket++) + "." + verb,
+            kind, group, filled * prec.grad_bytes, {after}));
+        filled = 0;
+      };
+      for (const auto& g : grads_) {
+        const double p = expert ? g.expert_params : g.dense_params;
+        if (p <= 0) continue;
+        filled += p;
+        ready = std::max(ready, g.ready);
+        if (filled >= bucket_params) flush();
+      }
+      flush();
+    }
+  }
+
+  // AdamW on this rank's parameters (its 1/dp shard when sharded).
+  double shard = params + expert_params;
+  if (sharding != pb::SHARDING_NONE) {
+    const double degree = sharding == pb::SHARDING_HSDP ? static_cast<double>(plan_.plan.shard_group_size())
+                                                        : static_cast<double>(plan_.degrees.dp);
+    shard /= degree;
+  }
+  // Read: master weight, gradient, two moments; write: master, moments, the compute copy.
+  const double read = prec.master_param_bytes + prec.grad_bytes + prec.optimizer_state_bytes +
+                      (prec.master_param_bytes == 0 ? prec.param_bytes : 0);
+  const double written = prec.master_param_bytes + prec.optimizer_state_bytes + prec.param_bytes;
+  reduced.push_back(last_backward_);
+  const int64_t step = b_.optimizer("adamw", shard, read, written, reduced);
+
+  if (distributed_optimizer && grad_group_ >= 0 && !plan_.plan.overlap_param_gather()) {
+    // Without overlap the updated shards are gathered before the step ends.
+    b_.collective(site, kCommDp, "dp.param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                  grad_group_, params * prec.param_bytes, {step});
+  }
+}
+
+}  // namespace orrery::sim::detail

@@ -1,0 +1,79 @@
+// Lowering of one rank: the pipeline schedule drives forward and backward passes of model chunks;
+// each layer becomes its ops plus the TP/SP/CP/EP communication they imply (lower_layer.cpp); the
+// data-parallel part (gradient buckets, ZeRO/FSDP gathers, optimizer) is lower_data_parallel.cpp.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "graph_builder.hpp"
+#include "orrery/models/layer_ops.hpp"
+#include "orrery/sim/rank_layout.hpp"
+#include "orrery/sim/resolved_plan.hpp"
+
+namespace orrery::sim::detail {
+
+// The ops of each distinct part, computed once per lowering.
+struct OpTables {
+  std::vector<models::LayerOp> embedding, head;
+  std::vector<models::LayerOp> dense_layer, moe_layer;
+  const std::vector<models::LayerOp>& layer(const pb::ModelSpec& m, int64_t l) const;
+};
+OpTables make_op_tables(const ResolvedPlan& plan);
+models::ShardContext shard_context(const ResolvedPlan& plan);
+
+// Gradients of one unit of parameters that become final at `ready` (a node id).
+struct GradReady {
+  std::string name;  // "L12", "embed", "head"
+  int64_t ready = -1;
+  double dense_params = 0;   // reduced over dp (x cp)
+  double expert_params = 0;  // reduced over the expert-data-parallel group
+};
+
+class RankLowering {
+ public:
+  RankLowering(const ResolvedPlan& plan, const RankLayout& layout, const OpTables& ops,
+               int64_t rank, pb::RankGraph* out);
+  void run();
+
+ private:
+  // Pipeline steps.
+  void forward_chunk(int64_t mb, int64_t chunk);
+  void backward_chunk(int64_t mb, int64_t chunk);
+  // One layer (or embedding/head part) in site.phase: returns the id of its last node.
+  int64_t run_program(const std::vector<models::LayerOp>& ops, Site site, int64_t input);
+  int64_t ring_attention(const models::LayerOp& op, double bytes, const Site& site, int64_t input);
+  // Data parallelism (lower_data_parallel.cpp).
+  int64_t fsdp_gather(const Site& site, double params, int64_t input);
+  void fsdp_reduce(const Site& site, double params, int64_t input);
+  void record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
+                    int64_t ready);
+  void start_step();
+  void finish_step();
+
+  bool fsdp() const;
+  double activation_bytes_per_mb() const;  // one micro-batch's hidden states on this rank
+  int64_t stage_of(int64_t chunk) const;
+  int64_t pipeline_peer(int64_t pp) const;
+  int64_t tag(int64_t mb, int64_t stage, bool forward) const;
+
+  const ResolvedPlan& plan_;
+  const RankLayout& layout_;
+  const OpTables& ops_;
+  int64_t rank_;
+  RankCoord coord_;
+  GraphBuilder b_;
+  int64_t stages_;
+  // Process-group ids of this rank (-1 when the group has one member).
+  int64_t tp_group_, cp_group_, ep_group_, grad_group_, expert_grad_group_, fsdp_group_;
+  int64_t replica_group_ = -1;  // HSDP: across shard groups
+  std::vector<GradReady> grads_;  // in the order they become final
+  int64_t last_backward_ = -1;
+  // ZeRO-1/2 with overlap_param_gather: parameter all-gathers of the previous step, which the
+  // forward passes wait for, per layer (-1: embedding/head).
+  std::map<int64_t, int64_t> param_gather_;
+  // FSDP: the input node of each unit so far, to bound how far gathers prefetch.
+  std::vector<int64_t> unit_inputs_;
+};
+
+}  // namespace orrery::sim::detail

@@ -1,0 +1,175 @@
+#include "orrery/sim/rank_layout.hpp"
+
+#include <algorithm>
+
+#include "orrery/traces/error.hpp"
+
+namespace orrery::sim {
+
+const char* to_string(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kTp: return "tp";
+    case GroupKind::kCp: return "cp";
+    case GroupKind::kDp: return "dp";
+    case GroupKind::kDpCp: return "dp_cp";
+    case GroupKind::kPp: return "pp";
+    case GroupKind::kEp: return "ep";
+    case GroupKind::kEdp: return "edp";
+    case GroupKind::kDpShard: return "dp_shard";
+    case GroupKind::kDpReplica: return "dp_replica";
+  }
+  return "?";
+}
+
+RankLayout::RankLayout(const Degrees& degrees, const std::vector<Dim>& placement,
+                       int64_t shard_group_size)
+    : degrees_(degrees), placement_(placement), shard_(shard_group_size) {
+  ORRERY_CHECK(placement_.size() == 4, "placement must order all four dimensions");
+  ORRERY_CHECK(shard_ == 0 || degrees_.dp % shard_ == 0, "shard group must divide dp");
+}
+
+int64_t RankLayout::extent(Dim dim) const {
+  switch (dim) {
+    case Dim::kTp: return degrees_.tp;
+    case Dim::kCp: return degrees_.cp;
+    case Dim::kDp: return degrees_.dp;
+    case Dim::kPp: return degrees_.pp;
+  }
+  return 1;
+}
+
+int64_t RankLayout::stride(Dim dim) const {
+  int64_t s = 1;
+  for (Dim d : placement_) {
+    if (d == dim) return s;
+    s *= extent(d);
+  }
+  ORRERY_CHECK(false, "dimension missing from the placement");
+}
+
+RankCoord RankLayout::coord(int64_t rank) const {
+  ORRERY_CHECK(rank >= 0 && rank < world_size(), "rank out of range");
+  auto at = [&](Dim d) { return rank / stride(d) % extent(d); };
+  return {at(Dim::kTp), at(Dim::kCp), at(Dim::kDp), at(Dim::kPp)};
+}
+
+int64_t RankLayout::rank(const RankCoord& c) const {
+  return c.tp * stride(Dim::kTp) + c.cp * stride(Dim::kCp) + c.dp * stride(Dim::kDp) +
+         c.pp * stride(Dim::kPp);
+}
+
+std::vector<int64_t> RankLayout::group(GroupKind kind, int64_t r) const {
+  const RankCoord c = coord(r);
+  std::vector<int64_t> out;
+  // The (cp, dp) plane, dp-major inside: position = dp * cp + cp_index. EP groups are ep
+  // consecutive positions of it, EDP groups the positions with the same index inside their
+  // EP group (Megatron's expert-parallel rank generator folds CP into DP the same way).
+  const int64_t plane = c.dp * degrees_.cp + c.cp;
+  auto from_plane = [&](int64_t pos) {
+    RankCoord x = c;
+    x.dp = pos / degrees_.cp;
+    x.cp = pos % degrees_.cp;
+    return rank(x);
+  };
+  switch (kind) {
+    case GroupKind::kTp:
+      for (int64_t i = 0; i < degrees_.tp; ++i) out.push_back(rank({i, c.cp, c.dp, c.pp}));
+      break;
+    case GroupKind::kCp:
+      for (int64_t i = 0; i < degrees_.cp; ++i) out.push_back(rank({c.tp, i, c.dp, c.pp}));
+      break;
+    case GroupKind::kDp:
+      for (int64_t i = 0; i < degrees_.dp; ++i) out.push_back(rank({c.tp, c.cp, i, c.pp}));
+      break;
+    case GroupKind::kDpCp:
+      for (int64_t i = 0; i < degrees_.dp * degrees_.cp; ++i) out.push_back(from_plane(i));
+      break;
+    case GroupKind::kPp:
+      for (int64_t i = 0; i < degrees_.pp; ++i) out.push_back(rank({c.tp, c.cp, c.dp, i}));
+      break;
+    case GroupKind::kEp: {
+      const int64_t first = plane / degrees_.ep * degrees_.ep;
+      for (int64_t i = 0; i < degrees_.ep; ++i) out.push_back(from_plane(first + i));
+      break;
+    }
+    case GroupKind::kEdp: {
+      const int64_t offset = plane % degrees_.ep;
+      for (int64_t i = offset; i < degrees_.dp * degrees_.cp; i += degrees_.ep) {
+        out.push_back(from_plane(i));
+      }
+      break;
+    }
+    case GroupKind::kDpShard: {
+      const int64_t size = shard_ > 0 ? shard_ : degrees_.dp;
+      const int64_t first = c.dp / size * size;
+      for (int64_t i = 0; i < size; ++i) out.push_back(rank({c.tp, c.cp, first + i, c.pp}));
+      break;
+    }
+    case GroupKind::kDpReplica: {
+      const int64_t size = shard_ > 0 ? shard_ : degrees_.dp;
+      for (int64_t i = c.dp % size; i < degrees_.dp; i += size) out.push_back(rank({c.tp, c.cp, i, c.pp}));
+      break;
+    }
+  }
+  return out;
+}
+
+int64_t RankLayout::index_in_group(GroupKind kind, int64_t r) const {
+  const auto g = group(kind, r);
+  return std::find(g.begin(), g.end(), r) - g.begin();
+}
+
+namespace {
+constexpr GroupKind kAllKinds[] = {GroupKind::kTp,      GroupKind::kCp, GroupKind::kDp,
+                                   GroupKind::kDpCp,    GroupKind::kPp, GroupKind::kEp,
+                                   GroupKind::kEdp,     GroupKind::kDpShard,
+                                   GroupKind::kDpReplica};
+}
+
+bool RankLayout::active(GroupKind kind) const {
+  return shard_ > 0 || (kind != GroupKind::kDpShard && kind != GroupKind::kDpReplica);
+}
+
+std::vector<pb::ProcessGroup> RankLayout::process_groups() const {
+  std::vector<pb::ProcessGroup> out;
+  for (GroupKind kind : kAllKinds) {
+    if (!active(kind)) continue;
+    std::vector<bool> done(static_cast<size_t>(world_size()), false);
+    for (int64_t r = 0; r < world_size(); ++r) {
+      if (done[static_cast<size_t>(r)]) continue;
+      const auto members = group(kind, r);
+      for (int64_t m : members) done[static_cast<size_t>(m)] = true;
+      if (members.size() < 2) continue;
+      pb::ProcessGroup g;
+      g.set_id(static_cast<int64_t>(out.size()));
+      g.set_dim(to_string(kind));
+      for (int64_t m : members) g.add_ranks(m);
+      out.push_back(std::move(g));
+    }
+  }
+  return out;
+}
+
+int64_t RankLayout::group_id(GroupKind kind, int64_t r) const {
+  // Same enumeration as process_groups(), without building the member lists of other kinds.
+  int64_t id = 0;
+  for (GroupKind k : kAllKinds) {
+    if (!active(k)) continue;
+    std::vector<bool> done(static_cast<size_t>(world_size()), false);
+    for (int64_t x = 0; x < world_size(); ++x) {
+      if (done[static_cast<size_t>(x)]) continue;
+      const auto members = group(k, x);
+      for (int64_t m : members) done[static_cast<size_t>(m)] = true;
+      const bool mine = k == kind && std::find(members.begin(), members.end(), r) != members.end();
+      if (members.size() < 2) {
+        if (mine) return -1;
+        continue;
+      }
+      if (mine) return id;
+      ++id;
+    }
+  }
+  ORRERY_CHECK(false, "rank has no group of this kind");
+}
+
+}  // namespace orrery::sim
