@@ -17,7 +17,12 @@
 namespace orrery::cli {
 namespace {
 
-std::string billions(double n) { return units::number(std::round(n / 1e7) / 100) + " B"; }
+// Parameter counts the way model cards print them: "8.03 B", "124.4 M", "106.8 K".
+std::string billions(double n) {
+  if (n >= 1e9) return units::number(std::round(n / 1e7) / 100) + " B";
+  if (n >= 1e6) return units::number(std::round(n / 1e5) / 10) + " M";
+  return units::number(std::round(n / 1e2) / 10) + " K";
+}
 
 std::string enum_name(const google::protobuf::EnumDescriptor* e, int value) {
   return enum_value_name(*e->FindValueByNumber(value));
@@ -194,12 +199,7 @@ struct ImportArgs {
 void import_model(const ImportArgs& a, const OutputFlags& out) {
   const pb::ModelSpec spec = models::import_hf_config(a.config, a.name);
   const std::string text = out.json ? to_json(spec) : to_yaml(spec);
-  if (a.out_file.empty()) {
-    std::cout << text;
-  } else {
-    write_file_atomically(a.out_file, text, a.force);
-    std::cerr << "wrote " << a.out_file << "\n";
-  }
+  emit(text, a.out_file, a.force);
 }
 
 }  // namespace

@@ -137,8 +137,12 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
   if (topo.num_devices() > 1 && topo.device(1).node == topo.device(0).node) {
     pair("intra-node pair", 0, 1);
   }
+  // The first device outside device 0's node and NVLink domain: a pair that uses the network.
   for (int64_t d = 1; d < topo.num_devices(); ++d) {
-    if (topo.device(d).node != topo.device(0).node) {
+    const auto& a = topo.device(0);
+    const auto& b = topo.device(d);
+    const bool same_domain = a.nvlink_domain >= 0 && a.nvlink_domain == b.nvlink_domain;
+    if (b.node != a.node && !same_domain) {
       pair("inter-node pair", 0, d);
       break;
     }
@@ -156,23 +160,13 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
 void discover(const ClusterArgs& a, const OutputFlags& out) {
   const pb::ClusterSpec spec = topologies::discover_local_machine();
   const std::string text = out.json ? to_json(spec) : to_yaml(spec);
-  if (a.out_file.empty()) {
-    std::cout << text;
-  } else {
-    write_file_atomically(a.out_file, text, a.force);
-    std::cerr << "wrote " << a.out_file << "\n";
-  }
+  emit(text, a.out_file, a.force);
 }
 
 void graph(const ClusterArgs& a) {
   const topologies::Topology topo(load(a));
   const std::string dot = topologies::to_dot(topo, a.max_nodes);
-  if (a.out_file.empty()) {
-    std::cout << dot;
-  } else {
-    write_file_atomically(a.out_file, dot, a.force);
-    std::cerr << "wrote " << a.out_file << "\n";
-  }
+  emit(dot, a.out_file, a.force);
 }
 
 void list_clusters(const OutputFlags& out) {

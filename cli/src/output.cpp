@@ -27,6 +27,15 @@ bool print_spec_if_asked(const google::protobuf::Message& spec, const OutputFlag
   return false;
 }
 
+void emit(const std::string& text, const std::string& out_file, bool force) {
+  if (out_file.empty()) {
+    std::cout << text;
+    return;
+  }
+  write_file_atomically(out_file, text, force);
+  std::cerr << "wrote " << out_file << "\n";
+}
+
 void check_divides(const std::string& flag, int64_t divisor, const std::string& what,
                    int64_t value) {
   if (value % divisor != 0) {

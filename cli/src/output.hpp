@@ -22,6 +22,9 @@ void add_output_flags(CLI::App* cmd, OutputFlags& flags, bool spec_output);
 // Prints `spec` as JSON or YAML if either flag is set; returns whether it printed.
 bool print_spec_if_asked(const google::protobuf::Message& spec, const OutputFlags& flags);
 
+// Prints `text`, or writes it to `out_file` (never replacing one unless `force`).
+void emit(const std::string& text, const std::string& out_file, bool force);
+
 // InputError "<flag>: got N, must divide <what> (M)" unless divisor divides value.
 void check_divides(const std::string& flag, int64_t divisor, const std::string& what,
                    int64_t value);

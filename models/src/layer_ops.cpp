@@ -24,6 +24,7 @@ std::string degree_problem(const ShardContext& ctx) {
     return "activation_bytes and param_bytes must be > 0";
   }
   if (!(ctx.moe_imbalance >= 1)) return "moe_imbalance must be >= 1";
+  if (ctx.cp > 1 && !ctx.flash_attention) return "context parallelism (ring attention) needs flash attention";
   // Causal CP balances work by giving each rank two chunks of the sequence (Megatron-Core).
   if (ctx.cp > 1) return divides("seq_len", ctx.seq_len, "2 * cp", 2 * ctx.cp);
   return {};

@@ -4,8 +4,9 @@
 // Tensor parallelism follows Megatron: q/k/v (and MLA's up-projections) are column parallel by
 // heads, the output projection is row parallel and followed by the TP reduction; MLA's
 // down-projections are replicated on every TP rank. Saved activations follow Korthikanti et al.
-// 2022 ("Reducing Activation Recomputation in Large Transformer Models"), with flash attention:
-// Q, K, V and the output are kept, the s^2 softmax and its dropout mask never are.
+// 2022 ("Reducing Activation Recomputation in Large Transformer Models"): with flash attention
+// Q, K, V and the output are kept, the s^2 softmax and its dropout mask never are; with
+// materialized attention they are (append_materialized_core).
 #include "layer_ops_build.hpp"
 #include "orrery/models/model_catalog.hpp"
 
@@ -71,6 +72,73 @@ LayerOp core(const View& v, const HeadDims& d, int64_t kv_heads) {
   return op;
 }
 
+// Megatron-LM's attention before FlashAttention: QK^T as a batched GEMM over the full square (the
+// causal mask is applied afterwards), a fused scale-mask-softmax, attention dropout, and PV as a
+// batched GEMM. Korthikanti et al.'s "5as^2b" is what it stores: the softmax output (2 bytes), the
+// dropout mask (1 byte) and the dropout output (2 bytes) per score; selective recomputation drops
+// exactly those and recomputes the three ops.
+void append_materialized_core(const View& v, const HeadDims& d, int64_t kv_heads,
+                              std::vector<LayerOp>& ops) {
+  const auto& ctx = v.ctx;
+  const double act = ctx.activation_bytes;
+  const int64_t s = ctx.seq_len;
+  const double mb = static_cast<double>(ctx.micro_batch);
+  const double scores = mb * static_cast<double>(v.q_heads) * static_cast<double>(s) * static_cast<double>(s);
+  const double t = static_cast<double>(v.tokens);
+  const double q_bytes = t * v.q_heads * d.qk * act;
+  const double k_bytes = t * kv_heads * d.qk * act;
+  const double v_bytes = t * kv_heads * d.v * act;
+  const bool dropout = v.spec.hidden_dropout() > 0;
+
+  LayerOp qk;
+  qk.name = "attn.scores";
+  qk.op_class = pb::OP_CLASS_GEMM;
+  qk.shape = {ctx.micro_batch * v.q_heads * s, s, d.qk};
+  qk.forward_flops = 2.0 * scores * static_cast<double>(d.qk);
+  qk.backward_flops = 2.0 * qk.forward_flops;  // dQ and dK
+  qk.forward_bytes_read = q_bytes + k_bytes;
+  qk.forward_bytes_written = scores * act;
+  qk.saved_activation_bytes = q_bytes + k_bytes;  // Korthikanti's "Q and K: 4sbh"
+  qk.selective_recompute = true;
+  ops.push_back(qk);
+
+  // Scale, causal mask and softmax in one kernel: read the scores, write the probabilities.
+  LayerOp softmax = pointwise("attn.softmax", pb::OP_CLASS_ELEMENTWISE, static_cast<int64_t>(scores),
+                              kSoftmaxLossFlopsPerElement, kLinearBackwardFactor, 1, scores * act, ctx);
+  softmax.selective_recompute = true;
+  softmax.selective_recompute_bytes = scores * act;
+  ops.push_back(softmax);
+
+  if (dropout) {
+    LayerOp drop = pointwise("attn.dropout", pb::OP_CLASS_ELEMENTWISE, static_cast<int64_t>(scores), 1,
+                             kLinearBackwardFactor, 1, scores * (kDropoutMaskBytes + act), ctx);
+    drop.forward_bytes_written += scores * kDropoutMaskBytes;
+    drop.selective_recompute = true;
+    drop.selective_recompute_bytes = drop.saved_activation_bytes;
+    ops.push_back(drop);
+  }
+
+  LayerOp pv;
+  pv.name = "attn.context";
+  pv.op_class = pb::OP_CLASS_GEMM;
+  pv.shape = {ctx.micro_batch * v.q_heads * s, d.v, s};
+  pv.forward_flops = 2.0 * scores * static_cast<double>(d.v);
+  pv.backward_flops = 2.0 * pv.forward_flops;  // dP and dV
+  pv.forward_bytes_read = scores * act + v_bytes;
+  pv.forward_bytes_written = t * v.q_heads * d.v * act;
+  pv.saved_activation_bytes = v_bytes;  // "V: 2sbh"; the probabilities are counted above
+  pv.selective_recompute = true;
+  ops.push_back(pv);
+}
+
+void append_core(const View& v, const HeadDims& d, int64_t kv_heads, std::vector<LayerOp>& ops) {
+  if (v.ctx.flash_attention) {
+    ops.push_back(core(v, d, kv_heads));
+  } else {
+    append_materialized_core(v, d, kv_heads, ops);
+  }
+}
+
 LayerOp out_projection(const View& v, const HeadDims& d) {
   const double act = v.ctx.activation_bytes;
   const int64_t k = v.q_heads * d.v;
@@ -94,7 +162,7 @@ void append_standard(const View& v, const HeadDims& d, std::vector<LayerOp>& ops
     ops.push_back(norm("attn.k_norm", spec.norm(), v.tokens * v.kv_heads, d.qk, v.ctx));
   }
   if (d.rope > 0) ops.push_back(rope(v, v.q_heads + v.kv_heads, d.rope));
-  ops.push_back(core(v, d, v.kv_heads));
+  append_core(v, d, v.kv_heads, ops);
 }
 
 // DeepSeek multi-head latent attention: queries through a q_lora_rank bottleneck, keys and
@@ -123,7 +191,7 @@ void append_mla(const View& v, const HeadDims& d, std::vector<LayerOp>& ops) {
                      mla.kv_lora_rank(), bias, t * mla.kv_lora_rank() * act, v.ctx));
   // Every query head's rotary part plus the one rotary key shared by all heads.
   ops.push_back(rope(v, v.q_heads + 1, d.rope));
-  ops.push_back(core(v, d, v.q_heads));
+  append_core(v, d, v.q_heads, ops);
 }
 
 }  // namespace

@@ -20,9 +20,8 @@ struct PresetText {
   std::string source;
 };
 
-// Keyed by each file's `name` field rather than by the embedded file name: the embed script
-// strips everything after the first dot ("sc21-1.7b.yaml" would become "sc21-1"). A test checks
-// that every preset's `name` equals its file name.
+// Keyed by each file's `name` field, the name users see in errors and outputs; a test checks that
+// every preset's `name` equals its file name, so the two never drift apart.
 using PresetMap = std::map<std::string, PresetText, std::less<>>;
 
 PresetMap read_presets() {

@@ -100,6 +100,11 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
   return cost;
 }
 
+bool CollectiveCostModel::nvls_available(const std::vector<int64_t>& devices) const {
+  check_devices(topology_, devices);
+  return devices.size() > 1 && detail::describe_group(topology_, devices).nvls;
+}
+
 double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const {
   check_devices(topology_, {src_device, dst_device});
   ORRERY_CHECK(bytes >= 0, "a transfer cannot move a negative number of bytes");

@@ -27,7 +27,7 @@ const char* kind_of(const json& j) {
 }
 
 std::string join(const std::string& path, const char* key) {
-  return path.empty() ? std::string(key) : join(path, key);
+  return path.empty() ? std::string(key) : path + "." + key;
 }
 
 class Reader {

@@ -19,6 +19,7 @@ models::ShardContext shard_context(const ResolvedPlan& plan) {
   ctx.activation_bytes = plan.precision.activation_bytes;
   ctx.param_bytes = plan.precision.param_bytes;
   ctx.moe_imbalance = plan.plan.moe_imbalance();
+  ctx.flash_attention = plan.plan.attention_kernel() != pb::ATTENTION_KERNEL_MATERIALIZED;
   return ctx;
 }
 

@@ -94,6 +94,10 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where) {
     broken(where, "parallel.tp", "tp-divides-ffn",
            "tp " + str(d.tp) + " must divide the FFN hidden size " + str(ffn));
   }
+  if (d.cp > 1 && r.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED) {
+    broken(where, "attention_kernel", "cp-needs-flash-attention",
+           "context parallelism (ring attention) runs on flash attention, not materialized scores");
+  }
   // Load-balanced causal ring attention splits the sequence into 2 * cp chunks.
   if (d.cp > 1 && r.seq_len % (2 * d.cp) != 0) {
     broken(where, "parallel.cp", "cp-divides-seq",
@@ -304,6 +308,9 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
   if (r.plan.sharding() == pb::SHARDING_UNSPECIFIED) r.plan.set_sharding(pb::SHARDING_NONE);
   if (r.plan.recompute() == pb::RECOMPUTE_UNSPECIFIED) r.plan.set_recompute(pb::RECOMPUTE_NONE);
   if (r.plan.moe_imbalance() == 0) r.plan.set_moe_imbalance(1.0);
+  if (r.plan.attention_kernel() == pb::ATTENTION_KERNEL_UNSPECIFIED) {
+    r.plan.set_attention_kernel(pb::ATTENTION_KERNEL_FLASH);
+  }
 
   const int64_t per_step = r.degrees.dp * r.micro_batch_size;
   if (plan.job().global_batch_size() % per_step != 0) {

@@ -129,6 +129,7 @@ std::string summary(const pb::Plan& p) {
   if (q.vp() > 1) o << " vp" << q.vp();
   if (q.sequence_parallel()) o << " sp";
   o << " mbs" << p.micro_batch_size();
+  if (p.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED) o << " attn=materialized";
   return o.str();
 }
 
@@ -184,6 +185,12 @@ RunCase run_case(const json& c, const std::string& file, const std::string& path
   // (PyTorch DDP buckets, Megatron/NeMo's overlap flags).
   plan.set_overlap_grad_reduce(true);
   plan.set_overlap_param_gather(true);
+  // FlashAttention reached Megatron-LM in 2023; runs on the 2021 commits and the 2022 release
+  // materialized the attention scores.
+  const std::string framework = r.text("framework");
+  const bool before_flash = contains(framework, "megatron-lm @") || contains(framework, "(2021)") ||
+                            contains(framework, "(2022)");
+  plan.set_attention_kernel(before_flash ? pb::ATTENTION_KERNEL_MATERIALIZED : pb::ATTENTION_KERNEL_FLASH);
   out.plan = summary(plan);
   try {
     const ResolvedPlan resolved = resolve_plan(plan, model, cluster);

@@ -25,6 +25,9 @@ struct ShardContext {
   double param_bytes = 2;       // bytes per parameter element as the kernels read it
   // MoE: tokens routed to this rank's experts over the mean (>= 1, from the plan).
   double moe_imbalance = 1.0;
+  // Fused flash attention (one attn.core op) or materialized scores (attn.scores, attn.softmax,
+  // attn.dropout, attn.context), see plan.proto's AttentionKernel.
+  bool flash_attention = true;
 };
 
 enum class LayerPart { kEmbedding, kDecoder, kHead };

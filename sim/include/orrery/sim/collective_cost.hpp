@@ -55,6 +55,9 @@ class CollectiveCostModel {
   // One point-to-point transfer (pipeline send/recv, ring-attention KV exchange).
   double p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const;
 
+  // Whether NCCL's NVLS algorithm (NVSwitch in-switch reduction) can run on this group.
+  bool nvls_available(const std::vector<int64_t>& devices) const;
+
   const topologies::Topology& topology() const { return topology_; }
 
  private:

@@ -1,0 +1,86 @@
+// `orrery simulate`: predict one plan's step time, throughput, memory and timeline.
+#include <iostream>
+
+#include "commands.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/sim/lower.hpp"
+#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/topologies/topology.hpp"
+#include "orrery/traces/chakra.hpp"
+#include "orrery/traces/error.hpp"
+#include "orrery/traces/spec_io.hpp"
+#include "output.hpp"
+#include "plan_args.hpp"
+#include "sim_report.hpp"
+
+namespace orrery::cli {
+namespace {
+
+// Chakra export lowers every rank: beyond this many the files run to gigabytes.
+constexpr int64_t kMaxChakraRanks = 4096;
+
+struct SimulateArgs {
+  PlanArgs plan;
+  std::string engine = "analytic";
+  std::string calibration_file;
+  std::string trace_file;
+  std::string chakra_prefix;
+  std::string graph_file;
+  bool force = false;
+};
+
+void simulate(const SimulateArgs& a, const OutputFlags& out) {
+  const LoadedJob job = load_job(a.plan);
+  const sim::ResolvedPlan plan = sim::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  pb::CalibrationProfile calibration;
+  if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
+  const topologies::Topology topology(plan.cluster);
+  const sim::CostModels costs(topology, plan.precision.dtype,
+                              a.calibration_file.empty() ? nullptr : &calibration);
+  if (a.engine != "analytic") {
+    throw InputError("", 0, "--engine", "got '" + a.engine + "'" + suggest(a.engine, {"analytic"}));
+  }
+  if (!a.trace_file.empty()) {
+    throw InputError("", 0, "--trace", "the analytic engine predicts no timeline; a timeline needs --engine des");
+  }
+  const sim::SimOutput result = sim::simulate_analytic(plan, costs);
+  if (!a.graph_file.empty()) {
+    sim::LowerOptions options;
+    options.ranks = sim::representative_ranks(plan);
+    write_file_atomically(a.graph_file, to_json(sim::lower(plan, options)), a.force);
+    std::cerr << "wrote " << a.graph_file << " (one representative rank per pipeline stage)\n";
+  }
+  if (!a.chakra_prefix.empty()) {
+    if (plan.world_size() > kMaxChakraRanks) {
+      throw InputError("", 0, "--chakra", "the plan has " + std::to_string(plan.world_size()) +
+                                              " ranks; Chakra export writes every rank and stops at " +
+                                              std::to_string(kMaxChakraRanks));
+    }
+    const auto files = write_chakra(sim::lower(plan), a.chakra_prefix, a.force);
+    std::cerr << "wrote " << files.size() << " Chakra files " << a.chakra_prefix << ".<rank>.et\n";
+  }
+  if (out.json) {
+    std::cout << to_json(result.result);
+  } else {
+    std::cout << render_result(plan, result.result);
+  }
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto a = std::make_shared<SimulateArgs>();
+  auto out = std::make_shared<OutputFlags>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Predict a plan's step time, throughput, MFU and memory");
+  add_plan_flags(cmd, a->plan);
+  cmd->add_option("--engine", a->engine, "analytic (closed form)");
+  cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
+  cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");
+  cmd->add_option("--chakra", a->chakra_prefix, "Write Chakra ET files <prefix>.<rank>.et");
+  cmd->add_option("--graph", a->graph_file, "Write the execution graph (representative ranks) as JSON");
+  cmd->add_flag("--force", a->force, "Replace output files that exist");
+  add_output_flags(cmd, *out, false);
+  cmd->callback([a, out] { simulate(*a, *out); });
+}
+
+}  // namespace orrery::cli

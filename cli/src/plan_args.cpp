@@ -1,0 +1,145 @@
+#include "plan_args.hpp"
+
+#include <sstream>
+
+#include "orrery/models/model_catalog.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/traces/error.hpp"
+#include "orrery/traces/units.hpp"
+
+namespace orrery::cli {
+namespace {
+
+// A flag's enum value by its file spelling, with the file format's suggestions.
+int parse_enum(const std::string& flag, const std::string& text, const google::protobuf::EnumDescriptor* e) {
+  std::vector<std::string> names;
+  for (int i = 0; i < e->value_count(); ++i) {
+    if (e->value(i)->number() == 0) continue;
+    const std::string name = enum_value_name(*e->value(i));
+    if (name == text) return e->value(i)->number();
+    names.push_back(name);
+  }
+  throw InputError("", 0, flag, "got '" + text + "'" + suggest(text, names));
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
+  cmd->add_option("--plan", a.plan_file, "Plan file (YAML/JSON); other flags override its fields");
+  cmd->add_option("--model", a.model, "Model preset or file (or the plan's `model`)");
+  cmd->add_option("--cluster", a.cluster, "Cluster preset or file (or the plan's `cluster`)");
+  cmd->add_option("--nodes", a.nodes, "Size the cluster to this many nodes")->check(CLI::PositiveNumber);
+  cmd->add_option("--tp", a.tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
+  cmd->add_option("--pp", a.pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
+  cmd->add_option("--dp", a.dp, "Data-parallel degree (default: fill the cluster)")->check(CLI::PositiveNumber);
+  cmd->add_option("--cp", a.cp, "Context-parallel degree")->check(CLI::PositiveNumber);
+  cmd->add_option("--ep", a.ep, "Expert-parallel degree")->check(CLI::PositiveNumber);
+  cmd->add_option("--vp", a.vp, "Virtual pipeline stages per rank")->check(CLI::PositiveNumber);
+  cmd->add_flag("--sp", a.sp, "Megatron sequence parallelism");
+  cmd->add_option("--schedule", a.schedule, "gpipe | one_f_one_b | interleaved_1f1b");
+  cmd->add_option("--sharding", a.sharding, "none | zero1 | zero2 | zero3 | fsdp | hsdp");
+  cmd->add_option("--shard-group", a.shard_group, "hsdp: ranks a parameter is sharded over");
+  cmd->add_option("--recompute", a.recompute, "none | selective | full");
+  cmd->add_option("--micro-batch", a.micro_batch, "Sequences per micro-batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--global-batch", a.global_batch, "Sequences per step")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", a.seq, "Sequence length")->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", a.precision, "fp32 | bf16 | fp16 | fp8 (default bf16)");
+  cmd->add_option("--bucket", a.bucket, "Gradient/parameter bucket size, e.g. '40 MiB'");
+  cmd->add_option("--prefetch", a.prefetch, "FSDP/ZeRO-3 buckets gathered ahead");
+  cmd->add_option("--attention", a.attention, "flash | materialized (default flash)");
+  cmd->add_option("--placement", a.placement, "Dimensions innermost first, e.g. tp,cp,dp,pp");
+  cmd->add_option("--layers-per-stage", a.layers_per_stage, "Comma-separated layers per (virtual) stage");
+  cmd->add_option("--stage-node-groups", a.stage_node_groups, "Comma-separated node group per pipeline stage");
+  cmd->add_option("--moe-imbalance", a.moe_imbalance, "Busiest expert's tokens over the mean (>= 1)");
+  cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce, "Overlap gradient reduction with backward");
+  cmd->add_flag("--overlap-param-gather", a.overlap_param_gather, "Overlap ZeRO parameter gathers with forward");
+}
+
+LoadedJob load_job(const PlanArgs& a) {
+  LoadedJob job;
+  pb::Plan& p = job.plan;
+  if (!a.plan_file.empty()) read_spec_file(a.plan_file, &p, &job.plan_where);
+  if (!a.model.empty()) p.set_model(a.model);
+  if (!a.cluster.empty()) p.set_cluster(a.cluster);
+  if (p.model().empty()) throw InputError("", 0, "--model", "required (or a --plan file with `model`)");
+  if (p.cluster().empty()) throw InputError("", 0, "--cluster", "required (or a --plan file with `cluster`)");
+  if (a.nodes) p.set_nodes(*a.nodes);
+  auto* job_spec = p.mutable_job();
+  if (a.global_batch) job_spec->set_global_batch_size(*a.global_batch);
+  if (a.seq) job_spec->set_seq_len(*a.seq);
+  if (a.precision) job_spec->set_precision(static_cast<pb::Precision>(parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
+  if (job_spec->precision() == pb::PRECISION_UNSPECIFIED) job_spec->set_precision(pb::PRECISION_BF16);
+  if (job_spec->global_batch_size() <= 0) throw InputError("", 0, "--global-batch", "required (or the plan's job.global_batch_size)");
+  if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
+  if (p.micro_batch_size() <= 0) p.set_micro_batch_size(1);
+
+  job.model = models::load_model(p.model());
+  if (job_spec->seq_len() <= 0) job_spec->set_seq_len(job.model.max_seq_len());
+  std::optional<int64_t> nodes;
+  if (p.has_nodes()) nodes = p.nodes();
+  job.cluster = topologies::load_cluster(p.cluster(), nodes);
+
+  auto* q = p.mutable_parallel();
+  if (a.tp) q->set_tp(*a.tp);
+  if (a.pp) q->set_pp(*a.pp);
+  if (a.cp) q->set_cp(*a.cp);
+  if (a.ep) q->set_ep(*a.ep);
+  if (a.vp) q->set_vp(*a.vp);
+  if (a.dp) q->set_dp(*a.dp);
+  if (a.sp) q->set_sequence_parallel(true);
+  if (a.schedule) q->set_schedule(static_cast<pb::PipelineSchedule>(parse_enum("--schedule", *a.schedule, pb::PipelineSchedule_descriptor())));
+  if (!q->has_dp()) {
+    const int64_t devices = topologies::total_devices(job.cluster);
+    const int64_t per_replica = (q->has_tp() ? q->tp() : 1) * (q->has_pp() ? q->pp() : 1) * (q->has_cp() ? q->cp() : 1);
+    if (devices % per_replica != 0) {
+      throw InputError("", 0, "--dp", "not given, and tp x pp x cp = " + std::to_string(per_replica) +
+                                          " does not divide the cluster's " + std::to_string(devices) + " devices");
+    }
+    q->set_dp(devices / per_replica);
+  }
+  if (a.sharding) p.set_sharding(static_cast<pb::Sharding>(parse_enum("--sharding", *a.sharding, pb::Sharding_descriptor())));
+  if (a.shard_group) p.set_shard_group_size(*a.shard_group);
+  if (a.recompute) p.set_recompute(static_cast<pb::Recompute>(parse_enum("--recompute", *a.recompute, pb::Recompute_descriptor())));
+  if (a.bucket) {
+    try {
+      p.set_bucket_bytes(units::parse(*a.bucket, pb::UNIT_BYTES));
+    } catch (const std::invalid_argument& e) {
+      throw InputError("", 0, "--bucket", e.what());
+    }
+  }
+  if (a.prefetch) p.set_prefetch_buckets(*a.prefetch);
+  if (a.attention) {
+    p.set_attention_kernel(static_cast<pb::AttentionKernel>(
+        parse_enum("--attention", *a.attention, pb::AttentionKernel_descriptor())));
+  }
+  if (a.placement) p.set_placement_order(*a.placement);
+  if (a.layers_per_stage) {
+    p.clear_layers_per_stage();
+    for (const auto& item : split(*a.layers_per_stage)) {
+      try {
+        p.add_layers_per_stage(std::stoll(item));
+      } catch (const std::exception&) {
+        throw InputError("", 0, "--layers-per-stage", "got '" + item + "', expected an integer");
+      }
+    }
+  }
+  if (a.stage_node_groups) {
+    p.clear_stage_node_groups();
+    for (const auto& item : split(*a.stage_node_groups)) p.add_stage_node_groups(item);
+  }
+  if (a.moe_imbalance) p.set_moe_imbalance(*a.moe_imbalance);
+  if (a.overlap_grad_reduce) p.set_overlap_grad_reduce(true);
+  if (a.overlap_param_gather) p.set_overlap_param_gather(true);
+  job.plan_where.set_file(a.plan_file.empty() ? std::string() : a.plan_file);
+  return job;
+}
+
+}  // namespace orrery::cli

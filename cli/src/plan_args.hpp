@@ -1,0 +1,41 @@
+// The flags that describe a job and its plan, shared by `simulate` (and later `plan`, `run`):
+// either --plan FILE, or --model/--cluster with degrees and options, where flags given on the
+// command line override the file's fields.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "orrery/pb/cluster.pb.h"
+#include "orrery/pb/model.pb.h"
+#include "orrery/pb/plan.pb.h"
+#include "orrery/traces/spec_io.hpp"
+
+namespace orrery::cli {
+
+struct PlanArgs {
+  std::string plan_file, model, cluster;
+  std::optional<int64_t> nodes, tp, pp, dp, cp, ep, vp, micro_batch, global_batch, seq;
+  std::optional<int64_t> shard_group, prefetch;
+  std::optional<std::string> schedule, sharding, recompute, precision, bucket, placement, attention;
+  std::optional<std::string> layers_per_stage, stage_node_groups;
+  std::optional<double> moe_imbalance;
+  bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
+};
+
+void add_plan_flags(CLI::App* cmd, PlanArgs& a);
+
+struct LoadedJob {
+  pb::Plan plan;
+  pb::ModelSpec model;
+  pb::ClusterSpec cluster;
+  SourceMap plan_where;  // lines of --plan's fields, for plan-rule errors
+};
+
+// Reads --plan (if any), applies the flags, loads model and cluster (sized by --nodes or the
+// plan's nodes). dp, when nowhere given, fills the cluster: devices / (tp x pp x cp).
+LoadedJob load_job(const PlanArgs& a);
+
+}  // namespace orrery::cli

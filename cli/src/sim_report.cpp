@@ -1,0 +1,78 @@
+#include "sim_report.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/traces/spec_io.hpp"
+#include "orrery/traces/units.hpp"
+#include "table.hpp"
+
+namespace orrery::cli {
+namespace {
+
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
+  return buf;
+}
+
+std::string enum_name(const google::protobuf::EnumDescriptor* e, int v) {
+  return enum_value_name(*e->FindValueByNumber(v));
+}
+
+}  // namespace
+
+std::string plan_summary(const sim::ResolvedPlan& r) {
+  const auto& d = r.degrees;
+  std::string s = "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp);
+  if (d.cp > 1) s += " cp" + std::to_string(d.cp);
+  if (d.ep > 1) s += " ep" + std::to_string(d.ep);
+  if (d.vp > 1) s += " vp" + std::to_string(d.vp);
+  if (r.sequence_parallel()) s += " sp";
+  s += " mbs" + std::to_string(r.micro_batch_size) + " x" + std::to_string(r.num_micro_batches);
+  if (d.pp > 1) s += " " + enum_name(pb::PipelineSchedule_descriptor(), r.schedule());
+  if (r.sharding() != pb::SHARDING_NONE) s += " " + enum_name(pb::Sharding_descriptor(), r.sharding());
+  if (r.recompute() != pb::RECOMPUTE_NONE) s += " recompute=" + enum_name(pb::Recompute_descriptor(), r.recompute());
+  if (r.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED) s += " attention=materialized";
+  return s;
+}
+
+std::string render_result(const sim::ResolvedPlan& plan, const pb::SimResult& r) {
+  const double step = r.step_time_s();
+  std::string out = render_fields({
+      {"model", plan.model.name()},
+      {"cluster", plan.cluster.name() + ", " + std::to_string(topologies::total_nodes(plan.cluster)) + " nodes, " +
+                      std::to_string(plan.world_size()) + " devices"},
+      {"job", "global batch " + std::to_string(plan.plan.job().global_batch_size()) + " x seq " +
+                  std::to_string(plan.seq_len) + ", " + plan.precision.dtype},
+      {"plan", plan_summary(plan)},
+      {"engine", r.engine()},
+      {"step time", units::seconds(step)},
+      {"tokens/s", units::number(std::round(r.tokens_per_s()))},
+      {"MFU / HFU", percent(r.mfu()) + " / " + percent(r.hfu())},
+  });
+  Table breakdown({"where the step goes", "time", "share"});
+  const auto& b = r.breakdown();
+  auto row = [&](const std::string& name, double s) {
+    if (s <= 0) return;
+    breakdown.add_row({name, units::seconds(s), percent(step > 0 ? s / step : 0)});
+  };
+  row("compute", b.compute_s());
+  row("  of which recomputation", b.recompute_s());
+  for (const auto& c : b.exposed_comm()) row("exposed " + c.name() + " communication", c.seconds());
+  row("pipeline bubble", b.pipeline_bubble_s());
+  row("optimizer", b.optimizer_s());
+  out += "\n" + breakdown.render();
+  Table memory({"rank", "params", "grads", "optimizer", "activations", "other", "peak", "capacity", "fits"});
+  for (const auto& m : r.memory()) {
+    memory.add_row({std::to_string(m.rank()), units::bytes(m.parameters_bytes()), units::bytes(m.gradients_bytes()),
+                    units::bytes(m.optimizer_bytes()), units::bytes(m.activations_bytes()),
+                    units::bytes(m.comm_buffers_bytes() + m.allocator_overhead_bytes()), units::bytes(m.peak_bytes()),
+                    units::bytes(m.capacity_bytes()), m.oom() ? "OOM" : "yes"});
+  }
+  out += "\nmemory per pipeline rank (all ranks of a stage hold the same)\n" + memory.render();
+  return out;
+}
+
+}  // namespace orrery::cli

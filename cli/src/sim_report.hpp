@@ -1,0 +1,16 @@
+// Readable rendering of a simulation result (shared by simulate and, later, plan).
+#pragma once
+
+#include <string>
+
+#include "orrery/pb/sim_result.pb.h"
+#include "orrery/sim/resolved_plan.hpp"
+
+namespace orrery::cli {
+
+// "tp8 pp2 dp8 sp vp2 mbs1 1f1b zero1 recompute=full" — the plan in one line.
+std::string plan_summary(const sim::ResolvedPlan& plan);
+
+std::string render_result(const sim::ResolvedPlan& plan, const pb::SimResult& result);
+
+}  // namespace orrery::cli

@@ -1,0 +1,269 @@
+// build_model (des_internal.hpp): the simulated ranks, one Site per distinct communication
+// operation, and the symmetry's mirror copies (see des_engine.hpp).
+//
+// Mirrors. The translations (tp + a, dp + k) map the program of rank (tp, dp) onto the program
+// of every other rank with the same cp and pp. A site's copy under a translation is the group
+// (same dim) holding the translated first member, or the translated sender/receiver pair;
+// copies that contain a simulated rank are simulated in their own right and skipped. A copy is
+// added to its site's action when one of its links carries simulated traffic or an added
+// mirror (iterated to a fixed point): a copy on links of its own sees, by symmetry, exactly what
+// the simulated copy sees and would change nothing.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "des_internal.hpp"
+#include "orrery/sim/lower.hpp"
+#include "orrery/sim/rank_layout.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::sim::des {
+namespace {
+
+std::string breakdown_dim(const std::string& dim) {
+  if (dim == "tp" || dim == "cp" || dim == "ep" || dim == "pp") return dim;
+  return "dp";
+}
+
+struct GroupIndex {
+  std::unordered_map<int64_t, const pb::ProcessGroup*> by_id;
+  std::map<std::string, std::unordered_map<int64_t, int64_t>> of_rank;  // dim -> rank -> id
+  explicit GroupIndex(const pb::ExecGraph& g) {
+    for (const auto& pg : g.process_groups()) {
+      by_id[pg.id()] = &pg;
+      auto& m = of_rank[pg.dim()];
+      for (int64_t r : pg.ranks()) m[r] = pg.id();
+    }
+  }
+  const pb::ProcessGroup& at(int64_t id, const std::string& where) const {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      throw InputError("", 0, where + ".process_group",
+                       "process group " + std::to_string(id) + " is not in the graph's process_groups");
+    }
+    return *it->second;
+  }
+};
+
+// Builds sites and mirrors over one graph.
+class ModelBuilder {
+ public:
+  ModelBuilder(const ResolvedPlan& plan, const CostModels& costs, bool symmetric, Router& router,
+               Model& m)
+      : plan_(plan), costs_(costs), symmetric_(symmetric), router_(router), m_(m), groups_(m.graph),
+        layout_(plan.degrees, plan.placement,
+                plan.sharding() == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0) {
+    for (int64_t r = 0; r < plan.world_size(); ++r) device_[r] = plan.device_of_rank[static_cast<size_t>(r)];
+    for (int i = 0; i < m.graph.ranks_size(); ++i) {
+      const auto& rg = m.graph.ranks(i);
+      index_[rg.rank()] = i;
+      device_[rg.rank()] = rg.device();
+      m.device.push_back(rg.device());
+    }
+  }
+
+  void build() {
+    for (int i = 0; i < m_.graph.ranks_size(); ++i) assign_sites(i);
+    route_and_mirror();
+  }
+
+ private:
+  struct Pending {
+    std::vector<int64_t> members;  // ranks, group order (sender, receiver for a transfer)
+    std::string dim;               // group dim, "" for a transfer
+    int64_t group = -1;
+  };
+
+  int64_t device(int64_t rank, const std::string& where) const {
+    auto it = device_.find(rank);
+    if (it == device_.end()) {
+      throw InputError("", 0, where, "rank " + std::to_string(rank) + " has no device (world size " +
+                                         std::to_string(plan_.world_size()) + ")");
+    }
+    return it->second;
+  }
+
+  std::vector<int64_t> devices(const std::vector<int64_t>& ranks, const std::string& where) const {
+    std::vector<int64_t> out;
+    for (int64_t r : ranks) out.push_back(device(r, where));
+    return out;
+  }
+
+  void assign_sites(int i) {
+    const auto& rg = m_.graph.ranks(i);
+    auto& sites = m_.site_of_node.emplace_back(static_cast<size_t>(rg.nodes_size()), -1);
+    auto& seqs = m_.seq_of_node.emplace_back(static_cast<size_t>(rg.nodes_size()), -1);
+    std::unordered_map<int64_t, int64_t> occurrences;
+    for (int j = 0; j < rg.nodes_size(); ++j) {
+      const auto& n = rg.nodes(j);
+      const std::string where = "ranks[" + std::to_string(i) + "].nodes[" + std::to_string(j) + "]";
+      ORRERY_CHECK(n.id() == j, "node ids must be their positions in the rank's list");
+      if (n.kind() == pb::NODE_KIND_COLLECTIVE) {
+        if (n.process_group() < 0) continue;
+        seqs[static_cast<size_t>(j)] = occurrences[n.process_group()]++;
+        sites[static_cast<size_t>(j)] = collective_site(n, where);
+      } else if (n.kind() == pb::NODE_KIND_SEND || n.kind() == pb::NODE_KIND_RECV) {
+        const bool send = n.kind() == pb::NODE_KIND_SEND;
+        if (!index_.contains(n.peer())) {
+          throw InputError("", 0, where + ".peer",
+                           "peer rank " + std::to_string(n.peer()) + " of '" + n.name() +
+                               "' is not simulated (not in the graph)");
+        }
+        const int64_t from = send ? rg.rank() : n.peer(), to = send ? n.peer() : rg.rank();
+        const bool cp = n.stream() == kCommCpSend || n.stream() == kCommCpRecv;
+        sites[static_cast<size_t>(j)] = transfer_site(from, to, n.comm_bytes(), cp, where);
+      }
+    }
+  }
+
+  int32_t collective_site(const pb::ExecNode& n, const std::string& where) {
+    uint64_t bits;
+    const double bytes = n.comm_bytes();
+    std::memcpy(&bits, &bytes, sizeof bits);
+    const auto key = std::make_tuple(0, n.process_group(), static_cast<int64_t>(n.collective()), bits);
+    if (auto it = keys_.find(key); it != keys_.end()) return it->second;
+    const pb::ProcessGroup& pg = groups_.at(n.process_group(), where);
+    Pending p{{pg.ranks().begin(), pg.ranks().end()}, pg.dim(), pg.id()};
+    Site s;
+    s.dim = breakdown_dim(pg.dim());
+    for (int64_t r : p.members) s.simulated_members += index_.contains(r) ? 1 : 0;
+    s.plan = collective_plan(costs_.collectives(), n.collective(), devices(p.members, where), bytes);
+    return add(key, std::move(s), std::move(p));
+  }
+
+  int32_t transfer_site(int64_t from, int64_t to, double bytes, bool cp, const std::string& where) {
+    uint64_t bits;
+    std::memcpy(&bits, &bytes, sizeof bits);
+    const auto key = std::make_tuple(1, from, to, bits);
+    if (auto it = keys_.find(key); it != keys_.end()) return it->second;
+    Site s;
+    s.dim = cp ? "cp" : "pp";
+    s.simulated_members = 2;
+    s.plan = p2p_plan(costs_.collectives(), device(from, where), device(to, where), bytes);
+    return add(key, std::move(s), Pending{{from, to}, "", -1});
+  }
+
+  int32_t add(const std::tuple<int, int64_t, int64_t, uint64_t>& key, Site s, Pending p) {
+    const auto id = static_cast<int32_t>(m_.sites.size());
+    m_.sites.push_back(std::move(s));
+    pending_.push_back(std::move(p));
+    keys_.emplace(key, id);
+    return id;
+  }
+
+  std::vector<int32_t> edges_of(const FlowPlan& plan, const std::vector<int64_t>& ranks) {
+    std::vector<int32_t> out;
+    for (const auto& [a, b] : plan.pairs) {
+      const auto& r = router_.route(device_.at(ranks[static_cast<size_t>(a)]),
+                                    device_.at(ranks[static_cast<size_t>(b)]));
+      out.insert(out.end(), r.begin(), r.end());
+    }
+    return out;
+  }
+
+  int64_t translate(int64_t rank, int64_t a, int64_t k) const {
+    RankCoord c = layout_.coord(rank);
+    c.tp = (c.tp + a) % plan_.degrees.tp;
+    c.dp = (c.dp + k) % plan_.degrees.dp;
+    return layout_.rank(c);
+  }
+
+  // Ranks of each copy of site `s` that no simulated rank covers.
+  std::vector<std::vector<int64_t>> copies(size_t s) const {
+    const Pending& p = pending_[s];
+    std::vector<std::vector<int64_t>> out;
+    std::set<std::vector<int64_t>> seen;
+    for (int64_t a = 0; a < plan_.degrees.tp; ++a) {
+      for (int64_t k = 0; k < plan_.degrees.dp; ++k) {
+        if (a == 0 && k == 0) continue;
+        std::vector<int64_t> ranks;
+        if (p.group >= 0) {
+          const auto& of_rank = groups_.of_rank.at(p.dim);
+          auto it = of_rank.find(translate(p.members.front(), a, k));
+          if (it == of_rank.end()) continue;
+          const auto& pg = *groups_.by_id.at(it->second);
+          ranks.assign(pg.ranks().begin(), pg.ranks().end());
+        } else {
+          ranks = {translate(p.members[0], a, k), translate(p.members[1], a, k)};
+        }
+        if (std::any_of(ranks.begin(), ranks.end(), [&](int64_t r) { return index_.contains(r); })) continue;
+        if (seen.insert(ranks).second) out.push_back(std::move(ranks));
+      }
+    }
+    return out;
+  }
+
+  void route_and_mirror() {
+    std::vector<char> busy(static_cast<size_t>(router_.num_edges()), 0);
+    for (size_t s = 0; s < m_.sites.size(); ++s) {
+      Site& site = m_.sites[s];
+      site.links = edges_of(site.plan, pending_[s].members);
+      for (int32_t e : site.links) busy[static_cast<size_t>(e)] = 1;
+    }
+    if (!symmetric_) return;
+    struct Candidate {
+      size_t site;
+      std::vector<int32_t> edges;
+      bool added = false;
+    };
+    std::vector<Candidate> candidates;
+    for (size_t s = 0; s < m_.sites.size(); ++s) {
+      if (m_.sites[s].plan.pairs.empty()) continue;
+      for (const auto& ranks : copies(s)) candidates.push_back({s, edges_of(m_.sites[s].plan, ranks)});
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto& c : candidates) {
+        if (c.added) continue;
+        if (std::none_of(c.edges.begin(), c.edges.end(), [&](int32_t e) { return busy[static_cast<size_t>(e)] != 0; })) continue;
+        c.added = changed = true;
+        for (int32_t e : c.edges) busy[static_cast<size_t>(e)] = 1;
+        Site& site = m_.sites[c.site];
+        site.links.insert(site.links.end(), c.edges.begin(), c.edges.end());
+        ++site.mirrors;
+        ++m_.mirror_copies;
+      }
+    }
+  }
+
+  const ResolvedPlan& plan_;
+  const CostModels& costs_;
+  bool symmetric_;
+  Router& router_;
+  Model& m_;
+  GroupIndex groups_;
+  RankLayout layout_;
+  std::unordered_map<int64_t, int64_t> device_;
+  std::unordered_map<int64_t, int> index_;  // simulated rank -> graph index
+  std::map<std::tuple<int, int64_t, int64_t, uint64_t>, int32_t> keys_;
+  std::vector<Pending> pending_;
+};
+
+}  // namespace
+
+Model build_model(const ResolvedPlan& plan, const CostModels& costs, const pb::ExecGraph* given,
+                  bool all_ranks, Router& router) {
+  Model m;
+  m.world_size = plan.world_size();
+  const bool symmetric = given == nullptr && !all_ranks;
+  if (given != nullptr) {
+    m.graph = *given;
+  } else {
+    LowerOptions lo;
+    if (symmetric) {
+      const RankLayout layout(plan.degrees, plan.placement,
+                              plan.sharding() == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0);
+      for (int64_t r = 0; r < plan.world_size(); ++r) {
+        const RankCoord c = layout.coord(r);
+        if (c.tp == 0 && c.dp == 0) lo.ranks.push_back(r);
+      }
+    }
+    m.graph = lower(plan, lo);
+  }
+  ModelBuilder(plan, costs, symmetric, router, m).build();
+  return m;
+}
+
+}  // namespace orrery::sim::des

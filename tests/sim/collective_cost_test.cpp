@@ -1,0 +1,170 @@
+// The collective cost model on preset clusters, each expected time derived by hand from the
+// model's alpha-beta terms (constants in sim/src/collective_algorithms.cpp):
+//   launch 4.6 us; ring Simple base 37.2 us + 2.2 us per NVLink step (0.6 us hop x 2.2/0.6);
+//   ring Simple bus bandwidth = min(0.69 x NVLink, 0.648 x the island's NICs);
+//   all-to-all network share 0.414 x a rank's NIC bandwidth.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "orrery/sim/collective_cost.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+
+namespace orrery::sim {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::vector<int64_t> first_devices(int64_t n) {
+  std::vector<int64_t> d(static_cast<size_t>(n));
+  std::iota(d.begin(), d.end(), 0);
+  return d;
+}
+
+struct Cluster {
+  explicit Cluster(const char* preset, int64_t nodes)
+      : topology(topologies::load_cluster(preset, nodes)), model(topology) {}
+  topologies::Topology topology;
+  CollectiveCostModel model;
+};
+
+const CollectivePin kRingSimple{CollectiveAlgorithm::kRing, CollectiveProtocol::kSimple};
+
+TEST(CollectiveCost, RingAllReduceOnOneDgxA100) {
+  Cluster a100("dgx-a100", 1);
+  const CollectiveCost c =
+      a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, first_devices(8), kGiB, kRingSimple);
+  // 2(n-1)/n x S / busbw + latency, busbw = 0.69 x 300 GB/s = 207 GB/s:
+  //   2 x 7/8 x 1073741824 B / 207e9 B/s = 9.07753e-3 s
+  //   latency = 4.6 + 37.2 + 14 steps x 2.2 us = 72.6 us            -> 9.15013e-3 s
+  const double expected = 2.0 * 7 / 8 * kGiB / 207e9 + 72.6e-6;
+  EXPECT_NEAR(c.seconds, expected, expected * 1e-9);
+  EXPECT_DOUBLE_EQ(c.bytes_on_wire_per_rank, 2.0 * 7 / 8 * kGiB);
+  // Unpinned, the tuner picks the same: A100 has no NVLS and Simple wins at 1 GiB.
+  const CollectiveCost best = a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, first_devices(8), kGiB);
+  EXPECT_EQ(best.algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_EQ(best.protocol, CollectiveProtocol::kSimple);
+  EXPECT_DOUBLE_EQ(best.seconds, c.seconds);
+}
+
+TEST(CollectiveCost, AllGatherMovesHalfTheAllReduceBytes) {
+  Cluster a100("dgx-a100", 1);
+  const auto devices = first_devices(8);
+  const double ar = a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB, kRingSimple).seconds;
+  const double ag = a100.model.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, devices, kGiB, kRingSimple).seconds;
+  // all-gather: 7/8 x S / 207 GB/s + 4.6 + 37.2 + 7 x 2.2 us (57.2 us); all-reduce twice the
+  // bytes and 14 steps (72.6 us).
+  EXPECT_NEAR(ag - 57.2e-6, (ar - 72.6e-6) / 2, 1e-12);
+  EXPECT_NEAR(ag, 7.0 / 8 * kGiB / 207e9 + 57.2e-6, 1e-12);
+}
+
+TEST(CollectiveCost, OneRankOrNoBytesCostsNothing) {
+  Cluster a100("dgx-a100", 1);
+  EXPECT_EQ(a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, {3}, kGiB).seconds, 0);
+  EXPECT_EQ(a100.model.estimate(pb::COLLECTIVE_KIND_ALL_TO_ALL, {5}, kGiB).seconds, 0);
+  EXPECT_EQ(a100.model.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, first_devices(8), 0).seconds, 0);
+  EXPECT_EQ(a100.model.p2p_seconds(0, 1, 0), 0);
+}
+
+TEST(CollectiveCost, ProtocolFlipsFromLowLatencyToSimpleAsSizeGrows) {
+  Cluster a100("dgx-a100", 1);
+  const auto devices = first_devices(8);
+  // 1 KiB: LL's 6.6 us base + 14 x 0.93 us beats Simple's 37.2 + 14 x 2.2 us.
+  EXPECT_EQ(a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, 1024).protocol,
+            CollectiveProtocol::kLL);
+  // 1 GiB: LL runs at min(131 GB/s, 207/4 GB/s), Simple at 207 GB/s.
+  EXPECT_EQ(a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB).protocol,
+            CollectiveProtocol::kSimple);
+}
+
+TEST(CollectiveCost, TwoNodeAllReduceIsLimitedByTheNics) {
+  Cluster a100("dgx-a100", 2);
+  const auto devices = first_devices(16);
+  const auto at = [&](double bytes) {
+    return a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, bytes, kRingSimple).seconds;
+  };
+  // busbw = min(0.69 x 300 GB/s NVLink, 0.648 x 8 x 25 GB/s NICs) = 129.6 GB/s; one more GiB
+  // costs 2 x 15/16 x 1 GiB / 129.6e9 (the latency cancels).
+  EXPECT_NEAR(at(2 * kGiB) - at(kGiB), 2.0 * 15 / 16 * kGiB / 129.6e9, 1e-12);
+}
+
+TEST(CollectiveCost, NvlsOnH100AtLargeSizesOnly) {
+  Cluster h100("dgx-h100", 1);
+  const auto devices = first_devices(8);
+  EXPECT_TRUE(h100.model.nvls_available(devices));
+  // 1 GiB: NVLS at 0.556 x 450 GB/s = 250 GB/s of algorithm bandwidth beats the ring's
+  // 0.69 x 450 x 8/14 = 177 GB/s.
+  const CollectiveCost big = h100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB);
+  EXPECT_EQ(big.algorithm, CollectiveAlgorithm::kNvls);
+  EXPECT_NEAR(big.seconds, kGiB / (0.556 * 450e9) + 4.6e-6 + 40.9e-6, 1e-12);
+  // 1 KiB: NVLS's 40.9 us base loses to ring LL.
+  EXPECT_NE(h100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, 1024).algorithm,
+            CollectiveAlgorithm::kNvls);
+  Cluster a100("dgx-a100", 1);
+  EXPECT_FALSE(a100.model.nvls_available(devices));
+}
+
+TEST(CollectiveCost, AllToAllAcrossNodesIsNicBound) {
+  Cluster h100("dgx-h100", 2);
+  const auto devices = first_devices(16);
+  const auto at = [&](double bytes) {
+    return h100.model.estimate(pb::COLLECTIVE_KIND_ALL_TO_ALL, devices, bytes).seconds;
+  };
+  // Each rank sends 8/16 of its buffer to the other node through its own 400 Gb/s NIC at
+  // 0.414 x 50 GB/s = 20.7 GB/s; its 7/16 for peers in the node go at 0.69 x 450 GB/s.
+  EXPECT_NEAR(at(2 * kGiB) - at(kGiB), 8.0 / 16 * kGiB / 20.7e9, 1e-12);
+  EXPECT_EQ(h100.model.estimate(pb::COLLECTIVE_KIND_ALL_TO_ALL, devices, kGiB).algorithm,
+            CollectiveAlgorithm::kDirect);
+}
+
+TEST(CollectiveCost, PointToPointInsideAndAcrossNodes) {
+  Cluster h100("dgx-h100", 2);
+  // Same node: 4.6 + 4.9 + 0.6 us + S / (0.69 x 450 GB/s).
+  EXPECT_NEAR(h100.model.p2p_seconds(0, 1, kGiB), 10.1e-6 + kGiB / (0.69 * 450e9), 1e-12);
+  // Across nodes one NIC at 0.414 x 50 GB/s.
+  const double across = h100.model.p2p_seconds(0, 8, 2 * kGiB) - h100.model.p2p_seconds(0, 8, kGiB);
+  EXPECT_NEAR(across, kGiB / (0.414 * 50e9), 1e-12);
+}
+
+TEST(CollectiveCost, MonotonicInBytes) {
+  for (const auto& [preset, nodes] : {std::pair{"dgx-a100", 1}, std::pair{"dgx-a100", 4},
+                                      std::pair{"dgx-h100", 1}, std::pair{"dgx-h100", 2},
+                                      std::pair{"gb200-nvl72", 36}, std::pair{"mi300x", 2}}) {
+    Cluster c(preset, nodes);
+    const auto devices = first_devices(c.topology.num_devices());
+    for (auto kind : {pb::COLLECTIVE_KIND_ALL_REDUCE, pb::COLLECTIVE_KIND_ALL_GATHER,
+                      pb::COLLECTIVE_KIND_REDUCE_SCATTER, pb::COLLECTIVE_KIND_ALL_TO_ALL,
+                      pb::COLLECTIVE_KIND_BROADCAST}) {
+      double previous = 0;
+      for (double bytes = 8; bytes <= 16 * kGiB; bytes *= 2) {
+        const double t = c.model.estimate(kind, devices, bytes).seconds;
+        EXPECT_GE(t, previous) << preset << " x " << nodes << " kind " << kind << " at " << bytes;
+        previous = t;
+      }
+    }
+  }
+}
+
+TEST(CollectiveCost, CalibrationReplacesExactlyTheCurveItNames) {
+  const topologies::Topology topology(topologies::load_cluster("dgx-h100", 2));
+  pb::CalibrationProfile profile;
+  pb::CommCurve* curve = profile.add_comm();
+  curve->set_scope("intra_node");
+  curve->set_collective(pb::COLLECTIVE_KIND_ALL_REDUCE);
+  curve->set_latency_s(10e-6);
+  curve->set_bandwidth_bytes_per_s(100e9);
+  const CollectiveCostModel plain(topology), calibrated(topology, &profile);
+  const auto node = first_devices(8), both = first_devices(16);
+  // intra-node all-reduce: 10 us + 2 x 7/8 x S / 100 GB/s.
+  EXPECT_NEAR(calibrated.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, node, kGiB).seconds,
+              10e-6 + 2.0 * 7 / 8 * kGiB / 100e9, 1e-12);
+  EXPECT_EQ(calibrated.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, node, kGiB).seconds,
+            plain.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, node, kGiB).seconds);
+  EXPECT_EQ(calibrated.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, both, kGiB).seconds,
+            plain.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, both, kGiB).seconds);
+  EXPECT_EQ(calibrated.p2p_seconds(0, 1, kGiB), plain.p2p_seconds(0, 1, kGiB));
+}
+
+}  // namespace
+}  // namespace orrery::sim

@@ -1,0 +1,96 @@
+// The collective cost model against the measured nccl-tests tables of
+// shared/validation/public_collectives.json, and the reader's messages for bad files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "orrery/sim/collective_validation.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kPublicTables = fs::path(ORRERY_SOURCE_DIR) / "../shared/validation/public_collectives.json";
+
+fs::path write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / ("orrery_collectives_" + name + ".json");
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string message_of(const fs::path& file) {
+  try {
+    validate_collectives(file);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+constexpr const char* kTableHead =
+    R"json({"tables": [{"id": "t", "system": "s", "gpu": "H100 80GB HBM3 (SXM)", "collective": "all_reduce",
+        "gpus": 8, "nodes": 1, "gpus_per_node": 8, "rows": )json";
+
+TEST(CollectiveValidation, PublicTablesWithinTenPercentMedian) {
+  if (!fs::exists(kPublicTables)) GTEST_SKIP() << kPublicTables << " is not checked out here";
+  const CollectiveValidation v = validate_collectives(kPublicTables);
+  ASSERT_EQ(v.tables.size(), 22u);
+  for (const auto& t : v.tables) {
+    EXPECT_FALSE(t.skipped) << t.id << ": " << t.skip_reason;
+    std::printf("%-22s median %5.1f%%  p90 %5.1f%%\n", t.id.c_str(), 100 * t.median_abs_error,
+                100 * t.p90_abs_error);
+  }
+  std::printf("overall %ld rows: median %.1f%%, p90 %.1f%%\n", static_cast<long>(v.rows),
+              100 * v.median_abs_error, 100 * v.p90_abs_error);
+  EXPECT_EQ(v.rows, 560);
+  EXPECT_LE(v.median_abs_error, 0.10);
+  EXPECT_LE(v.p90_abs_error, 0.50);  // what the model reaches today (47.9%); see docs/collectives.md
+}
+
+TEST(CollectiveValidation, ForcedNvlsTablePinsNvls) {
+  if (!fs::exists(kPublicTables)) GTEST_SKIP() << kPublicTables << " is not checked out here";
+  const CollectiveValidation v = validate_collectives(kPublicTables);
+  for (const auto& t : v.tables) {
+    if (t.id != "azure-ndh100v5-ar-8") continue;
+    EXPECT_TRUE(t.nvls_pinned);
+    for (const auto& row : t.rows) EXPECT_EQ(row.algorithm, "nvls");
+    return;
+  }
+  FAIL() << "table azure-ndh100v5-ar-8 not found";
+}
+
+TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
+  const fs::path p = write_temp("unknown_gpu", R"({"tables": [{"id": "x", "system": "s", "gpu": "MI250X",
+      "collective": "all_reduce", "gpus": 8, "nodes": 1, "gpus_per_node": 8,
+      "rows": [{"bytes": 1024, "time_us": 10}]}]})");
+  const CollectiveValidation v = validate_collectives(p);
+  ASSERT_EQ(v.tables.size(), 1u);
+  EXPECT_TRUE(v.tables[0].skipped);
+  EXPECT_EQ(v.tables[0].skip_reason, "no cluster for GPU 'MI250X' (known: A100, H100, B200)");
+  EXPECT_EQ(v.rows, 0);
+}
+
+TEST(CollectiveValidation, BadFilesGiveExactMessages) {
+  fs::path p = write_temp("negative_time", std::string(kTableHead) +
+                                               R"([{"bytes": 8, "time_us": 1}, {"bytes": 16, "time_us": -3}]}]})");
+  EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows[1].time_us: got -3, expected a positive number");
+
+  p = write_temp("no_tables", R"({"about": "x"})");
+  EXPECT_EQ(message_of(p), p.string() + ": tables: missing");
+
+  p = write_temp("text_bytes", std::string(kTableHead) + R"([{"bytes": "8", "time_us": 1}]}]})");
+  EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows[0].bytes: got a string, expected a positive number");
+
+  p = write_temp("gpus", R"({"tables": [{"id": "t", "system": "s", "gpu": "B200", "collective": "alltoall",
+      "gpus": 12, "nodes": 2, "gpus_per_node": 8, "rows": [{"bytes": 8, "time_us": 1}]}]})");
+  EXPECT_EQ(message_of(p), p.string() + ": tables[0].gpus: got 12, expected nodes x gpus_per_node = 16");
+
+  p = write_temp("no_rows", std::string(kTableHead) + "[]}]}");
+  EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows: got an empty list, expected a list of measured rows");
+}
+
+}  // namespace
+}  // namespace orrery::sim
