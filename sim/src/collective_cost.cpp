@@ -3,6 +3,9 @@
 // of a (scope, collective) it has measured.
 #include "orrery/sim/collective_cost.hpp"
 
+#include <map>
+#include <mutex>
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -55,9 +58,25 @@ const char* to_string(CollectiveProtocol p) {
   return "?";
 }
 
+struct CollectiveCostModel::GroupCache {
+  std::mutex mutex;
+  // std::map: references to its values stay valid as it grows.
+  std::map<std::vector<int64_t>, detail::CollectiveGroup> groups;
+};
+
 CollectiveCostModel::CollectiveCostModel(const topologies::Topology& topology,
                                          const pb::CalibrationProfile* calibration)
-    : topology_(topology), calibration_(calibration) {}
+    : topology_(topology), calibration_(calibration), cache_(std::make_shared<GroupCache>()) {}
+
+const detail::CollectiveGroup& CollectiveCostModel::group(const std::vector<int64_t>& devices) const {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  auto it = cache_->groups.find(devices);
+  if (it == cache_->groups.end()) {
+    check_devices(topology_, devices);  // once per distinct group
+    it = cache_->groups.emplace(devices, detail::describe_group(topology_, devices)).first;
+  }
+  return it->second;
+}
 
 const pb::CommCurve* CollectiveCostModel::calibrated(const std::string& scope,
                                                      pb::CollectiveKind kind) const {
@@ -71,13 +90,13 @@ const pb::CommCurve* CollectiveCostModel::calibrated(const std::string& scope,
 CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
                                              const std::vector<int64_t>& devices, double bytes,
                                              const CollectivePin& pin) const {
-  check_devices(topology_, devices);
+  ORRERY_CHECK(!devices.empty(), "a collective needs at least one device");
   ORRERY_CHECK(bytes >= 0, "a collective cannot move a negative number of bytes");
   CollectiveCost cost;
   if (devices.size() == 1) return cost;
   const bool barrier = kind == pb::COLLECTIVE_KIND_BARRIER;
   if (bytes == 0 && !barrier) return cost;
-  const detail::CollectiveGroup group = detail::describe_group(topology_, devices);
+  const detail::CollectiveGroup& group = this->group(devices);
   std::vector<detail::CollectiveCandidate> candidates =
       detail::collective_candidates(kind, group, barrier ? 0 : bytes);
   const auto end = std::remove_if(candidates.begin(), candidates.end(),
@@ -101,15 +120,13 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
 }
 
 bool CollectiveCostModel::nvls_available(const std::vector<int64_t>& devices) const {
-  check_devices(topology_, devices);
-  return devices.size() > 1 && detail::describe_group(topology_, devices).nvls;
+  return devices.size() > 1 && group(devices).nvls;
 }
 
 double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const {
-  check_devices(topology_, {src_device, dst_device});
   ORRERY_CHECK(bytes >= 0, "a transfer cannot move a negative number of bytes");
   if (bytes == 0) return 0;
-  const detail::CollectiveGroup group = detail::describe_group(topology_, {src_device, dst_device});
+  const detail::CollectiveGroup& group = this->group({src_device, dst_device});
   if (const pb::CommCurve* curve = calibrated(scope_of(group), pb::COLLECTIVE_KIND_UNSPECIFIED)) {
     return curve->latency_s() + bytes / curve->bandwidth_bytes_per_s();
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@
 #include "orrery/topologies/topology.hpp"
 
 namespace orrery::sim {
+
+namespace detail {
+struct CollectiveGroup;
+}
 
 enum class CollectiveAlgorithm { kRing, kTree, kNvls, kDirect };
 enum class CollectiveProtocol { kSimple, kLL, kLL128 };
@@ -62,9 +67,14 @@ class CollectiveCostModel {
 
  private:
   const pb::CommCurve* calibrated(const std::string& scope, pb::CollectiveKind kind) const;
+  struct GroupCache;
+  const detail::CollectiveGroup& group(const std::vector<int64_t>& devices) const;
 
   const topologies::Topology& topology_;
   const pb::CalibrationProfile* calibration_;
+  // Groups already described (routes looked up), keyed by their devices: a plan asks about the
+  // same few groups thousands of times. Shared and locked, so one model serves many threads.
+  std::shared_ptr<GroupCache> cache_;
 };
 
 }  // namespace orrery::sim

@@ -1,0 +1,321 @@
+// `orrery plan`: the fastest ways to train a model on a cluster, ranked and explained.
+//   orrery plan --model llama3-70b --cluster dgx-h100 --nodes 128 --global-batch 1024 --seq 8192
+//               [--top 5] [--json] [--out best-plan.yaml] [--threads N] [--tp 4,8 ...]
+// The table goes to stdout and is the same bytes for any --threads; progress and the search
+// summary (with its wall time) go to stderr.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "orrery/models/model_catalog.hpp"
+#include "orrery/planner/explain.hpp"
+#include "orrery/planner/search.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/topology.hpp"
+#include "orrery/traces/error.hpp"
+#include "orrery/traces/spec_io.hpp"
+#include "orrery/traces/units.hpp"
+#include "output.hpp"
+#include "table.hpp"
+
+namespace orrery::cli {
+namespace {
+
+struct PlanCommandArgs {
+  std::string model, cluster, calibration_file, out_file;
+  std::optional<int64_t> nodes, seq;
+  int64_t global_batch = 0;
+  std::string precision = "bf16";
+  std::string tp, pp, cp, ep, vp, micro_batch, sharding, recompute;
+  int64_t max_micro_batch = 8, top = 5, exhaustive_limit = 4000, beam = 16;
+  int threads = 0;
+  bool exhaustive = false, all_variants = false, tp_across_nvlink = false, sp_both_ways = false;
+  bool force = false, quiet = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<int64_t> int_list(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> out;
+  for (const auto& item : split(text)) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < 1) {
+      throw InputError("", 0, flag, "got '" + item + "', expected a comma-separated list of positive integers");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+template <class E>
+std::vector<E> enum_list(const std::string& flag, const std::string& text,
+                         const google::protobuf::EnumDescriptor* e) {
+  std::vector<E> out;
+  for (const auto& item : split(text)) {
+    std::vector<std::string> names;
+    bool found = false;
+    for (int i = 0; i < e->value_count(); ++i) {
+      if (e->value(i)->number() == 0) continue;
+      const std::string name = enum_value_name(*e->value(i));
+      if (name == item) out.push_back(static_cast<E>(e->value(i)->number())), found = true;
+      names.push_back(name);
+    }
+    if (!found) throw InputError("", 0, flag, "got '" + item + "'" + suggest(item, names));
+  }
+  return out;
+}
+
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
+  return buf;
+}
+
+// Progress on stderr: a redrawn bar when stderr is a terminal (at most ~10 times a second).
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled) {}
+  void update(const planner::Progress& p) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (p.done != p.total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    constexpr int kWidth = 30;
+    const int filled = p.total > 0 ? static_cast<int>(kWidth * p.done / p.total) : kWidth;
+    std::fprintf(stderr, "\r%-16s [%s%s] %lld/%lld  (%lld plans so far)", p.phase.c_str(),
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), static_cast<long long>(p.done),
+                 static_cast<long long>(p.total), static_cast<long long>(p.evaluated));
+    drawn_ = true;
+  }
+  void finish() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+planner::PlanningJob load(const PlanCommandArgs& a) {
+  planner::PlanningJob job;
+  if (a.global_batch <= 0) throw InputError("", 0, "--global-batch", "required");
+  job.model = models::load_model(a.model);
+  job.cluster = topologies::load_cluster(a.cluster, a.nodes);
+  job.base.set_model(a.model);
+  job.base.set_cluster(a.cluster);
+  if (a.nodes) job.base.set_nodes(*a.nodes);
+  auto* j = job.base.mutable_job();
+  j->set_global_batch_size(a.global_batch);
+  j->set_seq_len(a.seq ? *a.seq : job.model.max_seq_len());
+  j->set_precision(enum_list<pb::Precision>("--precision", a.precision, pb::Precision_descriptor()).at(0));
+  return job;
+}
+
+planner::SpaceOptions space_options(const PlanCommandArgs& a) {
+  planner::SpaceOptions o;
+  o.tp = int_list("--tp", a.tp);
+  o.pp = int_list("--pp", a.pp);
+  o.cp = int_list("--cp", a.cp);
+  o.ep = int_list("--ep", a.ep);
+  o.vp = int_list("--vp", a.vp);
+  o.micro_batch = int_list("--micro-batch", a.micro_batch);
+  if (!a.sharding.empty()) o.sharding = enum_list<pb::Sharding>("--sharding", a.sharding, pb::Sharding_descriptor());
+  if (!a.recompute.empty()) o.recompute = enum_list<pb::Recompute>("--recompute", a.recompute, pb::Recompute_descriptor());
+  o.max_micro_batch = a.max_micro_batch;
+  o.tp_across_nvlink = a.tp_across_nvlink;
+  o.sp_both_ways = a.sp_both_ways;
+  return o;
+}
+
+double peak_memory(const pb::SimResult& r) {
+  double peak = 0;
+  for (const auto& m : r.memory()) peak = std::max(peak, m.peak_bytes());
+  return peak;
+}
+
+std::string breakdown(const pb::SimResult& r) {
+  std::string s;
+  for (const auto& t : planner::step_terms(r)) {
+    if (t.share < 0.005) continue;
+    std::string name = t.name.rfind("exposed ", 0) == 0 ? t.name.substr(8) : t.name;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.0f%%", s.empty() ? "" : " ", name.c_str(), 100 * t.share);
+    s += buf;
+  }
+  return s;
+}
+
+std::string render_text(const planner::PlanningJob& job, const planner::SearchResult& r) {
+  std::string out;
+  out += job.model.name() + " on " + job.cluster.name() + " (" + std::to_string(topologies::total_nodes(job.cluster)) +
+         " nodes, " + std::to_string(topologies::total_devices(job.cluster)) + " devices), global batch " +
+         std::to_string(job.base.job().global_batch_size()) + " x seq " + std::to_string(job.base.job().seq_len()) +
+         ", engine analytic\n\n";
+  if (r.ranked.empty()) {
+    out += "no plan fits in memory";
+    if (!r.closest_oom_plan.empty()) {
+      out += "; closest: " + r.closest_oom_plan + " needs " + units::bytes(r.closest_oom_peak_bytes) + " of " +
+             units::bytes(r.closest_oom_capacity_bytes);
+    }
+    return out + "\n";
+  }
+  Table table({"#", "plan", "step", "tokens/s", "MFU", "mem/GPU", "breakdown (share of step)", "limited by"});
+  const auto& best = r.ranked.front();
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const auto& p = r.ranked[i];
+    const auto& res = p.eval.result;
+    table.add_row({std::to_string(i + 1), planner::plan_label(p), units::seconds(res.step_time_s()),
+                   units::number(std::round(res.tokens_per_s())), percent(res.mfu()),
+                   units::bytes(peak_memory(res)), breakdown(res), planner::what_limits(p, best)});
+  }
+  out += table.render();
+  out += "\nwhy #1: " + planner::why_best(best, r.ranked.size() > 1 ? &r.ranked[1] : nullptr) + "\n";
+  const auto& s = r.stats;
+  out += "searched " + std::to_string(s.space_size) + " plans in " + std::to_string(s.shapes) + " shapes (" +
+         (s.exhaustive ? std::string("exhaustive") : "screened, then local search") + "): " +
+         std::to_string(s.checked) + " checked, " + std::to_string(s.invalid) + " broke a rule, " +
+         std::to_string(s.out_of_memory) + " out of memory, " + std::to_string(s.timed) + " timed\n";
+  if (!r.closest_oom_plan.empty()) {
+    out += "closest plan over memory: " + r.closest_oom_plan + " (OOM at " + units::bytes(r.closest_oom_peak_bytes) +
+           " of " + units::bytes(r.closest_oom_capacity_bytes) + ")\n";
+  }
+  return out;
+}
+
+std::string render_json(const planner::PlanningJob& job, const planner::SearchResult& r) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["model"] = job.model.name();
+  j["cluster"] = job.cluster.name();
+  j["devices"] = topologies::total_devices(job.cluster);
+  j["engine"] = "analytic";
+  const auto& s = r.stats;
+  j["search"] = {{"exhaustive", s.exhaustive}, {"space_size", s.space_size}, {"shapes", s.shapes},
+                 {"checked", s.checked}, {"invalid", s.invalid}, {"out_of_memory", s.out_of_memory},
+                 {"timed", s.timed}, {"local_rounds", s.local_rounds}};
+  ordered_json plans = ordered_json::array();
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const auto& p = r.ranked[i];
+    const auto limit = planner::limiting_term(p.eval.result);
+    plans.push_back({{"rank", i + 1},
+                     {"label", planner::plan_label(p)},
+                     {"limited_by", {{"term", limit.name}, {"share", limit.share}}},
+                     {"note", planner::what_limits(p, r.ranked.front())},
+                     {"plan", ordered_json::parse(to_json(p.plan))},
+                     {"result", ordered_json::parse(to_json(p.eval.result))}});
+  }
+  j["plans"] = plans;
+  if (!r.ranked.empty()) {
+    j["why_best"] = planner::why_best(r.ranked[0], r.ranked.size() > 1 ? &r.ranked[1] : nullptr);
+  }
+  if (!r.closest_oom_plan.empty()) {
+    j["closest_out_of_memory"] = {{"label", r.closest_oom_plan}, {"peak_bytes", r.closest_oom_peak_bytes},
+                                  {"capacity_bytes", r.closest_oom_capacity_bytes}};
+  }
+  return j.dump(2) + "\n";
+}
+
+void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
+  const planner::PlanningJob job = load(a);
+  const planner::PlanSpace space(job, space_options(a));
+  pb::CalibrationProfile calibration;
+  if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
+  const topologies::Topology topology(job.cluster);
+  const sim::CostModels costs(topology, planner::precision_dtype(job.base.job().precision()),
+                              a.calibration_file.empty() ? nullptr : &calibration);
+  const planner::AnalyticEngine engine(costs);
+  planner::SearchOptions o;
+  o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.top_k = a.top;
+  o.exhaustive_limit = a.exhaustive_limit;
+  o.force_exhaustive = a.exhaustive;
+  o.beam = a.beam;
+  o.distinct = !a.all_variants;
+  auto bar = std::make_shared<ProgressBar>(!a.quiet && isatty(STDERR_FILENO) != 0);
+  o.progress = [bar](const planner::Progress& p) { bar->update(p); };
+  const planner::SearchResult r = planner::search(space, engine, o);
+  bar->finish();
+  if (!a.quiet) {
+    std::fprintf(stderr, "planned in %.2f s on %d threads: %lld plans checked, %lld timed (%s)\n", r.stats.seconds,
+                 o.threads, static_cast<long long>(r.stats.checked), static_cast<long long>(r.stats.timed),
+                 r.stats.exhaustive ? "exhaustive" : "screen + local search");
+  }
+  std::cout << (flags.json ? render_json(job, r) : render_text(job, r));
+  if (!a.out_file.empty()) {
+    if (r.ranked.empty()) throw InputError("", 0, "--out", "no plan fits in memory, nothing to write");
+    write_file_atomically(a.out_file, to_yaml(r.ranked.front().plan), a.force);
+    std::cerr << "wrote " << a.out_file << " (run it with: orrery simulate --plan " << a.out_file << ")\n";
+  }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanCommandArgs>();
+  auto flags = std::make_shared<OutputFlags>();
+  CLI::App* cmd = app.add_subcommand("plan", "Find and rank the fastest plans for a job on a cluster");
+  cmd->add_option("--model", a->model, "Model preset or file")->required();
+  cmd->add_option("--cluster", a->cluster, "Cluster preset or file")->required();
+  cmd->add_option("--nodes", a->nodes, "Size the cluster to this many nodes")->check(CLI::PositiveNumber);
+  cmd->add_option("--global-batch", a->global_batch, "Sequences per step")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", a->seq, "Sequence length (default: the model's max)")->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", a->precision, "fp32 | bf16 | fp16 | fp8 (default bf16)");
+  cmd->add_option("--tp", a->tp, "Only these TP degrees, e.g. 4,8 (default: all up to one NVLink domain)");
+  cmd->add_option("--pp", a->pp, "Only these PP degrees");
+  cmd->add_option("--cp", a->cp, "Only these CP degrees");
+  cmd->add_option("--ep", a->ep, "Only these EP degrees");
+  cmd->add_option("--vp", a->vp, "Only these virtual-stage counts");
+  cmd->add_option("--micro-batch", a->micro_batch, "Only these micro-batch sizes");
+  cmd->add_option("--max-micro-batch", a->max_micro_batch, "Largest micro-batch tried (default 8)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--sharding", a->sharding, "Only these: none,zero1,zero2,zero3,fsdp,hsdp (default all but zero3)");
+  cmd->add_option("--recompute", a->recompute, "Only these: none,selective,full (default all)");
+  cmd->add_flag("--tp-across-nvlink", a->tp_across_nvlink, "Allow TP groups beyond one NVLink domain");
+  cmd->add_flag("--sp-both-ways", a->sp_both_ways, "Try TP without sequence parallelism too");
+  cmd->add_option("--top", a->top, "Plans to show (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "Worker threads (default: all cores); the result does not depend on it")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--exhaustive", a->exhaustive, "Evaluate every plan of the space, however large");
+  cmd->add_option("--exhaustive-limit", a->exhaustive_limit,
+                  "Evaluate the whole space when it has at most this many plans (default 4000)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--beam", a->beam, "Screened plans the local search starts from (default 16)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--all-variants", a->all_variants,
+                "Rank plans that differ only in placement, buckets or layer split separately");
+  cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
+  cmd->add_option("--out", a->out_file, "Write the best plan as a plan file for `orrery simulate --plan`");
+  cmd->add_flag("--force", a->force, "Replace --out if it exists");
+  cmd->add_flag("--quiet", a->quiet, "No progress or summary on stderr");
+  add_output_flags(cmd, *flags, false);
+  cmd->callback([a, flags] { run_plan(*a, *flags); });
+}
+
+}  // namespace orrery::cli

@@ -1,0 +1,52 @@
+// How the planner costs one candidate: the simulator's rules (resolve_plan), then its memory
+// model (cheap, so every candidate is checked for memory before any timing), then an engine.
+// Engines sit behind `Engine` so that a slower, more faithful one (des) can re-rank the best
+// candidates the analytic engine found; implementations must be safe to call from several
+// threads at once.
+#pragma once
+
+#include <string>
+
+#include "orrery/pb/sim_result.pb.h"
+#include "orrery/planner/plan_space.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/sim/resolved_plan.hpp"
+
+namespace orrery::planner {
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual std::string name() const = 0;
+  virtual pb::SimResult simulate(const sim::ResolvedPlan& plan) const = 0;
+};
+
+// The closed-form engine. CostModels holds no caches or mutable state (checked: the compute and
+// collective models are pure functions of the topology and calibration), so one instance serves
+// every thread.
+class AnalyticEngine : public Engine {
+ public:
+  explicit AnalyticEngine(const sim::CostModels& costs) : costs_(costs) {}
+  std::string name() const override { return "analytic"; }
+  pb::SimResult simulate(const sim::ResolvedPlan& plan) const override;
+
+ private:
+  const sim::CostModels& costs_;
+};
+
+struct Evaluation {
+  enum class Status { kInvalid, kOutOfMemory, kFits, kTimed };
+  Status status = Status::kInvalid;
+  std::string reason;         // invalid: the rule resolve_plan named
+  double peak_bytes = 0;      // the pipeline rank with the highest peak / capacity
+  double capacity_bytes = 0;
+  pb::SimResult result;       // kTimed only
+  double step_time_s() const { return result.step_time_s(); }
+};
+
+// Rules and memory only (status kInvalid, kOutOfMemory or kFits).
+Evaluation check(const PlanSpace& space, const Knobs& knobs);
+// Rules, memory, then `engine` when the plan fits (kTimed).
+Evaluation evaluate(const PlanSpace& space, const Knobs& knobs, const Engine& engine);
+
+}  // namespace orrery::planner

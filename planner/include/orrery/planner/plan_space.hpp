@@ -1,0 +1,142 @@
+// The plan space: every way the planner may parallelize one job on one cluster, as compact knob
+// settings (`Knobs`) that become a pb::Plan. The validity rules are the simulator's own
+// (sim::resolve_plan is the arbiter); the cheap divisibility checks here only keep obviously
+// invalid shapes out of the enumeration, they never admit a plan resolve_plan rejects.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/cluster.pb.h"
+#include "orrery/pb/model.pb.h"
+#include "orrery/pb/plan.pb.h"
+
+namespace orrery::planner {
+
+// What is being planned: model, cluster (already sized) and the job; `base` carries the fields
+// the planner never changes (model and cluster names, nodes, job, attention kernel, MoE
+// imbalance) and is copied into every candidate.
+struct PlanningJob {
+  pb::ModelSpec model;
+  pb::ClusterSpec cluster;
+  pb::Plan base;
+};
+
+// One point of the plan space. The layer split is not given layer by layer: it follows from the
+// knobs (even, or balanced by layer_partition.hpp), so equal knobs always mean equal plans.
+struct Knobs {
+  int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vp = 1;
+  bool sp = false;
+  int64_t micro_batch = 1;
+  pb::PipelineSchedule schedule = pb::PIPELINE_SCHEDULE_UNSPECIFIED;  // decided by vp when unset
+  pb::Sharding sharding = pb::SHARDING_NONE;
+  int64_t shard_group = 0;  // hsdp only
+  pb::Recompute recompute = pb::RECOMPUTE_NONE;
+  double bucket_bytes = 0;  // 0: the simulator's default
+  std::string placement;    // "" = tp,cp,dp,pp
+  // Node group of each pipeline stage on heterogeneous clusters (pp entries), else empty.
+  std::vector<std::string> stage_groups;
+  // Split layers by cost (first and last stages carry the embedding and the head) even when the
+  // stages divide the layers; forced when they do not, or when stages differ in speed.
+  bool balanced_split = false;
+  bool overlap = true;  // overlap_grad_reduce and overlap_param_gather
+
+  auto operator<=>(const Knobs&) const = default;
+};
+
+// The parts of the space to search. Empty lists mean "everything valid"; the defaults leave out
+// settings the simulator can only cost as equal or worse (gpipe: 1F1B's time with more memory;
+// zero3: costed as fsdp; materialized attention).
+struct SpaceOptions {
+  std::vector<int64_t> tp, pp, cp, ep, vp, micro_batch;
+  std::vector<pb::Sharding> sharding = {pb::SHARDING_NONE, pb::SHARDING_ZERO1, pb::SHARDING_ZERO2,
+                                        pb::SHARDING_FSDP, pb::SHARDING_HSDP};
+  std::vector<pb::Recompute> recompute = {pb::RECOMPUTE_NONE, pb::RECOMPUTE_SELECTIVE,
+                                          pb::RECOMPUTE_FULL};
+  std::vector<pb::PipelineSchedule> schedules = {pb::PIPELINE_SCHEDULE_ONE_F_ONE_B,
+                                                 pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B};
+  // Gradient/parameter bucket sizes to try (0 = the simulator's default), bytes.
+  std::vector<double> bucket_bytes = {0, 25e6, 200e6};
+  // Rank placements to try ("" = tp,cp,dp,pp); TP stays innermost.
+  std::vector<std::string> placements = {"", "tp,cp,pp,dp", "tp,dp,cp,pp"};
+  int64_t max_micro_batch = 8;
+  int64_t max_vp = 4;
+  int64_t max_cp = 16;
+  // TP beyond one NVLink domain is allowed only when asked (the simulator costs it, nobody runs it).
+  bool tp_across_nvlink = false;
+  // Sequence parallelism whenever tp > 1 (it saves memory and the simulator costs its collectives
+  // as the all-reduce's halves), or both ways.
+  bool sp_both_ways = false;
+};
+
+// A shape: the degrees and where the stages run; the rest of the knobs are "settings".
+struct Shape {
+  int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vp = 1;
+  std::vector<std::string> stage_groups;
+  auto operator<=>(const Shape&) const = default;
+};
+
+// The space for one job: enumerates shapes and settings and turns knobs into plan files. Safe to
+// share between threads (the layer-split cache is guarded).
+class PlanSpace {
+ public:
+  PlanSpace(PlanningJob job, SpaceOptions options);
+
+  const PlanningJob& job() const { return job_; }
+  const SpaceOptions& options() const { return options_; }
+  int64_t devices() const { return devices_; }
+  bool heterogeneous() const { return groups_.size() > 1; }
+
+  // Every shape whose degrees multiply to the cluster's devices and pass the divisibility rules,
+  // in a fixed order.
+  std::vector<Shape> shapes() const;
+  // Micro-batch sizes valid for `shape` (dividing global_batch / dp, at most max_micro_batch,
+  // interleaving's multiple-of-pp rule), ascending.
+  std::vector<int64_t> micro_batches(const Shape& shape) const;
+  // Every full point of the space for one shape, in a fixed order.
+  std::vector<Knobs> settings(const Shape& shape) const;
+  // The knobs the screening pass starts a shape from: sp on, default placement and buckets,
+  // overlap on; sharding, recompute and micro-batch as given.
+  Knobs seed(const Shape& shape, int64_t micro_batch, pb::Sharding sharding, int64_t shard_group,
+             pb::Recompute recompute) const;
+
+  // The plan file for `k`: base fields plus the knobs, with layers_per_stage filled when the
+  // split is uneven (pp x vp not dividing the layers, a balanced split asked for, or stages on
+  // different devices).
+  pb::Plan plan(const Knobs& k) const;
+
+ private:
+  struct NodeGroupInfo {
+    std::string name;
+    int64_t devices = 0;
+    double speed = 0;  // peak FLOP/s of its device at the job's precision
+  };
+  std::vector<std::vector<std::string>> stage_assignments(int64_t pp, int64_t per_stage) const;
+  std::vector<int64_t> layer_split(const Knobs& k) const;
+
+  PlanningJob job_;
+  SpaceOptions options_;
+  int64_t devices_ = 0;
+  int64_t domain_ = 1;  // devices of one NVLink domain
+  std::vector<NodeGroupInfo> groups_;
+  std::vector<double> layer_cost_;  // FLOPs of each decoder layer, one micro-batch sequence
+  double embed_cost_ = 0, head_cost_ = 0;
+  struct Cache;
+  std::shared_ptr<Cache> cache_;
+};
+
+// HSDP shard group sizes for a dp degree: divisors of dp in (1, dp) that are powers of two.
+std::vector<int64_t> hsdp_groups(int64_t dp);
+
+// "tp8 pp4 dp32 sp mbs1 zero1 recompute=selective ..." — stable text, also the memo key.
+std::string knob_key(const Knobs& k);
+
+// The dtype name the compute model prices a precision at ("bf16" for bf16 and unspecified).
+std::string precision_dtype(pb::Precision precision);
+
+// Devices in the cluster's smallest NVLink domain (a node, or domain_nodes nodes; 1 without one).
+int64_t nvlink_domain_size(const pb::ClusterSpec& cluster);
+
+}  // namespace orrery::planner

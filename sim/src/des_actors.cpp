@@ -1,0 +1,251 @@
+// The actors that run the graph (run_engine, des_internal.hpp): one per (simulated rank, stream
+// with nodes), each running its stream's nodes in order, blocking on data_deps, on the
+// rendezvous of a collective (every simulated member) or of a send/recv pair, and on its own
+// compute or communication. The last member to arrive at an operation runs it for everyone:
+// alpha as a sleep, then one SimGrid action over the operation's links. While any operation of
+// a rank runs, the rank's host sits in its slowed-down pstate, so its compute slows by
+// overlap_slowdown. Waiting is a per-actor semaphore, so a wake-up is never lost.
+#include <cmath>
+#include <sstream>
+
+#include "des_platform.hpp"
+#include "orrery/sim/lower.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::sim::des {
+namespace {
+
+namespace s4u = simgrid::s4u;
+
+struct PairHash {
+  size_t operator()(const std::pair<int64_t, int64_t>& p) const {
+    return std::hash<int64_t>()(p.first * 1000003 ^ p.second);
+  }
+};
+
+class Runner {
+ public:
+  Runner(Model& m, const CostModels& costs, const ResolvedPlan& plan) : m_(m), costs_(costs) {
+    for (int i = 0; i < m.graph.ranks_size(); ++i) {
+      const auto& rg = m.graph.ranks(i);
+      RankState& rs = ranks_.emplace_back();
+      rs.done.assign(static_cast<size_t>(rg.nodes_size()), 0);
+      rs.waiters.resize(static_cast<size_t>(rg.nodes_size()));
+      rs.spec = &device_of(plan, rg.rank());
+      std::map<int32_t, size_t> by_stream;
+      for (int j = 0; j < rg.nodes_size(); ++j) {
+        const int32_t s = rg.nodes(j).stream();
+        auto [it, fresh] = by_stream.emplace(s, streams_.size());
+        if (fresh) streams_.push_back({static_cast<size_t>(i), s, {}});
+        streams_[it->second].nodes.push_back(j);
+      }
+    }
+  }
+
+  RunStats run(const Router& router) {
+    Platform platform(m_, router, costs_.overlap_slowdown(), streams_.size());
+    platform_ = &platform;
+    for (size_t a = 0; a < streams_.size(); ++a) {
+      wake_.push_back(s4u::Semaphore::create(0));
+      const auto& st = streams_[a];
+      actors_.push_back(s4u::Actor::create(
+          "r" + std::to_string(m_.graph.ranks(static_cast<int>(st.rank)).rank()) + ".s" + std::to_string(st.stream),
+          platform.rank_host(st.rank), [this, a] { run_stream(a); }));
+    }
+    s4u::Engine::get_instance()->run();
+    platform_ = nullptr;
+    if (!errors_.empty()) throw InputError("", 0, errors_.front().first, errors_.front().second);
+    check_complete();
+    RunStats stats;
+    stats.events = events_;
+    stats.makespan_s = makespan_;
+    return stats;
+  }
+
+ private:
+  struct StreamRun {
+    size_t rank;
+    int32_t stream;
+    std::vector<int32_t> nodes;
+    size_t next = 0;  // position reached
+  };
+  struct RankState {
+    std::vector<char> done;
+    std::vector<std::vector<size_t>> waiters;
+    int active = 0;
+    const pb::DeviceSpec* spec = nullptr;
+  };
+  struct Rendezvous {
+    int32_t site = -1;
+    int64_t arrived = 0;
+    bool done = false;
+    double start = 0, end = 0;
+    std::vector<size_t> ranks, waiters;
+  };
+
+  pb::ExecNode& node(size_t rank, int32_t j) {
+    return *m_.graph.mutable_ranks(static_cast<int>(rank))->mutable_nodes(j);
+  }
+
+  void block(std::vector<size_t>& list, size_t actor) {
+    list.push_back(actor);
+    wake_[actor]->acquire();
+  }
+  void wake(std::vector<size_t>& list) {
+    for (size_t a : list) wake_[a]->release();
+    list.clear();
+  }
+
+  void run_stream(size_t a) {
+    StreamRun& st = streams_[a];
+    RankState& rs = ranks_[st.rank];
+    for (; st.next < st.nodes.size(); ++st.next) {
+      const int32_t j = st.nodes[st.next];
+      for (int64_t d : node(st.rank, j).data_deps()) {
+        if (d < 0 || d >= static_cast<int64_t>(rs.done.size())) {
+          errors_.emplace_back(where(st.rank, j) + ".data_deps", "dependency " + std::to_string(d) + " is not a node of this rank");
+          return;
+        }
+        while (!rs.done[static_cast<size_t>(d)]) block(rs.waiters[static_cast<size_t>(d)], a);
+      }
+      const double start = s4u::Engine::get_clock();
+      double op_start = start, op_end;
+      switch (node(st.rank, j).kind()) {
+        case pb::NODE_KIND_COMPUTE: op_end = compute(st.rank, j); break;
+        case pb::NODE_KIND_COLLECTIVE:
+        case pb::NODE_KIND_SEND:
+        case pb::NODE_KIND_RECV: std::tie(op_start, op_end) = rendezvous(a, st.rank, j); break;
+        default:
+          errors_.emplace_back(where(st.rank, j) + ".kind", "a node needs a kind");
+          return;
+      }
+      if (!errors_.empty()) return;
+      pb::ExecNode& n = node(st.rank, j);
+      n.set_start_s(op_start);
+      n.set_duration_s(op_end - op_start);
+      makespan_ = std::max(makespan_, op_end);
+      rs.done[static_cast<size_t>(j)] = 1;
+      wake(rs.waiters[static_cast<size_t>(j)]);
+    }
+  }
+
+  std::string where(size_t rank, int32_t j) const {
+    return "ranks[" + std::to_string(rank) + "].nodes[" + std::to_string(j) + "]";
+  }
+
+  double compute(size_t rank, int32_t j) {
+    const double seconds = costs_.compute().seconds(*ranks_[rank].spec, node(rank, j));
+    if (seconds > 0) {
+      s4u::this_actor::execute(seconds * kFlopsPerSecond);
+      ++events_;
+    }
+    return s4u::Engine::get_clock();
+  }
+
+  std::pair<double, double> rendezvous(size_t a, size_t rank, int32_t j) {
+    const pb::ExecNode& n = node(rank, j);
+    const int32_t site = m_.site_of_node[rank][static_cast<size_t>(j)];
+    if (site < 0) return {s4u::Engine::get_clock(), s4u::Engine::get_clock()};  // a group of one
+    std::pair<int64_t, int64_t> key;
+    if (n.kind() == pb::NODE_KIND_COLLECTIVE) {
+      key = {n.process_group(), m_.seq_of_node[rank][static_cast<size_t>(j)]};
+    } else {
+      const int64_t me = m_.graph.ranks(static_cast<int>(rank)).rank();
+      const bool send = n.kind() == pb::NODE_KIND_SEND;
+      const int64_t from = send ? me : n.peer(), to = send ? n.peer() : me;
+      key = {-1 - (from * m_.world_size + to), n.tag()};
+    }
+    Rendezvous& rv = rendezvous_[key];
+    if (rv.site < 0) rv.site = site;
+    if (rv.site != site) {
+      errors_.emplace_back(where(rank, j), "'" + n.name() + "' does not match what its peers posted for the same " +
+                                               (n.kind() == pb::NODE_KIND_COLLECTIVE ? "collective" : "tag") +
+                                               " (kind, group or size differ)");
+      return {0, 0};
+    }
+    rv.ranks.push_back(rank);
+    if (++rv.arrived < m_.sites[static_cast<size_t>(site)].simulated_members) {
+      while (!rv.done && errors_.empty()) block(rv.waiters, a);
+    } else {
+      rv.start = s4u::Engine::get_clock();
+      communicate(a, site, rv.ranks);
+      rv.end = s4u::Engine::get_clock();
+      rv.done = true;
+      wake(rv.waiters);
+    }
+    return {rv.start, rv.end};
+  }
+
+  void set_active(size_t rank, int delta) {
+    RankState& rs = ranks_[rank];
+    const int before = rs.active;
+    rs.active += delta;
+    if (platform_->slowed() && (before == 0) != (rs.active == 0)) {
+      platform_->rank_host(rank)->set_pstate(rs.active > 0 ? 1 : 0);
+    }
+  }
+
+  void communicate(size_t a, int32_t site_index, const std::vector<size_t>& ranks) {
+    const Site& site = m_.sites[static_cast<size_t>(site_index)];
+    for (size_t r : ranks) set_active(r, +1);
+    if (site.plan.alpha_s > 0) {
+      s4u::this_actor::sleep_for(site.plan.alpha_s);
+      ++events_;
+    }
+    if (site.plan.beta_s > 0) {
+      const double payload = std::max(1.0, std::round(site.plan.flow_bytes));
+      if (!site.links.empty()) {
+        platform_->start(a, site_index, payload, payload / site.plan.beta_s)->wait();
+      } else {
+        s4u::this_actor::sleep_for(site.plan.beta_s);  // flows with no links to share
+      }
+      ++events_;
+    }
+    for (size_t r : ranks) set_active(r, -1);
+  }
+
+  void check_complete() const {
+    std::ostringstream stuck;
+    int64_t missing = 0, shown = 0;
+    for (const auto& st : streams_) {
+      if (st.next >= st.nodes.size()) continue;
+      missing += static_cast<int64_t>(st.nodes.size() - st.next);
+      if (shown++ >= 6) continue;
+      const auto& rg = m_.graph.ranks(static_cast<int>(st.rank));
+      const auto& n = rg.nodes(st.nodes[st.next]);
+      stuck << (shown > 1 ? "; " : "") << "rank " << rg.rank() << " stream "
+            << (st.stream < static_cast<int32_t>(rg.streams_size()) ? rg.streams(st.stream) : std::to_string(st.stream))
+            << " waits at '" << n.name() << "'";
+    }
+    if (missing == 0) return;
+    throw InputError("", 0, "exec_graph", "deadlock: " + std::to_string(missing) +
+                                              " nodes can never run: " + stuck.str());
+  }
+
+  Model& m_;
+  const CostModels& costs_;
+  Platform* platform_ = nullptr;
+  std::vector<StreamRun> streams_;
+  std::vector<RankState> ranks_;
+  std::vector<s4u::SemaphorePtr> wake_;
+  std::vector<s4u::ActorPtr> actors_;
+  std::unordered_map<std::pair<int64_t, int64_t>, Rendezvous, PairHash> rendezvous_;
+  std::vector<std::pair<std::string, std::string>> errors_;
+  int64_t events_ = 0;
+  double makespan_ = 0;
+};
+
+}  // namespace
+
+RunStats run_engine(Model& model, const CostModels& costs, const ResolvedPlan& plan,
+                    Router& router) {
+  int argc = 1;
+  char name[] = "orrery-des";
+  char* argv[] = {name, nullptr};
+  // Never destroyed: this runs in a child process that exits right after (des_engine.cpp), and
+  // tearing down an engine whose actors deadlocked is not worth the risk.
+  new s4u::Engine(&argc, argv);
+  return Runner(model, costs, plan).run(router);
+}
+
+}  // namespace orrery::sim::des

@@ -1,0 +1,129 @@
+// simulate_des (orrery/sim/des_engine.hpp): SimGrid allows one engine per process, so the
+// engine runs in a forked child; the child sends back one message on a pipe:
+//   'O' <u64 size> <SimResult> <ExecGraph timeline>      success (serialized protobufs)
+//   'I' <field> '\n' <reason>                            InputError (deadlock, bad graph)
+//   'E' <message> / 'X' <message>                        EnvironmentError / anything else
+// The parent waits for the child and rethrows its errors as the same kind.
+#include "orrery/sim/des_engine.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "des_internal.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::sim {
+namespace {
+
+std::string run_child(const ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
+  try {
+    des::Router router(costs.topology());
+    des::Model model = des::build_model(plan, costs, options.graph, options.all_ranks, router);
+    const des::RunStats stats = des::run_engine(model, costs, plan, router);
+    const pb::SimResult result = des::make_result(plan, model, stats);
+    std::string r = result.SerializeAsString();
+    std::string t = options.timeline ? model.graph.SerializeAsString() : std::string();
+    const uint64_t size = r.size();
+    std::string out = "O";
+    out.append(reinterpret_cast<const char*>(&size), sizeof size);
+    return out + r + t;
+  } catch (const InputError& e) {
+    return "I" + e.field() + "\n" + e.reason();
+  } catch (const EnvironmentError& e) {
+    return std::string("E") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("X") + e.what();
+  }
+}
+
+void write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+SimOutput decode(const std::string& data, int status) {
+  if (data.empty()) {
+    const std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                                : "exited with status " + std::to_string(WEXITSTATUS(status));
+    throw InternalError("des: the engine process " + how + " without a result");
+  }
+  const std::string body = data.substr(1);
+  switch (data[0]) {
+    case 'O': {
+      uint64_t size = 0;
+      ORRERY_CHECK(body.size() >= sizeof size, "des: truncated result from the engine process");
+      std::memcpy(&size, body.data(), sizeof size);
+      ORRERY_CHECK(body.size() >= sizeof size + size, "des: truncated result from the engine process");
+      SimOutput out;
+      ORRERY_CHECK(out.result.ParseFromArray(body.data() + sizeof size, static_cast<int>(size)),
+                   "des: unreadable result from the engine process");
+      ORRERY_CHECK(out.timeline.ParseFromString(body.substr(sizeof size + size)),
+                   "des: unreadable timeline from the engine process");
+      return out;
+    }
+    case 'I': {
+      const size_t nl = body.find('\n');
+      throw InputError("", 0, body.substr(0, nl), nl == std::string::npos ? "" : body.substr(nl + 1));
+    }
+    case 'E': throw EnvironmentError(body);
+    default: throw InternalError(body);
+  }
+}
+
+}  // namespace
+
+SimOutput simulate_des(const ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  int fds[2];
+  if (::pipe(fds) != 0) throw EnvironmentError(std::string("des: pipe: ") + std::strerror(errno));
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw EnvironmentError(std::string("des: fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    write_all(fds[1], run_child(plan, costs, options));
+    ::close(fds[1]);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  const std::string data = read_all(fds[0]);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  SimOutput out = decode(data, status);
+  out.result.set_wall_time_s(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return out;
+}
+
+}  // namespace orrery::sim

@@ -1,0 +1,220 @@
+#include <gtest/gtest.h>
+
+#include "orrery/models/model_catalog.hpp"
+#include "orrery/planner/explain.hpp"
+#include "orrery/planner/search.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/topology.hpp"
+#include "orrery/traces/spec_io.hpp"
+
+namespace orrery::planner {
+namespace {
+
+// A job, its topology and cost models, and the analytic engine, kept alive together.
+struct Fixture {
+  Fixture(const std::string& model, const std::string& cluster, int64_t nodes, int64_t gbs, int64_t seq,
+          SpaceOptions options = {})
+      : job(make_job(model, cluster, nodes, gbs, seq)), topology(job.cluster), costs(topology, "bf16"),
+        engine(costs), space(job, std::move(options)) {}
+
+  static PlanningJob make_job(const std::string& model, const std::string& cluster, int64_t nodes,
+                              int64_t gbs, int64_t seq) {
+    PlanningJob j;
+    j.model = models::load_model(model);
+    j.cluster = topologies::load_cluster(cluster, nodes);
+    j.base.set_model(model);
+    j.base.set_cluster(cluster);
+    j.base.set_nodes(nodes);
+    j.base.mutable_job()->set_global_batch_size(gbs);
+    j.base.mutable_job()->set_seq_len(seq);
+    j.base.mutable_job()->set_precision(pb::PRECISION_BF16);
+    return j;
+  }
+
+  PlanningJob job;
+  topologies::Topology topology;
+  sim::CostModels costs;
+  AnalyticEngine engine;
+  PlanSpace space;
+};
+
+// A space small enough to enumerate: llama3-8b on 2 DGX H100 nodes (16 GPUs), one placement and
+// bucket size.
+SpaceOptions small_space() {
+  SpaceOptions o;
+  o.placements = {""};
+  o.bucket_bytes = {0};
+  o.max_micro_batch = 4;
+  return o;
+}
+
+std::string ranking_bytes(const SearchResult& r) {
+  std::string s;
+  for (const auto& p : r.ranked) {
+    s += knob_key(p.knobs) + "\n" + to_json(p.plan) + to_json(p.eval.result);
+  }
+  return s;
+}
+
+TEST(PlanSpace, SmallSpaceIsEnumerable) {
+  Fixture f("llama3-8b", "dgx-h100", 2, 64, 4096, small_space());
+  const auto points = all_points(f.space);
+  EXPECT_GT(points.size(), 500u);
+  EXPECT_LT(points.size(), 6000u);
+  for (const auto& k : points) EXPECT_EQ(k.tp * k.pp * k.dp * k.cp, 16);
+}
+
+TEST(Search, ExhaustiveEqualsBruteForce) {
+  Fixture f("llama3-8b", "dgx-h100", 2, 64, 4096, small_space());
+  SearchOptions o;
+  o.force_exhaustive = true;
+  o.distinct = false;
+  o.threads = 2;
+  const auto result = search(f.space, f.engine, o);
+  ASSERT_FALSE(result.ranked.empty());
+  // Brute force, written independently: evaluate every point, keep the best by the same order.
+  std::optional<RankedPlan> best;
+  for (const auto& k : all_points(f.space)) {
+    const Evaluation e = evaluate(f.space, k, f.engine);
+    if (e.status != Evaluation::Status::kTimed) continue;
+    RankedPlan p{k, f.space.plan(k), e};
+    if (!best || better(p, *best)) best = p;
+  }
+  ASSERT_TRUE(best);
+  EXPECT_EQ(knob_key(result.ranked.front().knobs), knob_key(best->knobs));
+  EXPECT_EQ(result.ranked.front().eval.step_time_s(), best->eval.step_time_s());
+}
+
+TEST(Search, LocalSearchWithinOnePercentOfExhaustive) {
+  for (const auto& [model, nodes, gbs] : {std::tuple{"llama3-8b", 2, 64}, std::tuple{"llama3-70b", 4, 128}}) {
+    SpaceOptions space = small_space();
+    space.placements = {"", "tp,cp,pp,dp"};
+    Fixture f(model, "dgx-h100", nodes, gbs, 4096, space);
+    SearchOptions exhaustive;
+    exhaustive.force_exhaustive = true;
+    exhaustive.threads = 2;
+    SearchOptions pruned;
+    pruned.exhaustive_limit = 0;
+    pruned.threads = 2;
+    const auto a = search(f.space, f.engine, exhaustive);
+    const auto b = search(f.space, f.engine, pruned);
+    ASSERT_TRUE(a.stats.exhaustive) << model;
+    ASSERT_FALSE(a.ranked.empty() || b.ranked.empty()) << model;
+    EXPECT_FALSE(b.stats.exhaustive);
+    EXPECT_LT(b.stats.timed, a.stats.timed) << model;
+    EXPECT_LE(b.ranked.front().eval.step_time_s(), 1.01 * a.ranked.front().eval.step_time_s()) << model;
+  }
+}
+
+TEST(Search, NeverReturnsAPlanThatDoesNotFit) {
+  // 70B on 16 H100: full replicas need ~1.1 TB each; only sharded, recomputed plans fit.
+  Fixture f("llama3-70b", "dgx-h100", 2, 32, 4096, small_space());
+  SearchOptions o;
+  o.top_k = 1000;
+  o.threads = 2;
+  const auto r = search(f.space, f.engine, o);
+  EXPECT_GT(r.stats.out_of_memory, 0);
+  for (const auto& p : r.ranked) {
+    for (const auto& m : p.eval.result.memory()) {
+      EXPECT_LE(m.peak_bytes(), m.capacity_bytes()) << plan_label(p);
+      EXPECT_FALSE(m.oom());
+    }
+  }
+  EXPECT_FALSE(r.closest_oom_plan.empty());
+  EXPECT_GT(r.closest_oom_peak_bytes, r.closest_oom_capacity_bytes);
+}
+
+TEST(Search, NothingFitsGivesAnEmptyRanking) {
+  // 405B on one node: even fully sharded weights and optimizer state (~6.5 TB) exceed 8 x 80 GB.
+  Fixture f("llama3-405b", "dgx-h100", 1, 8, 4096, small_space());
+  const auto r = search(f.space, f.engine, SearchOptions{});
+  EXPECT_TRUE(r.ranked.empty());
+  EXPECT_GT(r.stats.out_of_memory, 0);
+}
+
+TEST(Search, DeterministicAcrossThreadCounts) {
+  SpaceOptions space;
+  space.max_micro_batch = 4;
+  Fixture f("llama3-70b", "dgx-h100", 8, 256, 4096, space);
+  SearchOptions one;
+  one.exhaustive_limit = 0;
+  one.top_k = 10;
+  SearchOptions two = one;
+  two.threads = 2;
+  const auto a = search(f.space, f.engine, one);
+  const auto b = search(f.space, f.engine, two);
+  ASSERT_FALSE(a.ranked.empty());
+  EXPECT_EQ(ranking_bytes(a), ranking_bytes(b));
+  EXPECT_EQ(a.stats.checked, b.stats.checked);
+  EXPECT_EQ(a.stats.timed, b.stats.timed);
+}
+
+TEST(Search, PlanFileResimulatesToTheSameStepTime) {
+  Fixture f("llama3-70b", "dgx-h100", 8, 256, 4096);
+  SearchOptions o;
+  o.threads = 2;
+  const auto r = search(f.space, f.engine, o);
+  ASSERT_FALSE(r.ranked.empty());
+  for (const auto& p : r.ranked) {
+    // What `orrery plan --out` writes and `orrery simulate --plan` reads.
+    pb::Plan back;
+    parse_spec(to_yaml(p.plan), "best-plan.yaml", SpecFormat::kYaml, &back);
+    const auto model = models::load_model(back.model());
+    const auto cluster = topologies::load_cluster(back.cluster(), back.nodes());
+    const topologies::Topology topology(cluster);
+    const sim::CostModels costs(topology, "bf16");
+    const auto again = sim::simulate_analytic(sim::resolve_plan(back, model, cluster), costs);
+    EXPECT_EQ(again.result.step_time_s(), p.eval.step_time_s()) << plan_label(p);
+  }
+}
+
+TEST(Explain, NamesTheLimitingTerm) {
+  Fixture f("llama3-70b", "dgx-h100", 8, 256, 4096);
+  SearchOptions o;
+  o.threads = 2;
+  const auto r = search(f.space, f.engine, o);
+  ASSERT_GE(r.ranked.size(), 2u);
+  for (const auto& p : r.ranked) {
+    // The largest overhead, found by hand from the breakdown.
+    const auto& b = p.eval.result.breakdown();
+    std::string name = "recompute";
+    double most = b.recompute_s();
+    auto consider = [&](const std::string& n, double s) {
+      if (s > most) most = s, name = n;
+    };
+    for (const auto& c : b.exposed_comm()) consider("exposed " + c.name(), c.seconds());
+    consider("bubble", b.pipeline_bubble_s());
+    consider("optimizer", b.optimizer_s());
+    EXPECT_EQ(limiting_term(p.eval.result).name, name);
+    EXPECT_NE(what_limits(p, r.ranked.front()).find(name), std::string::npos);
+  }
+  const std::string why = why_best(r.ranked[0], &r.ranked[1]);
+  EXPECT_NE(why.find("beats #2 by"), std::string::npos) << why;
+}
+
+TEST(Search, HeterogeneousStagesGetLayersBySpeed) {
+  // The mixed preset: 16 DGX A100 + 16 DGX H100 nodes (256 GPUs).
+  SpaceOptions space;
+  space.max_micro_batch = 2;
+  space.placements = {""};
+  space.bucket_bytes = {0};
+  Fixture f("llama3-70b", "mixed-a100-h100", 32, 512, 4096, space);
+  SearchOptions o;
+  o.threads = 2;
+  const auto r = search(f.space, f.engine, o);
+  ASSERT_FALSE(r.ranked.empty());
+  const auto& best = r.ranked.front();
+  ASSERT_EQ(static_cast<int64_t>(best.knobs.stage_groups.size()), best.knobs.pp);
+  // Each H100 stage holds at least as many layers as each A100 stage.
+  int64_t most_a100 = 0, least_h100 = 1 << 30;
+  for (int i = 0; i < best.plan.layers_per_stage_size(); ++i) {
+    const int64_t n = best.plan.layers_per_stage(i);
+    if (best.knobs.stage_groups[static_cast<size_t>(i)] == "a100") most_a100 = std::max(most_a100, n);
+    else least_h100 = std::min(least_h100, n);
+  }
+  EXPECT_GT(least_h100, most_a100) << plan_label(best);
+}
+
+}  // namespace
+}  // namespace orrery::planner
