@@ -85,13 +85,13 @@ class RankCoster {
         }
         case Step::Kind::kRing: {
           const double cp = static_cast<double>(plan_.degrees.cp);
-          const double piece = op_seconds(*s.op, phase, 1.0 / cp);
+          const double piece = op_seconds(*s.op, s.phase, 1.0 / cp);
           const double exchange = costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
           c.compute_s += cp * piece;
           c.cp_s += (cp - 1) * std::max(0.0, exchange - piece);
-          const double f = detail::op_work(*s.op, phase).flops;
+          const double f = detail::op_work(*s.op, s.phase).flops;
           c.flops += f;
-          if (phase == pb::PHASE_RECOMPUTE) c.recompute_s += cp * piece, c.recompute_flops += f;
+          if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += cp * piece, c.recompute_flops += f;
           break;
         }
         case Step::Kind::kCollective: {
@@ -144,12 +144,19 @@ double dp_tail(const std::vector<double>& buckets, double window, bool overlap) 
   return std::max(0.0, t - window);
 }
 
-std::vector<double> bucketize(double params, double bucket_params) {
+// Buckets as the lowering fills them: parts in backward order (reverse of `parts`), whole parts
+// at a time, closed once they hold at least `bucket_params`.
+std::vector<double> fill_buckets(const std::vector<std::pair<double, double>>& parts, bool expert,
+                                 double bucket_params) {
   std::vector<double> out;
-  while (params > 0) {
-    out.push_back(std::min(params, bucket_params));
-    params -= bucket_params;
+  double filled = 0;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    const double p = expert ? it->second : it->first;
+    if (p <= 0) continue;
+    filled += p;
+    if (filled >= bucket_params) out.push_back(filled), filled = 0;
   }
+  if (filled > 0) out.push_back(filled);
   return out;
 }
 
@@ -233,24 +240,27 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     const Costed moe = t.moe_layer.empty() ? Costed{} : cost(t.moe_layer);
     PassCost fwd, bwd;
     double dense_params = 0, expert_params = 0;
-    auto add = [&](const Costed& c, double n) {
-      fwd += c.fwd.scaled(n);
-      bwd += c.bwd.scaled(n);
-      bwd += c.rcp.scaled(n);  // full recomputation re-runs the forward inside the backward
-      dense_params += n * c.dense;
-      expert_params += n * c.expert;
+    // Parts in forward order with their weights: FSDP units, and gradient buckets (filled in
+    // backward order, whole parts at a time, as the lowering does).
+    std::vector<std::pair<double, double>> part_params;  // (dense, expert)
+    auto add = [&](const Costed& c, bool decoder_layer) {
+      fwd += c.fwd;
+      bwd += c.bwd;
+      // Full recomputation re-runs a decoder layer's forward inside its backward.
+      if (decoder_layer) bwd += c.rcp;
+      dense_params += c.dense;
+      expert_params += c.expert;
+      if (c.dense + c.expert > 0) part_params.emplace_back(c.dense, c.expert);
     };
-    std::vector<double> layer_params;  // for FSDP gathers
     for (int64_t c = 0; c < d.vp; ++c) {
       const int64_t stage = c * d.pp + p;
-      if (stage == 0) add(embed, 1);
+      if (stage == 0) add(embed, false);
       const int64_t first = plan.first_layer(stage);
       for (int64_t l = first; l < first + plan.layers_per_stage[static_cast<size_t>(stage)]; ++l) {
         const bool is_moe = plan.model.has_moe() && l >= plan.model.moe().first_dense_layers();
-        add(is_moe ? moe : dense, 1);
-        layer_params.push_back(is_moe ? moe.dense + moe.expert : dense.dense + dense.expert);
+        add(is_moe ? moe : dense, true);
       }
-      if (stage == stages - 1) add(head, 1);
+      if (stage == stages - 1) add(head, false);
     }
     s.forward_s = fwd.total();
     s.backward_s = bwd.total();
@@ -265,11 +275,12 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       for (int64_t r : layout.group(sharding == pb::SHARDING_HSDP ? GroupKind::kDpShard : GroupKind::kDp, rank)) {
         group_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       }
-      const double n_layers = static_cast<double>(layer_params.size());
-      const double layer_fwd = n_layers > 0 ? s.forward_s / n_layers : 0;
-      const double layer_bwd = n_layers > 0 ? s.backward_s / n_layers : 0;
+      const double n_units = static_cast<double>(part_params.size());
+      const double layer_fwd = n_units > 0 ? s.forward_s / n_units : 0;
+      const double layer_bwd = n_units > 0 ? s.backward_s / n_units : 0;
       const bool prefetch = plan.plan.prefetch_buckets() > 0;
-      for (double lp : layer_params) {
+      for (const auto& [dense_p, expert_p] : part_params) {
+        const double lp = dense_p + expert_p;
         const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, lp * prec.param_bytes);
         const double rs = rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, lp * prec.grad_bytes);
         const double passes = plan.recompute() == pb::RECOMPUTE_FULL ? 1.0 : 2.0;  // gathers per micro-batch
@@ -290,10 +301,10 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       if (plan.model.has_moe()) {
         for (int64_t r : layout.group(GroupKind::kEdp, rank)) expert_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       }
-      for (double b : bucketize(dense_params, bucket_params)) {
+      for (double b : fill_buckets(part_params, false, bucket_params)) {
         buckets.push_back(rc.collective(kind, dense_devs, b * prec.grad_bytes));
       }
-      for (double b : bucketize(expert_params, bucket_params)) {
+      for (double b : fill_buckets(part_params, true, bucket_params)) {
         buckets.push_back(rc.collective(kind, expert_devs, b * prec.grad_bytes));
       }
     } else if (sharding == pb::SHARDING_HSDP) {
@@ -313,11 +324,16 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     s.optimizer_s = costs.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER, 12.0 * shard,
                                             shard * (read + written));
     if (dist_opt) {
-      std::vector<int64_t> dense_devs;
+      // Each part's updated weights, as the lowering gathers them (gather_part).
+      std::vector<int64_t> dense_devs, expert_devs;
       for (int64_t r : layout.group(d.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, rank)) dense_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      if (plan.model.has_moe()) {
+        for (int64_t r : layout.group(GroupKind::kEdp, rank)) expert_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      }
       double gather = 0;
-      for (double b : bucketize(dense_params + expert_params, bucket_params)) {
-        gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, b * prec.param_bytes);
+      for (const auto& [dense_p, expert_p] : part_params) {
+        gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_p * prec.param_bytes);
+        gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_p * prec.param_bytes);
       }
       // Overlapped with the next step's first forward when asked; otherwise at the step's end.
       s.dp_exposed_s += plan.plan.overlap_param_gather() ? std::max(0.0, gather - s.forward_s) : gather;

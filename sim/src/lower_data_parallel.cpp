@@ -12,6 +12,7 @@
 //                    replicas once per step.
 // Expert weights are reduced over the expert-data-parallel group instead of dp.
 #include <algorithm>
+#include <functional>
 
 #include "lower_rank.hpp"
 #include "orrery/sim/lower.hpp"
@@ -39,30 +40,49 @@ int64_t RankLowering::fsdp_gather(const Site& site, double params, int64_t input
                        fsdp_group_, params * plan_.precision.param_bytes, {gate});
 }
 
+int64_t RankLowering::gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
+                                  std::vector<int64_t> deps) {
+  // A part's updated weights, dense ones over the gradient group and expert ones over the
+  // expert-data-parallel group (the groups their shards were reduced over).
+  const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
+  double dense = 0, expert = 0;
+  for (const auto& op : ops) (is_expert_op(op) ? expert : dense) += op.parameters;
+  int64_t last = -1;
+  if (dense > 0 && grad_group_ >= 0) {
+    last = b_.collective(site, kCommDp, name + ".param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                         grad_group_, dense * plan_.precision.param_bytes, deps);
+  }
+  if (expert > 0 && expert_grad_group_ >= 0) {
+    last = b_.collective(site, kCommDp, name + ".expert_param_all_gather",
+                         pb::COLLECTIVE_KIND_ALL_GATHER, expert_grad_group_,
+                         expert * plan_.precision.param_bytes, deps);
+  }
+  return last;
+}
+
+void RankLowering::for_each_part(const std::function<void(int64_t, const std::string&,
+                                                          const std::vector<models::LayerOp>&)>& f) {
+  for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
+    const int64_t s = stage_of(chunk);
+    if (s == 0) f(-1, "embed", ops_.embedding);
+    const int64_t first = plan_.first_layer(s);
+    for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
+      f(l, "L" + std::to_string(l), ops_.layer(plan_.model, l));
+    }
+    if (s == stages_ - 1) f(-2, "head", ops_.head);
+  }
+}
+
 void RankLowering::start_step() {
   const auto sharding = plan_.sharding();
   const bool distributed_optimizer = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
-  if (!distributed_optimizer || grad_group_ < 0 || !plan_.plan.overlap_param_gather()) return;
-  // The previous step's updated shards, gathered layer by layer in forward order while the
+  if (!distributed_optimizer || !plan_.plan.overlap_param_gather()) return;
+  // The previous step's updated shards, gathered part by part in forward order while the
   // forward passes run (Megatron's --overlap-param-gather).
-  const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
-  auto gather = [&](int64_t key, const std::string& name, const std::vector<models::LayerOp>& ops) {
-    double params = 0;
-    for (const auto& op : ops) params += op.parameters;
-    if (params <= 0) return;
-    param_gather_[key] = b_.collective(site, kCommDp, name + ".param_all_gather",
-                                       pb::COLLECTIVE_KIND_ALL_GATHER, grad_group_,
-                                       params * plan_.precision.param_bytes, {});
-  };
-  for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
-    const int64_t s = stage_of(chunk);
-    if (s == 0) gather(-1, "embed", ops_.embedding);
-    const int64_t first = plan_.first_layer(s);
-    for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
-      gather(l, "L" + std::to_string(l), ops_.layer(plan_.model, l));
-    }
-    if (s == stages_ - 1) gather(-2, "head", ops_.head);
-  }
+  for_each_part([&](int64_t key, const std::string& name, const std::vector<models::LayerOp>& ops) {
+    const int64_t id = gather_part(name, ops, {});
+    if (id >= 0) param_gather_[key] = id;
+  });
 }
 
 void RankLowering::fsdp_reduce(const Site& site, double params, int64_t input) {
@@ -143,10 +163,11 @@ void RankLowering::finish_step() {
   reduced.push_back(last_backward_);
   const int64_t step = b_.optimizer("adamw", shard, read, written, reduced);
 
-  if (distributed_optimizer && grad_group_ >= 0 && !plan_.plan.overlap_param_gather()) {
+  if (distributed_optimizer && !plan_.plan.overlap_param_gather()) {
     // Without overlap the updated shards are gathered before the step ends.
-    b_.collective(site, kCommDp, "dp.param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
-                  grad_group_, params * prec.param_bytes, {step});
+    for_each_part([&](int64_t, const std::string& name, const std::vector<models::LayerOp>& ops) {
+      gather_part(name, ops, {step});
+    });
   }
 }
 

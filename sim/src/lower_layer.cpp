@@ -9,8 +9,6 @@
 namespace orrery::sim::detail {
 namespace {
 
-bool is_fsdp_unit(const Site& site) { return site.layer >= 0; }
-
 double params_of(const std::vector<models::LayerOp>& ops) {
   double p = 0;
   for (const auto& op : ops) p += op.parameters;
@@ -22,9 +20,11 @@ double params_of(const std::vector<models::LayerOp>& ops) {
 int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site site,
                                   int64_t input) {
   int64_t last = input;
-  const bool unit = fsdp() && is_fsdp_unit(site);
-  // With full recomputation the recompute pass already gathered this layer for its backward.
-  const bool regathered = site.phase == pb::PHASE_BACKWARD && plan_.recompute() == pb::RECOMPUTE_FULL;
+  // Every part with weights is an FSDP unit: decoder layers, and the embedding and head.
+  const bool unit = fsdp() && params_of(ops) > 0;
+  // With full recomputation the recompute pass already gathered a decoder layer for its backward.
+  const bool regathered = site.phase == pb::PHASE_BACKWARD && site.layer >= 0 &&
+                          plan_.recompute() == pb::RECOMPUTE_FULL;
   if (unit && !regathered) last = fsdp_gather(site, params_of(ops), last);
   // ZeRO-1/2 with overlapped parameter gathers: the first forward of a layer waits for its
   // parameters, all-gathered after the previous step's optimizer.
@@ -42,9 +42,12 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
         gathered = -1;
         break;
       }
-      case Step::Kind::kRing:
-        last = ring_attention(*step.op, step.ring_bytes, site, last);
+      case Step::Kind::kRing: {
+        Site s = site;
+        s.phase = step.phase;  // selective recomputation re-runs the ring inside a backward
+        last = ring_attention(*step.op, step.ring_bytes, s, last);
         break;
+      }
       case Step::Kind::kCollective: {
         const int64_t group = step.expert_group ? ep_group_ : tp_group_;
         if (group >= 0) {

@@ -3,6 +3,7 @@
 // data-parallel part (gradient buckets, ZeRO/FSDP gathers, optimizer) is lower_data_parallel.cpp.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -48,6 +49,12 @@ class RankLowering {
   void fsdp_reduce(const Site& site, double params, int64_t input);
   void record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
                     int64_t ready);
+  int64_t gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
+                      std::vector<int64_t> deps);
+  // Calls f(key, name, ops) for this rank's parts in forward order (key: layer, -1 embedding,
+  // -2 head).
+  void for_each_part(const std::function<void(int64_t, const std::string&,
+                                              const std::vector<models::LayerOp>&)>& f);
   void start_step();
   void finish_step();
 

@@ -50,7 +50,8 @@ Stage stage_figures(const ResolvedPlan& plan, const detail::OpTables& t, int64_t
     } else {
       st.activation_bytes += saved;
     }
-    if (layer) st.largest_layer_params = std::max(st.largest_layer_params, params);
+    // FSDP units: decoder layers, and the embedding and head (often the largest).
+    st.largest_layer_params = std::max(st.largest_layer_params, params);
   };
   if (s == 0) add(t.embedding, false);
   const int64_t first = plan.first_layer(s);

@@ -145,7 +145,8 @@ void check_structure(const pb::ExecGraph& g) {
   }
 }
 
-// (src, dst, tag) -> bytes, for every send (and separately every recv); each key exactly once.
+// (src, dst, tag) -> bytes, for every send (and separately every recv); each key exactly once,
+// and each send's bytes equal its recv's. Problems are counted, the first few shown.
 void check_point_to_point(const pb::ExecGraph& g) {
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<double>> sends, recvs;
   for (const auto& rg : g.ranks()) {
@@ -154,22 +155,29 @@ void check_point_to_point(const pb::ExecGraph& g) {
       if (n.kind() == pb::NODE_KIND_RECV) recvs[{n.peer(), rg.rank(), n.tag()}].push_back(n.comm_bytes());
     }
   }
+  int problems = 0;
+  std::string shown;
+  auto problem = [&](const std::string& what, const std::tuple<int64_t, int64_t, int64_t>& key) {
+    if (++problems <= 5) {
+      shown += what + " " + std::to_string(std::get<0>(key)) + "->" + std::to_string(std::get<1>(key)) +
+               " tag " + std::to_string(std::get<2>(key)) + "\n";
+    }
+  };
   for (const auto& [key, bytes] : sends) {
-    const auto [src, dst, tag] = key;
-    EXPECT_EQ(bytes.size(), 1u) << "send " << src << "->" << dst << " tag " << tag << " issued " << bytes.size() << " times";
-    EXPECT_NE(src, dst);
+    if (bytes.size() != 1) problem("send issued " + std::to_string(bytes.size()) + " times:", key);
+    if (std::get<0>(key) == std::get<1>(key)) problem("send to itself:", key);
     auto it = recvs.find(key);
     if (it == recvs.end()) {
-      ADD_FAILURE() << "send " << src << "->" << dst << " tag " << tag << " has no recv";
-      continue;
+      problem("send without recv:", key);
+    } else if (it->second != bytes) {
+      problem("send and recv sizes differ:", key);
     }
-    EXPECT_EQ(it->second, bytes) << "send " << src << "->" << dst << " tag " << tag;
   }
   for (const auto& [key, bytes] : recvs) {
-    const auto [src, dst, tag] = key;
-    EXPECT_EQ(bytes.size(), 1u) << "recv " << src << "->" << dst << " tag " << tag;
-    EXPECT_TRUE(sends.count(key)) << "recv " << src << "->" << dst << " tag " << tag << " has no send";
+    if (bytes.size() != 1) problem("recv issued " + std::to_string(bytes.size()) + " times:", key);
+    if (!sends.count(key)) problem("recv without send:", key);
   }
+  EXPECT_EQ(problems, 0) << shown;
 }
 
 // Each group's members issue the same sequence of (kind, bytes, stream), in their node order.
@@ -288,6 +296,31 @@ TEST(Lowering, InvariantsHoldOnEveryRankOfEveryCase) {
     std::string stuck;
     EXPECT_EQ(unfinished_after_run(g, &stuck), 0) << stuck;
   }
+}
+
+TEST(Lowering, TheRunnerStallsOnAMismatchedGraph) {
+  // The no-deadlock check is not vacuous: a recv whose tag matches no send, or a collective moved
+  // to a group whose other members never issue it, leaves nodes unfinished.
+  const pb::ExecGraph good = lower(make(find_case("tiny_tp2_pp2_dp2")));
+  std::string stuck;
+  ASSERT_EQ(unfinished_after_run(good, &stuck), 0) << stuck;
+  pb::ExecGraph bad_tag = good;
+  bool changed = false;
+  for (auto& n : *bad_tag.mutable_ranks(2)->mutable_nodes()) {
+    if (n.kind() == pb::NODE_KIND_RECV && !changed) n.set_tag(n.tag() + 1000), changed = true;
+  }
+  ASSERT_TRUE(changed);
+  EXPECT_GT(unfinished_after_run(bad_tag, &stuck), 0);
+  pb::ExecGraph bad_group = good;
+  const RankLayout layout(make(find_case("tiny_tp2_pp2_dp2")).degrees, {Dim::kTp, Dim::kCp, Dim::kDp, Dim::kPp});
+  changed = false;
+  for (auto& n : *bad_group.mutable_ranks(0)->mutable_nodes()) {
+    if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.process_group() == layout.group_id(GroupKind::kTp, 0) && !changed) {
+      n.set_process_group(layout.group_id(GroupKind::kDp, 0)), changed = true;
+    }
+  }
+  ASSERT_TRUE(changed);
+  EXPECT_GT(unfinished_after_run(bad_group, &stuck), 0);
 }
 
 TEST(Lowering, IsDeterministicAndRankSubsetsMatchTheFullGraph) {
@@ -555,26 +588,44 @@ TEST(LoweringComm, DistributedOptimizerReduceScattersGradsAndGathersBf16Params) 
 }
 
 TEST(LoweringComm, ExpertAndDenseGradientsReduceOverTheirOwnGroups) {
-  // mixtral tp 2, ep 4: per layer, this rank's 8 / 4 = 2 experts of up+gate 4096 x 2 x 7168 and
-  // down 7168 x 4096 = 2 x 88,080,384 = 176,160,768 expert parameters; dense: qkv 12,582,912 +
-  // out 8,388,608 + router 4096 x 8 = 32,768 + 2 norms 8,192 = 21,012,480. Tables 32000 / 2 x
-  // 4096 = 65,536,000 each, head norm 4096.
-  const ResolvedPlan plan = make(find_case("mixtral_tp2_dp4_ep4"));
-  const pb::ExecGraph g = lower(plan);
-  const RankLayout layout(plan.degrees, plan.placement);
-  const double expert = 32 * 176160768.0;
+  // mixtral tp 2: per layer, one expert's up+gate 4096 x 2 x 7168 and down 7168 x 4096
+  // = 88,080,384 parameters; dense: qkv 12,582,912 + out 8,388,608 + router 4096 x 8 = 32,768
+  // + 2 norms 8,192 = 21,012,480. Tables 32000 / 2 x 4096 = 65,536,000 each, head norm 4096.
   const double dense = 32 * 21012480.0 + 2 * 65536000.0 + 4096;
-  for (const auto& rg : g.ranks()) {
-    EXPECT_DOUBLE_EQ(collective_bytes(rg, "edp.bucket"), expert * 4);
-    EXPECT_DOUBLE_EQ(collective_bytes(rg, "dp.bucket") - collective_bytes(rg, "edp.bucket"), dense * 4);
-    const int64_t edp = layout.group_id(GroupKind::kEdp, rg.rank());
-    const int64_t dp = layout.group_id(GroupKind::kDp, rg.rank());
-    for (const auto& n : rg.nodes()) {
-      if (n.name().find("edp.bucket") != std::string::npos) {
-        EXPECT_EQ(n.process_group(), edp) << n.name();
-      } else if (n.name().find("dp.bucket") != std::string::npos) {
-        EXPECT_EQ(n.process_group(), dp) << n.name();
+  // ep 2 with dp 4: each rank holds 8 / 2 = 4 experts, replicated over dp x cp / ep = 2 ranks
+  // (the EDP group), which reduce them: 32 x 4 x 88,080,384 x 4 bytes.
+  Case ep2{"mixtral_tp2_dp4_ep2", "mixtral-8x7b", 8, 512, [](pb::Plan& p) {
+             auto* x = p.mutable_parallel();
+             x->set_tp(2), x->set_dp(4), x->set_ep(2);
+           }};
+  {
+    const ResolvedPlan plan = make(ep2);
+    const pb::ExecGraph g = lower(plan);
+    const RankLayout layout(plan.degrees, plan.placement);
+    for (const auto& rg : g.ranks()) {
+      EXPECT_DOUBLE_EQ(collective_bytes(rg, "edp.bucket"), 32 * 4 * 88080384.0 * 4);
+      EXPECT_DOUBLE_EQ(collective_bytes(rg, "dp.bucket") - collective_bytes(rg, "edp.bucket"), dense * 4);
+      const int64_t edp = layout.group_id(GroupKind::kEdp, rg.rank());
+      const int64_t dp = layout.group_id(GroupKind::kDp, rg.rank());
+      ASSERT_GE(edp, 0);
+      EXPECT_EQ(layout.group(GroupKind::kEdp, rg.rank()).size(), 2u);
+      for (const auto& n : rg.nodes()) {
+        if (n.name().find("edp.bucket") != std::string::npos) {
+          EXPECT_EQ(n.process_group(), edp) << n.name();
+        } else if (n.name().find("dp.bucket") != std::string::npos) {
+          EXPECT_EQ(n.process_group(), dp) << n.name();
+        }
       }
+    }
+  }
+  // ep 4 = dp x cp: every expert lives on one rank of the plane, so its gradient is final there
+  // and nothing reduces it; the dense part still goes over dp.
+  {
+    const ResolvedPlan plan = make(find_case("mixtral_tp2_dp4_ep4"));
+    const pb::ExecGraph g = lower(plan);
+    for (const auto& rg : g.ranks()) {
+      EXPECT_EQ(collective_bytes(rg, "edp.bucket"), 0);
+      EXPECT_DOUBLE_EQ(collective_bytes(rg, "dp.bucket"), dense * 4);
     }
   }
 }

@@ -24,6 +24,7 @@ namespace orrery::sim {
 namespace {
 
 constexpr double P = 8030261248.0;
+constexpr double kHeadParams = 128256.0 * 4096 + 4096;  // LM head + final RMSNorm
 constexpr double kLayerParams = 218112000.0;
 constexpr double kLayerActivations = 285474816.0;
 constexpr double kHeadActivations = 1084227584.0;
@@ -82,12 +83,13 @@ TEST(MemoryModel, StatesPerShardingOnOneNode) {
   EXPECT_DOUBLE_EQ(z2[0].parameters_bytes(), 2 * P);
   EXPECT_DOUBLE_EQ(z2[0].gradients_bytes(), 4 * P / 8);
   EXPECT_DOUBLE_EQ(z2[0].optimizer_bytes(), 12 * P / 8);
-  // FSDP, no prefetch: weights / 8 plus two gathered layers (current + 1 in flight) in bf16:
-  //   2P/8 + 2 x 218,112,000 x 2 = 2,007,565,312 + 872,448,000 = 2,880,013,312;
-  // gradients / 8 plus one layer's full fp32 gradients before its reduce-scatter:
-  //   4P/8 + 218,112,000 x 4 = 4,887,578,624.
-  EXPECT_DOUBLE_EQ(fsdp[0].parameters_bytes(), 2 * P / 8 + 2 * kLayerParams * 2);
-  EXPECT_DOUBLE_EQ(fsdp[0].gradients_bytes(), 4 * P / 8 + kLayerParams * 4);
+  // FSDP, no prefetch: weights / 8 plus two gathered units (current + 1 in flight) in bf16, the
+  // largest unit being the head (LM head 128,256 x 4,096 + final norm 4,096 = 525,340,672):
+  //   2P/8 + 2 x 525,340,672 x 2 = 2,007,565,312 + 2,101,362,688 = 4,108,928,000;
+  // gradients / 8 plus that unit's full fp32 gradients before its reduce-scatter:
+  //   4P/8 + 525,340,672 x 4 = 6,116,493,312.
+  EXPECT_DOUBLE_EQ(fsdp[0].parameters_bytes(), 2 * P / 8 + 2 * kHeadParams * 2);
+  EXPECT_DOUBLE_EQ(fsdp[0].gradients_bytes(), 4 * P / 8 + kHeadParams * 4);
   EXPECT_DOUBLE_EQ(fsdp[0].optimizer_bytes(), 12 * P / 8);
   // Activations do not depend on sharding: one micro-batch of 32 layers + head
   //   = 32 x 285,474,816 + 1,084,227,584 = 10,219,421,696 (1F1B at pp 1 holds one at a time).
@@ -102,8 +104,8 @@ TEST(MemoryModel, FsdpPrefetchKeepsMoreLayersGathered) {
   ResolvedPlan r = plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_FSDP);
   r.plan.set_prefetch_buckets(2);
   const auto m = memory_per_stage(r);
-  // 1 current + 2 prefetched layers: 2P/8 + 3 x 218,112,000 x 2.
-  EXPECT_DOUBLE_EQ(m[0].parameters_bytes(), 2 * P / 8 + 3 * kLayerParams * 2);
+  // 1 current + 2 prefetched units of the largest size (the head): 2P/8 + 3 x 525,340,672 x 2.
+  EXPECT_DOUBLE_EQ(m[0].parameters_bytes(), 2 * P / 8 + 3 * kHeadParams * 2);
 }
 
 TEST(MemoryModel, OomVerdictFlipsWhereTheStatesStopFitting) {
