@@ -204,7 +204,8 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
          std::to_string(s.out_of_memory) + " out of memory, " + std::to_string(s.timed) + " timed\n";
   if (!r.closest_oom_plan.empty()) {
     out += "closest plan over memory: " + r.closest_oom_plan + " (OOM at " + units::bytes(r.closest_oom_peak_bytes) +
-           " of " + units::bytes(r.closest_oom_capacity_bytes) + ")\n";
+           " of " + units::bytes(r.closest_oom_capacity_bytes) + ", " +
+           percent(r.closest_oom_peak_bytes / r.closest_oom_capacity_bytes - 1) + " over)\n";
   }
   return out;
 }

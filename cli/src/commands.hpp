@@ -8,6 +8,7 @@ namespace orrery::cli {
 void add_model_commands(CLI::App& app);
 void add_topo_commands(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 
 }  // namespace orrery::cli

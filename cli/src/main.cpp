@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "orrery 0.1.0");
   orrery::cli::add_model_commands(app);
   orrery::cli::add_topo_commands(app);
+  orrery::cli::add_plan_command(app);
   orrery::cli::add_simulate_command(app);
   orrery::cli::add_validate_command(app);
   try {

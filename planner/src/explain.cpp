@@ -76,9 +76,14 @@ std::string plan_label(const RankedPlan& p) {
   if (!k.placement.empty()) s += " placement=" + k.placement;
   if (k.bucket_bytes > 0) s += " bucket=" + units::bytes(k.bucket_bytes);
   if (p.plan.layers_per_stage_size() > 0) {
+    // Runs of equal counts as "count*n": 1,2*62,1.
     s += " layers=";
-    for (int i = 0; i < p.plan.layers_per_stage_size(); ++i) {
-      s += (i ? "," : "") + std::to_string(p.plan.layers_per_stage(i));
+    const auto& l = p.plan.layers_per_stage();
+    for (int i = 0; i < l.size();) {
+      int j = i;
+      while (j < l.size() && l[j] == l[i]) ++j;
+      s += (i ? "," : "") + std::to_string(l[i]) + (j - i > 1 ? "*" + std::to_string(j - i) : "");
+      i = j;
     }
   }
   if (!k.stage_groups.empty()) {

@@ -239,6 +239,37 @@ TEST(CliSimulate, WritesChakraFilesForEveryRank) {
   }
 }
 
+// ---- plan ----
+
+TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {
+  TempDir tmp;
+  const fs::path best = tmp.path() / "best.yaml";
+  const std::string job = "plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 --seq 4096";
+  const auto r = run_command(orrery(job + " --top 3 --quiet --out " + best.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("why #1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("limited by"), std::string::npos) << r.out;
+  ASSERT_TRUE(fs::exists(best));
+  // The written plan is accepted by simulate and predicts the step time the table ranked first.
+  const auto sim = run_command(orrery("simulate --plan " + best.string() + " --json"));
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  pb::SimResult result;
+  parse_spec(sim.out, "sim.json", SpecFormat::kJson, &result);
+  const auto ranked = nlohmann::json::parse(run_command(orrery(job + " --top 3 --quiet --json")).out);
+  ASSERT_FALSE(ranked["plans"].empty()) << ranked.dump();
+  EXPECT_DOUBLE_EQ(ranked["plans"][0]["result"]["step_time_s"].get<double>(), result.step_time_s());
+  // Never overwrites without --force.
+  EXPECT_EQ(run_command(orrery(job + " --top 1 --quiet --out " + best.string())).exit_code, 2);
+}
+
+TEST(CliPlan, JsonIsDeterministic) {
+  const std::string cmd = orrery("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 "
+                                 "--seq 4096 --top 5 --quiet --json");
+  const auto a = run_command(cmd);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, run_command(cmd).out);
+}
+
 // ---- validate ----
 
 fs::path shared_file(const char* name) {

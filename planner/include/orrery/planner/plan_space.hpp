@@ -58,7 +58,7 @@ struct SpaceOptions {
   std::vector<pb::PipelineSchedule> schedules = {pb::PIPELINE_SCHEDULE_ONE_F_ONE_B,
                                                  pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B};
   // Gradient/parameter bucket sizes to try (0 = the simulator's default), bytes.
-  std::vector<double> bucket_bytes = {0, 25e6, 200e6};
+  std::vector<double> bucket_bytes = {0, 25.0 * 1024 * 1024, 200.0 * 1024 * 1024};
   // Rank placements to try ("" = tp,cp,dp,pp); TP stays innermost.
   std::vector<std::string> placements = {"", "tp,cp,pp,dp", "tp,dp,cp,pp"};
   int64_t max_micro_batch = 8;

@@ -1,0 +1,102 @@
+// `orrery run`: train a plan for real with libtorch (CPU, Gloo). Without RANK/WORLD_SIZE in the
+// environment it launches tp x cp x dp x pp local ranks (re-running this command line in each)
+// and prints rank 0's loss per step; with them (torchrun-style, or as one of the launched ranks)
+// it is one rank of the job. Built only when the executor is (ORRERY_HAVE_EXECUTOR); otherwise
+// `run` is still listed and explains why it cannot run.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "orrery/traces/error.hpp"
+
+#ifdef ORRERY_HAVE_EXECUTOR
+#include "orrery/executor/launcher.hpp"
+#include "orrery/executor/rank_env.hpp"
+#include "orrery/executor/trainer.hpp"
+#include "plan_args.hpp"
+#endif
+
+namespace orrery::cli {
+namespace {
+
+#ifdef ORRERY_HAVE_EXECUTOR
+
+struct RunArgs {
+  PlanArgs plan;
+  executor::TrainConfig train;
+};
+
+// This process's own command line, to re-run once per rank.
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  std::string item;
+  while (std::getline(in, item, '\0')) argv.push_back(item);
+  if (argv.empty()) throw EnvironmentError("cannot read /proc/self/cmdline to launch the ranks");
+  argv[0] = "/proc/self/exe";
+  return argv;
+}
+
+void run(RunArgs& a) {
+  if (!a.plan.precision) a.plan.precision = "fp32";  // the CPU executor's only precision
+  const LoadedJob job = load_job(a.plan);
+  executor::TrainConfig config = a.train;
+  config.model = job.model;
+  config.plan = job.plan;
+  if (const auto why = executor::unsupported_reason(config); !why.empty()) {
+    throw InputError(a.plan.plan_file, 0, "plan", why);
+  }
+  if (const auto env = executor::rank_env_from_environment()) {
+    executor::train_rank(config, *env, std::cout);
+    return;
+  }
+  if (job.plan.cluster() != "local") {
+    throw InputError("", 0, "--cluster",
+                     "orrery run launches ranks only on this machine (--cluster local); for '" + job.plan.cluster() +
+                         "' start one `orrery run` per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set "
+                         "(torchrun-style)");
+  }
+  const auto& p = job.plan.parallel();
+  executor::LaunchOptions launch;
+  launch.argv = own_command_line();
+  launch.world_size = (p.has_tp() ? p.tp() : 1) * (p.has_cp() ? p.cp() : 1) * (p.has_dp() ? p.dp() : 1) *
+                      (p.has_pp() ? p.pp() : 1);
+  launch.timeout_s = config.timeout_s;
+  std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name() << ", "
+            << config.steps << " step(s)" << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n";
+  executor::launch_local(launch);
+}
+
+#endif  // ORRERY_HAVE_EXECUTOR
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("run", "Train a plan for real (libtorch, Gloo process groups) and print the loss of every step");
+#ifdef ORRERY_HAVE_EXECUTOR
+  auto a = std::make_shared<RunArgs>();
+  add_plan_flags(cmd, a->plan);
+  auto& t = a->train;
+  cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");
+  cmd->add_option("--out", t.out_dir, "Directory for step_NNNNNN.json (and params.bin with --save-params)");
+  cmd->add_flag("--save-params", t.save_parameters, "Write the trained parameters (TP shards gathered) to --out");
+  cmd->add_option("--lr", t.learning_rate, "AdamW learning rate")->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-decay", t.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--clip-grad", t.clip_grad_norm, "Clip gradients to this global L2 norm (0: off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--timeout", t.timeout_s,
+                  "Seconds a collective may wait, and a rank may stay silent, before the job fails")->check(CLI::PositiveNumber);
+  cmd->callback([a] { run(*a); });
+#else
+  cmd->allow_extras();
+  cmd->callback([] {
+    throw EnvironmentError("orrery run: this orrery was built without the executor (libtorch was not found at build time)");
+  });
+#endif
+}
+
+}  // namespace orrery::cli
