@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/lower.hpp"
 #include "orrery/sim/memory_model.hpp"
@@ -65,6 +66,23 @@ void BM_Analytic(benchmark::State& state) {
   state.counters["step_s"] = step;
 }
 
+// One forked SimGrid run per iteration, symmetric mode (one rank per (cp, pp) simulated, the
+// other ranks' traffic mirrored onto their links).
+template <Case (*Make)()>
+void BM_Des(benchmark::State& state) {
+  const Case c = Make();
+  const sim::ResolvedPlan plan = sim::resolve_plan(c.plan, c.model, c.cluster);
+  const topologies::Topology topology(c.cluster);
+  const sim::CostModels costs(topology, plan.precision.dtype);
+  sim::DesOptions options;
+  options.timeline = false;
+  pb::SimResult r;
+  for (auto _ : state) r = sim::simulate_des(plan, costs, options).result;
+  state.counters["step_s"] = r.step_time_s();
+  state.counters["events"] = static_cast<double>(r.events());
+  state.counters["events_per_s"] = r.wall_time_s() > 0 ? static_cast<double>(r.events()) / r.wall_time_s() : 0;
+}
+
 template <Case (*Make)()>
 void BM_Resolve(benchmark::State& state) {
   const Case c = Make();
@@ -101,6 +119,8 @@ void BM_Topology(benchmark::State& state) {
 
 BENCHMARK(BM_Analytic<llama70b_1024>)->Name("analytic/llama3-70b/1024xH100")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Analytic<llama405b_16384>)->Name("analytic/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Des<llama70b_1024>)->Name("des/llama3-70b/1024xH100")->Unit(benchmark::kSecond)->Iterations(3);
+BENCHMARK(BM_Des<llama405b_16384>)->Name("des/llama3-405b/16384xH100")->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_Resolve<llama405b_16384>)->Name("resolve_plan/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Memory<llama405b_16384>)->Name("memory/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LowerRepresentatives<llama70b_1024>)->Name("lower_representatives/llama3-70b/1024xH100")->Unit(benchmark::kMillisecond);

@@ -2,12 +2,14 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/lower.hpp"
 #include "orrery/sim/resolved_plan.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/chakra.hpp"
 #include "orrery/traces/error.hpp"
+#include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
@@ -27,6 +29,7 @@ struct SimulateArgs {
   std::string chakra_prefix;
   std::string graph_file;
   bool force = false;
+  bool all_ranks = false;
 };
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
@@ -37,13 +40,25 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   const topologies::Topology topology(plan.cluster);
   const sim::CostModels costs(topology, plan.precision.dtype,
                               a.calibration_file.empty() ? nullptr : &calibration);
-  if (a.engine != "analytic") {
-    throw InputError("", 0, "--engine", "got '" + a.engine + "'" + suggest(a.engine, {"analytic"}));
+  if (a.engine != "analytic" && a.engine != "des") {
+    throw InputError("", 0, "--engine", "got '" + a.engine + "'" + suggest(a.engine, {"analytic", "des"}));
   }
-  if (!a.trace_file.empty()) {
+  if (!a.trace_file.empty() && a.engine != "des") {
     throw InputError("", 0, "--trace", "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
-  const sim::SimOutput result = sim::simulate_analytic(plan, costs);
+  sim::SimOutput result;
+  if (a.engine == "des") {
+    sim::DesOptions options;
+    options.all_ranks = a.all_ranks;
+    options.timeline = !a.trace_file.empty();
+    result = sim::simulate_des(plan, costs, options);
+  } else {
+    result = sim::simulate_analytic(plan, costs);
+  }
+  if (!a.trace_file.empty()) {
+    write_file_atomically(a.trace_file, to_perfetto_json({{&result.timeline, "predicted"}}), a.force);
+    std::cerr << "wrote " << a.trace_file << " (open in ui.perfetto.dev)\n";
+  }
   if (!a.graph_file.empty()) {
     sim::LowerOptions options;
     options.ranks = sim::representative_ranks(plan);
@@ -73,7 +88,9 @@ void add_simulate_command(CLI::App& app) {
   auto out = std::make_shared<OutputFlags>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict a plan's step time, throughput, MFU and memory");
   add_plan_flags(cmd, a->plan);
-  cmd->add_option("--engine", a->engine, "analytic (closed form)");
+  cmd->add_option("--engine", a->engine,
+                  "analytic (closed form, microseconds) or des (SimGrid discrete events, contention)");
+  cmd->add_flag("--all-ranks", a->all_ranks, "des: simulate every rank instead of exploiting symmetry");
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");
   cmd->add_option("--chakra", a->chakra_prefix, "Write Chakra ET files <prefix>.<rank>.et");

@@ -22,6 +22,7 @@ struct ValidateArgs {
   std::string runs_file;
   std::string collectives_file;
   std::string calibration_file;
+  std::string engine = "analytic";
 };
 
 std::string signed_percent(double fraction) {
@@ -39,7 +40,10 @@ std::string percent(double fraction) {
 void validate_runs(const ValidateArgs& a, const OutputFlags& out) {
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  const sim::RunValidation v = sim::validate_runs(a.runs_file, sim::EngineKind::kAnalytic,
+  if (a.engine != "analytic" && a.engine != "des") {
+    throw InputError("", 0, "--engine", "got '" + a.engine + "'" + suggest(a.engine, {"analytic", "des"}));
+  }
+  const sim::RunValidation v = sim::validate_runs(a.runs_file, a.engine == "des" ? sim::EngineKind::kDes : sim::EngineKind::kAnalytic,
                                                   a.calibration_file.empty() ? nullptr : &calibration);
   if (out.json) {
     nlohmann::ordered_json cases = nlohmann::ordered_json::array();
@@ -58,7 +62,7 @@ void validate_runs(const ValidateArgs& a, const OutputFlags& out) {
       cases.push_back(j);
     }
     nlohmann::ordered_json j{{"file", a.runs_file},
-                             {"engine", "analytic"},
+                             {"engine", a.engine},
                              {"cases", cases},
                              {"simulated", v.simulated},
                              {"median_abs_error", v.median_abs_error},
@@ -153,6 +157,7 @@ void add_validate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with measured runs or collective tables");
   auto* runs = cmd->add_option("--runs", a->runs_file, "Published runs (format of shared/validation/public_runs.json)");
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile to simulate with");
+  cmd->add_option("--engine", a->engine, "--runs: analytic (default) or des");
   auto* coll = cmd->add_option("--collectives", a->collectives_file,
                                "Measured nccl-tests tables (format of shared/validation/public_collectives.json)");
   add_output_flags(cmd, *out, false);

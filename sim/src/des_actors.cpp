@@ -194,10 +194,12 @@ class Runner {
     }
     if (site.plan.beta_s > 0) {
       const double payload = std::max(1.0, std::round(site.plan.flow_bytes));
+      double rate = payload / site.plan.beta_s;
+      if (site.max_rate_bytes_per_s > 0) rate = std::min(rate, site.max_rate_bytes_per_s);
       if (!site.links.empty()) {
-        platform_->start(a, site_index, payload, payload / site.plan.beta_s)->wait();
+        platform_->start(a, site_index, payload, rate)->wait();
       } else {
-        s4u::this_actor::sleep_for(site.plan.beta_s);  // flows with no links to share
+        s4u::this_actor::sleep_for(payload / rate);  // no link shared with anything else
       }
       ++events_;
     }

@@ -67,7 +67,9 @@ struct Site {
   FlowPlan plan;
   std::string dim;                // "tp", "dp", "pp", "cp", "ep", ... for the breakdown
   int64_t simulated_members = 0;  // ranks that must arrive before it starts
-  std::vector<int32_t> links;     // edge multiset: its flows and the mirrors that were added
+  std::vector<int32_t> links;     // edge multiset: its flows and the mirrors that were added,
+                                  // less the links no other group or pair ever uses
+  double max_rate_bytes_per_s = 0;  // what those private links allow (0: no limit)
   int64_t mirrors = 0;            // mirror copies added
 };
 

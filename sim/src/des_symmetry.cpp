@@ -8,6 +8,11 @@
 // added to its site's action when one of its links carries simulated traffic or an added
 // mirror (iterated to a fixed point): a copy on links of its own sees, by symmetry, exactly what
 // the simulated copy sees and would change nothing.
+//
+// Private links. A link that only one group (or one sender/receiver pair) ever uses carries one
+// of its operations at a time (a group's operations share a stream), so it can only bound that
+// operation's rate: such links are folded into the operation's rate cap (capacity / flows of the
+// operation on it) and left out of its SimGrid action, which keeps the max-min system small.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -197,21 +202,61 @@ class ModelBuilder {
 
   void route_and_mirror() {
     std::vector<char> busy(static_cast<size_t>(router_.num_edges()), 0);
+    owner_.assign(static_cast<size_t>(router_.num_edges()), kNoOwner);
     for (size_t s = 0; s < m_.sites.size(); ++s) {
       Site& site = m_.sites[s];
       site.links = edges_of(site.plan, pending_[s].members);
       for (int32_t e : site.links) busy[static_cast<size_t>(e)] = 1;
+      own(pending_[s].members, site.links);
     }
-    if (!symmetric_) return;
+    if (symmetric_) add_mirrors(busy);
+    fold_private_links();
+  }
+
+  // Owner of each edge: the member list of the one group or pair using it, or shared.
+  void own(const std::vector<int64_t>& ranks, const std::vector<int32_t>& edges) {
+    auto [it, fresh] = owner_ids_.emplace(ranks, static_cast<int32_t>(owner_ids_.size()));
+    for (int32_t e : edges) {
+      int32_t& o = owner_[static_cast<size_t>(e)];
+      o = o == kNoOwner || o == it->second ? it->second : kShared;
+    }
+    (void)fresh;
+  }
+
+  void fold_private_links() {
+    for (size_t s = 0; s < m_.sites.size(); ++s) {
+      Site& site = m_.sites[s];
+      std::unordered_map<int32_t, int> count;
+      for (int32_t e : site.links) ++count[e];
+      std::vector<int32_t> kept;
+      double rate = 0;
+      for (int32_t e : site.links) {
+        if (owner_[static_cast<size_t>(e)] == kShared) {
+          kept.push_back(e);
+          continue;
+        }
+        const double r = router_.link(e).bandwidth_bytes_per_s / count[e];
+        rate = rate > 0 ? std::min(rate, r) : r;
+      }
+      site.links = std::move(kept);
+      site.max_rate_bytes_per_s = rate;
+    }
+  }
+
+  void add_mirrors(std::vector<char>& busy) {
     struct Candidate {
       size_t site;
+      std::vector<int64_t> ranks;
       std::vector<int32_t> edges;
       bool added = false;
     };
     std::vector<Candidate> candidates;
     for (size_t s = 0; s < m_.sites.size(); ++s) {
       if (m_.sites[s].plan.pairs.empty()) continue;
-      for (const auto& ranks : copies(s)) candidates.push_back({s, edges_of(m_.sites[s].plan, ranks)});
+      for (auto& ranks : copies(s)) {
+        std::vector<int32_t> edges = edges_of(m_.sites[s].plan, ranks);
+        candidates.push_back({s, std::move(ranks), std::move(edges)});
+      }
     }
     for (bool changed = true; changed;) {
       changed = false;
@@ -224,6 +269,7 @@ class ModelBuilder {
         site.links.insert(site.links.end(), c.edges.begin(), c.edges.end());
         ++site.mirrors;
         ++m_.mirror_copies;
+        own(c.ranks, c.edges);
       }
     }
   }
@@ -239,6 +285,9 @@ class ModelBuilder {
   std::unordered_map<int64_t, int> index_;  // simulated rank -> graph index
   std::map<std::tuple<int, int64_t, int64_t, uint64_t>, int32_t> keys_;
   std::vector<Pending> pending_;
+  static constexpr int32_t kNoOwner = -1, kShared = -2;
+  std::map<std::vector<int64_t>, int32_t> owner_ids_;
+  std::vector<int32_t> owner_;  // per edge: owner id, kNoOwner or kShared
 };
 
 }  // namespace

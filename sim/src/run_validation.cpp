@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
@@ -196,8 +197,10 @@ RunCase run_case(const json& c, const std::string& file, const std::string& path
     const ResolvedPlan resolved = resolve_plan(plan, model, cluster);
     const topologies::Topology topology(cluster);
     const CostModels costs(topology, resolved.precision.dtype, calibration);
+    DesOptions des;
+    des.timeline = false;
     const SimOutput sim = engine == EngineKind::kAnalytic ? simulate_analytic(resolved, costs)
-                                                          : simulate_analytic(resolved, costs);
+                                                          : simulate_des(resolved, costs, des);
     out.predicted_s = sim.result.step_time_s();
     out.error = (out.predicted_s - out.measured_s) / out.measured_s;
   } catch (const InputError& e) {
@@ -242,6 +245,87 @@ RunValidation validate_runs(const std::filesystem::path& file, EngineKind engine
   }
   std::tie(v.median_abs_error, v.p90_abs_error) = median_p90(errors);
   return v;
+}
+
+}  // namespace orrery::sim
+
+namespace orrery::sim {
+namespace {
+
+// The mapping of run_case above (same helpers, same rules), keeping the specs and the plan.
+PublishedRun published_run(const json& c, const std::string& file, const std::string& path) {
+  const CaseReader r(c, file, path);
+  PublishedRun out;
+  out.id = r.text("id");
+  const json& measured = r.at("measured");
+  if (measured.is_object() && measured.contains("iter_time_s") && measured["iter_time_s"].is_number()) {
+    out.measured_s = measured["iter_time_s"].get<double>();
+  } else if (c.contains("derived") && c["derived"].is_object() && c["derived"].contains("iter_time_s") &&
+             c["derived"]["iter_time_s"].is_number()) {
+    out.measured_s = c["derived"]["iter_time_s"].get<double>();
+  }
+  const CaseReader hw = r.child("hardware");
+  const std::string preset = cluster_preset_of(hw.text("gpu"));
+  if (preset.empty()) {
+    out.skipped = "no cluster preset for GPU '" + hw.text("gpu") + "'";
+    return out;
+  }
+  const int64_t gpus = hw.integer("num_gpus");
+  const int64_t per_node = hw.integer("gpus_per_node");
+  const int64_t nodes = (gpus + per_node - 1) / per_node;
+  out.cluster = topologies::load_cluster(preset, nodes);
+  out.cluster_label = preset + " x" + std::to_string(topologies::total_nodes(out.cluster));
+  out.model = model_of(r.child("model"), out.model_label);
+  const CaseReader par = r.child("parallel");
+  const CaseReader batch = r.child("batch");
+  pb::Plan& plan = out.plan;
+  plan.set_model(out.model.name());
+  plan.set_cluster(preset);
+  plan.set_nodes(nodes);
+  plan.mutable_job()->set_global_batch_size(batch.integer("global_batch_seqs"));
+  plan.mutable_job()->set_seq_len(r.child("model").integer("seq_len"));
+  plan.mutable_job()->set_precision(lower(r.text("precision")).rfind("fp16", 0) == 0 && !contains(r.text("precision"), "bf16")
+                                        ? pb::PRECISION_FP16
+                                        : pb::PRECISION_BF16);
+  auto* q = plan.mutable_parallel();
+  q->set_tp(par.integer_or("tp", 1));
+  q->set_pp(par.integer_or("pp", 1));
+  q->set_dp(par.integer_or("dp", 1));
+  q->set_cp(par.integer_or("cp", 1));
+  q->set_ep(par.integer_or("ep", 1));
+  q->set_vp(par.integer_or("vp", 1));
+  if (par.at("sequence_parallel").is_boolean()) q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
+  plan.set_sharding(sharding_of(par.text("zero_fsdp")));
+  plan.set_recompute(recompute_of(r.text("recompute")));
+  plan.set_micro_batch_size(batch.integer("micro_batch"));
+  plan.set_overlap_grad_reduce(true);
+  plan.set_overlap_param_gather(true);
+  const std::string framework = r.text("framework");
+  const bool before_flash = contains(framework, "megatron-lm @") || contains(framework, "(2021)") ||
+                            contains(framework, "(2022)");
+  plan.set_attention_kernel(before_flash ? pb::ATTENTION_KERNEL_MATERIALIZED : pb::ATTENTION_KERNEL_FLASH);
+  return out;
+}
+
+}  // namespace
+
+std::vector<PublishedRun> published_runs(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file.string(), 0, "", "no such file");
+  json root;
+  try {
+    root = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(file.string(), 0, "", std::string("not valid JSON: ") + e.what());
+  }
+  if (!root.is_object() || !root.contains("cases") || !root["cases"].is_array()) {
+    throw InputError(file.string(), 0, "cases", "expected a list of cases");
+  }
+  std::vector<PublishedRun> out;
+  for (size_t i = 0; i < root["cases"].size(); ++i) {
+    out.push_back(published_run(root["cases"][i], file.string(), "cases[" + std::to_string(i) + "]"));
+  }
+  return out;
 }
 
 }  // namespace orrery::sim

@@ -239,6 +239,31 @@ TEST(CliSimulate, WritesChakraFilesForEveryRank) {
   }
 }
 
+TEST(CliSimulate, DesAgreesWithAnalyticAndWritesAPerfettoTimeline) {
+  TempDir tmp;
+  const fs::path trace = tmp.path() / "timeline.json";
+  const auto des = run_command(orrery(kSmallJob + " --engine des --json --trace " + trace.string()));
+  ASSERT_EQ(des.exit_code, 0) << des.err;
+  pb::SimResult d, a;
+  parse_spec(des.out, "des.json", SpecFormat::kJson, &d);
+  parse_spec(run_command(orrery(kSmallJob + " --json")).out, "analytic.json", SpecFormat::kJson, &a);
+  EXPECT_EQ(d.engine(), "des");
+  // One node's NVSwitch and its NICs carry no competing traffic here: the engines agree.
+  EXPECT_NEAR(d.step_time_s(), a.step_time_s(), 0.02 * a.step_time_s());
+  const auto j = nlohmann::json::parse(std::ifstream(trace));
+  int tracks = 0, events = 0;
+  for (const auto& e : j["traceEvents"]) {
+    tracks += e["ph"] == "M" && e["name"] == "thread_name";
+    events += e["ph"] == "X";
+  }
+  EXPECT_GT(tracks, 8);
+  EXPECT_GT(events, 1000);
+  // The analytic engine has no timeline to write.
+  const auto r = run_command(orrery(kSmallJob + " --trace " + (tmp.path() / "x.json").string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--trace: the analytic engine predicts no timeline"), std::string::npos) << r.err;
+}
+
 // ---- plan ----
 
 TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {

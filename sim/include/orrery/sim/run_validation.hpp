@@ -38,3 +38,25 @@ RunValidation validate_runs(const std::filesystem::path& file, EngineKind engine
 std::pair<double, double> median_p90(std::vector<double> abs_errors);
 
 }  // namespace orrery::sim
+
+namespace orrery::sim {
+
+// One case of a published-runs file as the simulator sees it: the model, the cluster sized to the
+// run's nodes and the published plan, mapped exactly as validate_runs maps them (for the planner
+// benchmark: plan the same job and compare). `skipped` non-empty: why the case cannot be mapped
+// (the other fields are then partial).
+struct PublishedRun {
+  std::string id;
+  std::string model_label;  // preset name or "<key> (from the file)"
+  std::string cluster_label;  // "dgx-a100 x4"
+  pb::ModelSpec model;
+  pb::ClusterSpec cluster;
+  pb::Plan plan;  // job (batch, sequence, precision), degrees, sharding, recompute, attention kernel
+  double measured_s = 0;
+  std::string skipped;
+};
+
+// Throws InputError naming the file and field for a malformed file (as validate_runs does).
+std::vector<PublishedRun> published_runs(const std::filesystem::path& file);
+
+}  // namespace orrery::sim
