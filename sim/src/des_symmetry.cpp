@@ -258,19 +258,24 @@ class ModelBuilder {
         candidates.push_back({s, std::move(ranks), std::move(edges)});
       }
     }
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (auto& c : candidates) {
-        if (c.added) continue;
-        if (std::none_of(c.edges.begin(), c.edges.end(), [&](int32_t e) { return busy[static_cast<size_t>(e)] != 0; })) continue;
-        c.added = changed = true;
-        for (int32_t e : c.edges) busy[static_cast<size_t>(e)] = 1;
-        Site& site = m_.sites[c.site];
-        site.links.insert(site.links.end(), c.edges.begin(), c.edges.end());
-        ++site.mirrors;
-        ++m_.mirror_copies;
-        own(c.ranks, c.edges);
+    // One pass: a copy adds its load only on the links it shares with simulated traffic. Its
+    // other links carry nothing the simulation contends with (copies are identical in time to
+    // the operation they mirror, so copy-on-copy contention elsewhere repeats what the
+    // simulated ranks already see); leaving them out keeps each transfer's link list short,
+    // which is what the max-min solver's cost grows with.
+    const std::vector<char> simulated = busy;
+    for (auto& c : candidates) {
+      std::vector<int32_t> shared;
+      for (int32_t e : c.edges) {
+        if (simulated[static_cast<size_t>(e)] != 0) shared.push_back(e);
       }
+      if (shared.empty()) continue;
+      c.added = true;
+      Site& site = m_.sites[c.site];
+      site.links.insert(site.links.end(), shared.begin(), shared.end());
+      ++site.mirrors;
+      ++m_.mirror_copies;
+      own(c.ranks, shared);
     }
   }
 
