@@ -12,6 +12,7 @@ packages=(
   libhwloc-dev                                            # topologies/: `orrery topo discover`
   libsimgrid-dev                                          # sim/: the discrete-event engine
   libcli11-dev libfmt-dev                                 # cli/
+  libopenmpi-dev openmpi-bin                              # planner/: `mpirun -np N orrery plan` (optional in CMake)
   libgtest-dev libgmock-dev libbenchmark-dev              # tests and benchmarks
 )
 if [[ "${ORRERY_SETUP_TORCH:-1}" == 1 ]]; then

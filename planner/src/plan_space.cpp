@@ -159,7 +159,9 @@ std::vector<Shape> PlanSpace::shapes() const {
         if (!allowed(o.pp, pp) || pp > layers) continue;
         const int64_t dp = devices_ / (tp * cp * pp);
         const auto assignments = stage_assignments(pp, tp * cp * dp);
-        for (int64_t vp = 1; vp <= o.max_vp; ++vp) {
+        // An explicit --vp list is searched as given (max_vp bounds only the default range).
+        const int64_t vp_limit = o.vp.empty() ? o.max_vp : *std::max_element(o.vp.begin(), o.vp.end());
+        for (int64_t vp = 1; vp <= vp_limit; ++vp) {
           if (!allowed(o.vp, vp)) continue;
           if (vp > 1 && (pp < 2 || layers % (pp * vp) != 0 || heterogeneous() ||
                          std::find(o.schedules.begin(), o.schedules.end(),
@@ -188,7 +190,8 @@ std::vector<int64_t> PlanSpace::micro_batches(const Shape& s) const {
   std::vector<int64_t> out;
   if (gbs % s.dp != 0) return out;
   for (int64_t mbs : divisors(gbs / s.dp)) {
-    if (mbs > options_.max_micro_batch || !allowed(options_.micro_batch, mbs)) continue;
+    // An explicit micro-batch list is searched as given (max_micro_batch bounds only the default).
+    if (options_.micro_batch.empty() ? mbs > options_.max_micro_batch : !allowed(options_.micro_batch, mbs)) continue;
     if (s.vp > 1 && (gbs / (s.dp * mbs)) % s.pp != 0) continue;
     out.push_back(mbs);
   }

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "moves.hpp"
 #include "orrery/planner/explain.hpp"
-#include "parallel.hpp"
+#include "spread.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -19,8 +18,9 @@ using Status = Evaluation::Status;
 // between batches.
 class Memo {
  public:
-  Memo(const PlanSpace& space, const Engine& engine, const SearchOptions& options, SearchStats& stats)
-      : space_(space), engine_(engine), options_(options), stats_(stats) {}
+  Memo(const PlanSpace& space, const Engine& engine, const SearchOptions& options, const Ranks* ranks,
+       SearchStats& stats)
+      : space_(space), engine_(engine), options_(options), ranks_(ranks), stats_(stats) {}
 
   // Evaluates what is not yet known (checks only, or checks and timing) on the pool; returns the
   // evaluations in the order of `batch`.
@@ -33,17 +33,13 @@ class Memo {
       const bool known = it != entries_.end() && (!timed || it->second.eval.status != Status::kFits);
       if (!known && queued.insert(key).second) todo.push_back(&k);
     }
-    std::vector<Evaluation> results(todo.size());
-    std::mutex progress_mutex;
-    int64_t done = 0;
-    detail::parallel_for(todo.size(), options_.threads, [&](size_t i) {
-      results[i] = timed ? evaluate(space_, *todo[i], engine_) : check(space_, *todo[i]);
-      if (options_.progress) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        ++done;
-        options_.progress({phase, done, static_cast<int64_t>(todo.size()), stats_.checked + done});
-      }
-    });
+    const bool reports = options_.progress && (ranks_ == nullptr || ranks_->rank() == 0);
+    std::vector<Evaluation> results = detail::evaluate_spread(
+        todo.size(), options_.threads, ranks_,
+        [&](size_t i) { return timed ? evaluate(space_, *todo[i], engine_) : check(space_, *todo[i]); },
+        [&](int64_t done, int64_t mine) {
+          if (reports) options_.progress({phase, done, mine, stats_.checked + done});
+        });
     for (size_t i = 0; i < todo.size(); ++i) record(*todo[i], std::move(results[i]));
     std::vector<const Evaluation*> out;
     for (const Knobs& k : batch) out.push_back(&entries_.at(knob_key(k)).eval);
@@ -72,6 +68,7 @@ class Memo {
   const PlanSpace& space_;
   const Engine& engine_;
   const SearchOptions& options_;
+  const Ranks* ranks_;
   SearchStats& stats_;
   std::map<std::string, Entry> entries_;
 };
@@ -260,7 +257,9 @@ std::vector<Knobs> all_points(const PlanSpace& space) {
 SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult out;
-  Memo memo(space, engine, options, out.stats);
+  const bool own_world = options.ranks == nullptr && options.use_mpi_world && mpi_world() != nullptr;
+  const Ranks* ranks = own_world ? mpi_world() : options.ranks;
+  Memo memo(space, engine, options, ranks, out.stats);
   const auto shapes = space.shapes();
   out.stats.shapes = static_cast<int64_t>(shapes.size());
   for (const Shape& s : shapes) out.stats.space_size += static_cast<int64_t>(space.settings(s).size());
@@ -284,15 +283,16 @@ SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOp
   if (options.rerank != nullptr && options.rerank_k > 0) {
     const size_t k = std::min(out.ranked.size(), static_cast<size_t>(options.rerank_k));
     out.ranked.resize(k);
-    std::vector<Evaluation> again(k);
-    detail::parallel_for(k, options.threads, [&](size_t i) {
-      again[i] = evaluate(space, out.ranked[i].knobs, *options.rerank);
-    });
+    std::vector<Evaluation> again = detail::evaluate_spread(
+        k, options.threads, ranks, [&](size_t i) { return evaluate(space, out.ranked[i].knobs, *options.rerank); },
+        nullptr);
     for (size_t i = 0; i < k; ++i) out.ranked[i].eval = std::move(again[i]);
     std::sort(out.ranked.begin(), out.ranked.end(), better);
   }
   if (static_cast<int64_t>(out.ranked.size()) > options.top_k) out.ranked.resize(static_cast<size_t>(options.top_k));
   summarize_rejections(space, memo, out);
+  // Every rank holds the whole result now; ranks other than 0 leave here.
+  if (own_world) end_mpi_world();
   out.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

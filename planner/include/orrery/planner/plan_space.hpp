@@ -61,6 +61,7 @@ struct SpaceOptions {
   std::vector<double> bucket_bytes = {0, 25.0 * 1024 * 1024, 200.0 * 1024 * 1024};
   // Rank placements to try ("" = tp,cp,dp,pp); TP stays innermost.
   std::vector<std::string> placements = {"", "tp,cp,pp,dp", "tp,dp,cp,pp"};
+  // Bounds of the default ranges; an explicit `micro_batch` or `vp` list is searched as given.
   int64_t max_micro_batch = 8;
   int64_t max_vp = 4;
   int64_t max_cp = 16;

@@ -12,6 +12,7 @@
 
 #include "orrery/planner/evaluator.hpp"
 #include "orrery/planner/plan_space.hpp"
+#include "orrery/planner/ranks.hpp"
 
 namespace orrery::planner {
 
@@ -35,8 +36,15 @@ struct SearchOptions {
   // Optional second engine that re-ranks the best `rerank_k` plans (e.g. des).
   const Engine* rerank = nullptr;
   int64_t rerank_k = 0;
-  // Called on the worker threads (serialized) after each evaluation.
+  // Called on the worker threads (serialized) after each evaluation; on rank 0 only when the
+  // search is spread over ranks (then done/total count rank 0's share of the batch).
   std::function<void(const Progress&)> progress;
+  // Ranks to spread candidate evaluation over (ranks.hpp); the result is the same bytes for any
+  // number of ranks. When unset and `use_mpi_world`, the MPI world if this process was started by
+  // mpirun: the search then ends it, ranks other than 0 leave the process (exit status 0) and
+  // only rank 0 returns from search().
+  const Ranks* ranks = nullptr;
+  bool use_mpi_world = true;
 };
 
 struct RankedPlan {
