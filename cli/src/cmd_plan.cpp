@@ -42,6 +42,8 @@ struct PlanCommandArgs {
   int threads = 0;
   bool exhaustive = false, all_variants = false, tp_across_nvlink = false, sp_both_ways = false;
   bool force = false, quiet = false;
+  std::string rerank = "des";
+  int64_t rerank_k = 0;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -172,12 +174,20 @@ std::string breakdown(const pb::SimResult& r) {
   return s;
 }
 
-std::string render_text(const planner::PlanningJob& job, const planner::SearchResult& r) {
+// "analytic", or "analytic, best 5 ranked with des".
+std::string engines(const planner::SearchResult& r, const planner::SearchOptions& o) {
+  if (o.rerank == nullptr || r.ranked.empty()) return "analytic";
+  return "analytic, best " + std::to_string(std::min<int64_t>(o.rerank_k, static_cast<int64_t>(r.stats.timed))) +
+         " ranked with " + o.rerank->name();
+}
+
+std::string render_text(const planner::PlanningJob& job, const planner::SearchResult& r,
+                        const planner::SearchOptions& o) {
   std::string out;
   out += job.model.name() + " on " + job.cluster.name() + " (" + std::to_string(topologies::total_nodes(job.cluster)) +
          " nodes, " + std::to_string(topologies::total_devices(job.cluster)) + " devices), global batch " +
          std::to_string(job.base.job().global_batch_size()) + " x seq " + std::to_string(job.base.job().seq_len()) +
-         ", engine analytic\n\n";
+         ", engine " + engines(r, o) + "\n\n";
   if (r.ranked.empty()) {
     out += "no plan fits in memory";
     if (!r.closest_oom_plan.empty()) {
@@ -210,13 +220,14 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
   return out;
 }
 
-std::string render_json(const planner::PlanningJob& job, const planner::SearchResult& r) {
+std::string render_json(const planner::PlanningJob& job, const planner::SearchResult& r,
+                        const planner::SearchOptions& o) {
   using nlohmann::ordered_json;
   ordered_json j;
   j["model"] = job.model.name();
   j["cluster"] = job.cluster.name();
   j["devices"] = topologies::total_devices(job.cluster);
-  j["engine"] = "analytic";
+  j["engine"] = engines(r, o);
   const auto& s = r.stats;
   j["search"] = {{"exhaustive", s.exhaustive}, {"space_size", s.space_size}, {"shapes", s.shapes},
                  {"checked", s.checked}, {"invalid", s.invalid}, {"out_of_memory", s.out_of_memory},
@@ -252,7 +263,16 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   const sim::CostModels costs(topology, planner::precision_dtype(job.base.job().precision()),
                               a.calibration_file.empty() ? nullptr : &calibration);
   const planner::AnalyticEngine engine(costs);
+  const planner::DesEngine des(costs);
   planner::SearchOptions o;
+  if (a.rerank == "des") {
+    // Prune and search with the analytic engine, then rank the best plans with the
+    // discrete-event engine, which sees the contention between concurrent transfers.
+    o.rerank = &des;
+    o.rerank_k = a.rerank_k > 0 ? a.rerank_k : std::max<int64_t>(a.top, 5);
+  } else if (a.rerank != "none") {
+    throw InputError("", 0, "--rerank", "got '" + a.rerank + "'" + suggest(a.rerank, {"des", "none"}));
+  }
   o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.top_k = a.top;
   o.exhaustive_limit = a.exhaustive_limit;
@@ -268,7 +288,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
                  o.threads, static_cast<long long>(r.stats.checked), static_cast<long long>(r.stats.timed),
                  r.stats.exhaustive ? "exhaustive" : "screen + local search");
   }
-  std::cout << (flags.json ? render_json(job, r) : render_text(job, r));
+  std::cout << (flags.json ? render_json(job, r, o) : render_text(job, r, o));
   if (!a.out_file.empty()) {
     if (r.ranked.empty()) throw InputError("", 0, "--out", "no plan fits in memory, nothing to write");
     write_file_atomically(a.out_file, to_yaml(r.ranked.front().plan), a.force);
@@ -301,6 +321,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--tp-across-nvlink", a->tp_across_nvlink, "Allow TP groups beyond one NVLink domain");
   cmd->add_flag("--sp-both-ways", a->sp_both_ways, "Try TP without sequence parallelism too");
   cmd->add_option("--top", a->top, "Plans to show (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--rerank", a->rerank,
+                  "Engine that ranks the best plans the analytic search found: des (default) or none");
+  cmd->add_option("--rerank-k", a->rerank_k, "Plans to re-rank (default: max(--top, 5))")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", a->threads, "Worker threads (default: all cores); the result does not depend on it")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--exhaustive", a->exhaustive, "Evaluate every plan of the space, however large");

@@ -1,5 +1,9 @@
 #include "orrery/planner/evaluator.hpp"
 
+#include <mutex>
+
+#include "orrery/sim/des_engine.hpp"
+
 #include "orrery/sim/memory_model.hpp"
 #include "orrery/traces/error.hpp"
 
@@ -29,6 +33,16 @@ Evaluation check_into(const PlanSpace& space, const Knobs& knobs, sim::ResolvedP
 
 pb::SimResult AnalyticEngine::simulate(const sim::ResolvedPlan& plan) const {
   return sim::simulate_analytic(plan, costs_).result;
+}
+
+pb::SimResult DesEngine::simulate(const sim::ResolvedPlan& plan) const {
+  static std::mutex one_fork_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_fork_at_a_time);
+  sim::DesOptions options;
+  options.timeline = false;
+  pb::SimResult r = sim::simulate_des(plan, costs_, options).result;
+  r.clear_wall_time_s();  // plans are ranked and printed deterministically
+  return r;
 }
 
 Evaluation check(const PlanSpace& space, const Knobs& knobs) {

@@ -270,7 +270,8 @@ TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {
   TempDir tmp;
   const fs::path best = tmp.path() / "best.yaml";
   const std::string job = "plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 --seq 4096";
-  const auto r = run_command(orrery(job + " --top 3 --quiet --out " + best.string()));
+  // Ranked by the analytic engine alone here, so `simulate` (analytic) must reproduce the time.
+  const auto r = run_command(orrery(job + " --top 3 --quiet --rerank none --out " + best.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("why #1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("limited by"), std::string::npos) << r.out;
@@ -280,11 +281,23 @@ TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   pb::SimResult result;
   parse_spec(sim.out, "sim.json", SpecFormat::kJson, &result);
-  const auto ranked = nlohmann::json::parse(run_command(orrery(job + " --top 3 --quiet --json")).out);
+  const auto ranked = nlohmann::json::parse(run_command(orrery(job + " --top 3 --quiet --rerank none --json")).out);
   ASSERT_FALSE(ranked["plans"].empty()) << ranked.dump();
   EXPECT_DOUBLE_EQ(ranked["plans"][0]["result"]["step_time_s"].get<double>(), result.step_time_s());
   // Never overwrites without --force.
   EXPECT_EQ(run_command(orrery(job + " --top 1 --quiet --out " + best.string())).exit_code, 2);
+}
+
+TEST(CliPlan, BestPlansAreRankedWithTheDiscreteEventEngine) {
+  const auto r = run_command(orrery("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 "
+                                    "--seq 4096 --top 2 --quiet --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["engine"], "analytic, best 5 ranked with des");
+  ASSERT_EQ(j["plans"].size(), 2u);
+  EXPECT_EQ(j["plans"][0]["result"]["engine"], "des");
+  EXPECT_LE(j["plans"][0]["result"]["step_time_s"].get<double>(), j["plans"][1]["result"]["step_time_s"].get<double>());
+  EXPECT_EQ(run_command(orrery("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 --rerank ds")).exit_code, 2);
 }
 
 TEST(CliPlan, JsonIsDeterministic) {

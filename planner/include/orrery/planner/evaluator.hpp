@@ -24,6 +24,18 @@ class Engine {
 // The closed-form engine. CostModels holds no caches or mutable state (checked: the compute and
 // collective models are pure functions of the topology and calibration), so one instance serves
 // every thread.
+// The discrete-event engine (contention on the topology's links). Each call forks a SimGrid
+// engine; calls are serialized so that no other planner thread holds a lock across the fork.
+class DesEngine : public Engine {
+ public:
+  explicit DesEngine(const sim::CostModels& costs) : costs_(costs) {}
+  std::string name() const override { return "des"; }
+  pb::SimResult simulate(const sim::ResolvedPlan& plan) const override;
+
+ private:
+  const sim::CostModels& costs_;
+};
+
 class AnalyticEngine : public Engine {
  public:
   explicit AnalyticEngine(const sim::CostModels& costs) : costs_(costs) {}
