@@ -44,6 +44,7 @@ struct PlanCommandArgs {
   bool force = false, quiet = false;
   std::string rerank = "des";
   int64_t rerank_k = 0;
+  double rerank_budget_s = 8;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -177,6 +178,7 @@ std::string breakdown(const pb::SimResult& r) {
 // "analytic", or "analytic, best 5 ranked with des".
 std::string engines(const planner::SearchResult& r, const planner::SearchOptions& o) {
   if (o.rerank == nullptr || r.ranked.empty()) return "analytic";
+  if (!r.rerank_skipped.empty()) return "analytic (" + o.rerank->name() + " ranking skipped: " + r.rerank_skipped + ")";
   return "analytic, best " + std::to_string(std::min<int64_t>(o.rerank_k, static_cast<int64_t>(r.stats.timed))) +
          " ranked with " + o.rerank->name();
 }
@@ -263,7 +265,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   const sim::CostModels costs(topology, planner::precision_dtype(job.base.job().precision()),
                               a.calibration_file.empty() ? nullptr : &calibration);
   const planner::AnalyticEngine engine(costs);
-  const planner::DesEngine des(costs);
+  const planner::DesEngine des(costs, a.rerank_budget_s);
   planner::SearchOptions o;
   if (a.rerank == "des") {
     // Prune and search with the analytic engine, then rank the best plans with the
@@ -325,6 +327,10 @@ void add_plan_command(CLI::App& app) {
                   "Engine that ranks the best plans the analytic search found: des (default) or none");
   cmd->add_option("--rerank-k", a->rerank_k, "Plans to re-rank (default: max(--top, 5))")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rerank-budget", a->rerank_budget_s,
+                  "Seconds of wall time for all des runs together (default 8); past it the analytic "
+                  "ranking stands and the output says so")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads, "Worker threads (default: all cores); the result does not depend on it")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--exhaustive", a->exhaustive, "Evaluate every plan of the space, however large");

@@ -1,5 +1,7 @@
 #include "orrery/planner/search.hpp"
 
+#include "orrery/sim/des_engine.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -283,11 +285,16 @@ SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOp
   if (options.rerank != nullptr && options.rerank_k > 0) {
     const size_t k = std::min(out.ranked.size(), static_cast<size_t>(options.rerank_k));
     out.ranked.resize(k);
-    std::vector<Evaluation> again = detail::evaluate_spread(
-        k, options.threads, ranks, [&](size_t i) { return evaluate(space, out.ranked[i].knobs, *options.rerank); },
-        nullptr);
-    for (size_t i = 0; i < k; ++i) out.ranked[i].eval = std::move(again[i]);
-    std::sort(out.ranked.begin(), out.ranked.end(), better);
+    try {
+      std::vector<Evaluation> again = detail::evaluate_spread(
+          k, options.threads, ranks, [&](size_t i) { return evaluate(space, out.ranked[i].knobs, *options.rerank); },
+          nullptr);
+      for (size_t i = 0; i < k; ++i) out.ranked[i].eval = std::move(again[i]);
+      std::sort(out.ranked.begin(), out.ranked.end(), better);
+    } catch (const sim::DesTimedOut& e) {
+      // All or nothing: a ranking mixing engines would compare unlike numbers.
+      out.rerank_skipped = e.what();
+    }
   }
   if (static_cast<int64_t>(out.ranked.size()) > options.top_k) out.ranked.resize(static_cast<size_t>(options.top_k));
   summarize_rejections(space, memo, out);

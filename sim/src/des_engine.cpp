@@ -11,6 +11,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <optional>
+#include <csignal>
+#include <poll.h>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -52,16 +55,23 @@ void write_all(int fd, const std::string& data) {
   }
 }
 
-std::string read_all(int fd) {
-  std::string out;
+// Reads until end of file; false when `deadline` (if set) passes first.
+bool read_all(int fd, std::string& out, std::optional<std::chrono::steady_clock::time_point> deadline) {
   char buf[1 << 16];
   for (;;) {
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) continue;
+    }
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) return true;
     out.append(buf, static_cast<size_t>(n));
   }
-  return out;
 }
 
 SimOutput decode(const std::string& data, int status) {
@@ -115,9 +125,22 @@ SimOutput simulate_des(const ResolvedPlan& plan, const CostModels& costs, const 
     ::_exit(0);
   }
   ::close(fds[1]);
-  const std::string data = read_all(fds[0]);
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (options.time_limit_s > 0) {
+    deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(options.time_limit_s));
+  }
+  std::string data;
+  const bool finished = read_all(fds[0], data, deadline);
   ::close(fds[0]);
   int status = 0;
+  if (!finished) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    throw DesTimedOut("des: the simulation ran past its limit of " + std::to_string(options.time_limit_s) +
+                      " s and was stopped");
+  }
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   SimOutput out = decode(data, status);

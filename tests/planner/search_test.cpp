@@ -219,5 +219,41 @@ TEST(Search, HeterogeneousStagesGetLayersBySpeed) {
   EXPECT_GT(least_h100, most_a100) << plan_label(best);
 }
 
+// Prune with analytic, rank the best K with des: the final order follows des step times.
+TEST(Rerank, BestPlansAreRankedWithTheDiscreteEventEngine) {
+  Fixture f("llama3-8b", "dgx-h100", 2, 64, 4096, small_space());
+  const DesEngine des(f.costs, 300);
+  SearchOptions o;
+  o.threads = 2;
+  o.top_k = 3;
+  o.rerank = &des;
+  o.rerank_k = 3;
+  const SearchResult r = search(f.space, f.engine, o);
+  ASSERT_EQ(r.ranked.size(), 3u);
+  EXPECT_TRUE(r.rerank_skipped.empty()) << r.rerank_skipped;
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    EXPECT_EQ(r.ranked[i].eval.result.engine(), "des");
+    EXPECT_EQ(r.ranked[i].eval.result.wall_time_s(), 0);  // results stay deterministic
+    if (i > 0) {
+      EXPECT_LE(r.ranked[i - 1].eval.result.step_time_s(), r.ranked[i].eval.result.step_time_s());
+    }
+  }
+}
+
+// A des budget too small for one run: the analytic ranking stands, unchanged, and says why.
+TEST(Rerank, AnExhaustedBudgetKeepsTheAnalyticRanking) {
+  Fixture f("llama3-8b", "dgx-h100", 2, 64, 4096, small_space());
+  SearchOptions o;
+  o.threads = 1;
+  o.top_k = 3;
+  const SearchResult analytic = search(f.space, f.engine, o);
+  const DesEngine des(f.costs, 1e-4);
+  o.rerank = &des;
+  o.rerank_k = 3;
+  const SearchResult r = search(f.space, f.engine, o);
+  EXPECT_EQ(r.rerank_skipped, "the des runs did not fit in their 100 us budget (--rerank-budget)");
+  EXPECT_EQ(ranking_bytes(r), ranking_bytes(analytic));
+}
+
 }  // namespace
 }  // namespace orrery::planner

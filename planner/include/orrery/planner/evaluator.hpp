@@ -26,14 +26,18 @@ class Engine {
 // every thread.
 // The discrete-event engine (contention on the topology's links). Each call forks a SimGrid
 // engine; calls are serialized so that no other planner thread holds a lock across the fork.
+// All calls together get `budget_s` of wall time; a call that would exceed it is stopped and
+// throws sim::DesTimedOut (a des run's cost varies with the plan far more than an analytic one's).
 class DesEngine : public Engine {
  public:
-  explicit DesEngine(const sim::CostModels& costs) : costs_(costs) {}
+  DesEngine(const sim::CostModels& costs, double budget_s) : costs_(costs), budget_s_(budget_s) {}
   std::string name() const override { return "des"; }
   pb::SimResult simulate(const sim::ResolvedPlan& plan) const override;
 
  private:
   const sim::CostModels& costs_;
+  double budget_s_;
+  mutable double spent_s_ = 0;
 };
 
 class AnalyticEngine : public Engine {

@@ -73,6 +73,9 @@ struct SearchResult {
   double closest_oom_peak_bytes = 0, closest_oom_capacity_bytes = 0;
   // The most frequent rule violations, most frequent first, with counts.
   std::vector<std::pair<std::string, int64_t>> rules_hit;
+  // Why the re-ranking engine's ranking was not used, when it was asked for and failed (its
+  // time budget ran out): the ranking is then the first engine's.
+  std::string rerank_skipped;
 };
 
 SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOptions& options);

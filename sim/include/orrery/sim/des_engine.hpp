@@ -39,6 +39,7 @@
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/resolved_plan.hpp"
+#include "orrery/traces/error.hpp"
 
 namespace orrery::sim {
 
@@ -51,6 +52,14 @@ struct DesOptions {
   const pb::ExecGraph* graph = nullptr;
   // Return the timeline (the simulated ranks' graphs with start_s and duration_s).
   bool timeline = true;
+  // Stop the engine after this many seconds of wall time (0: no limit) and throw DesTimedOut.
+  double time_limit_s = 0;
+};
+
+// A des run stopped at DesOptions::time_limit_s.
+class DesTimedOut : public EnvironmentError {
+ public:
+  using EnvironmentError::EnvironmentError;
 };
 
 // Throws InputError when the graph cannot complete (a deadlock: the message names the stuck
