@@ -9,6 +9,7 @@ void add_model_commands(CLI::App& app);
 void add_topo_commands(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_run_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 
 }  // namespace orrery::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   orrery::cli::add_topo_commands(app);
   orrery::cli::add_plan_command(app);
   orrery::cli::add_simulate_command(app);
+  orrery::cli::add_run_command(app);
   orrery::cli::add_validate_command(app);
   try {
     app.parse(argc, argv);

@@ -243,6 +243,8 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     // Parts in forward order with their weights: FSDP units, and gradient buckets (filled in
     // backward order, whole parts at a time, as the lowering does).
     std::vector<std::pair<double, double>> part_params;  // (dense, expert)
+    std::vector<int64_t> part_chunk;                      // the chunk of each part
+    int64_t chunk = 0;
     auto add = [&](const Costed& c, bool decoder_layer) {
       fwd += c.fwd;
       bwd += c.bwd;
@@ -250,9 +252,10 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       if (decoder_layer) bwd += c.rcp;
       dense_params += c.dense;
       expert_params += c.expert;
-      if (c.dense + c.expert > 0) part_params.emplace_back(c.dense, c.expert);
+      if (c.dense + c.expert > 0) part_params.emplace_back(c.dense, c.expert), part_chunk.push_back(chunk);
     };
     for (int64_t c = 0; c < d.vp; ++c) {
+      chunk = c;
       const int64_t stage = c * d.pp + p;
       if (stage == 0) add(embed, false);
       const int64_t first = plan.first_layer(stage);
@@ -275,17 +278,28 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       for (int64_t r : layout.group(sharding == pb::SHARDING_HSDP ? GroupKind::kDpShard : GroupKind::kDp, rank)) {
         group_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       }
+      // Buckets as the lowering forms them (consecutive parts of a chunk up to bucket_bytes;
+      // one part each when it is 0), each gathered once per pass and reduced once.
+      const double limit = plan.plan.bucket_bytes() > 0 ? plan.plan.bucket_bytes() / prec.param_bytes : 0;
+      std::vector<std::pair<double, double>> buckets;  // (params, units)
+      double filled = 0, units = 0;
+      for (size_t i = 0; i < part_params.size(); ++i) {
+        filled += part_params[i].first + part_params[i].second;
+        units += 1;
+        const bool chunk_ends = i + 1 == part_params.size() || part_chunk[i + 1] != part_chunk[i];
+        if (filled >= limit || chunk_ends) buckets.emplace_back(filled, units), filled = 0, units = 0;
+      }
       const double n_units = static_cast<double>(part_params.size());
-      const double layer_fwd = n_units > 0 ? s.forward_s / n_units : 0;
-      const double layer_bwd = n_units > 0 ? s.backward_s / n_units : 0;
+      const double unit_fwd = n_units > 0 ? s.forward_s / n_units : 0;
+      const double unit_bwd = n_units > 0 ? s.backward_s / n_units : 0;
       const bool prefetch = plan.plan.prefetch_buckets() > 0;
-      for (const auto& [dense_p, expert_p] : part_params) {
-        const double lp = dense_p + expert_p;
-        const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, lp * prec.param_bytes);
-        const double rs = rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, lp * prec.grad_bytes);
+      for (const auto& [bp, bu] : buckets) {
+        const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, bp * prec.param_bytes);
+        const double rs = rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, bp * prec.grad_bytes);
+        const double fwd_window = bu * unit_fwd, bwd_window = bu * unit_bwd;
         const double passes = plan.recompute() == pb::RECOMPUTE_FULL ? 1.0 : 2.0;  // gathers per micro-batch
-        s.fsdp_exposed_s += prefetch ? std::max(0.0, g - layer_fwd) + std::max(0.0, g + rs - layer_bwd) * (passes - 1)
-                                     : g * passes + std::max(0.0, rs - layer_bwd);
+        s.fsdp_exposed_s += prefetch ? std::max(0.0, g - fwd_window) + std::max(0.0, g + rs - bwd_window) * (passes - 1)
+                                     : g * passes + std::max(0.0, rs - bwd_window);
       }
     }
 

@@ -73,7 +73,46 @@ void RankLowering::for_each_part(const std::function<void(int64_t, const std::st
   }
 }
 
+int64_t RankLowering::part_key(const std::vector<models::LayerOp>& ops, const Site& site) const {
+  if (&ops == &ops_.embedding) return -1;
+  if (&ops == &ops_.head) return -2;
+  return site.layer;
+}
+
+void RankLowering::plan_fsdp_buckets() {
+  // Megatron/SimpleFSDP-style bucketing: consecutive units share one gather and one
+  // reduce-scatter, fewer and larger collectives that overlap neighbouring compute.
+  const double limit = plan_.plan.bucket_bytes() > 0 ? plan_.plan.bucket_bytes() / plan_.precision.param_bytes : 0;
+  for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
+    std::vector<std::pair<int64_t, double>> units;  // (key, params) in forward order
+    const int64_t s = stage_of(chunk);
+    auto add = [&](int64_t key, const std::vector<models::LayerOp>& ops) {
+      double p = 0;
+      for (const auto& op : ops) p += op.parameters;
+      if (p > 0) units.emplace_back(key, p);
+    };
+    if (s == 0) add(-1, ops_.embedding);
+    const int64_t first = plan_.first_layer(s);
+    for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
+      add(l, ops_.layer(plan_.model, l));
+    }
+    if (s == stages_ - 1) add(-2, ops_.head);
+    size_t begin = 0;
+    double filled = 0;
+    for (size_t i = 0; i < units.size(); ++i) {
+      filled += units[i].second;
+      if (filled >= limit || i + 1 == units.size()) {
+        const FsdpBucket b{filled, units[begin].first, units[i].first};
+        for (size_t j = begin; j <= i; ++j) fsdp_bucket_of_[units[j].first] = b;
+        begin = i + 1;
+        filled = 0;
+      }
+    }
+  }
+}
+
 void RankLowering::start_step() {
+  if (fsdp()) plan_fsdp_buckets();
   const auto sharding = plan_.sharding();
   const bool distributed_optimizer = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
   if (!distributed_optimizer || !plan_.plan.overlap_param_gather()) return;

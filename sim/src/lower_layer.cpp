@@ -9,29 +9,33 @@
 namespace orrery::sim::detail {
 namespace {
 
-double params_of(const std::vector<models::LayerOp>& ops) {
-  double p = 0;
-  for (const auto& op : ops) p += op.parameters;
-  return p;
-}
 
 }  // namespace
 
 int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site site,
                                   int64_t input) {
   int64_t last = input;
-  // Every part with weights is an FSDP unit: decoder layers, and the embedding and head.
-  const bool unit = fsdp() && params_of(ops) > 0;
-  // With full recomputation the recompute pass already gathered a decoder layer for its backward.
-  const bool regathered = site.phase == pb::PHASE_BACKWARD && site.layer >= 0 &&
-                          plan_.recompute() == pb::RECOMPUTE_FULL;
-  if (unit && !regathered) last = fsdp_gather(site, params_of(ops), last);
+  // FSDP: every part with weights is a unit, grouped into buckets (plan_fsdp_buckets). A bucket
+  // is gathered at its first unit in forward order before the forward, and at its first unit in
+  // backward order before the backward pass touches it (the recompute, under full
+  // recomputation, for decoder layers); it is reduce-scattered after its last unit's backward.
+  const FsdpBucket* bucket = nullptr;
+  if (fsdp()) {
+    if (auto it = fsdp_bucket_of_.find(part_key(ops, site)); it != fsdp_bucket_of_.end()) bucket = &it->second;
+  }
+  if (bucket != nullptr) {
+    const int64_t key = part_key(ops, site);
+    const bool recomputed = site.layer >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL;
+    const bool gather = site.phase == pb::PHASE_FORWARD ? key == bucket->first
+                        : site.phase == pb::PHASE_RECOMPUTE ? key == bucket->last
+                                                            : key == bucket->last && !recomputed;
+    if (gather) last = fsdp_gather(site, bucket->params, last);
+  }
   // ZeRO-1/2 with overlapped parameter gathers: the first forward of a layer waits for its
   // parameters, all-gathered after the previous step's optimizer.
   int64_t gathered = -1;
   if (site.phase == pb::PHASE_FORWARD && site.micro_batch == 0) {
-    const int64_t key = &ops == &ops_.head ? -2 : site.layer;  // -1 embedding, -2 head
-    if (auto it = param_gather_.find(key); it != param_gather_.end()) gathered = it->second;
+    if (auto it = param_gather_.find(part_key(ops, site)); it != param_gather_.end()) gathered = it->second;
   }
   for (const Step& step : layer_program(ops, plan_, site.phase)) {
     switch (step.kind) {
@@ -57,7 +61,9 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
       }
     }
   }
-  if (unit && site.phase == pb::PHASE_BACKWARD) fsdp_reduce(site, params_of(ops), last);
+  if (bucket != nullptr && site.phase == pb::PHASE_BACKWARD && part_key(ops, site) == bucket->first) {
+    fsdp_reduce(site, bucket->params, last);
+  }
   return last;
 }
 

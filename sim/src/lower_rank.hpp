@@ -79,8 +79,19 @@ class RankLowering {
   // ZeRO-1/2 with overlap_param_gather: parameter all-gathers of the previous step, which the
   // forward passes wait for, per layer (-1: embedding/head).
   std::map<int64_t, int64_t> param_gather_;
-  // FSDP: the input node of each unit so far, to bound how far gathers prefetch.
+  // FSDP: the input node of each gather so far, to bound how far gathers prefetch.
   std::vector<int64_t> unit_inputs_;
+  // FSDP buckets: consecutive units (parts with weights, in forward order within a chunk)
+  // gathered and reduced together, up to bucket_bytes (one unit per bucket when it is 0). Keyed
+  // by part key (layer, -1 embedding, -2 head).
+  struct FsdpBucket {
+    double params = 0;
+    int64_t first = 0;  // first part in forward order: gathered before its forward, reduced after its backward
+    int64_t last = 0;   // last part in forward order: gathered before its backward
+  };
+  std::map<int64_t, FsdpBucket> fsdp_bucket_of_;
+  void plan_fsdp_buckets();
+  int64_t part_key(const std::vector<models::LayerOp>& ops, const Site& site) const;
 };
 
 }  // namespace orrery::sim::detail

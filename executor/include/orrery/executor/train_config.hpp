@@ -1,0 +1,50 @@
+// What one training run is: the model, the plan, and the run's own settings. Torch-free, so the
+// CLI can fill it without compiling libtorch headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/model.pb.h"
+#include "orrery/pb/plan.pb.h"
+
+namespace orrery::executor {
+
+struct TrainConfig {
+  pb::ModelSpec model;
+  // Read: job (global batch, seq_len, precision), parallel (tp, dp, pp, cp, sp), micro_batch_size,
+  // bucket_bytes, placement_order, sharding.
+  pb::Plan plan;
+  int64_t steps = 1;
+  uint64_t seed = 0;
+  // AdamW, then gradient clipping by global norm (torch semantics).
+  double learning_rate = 1e-3;
+  double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+  double weight_decay = 0.1;
+  double clip_grad_norm = 1.0;  // 0: no clipping
+  // A collective or rendezvous waiting longer than this fails the rank.
+  double timeout_s = 60;
+  // Per-step results (step_NNNNNN.json) and, with save_parameters, params.bin, go here (may be
+  // empty: nothing written).
+  std::string out_dir;
+  bool save_parameters = false;
+};
+
+// Why the executor cannot run `config` (a feature it does not implement yet, or degrees that do
+// not divide the model or batch), or empty when it can. Run before spawning ranks.
+std::string unsupported_reason(const TrainConfig& config);
+
+// Decoder layers of each pipeline stage (pp entries): the plan's layers_per_stage, else an even
+// split. Valid once unsupported_reason is empty.
+std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec& model);
+
+// The whole-job results of one step, as rank 0 reports them.
+struct StepResult {
+  int64_t step = 0;          // 1-based
+  double loss = 0;           // mean token cross-entropy over the global batch
+  double grad_norm = 0;      // global L2 norm of the gradients before clipping
+  double seconds = 0;        // wall time of the step on rank 0
+};
+
+}  // namespace orrery::executor

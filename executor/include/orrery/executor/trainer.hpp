@@ -1,0 +1,21 @@
+// One rank's part of a training run: builds its process groups from the plan's placement, its
+// shard of the model, and trains `config.steps` steps (forward, backward, bucketed gradient
+// all-reduce over DP, clipping by global norm, AdamW) on synthetic tokens from `config.seed`.
+// Every rank prints "step N loss L grad_norm G time T s" per step on standard output (rank 0's
+// lines are the job's; the launcher also takes them as heartbeats). Rank 0 writes the step files
+// and, when asked, the gathered parameters under config.out_dir.
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "orrery/executor/rank_env.hpp"
+#include "orrery/executor/train_config.hpp"
+
+namespace orrery::executor {
+
+// Throws InputError when unsupported_reason(config) is not empty, EnvironmentError when a peer
+// fails or a collective times out (config.timeout_s).
+std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out);
+
+}  // namespace orrery::executor

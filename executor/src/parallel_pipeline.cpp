@@ -1,0 +1,96 @@
+
+#include "pipeline.hpp"
+
+namespace orrery::executor {
+namespace {
+
+constexpr int kForwardTag = 0, kBackwardTag = 1;
+
+class Schedule {
+ public:
+  Schedule(const PipelineStage& stage, int64_t micro_batches,
+           const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward)
+      : s_(stage), forward_(forward), inputs_(static_cast<size_t>(micro_batches)),
+        outputs_(static_cast<size_t>(micro_batches)) {}
+
+  void forward(int64_t m) {
+    torch::Tensor input;
+    if (!s_.first()) {
+      input = receive(s_.stage - 1, tag(m, kForwardTag)).requires_grad_(true);
+    }
+    torch::Tensor out = forward_(m, input);
+    if (s_.last()) {
+      loss_ += out.item<double>();
+    } else {
+      send(out.detach(), s_.stage + 1, tag(m, kForwardTag));
+    }
+    inputs_[static_cast<size_t>(m)] = input;
+    outputs_[static_cast<size_t>(m)] = out;
+  }
+
+  void backward(int64_t m) {
+    auto& out = outputs_[static_cast<size_t>(m)];
+    if (s_.last()) {
+      out.backward();
+    } else {
+      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag)));
+    }
+    auto& input = inputs_[static_cast<size_t>(m)];
+    if (!s_.first()) send(input.grad(), s_.stage - 1, tag(m, kBackwardTag));
+    out = torch::Tensor();  // free the micro-batch's activations
+    input = torch::Tensor();
+  }
+
+  // Waits for the sends still in flight; returns the stage's summed loss.
+  double finish() {
+    for (auto& w : sends_) w->wait();
+    sends_.clear();
+    sent_.clear();
+    return loss_;
+  }
+
+ private:
+  static int tag(int64_t m, int direction) { return static_cast<int>(2 * m + direction); }
+
+  torch::Tensor receive(int64_t from, int t) {
+    std::vector<torch::Tensor> buf{torch::empty(s_.activation_shape, torch::kFloat32)};
+    s_.pp->recv(buf, static_cast<int>(from), t)->wait();
+    return buf[0];
+  }
+
+  void send(const torch::Tensor& t, int64_t to, int tg) {
+    std::vector<torch::Tensor> buf{t.contiguous()};
+    sends_.push_back(s_.pp->send(buf, static_cast<int>(to), tg));
+    sent_.push_back(buf[0]);  // kept alive until the send completes
+  }
+
+  const PipelineStage& s_;
+  const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward_;
+  std::vector<torch::Tensor> inputs_, outputs_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> sends_;
+  std::vector<torch::Tensor> sent_;
+  double loss_ = 0;
+};
+
+}  // namespace
+
+double run_pipeline(const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
+                    const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward) {
+  Schedule s(stage, micro_batches, forward);
+  if (schedule == pb::PIPELINE_SCHEDULE_GPIPE) {
+    for (int64_t m = 0; m < micro_batches; ++m) s.forward(m);
+    for (int64_t m = 0; m < micro_batches; ++m) s.backward(m);
+    return s.finish();
+  }
+  // 1F1B (PipeDream-flush); with one stage: forward and backward of each micro-batch in turn.
+  const int64_t warmup = std::min(stage.stages - stage.stage - 1, micro_batches);
+  for (int64_t m = 0; m < warmup; ++m) s.forward(m);
+  for (int64_t m = warmup; m < micro_batches; ++m) {
+    s.forward(m);
+    s.backward(m - warmup);
+  }
+  for (int64_t m = micro_batches - warmup; m < micro_batches; ++m) s.backward(m);
+  return s.finish();
+}
+
+}  // namespace orrery::executor

@@ -1,0 +1,89 @@
+#include "process_group.hpp"
+
+#include <chrono>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "orrery/traces/error.hpp"
+
+namespace orrery::executor {
+namespace {
+
+std::string group_name(GridDim dim, const std::vector<int64_t>& members) {
+  std::string name = std::string("pg/") + to_string(dim);
+  for (int64_t m : members) name += "/" + std::to_string(m);
+  return name;
+}
+
+GroupPtr make_gloo(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
+                   int64_t rank, int64_t size, const std::string& addr, std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  const bool loopback = addr == "127.0.0.1" || addr == "localhost";
+  options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                      : c10d::ProcessGroupGloo::createDefaultDevice());
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(rank),
+                                                     static_cast<int>(size), options);
+}
+
+std::string rendezvous_failed(const RankEnv& env, const std::string& why) {
+  return "rank " + std::to_string(env.rank) + ": rendezvous at " + env.master_addr + ":" +
+         std::to_string(env.master_port) + " failed: " + why;
+}
+
+}  // namespace
+
+RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_s, bool tied_embeddings) {
+  if (grid.world_size() != env.world_size) {
+    throw InputError("", 0, "WORLD_SIZE",
+                     "the job has " + std::to_string(env.world_size) + " ranks but the plan needs tp x cp x dp x pp = " +
+                         std::to_string(grid.world_size()));
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  RankGroups g;
+  g.coord = grid.coord(env.rank);
+  if (env.world_size == 1) return g;
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(env.master_port);
+  opts.isServer = env.rank == 0 && !env.agent_store;
+  opts.numWorkers = static_cast<size_t>(env.world_size);
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  try {
+    g.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    g.world = make_gloo(g.store, "pg/world", env.rank, env.world_size, env.master_addr, timeout);
+    for (GridDim dim : {GridDim::kTp, GridDim::kDp, GridDim::kPp}) {
+      const auto members = grid.group(dim, env.rank);
+      if (members.size() < 2) continue;
+      const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
+      auto pg = make_gloo(g.store, group_name(dim, members), index,
+                          static_cast<int64_t>(members.size()), env.master_addr, timeout);
+      (dim == GridDim::kTp ? g.tp : dim == GridDim::kDp ? g.dp : g.pp) = pg;
+    }
+    const int64_t last = grid.degrees().pp - 1;
+    if (tied_embeddings && last > 0 && (g.coord.pp == 0 || g.coord.pp == last)) {
+      GridCoord first_stage = g.coord, last_stage = g.coord;
+      first_stage.pp = 0;
+      last_stage.pp = last;
+      const std::vector<int64_t> members = {grid.rank(first_stage), grid.rank(last_stage)};
+      std::string name = "pg/embed";
+      for (int64_t m : members) name += "/" + std::to_string(m);
+      g.embedding = make_gloo(g.store, name, g.coord.pp == 0 ? 0 : 1, 2, env.master_addr, timeout);
+    }
+  } catch (const c10::Error& e) {
+    throw EnvironmentError(rendezvous_failed(env, e.what_without_backtrace()));
+  } catch (const std::runtime_error& e) {  // Gloo's own errors
+    throw EnvironmentError(rendezvous_failed(env, e.what()));
+  }
+  return g;
+}
+
+void all_reduce_sum(const GroupPtr& group, at::Tensor& tensor) {
+  if (!group) return;
+  std::vector<at::Tensor> tensors{tensor};
+  group->allreduce(tensors)->wait();
+}
+
+}  // namespace orrery::executor

@@ -1,0 +1,35 @@
+// c10d process groups of one rank, built from the plan's placement: a Gloo group per parallel
+// dimension the rank takes part in (size-1 dimensions get none), all rendezvousing through one
+// TCPStore under a per-group prefix.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "orrery/executor/rank_env.hpp"
+#include "orrery/executor/rank_grid.hpp"
+
+namespace orrery::executor {
+
+using GroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
+
+struct RankGroups {
+  c10::intrusive_ptr<c10d::Store> store;
+  GroupPtr world;  // null when the job has one rank
+  GroupPtr tp;     // null when tp == 1
+  GroupPtr dp;     // null when dp == 1
+  GroupPtr pp;     // null when pp == 1
+  // Tied embeddings with pp > 1: the first and last stage of this rank's pipeline (they both hold
+  // the embedding matrix and sum its gradient); null elsewhere.
+  GroupPtr embedding;
+  GridCoord coord;
+};
+
+RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_s, bool tied_embeddings);
+
+// In-place sum over `group` (no-op for a null group).
+void all_reduce_sum(const GroupPtr& group, at::Tensor& tensor);
+
+}  // namespace orrery::executor

@@ -1,0 +1,106 @@
+#include "orrery/executor/results.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "orrery/traces/error.hpp"
+
+namespace orrery::executor {
+namespace {
+
+// Writes `bytes` to `path` so that readers see either nothing or the whole file.
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) throw EnvironmentError("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw EnvironmentError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw EnvironmentError("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::string step_file(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%06lld.json", static_cast<long long>(step));
+  return (std::filesystem::path(dir) / name).string();
+}
+
+void write_step_result(const std::string& dir, const StepResult& r) {
+  const nlohmann::json j = {
+      {"step", r.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm}, {"seconds", r.seconds}};
+  write_atomically(step_file(dir, r.step), j.dump(2) + "\n");
+}
+
+StepResult read_step_result(const std::string& path) {
+  const auto j = nlohmann::json::parse(read_all(path));
+  StepResult r;
+  r.step = j.at("step").get<int64_t>();
+  r.loss = j.at("loss").get<double>();
+  r.grad_norm = j.at("grad_norm").get<double>();
+  r.seconds = j.at("seconds").get<double>();
+  return r;
+}
+
+std::string params_file(const std::string& dir) {
+  return (std::filesystem::path(dir) / "params.bin").string();
+}
+
+void write_parameters(const std::string& path, const std::vector<NamedArray>& arrays) {
+  std::string bytes = "orrery-params 1\n";
+  for (const auto& a : arrays) {
+    bytes += a.name + " " + std::to_string(a.shape.size());
+    for (int64_t d : a.shape) bytes += " " + std::to_string(d);
+    bytes += "\n";
+    bytes.append(reinterpret_cast<const char*>(a.values.data()), a.values.size() * sizeof(double));
+  }
+  write_atomically(path, bytes);
+}
+
+std::vector<NamedArray> read_parameters(const std::string& path) {
+  std::istringstream in(read_all(path));
+  std::string header;
+  std::getline(in, header);
+  if (header != "orrery-params 1") throw EnvironmentError(path + ": not an orrery parameter file");
+  std::vector<NamedArray> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    NamedArray a;
+    size_t rank = 0;
+    fields >> a.name >> rank;
+    int64_t numel = 1;
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t d = 0;
+      fields >> d;
+      a.shape.push_back(d);
+      numel *= d;
+    }
+    if (!fields) throw EnvironmentError(path + ": bad array header '" + line + "'");
+    a.values.resize(static_cast<size_t>(numel));
+    in.read(reinterpret_cast<char*>(a.values.data()), numel * static_cast<std::streamsize>(sizeof(double)));
+    if (!in) throw EnvironmentError(path + ": truncated array " + a.name);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace orrery::executor

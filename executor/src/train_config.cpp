@@ -1,0 +1,100 @@
+#include <string>
+
+#include "orrery/executor/train_config.hpp"
+#include "orrery/models/model_catalog.hpp"
+
+namespace orrery::executor {
+// Pipeline split rules (below).
+std::string stage_problem(const pb::Plan& plan, const pb::ModelSpec& m);
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string plan_problem(const pb::Plan& plan) {
+  const auto& p = plan.parallel();
+  if (p.cp() > 1) return "parallel.cp " + str(p.cp()) + ": context parallelism is not implemented in the executor yet";
+  if (p.ep() > 1) return "parallel.ep " + str(p.ep()) + ": expert parallelism is not implemented in the executor yet";
+  if (p.vp() > 1) return "parallel.vp " + str(p.vp()) + ": virtual pipeline stages are not implemented in the executor yet";
+  if (p.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
+    return "parallel.schedule interleaved_1f1b: not implemented in the executor yet (gpipe and 1f1b are)";
+  }
+  if (plan.sharding() != pb::SHARDING_UNSPECIFIED && plan.sharding() != pb::SHARDING_NONE) {
+    return "sharding " + pb::Sharding_Name(plan.sharding()) + ": only none (DDP) is implemented in the executor";
+  }
+  if (plan.recompute() != pb::RECOMPUTE_UNSPECIFIED && plan.recompute() != pb::RECOMPUTE_NONE) {
+    return "recompute " + pb::Recompute_Name(plan.recompute()) + ": not implemented in the executor yet";
+  }
+  if (plan.overlap_grad_reduce() || plan.overlap_param_gather()) {
+    return "overlap_grad_reduce/overlap_param_gather: the executor reduces gradient buckets after backward";
+  }
+  if (plan.job().precision() != pb::PRECISION_FP32) {
+    return "job.precision " + pb::Precision_Name(plan.job().precision()) +
+           ": the CPU executor trains in fp32 only (pass --precision fp32)";
+  }
+  return "";
+}
+
+std::string model_problem(const pb::ModelSpec& m) {
+  if (m.has_moe()) return "model " + m.name() + ": MoE layers are not implemented in the executor yet";
+  if (m.has_mla()) return "model " + m.name() + ": multi-head latent attention is not implemented in the executor yet";
+  if (m.qk_norm()) return "model " + m.name() + ": qk_norm is not implemented in the executor yet";
+  if (m.hidden_dropout() > 0) return "model " + m.name() + ": hidden_dropout > 0 is not implemented in the executor yet";
+  if (m.has_rotary_fraction() && m.rotary_fraction() != 1.0) {
+    return "model " + m.name() + ": partial rotary embeddings are not implemented in the executor yet";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string unsupported_reason(const TrainConfig& c) {
+  if (auto p = plan_problem(c.plan); !p.empty()) return p;
+  if (auto p = model_problem(c.model); !p.empty()) return p;
+  const auto& m = c.model;
+  const int64_t tp = c.plan.parallel().has_tp() ? c.plan.parallel().tp() : 1;
+  const int64_t dp = c.plan.parallel().has_dp() ? c.plan.parallel().dp() : 1;
+  if (m.num_attention_heads() % tp != 0 || m.num_kv_heads() % tp != 0 || m.ffn_hidden_size() % tp != 0) {
+    return "parallel.tp " + str(tp) + " must divide num_attention_heads " + str(m.num_attention_heads()) +
+           ", num_kv_heads " + str(m.num_kv_heads()) + " and ffn_hidden_size " + str(m.ffn_hidden_size());
+  }
+  const int64_t mbs = c.plan.micro_batch_size();
+  const int64_t gbs = c.plan.job().global_batch_size();
+  if (mbs <= 0 || gbs % (dp * mbs) != 0) {
+    return "job.global_batch_size " + str(gbs) + " must be a multiple of dp x micro_batch_size = " + str(dp * mbs);
+  }
+  if (c.plan.job().seq_len() > m.max_seq_len()) {
+    return "job.seq_len " + str(c.plan.job().seq_len()) + " exceeds the model's max_seq_len " + str(m.max_seq_len());
+  }
+  if (c.plan.parallel().sequence_parallel() && c.plan.job().seq_len() % tp != 0) {
+    return "parallel.sequence_parallel: tp " + str(tp) + " must divide job.seq_len " + str(c.plan.job().seq_len());
+  }
+  if (c.steps < 1) return "steps must be at least 1";
+  return stage_problem(c.plan, m);
+}
+
+std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec& model) {
+  const int64_t pp = plan.parallel().has_pp() ? plan.parallel().pp() : 1;
+  if (plan.layers_per_stage_size() > 0) return {plan.layers_per_stage().begin(), plan.layers_per_stage().end()};
+  return std::vector<int64_t>(static_cast<size_t>(pp), model.num_layers() / pp);
+}
+
+std::string stage_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
+  const int64_t pp = plan.parallel().has_pp() ? plan.parallel().pp() : 1;
+  if (plan.layers_per_stage_size() == 0) {
+    if (m.num_layers() % pp != 0) {
+      return "parallel.pp " + str(pp) + ": " + str(m.num_layers()) + " layers do not split evenly; give layers_per_stage";
+    }
+    return "";
+  }
+  if (plan.layers_per_stage_size() != pp) return "layers_per_stage: needs pp = " + str(pp) + " entries";
+  int64_t sum = 0;
+  for (int64_t n : plan.layers_per_stage()) {
+    if (n < 0) return "layers_per_stage: entries must be >= 0";
+    sum += n;
+  }
+  if (sum != m.num_layers()) return "layers_per_stage: sums to " + str(sum) + ", the model has " + str(m.num_layers());
+  return "";
+}
+
+}  // namespace orrery::executor

@@ -1,0 +1,204 @@
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "model.hpp"
+#include "pipeline.hpp"
+#include "orrery/executor/rank_grid.hpp"
+#include "orrery/executor/results.hpp"
+#include "orrery/executor/trainer.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::executor {
+namespace {
+
+// PyTorch DDP's default bucket (bucket_cap_mb = 25) when the plan sets none.
+constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;
+
+// Learnable synthetic tokens for step `step`, the same on every rank: each sequence counts up from
+// a random start by a random stride in [1, 8] modulo the vocabulary. [global_batch, seq + 1].
+torch::Tensor synthetic_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq, int64_t vocab) {
+  auto gen = at::detail::createCPUGenerator(seed * 1000003ULL + static_cast<uint64_t>(step));
+  auto start = torch::randint(vocab, {batch, 1}, gen, torch::kInt64);
+  auto stride = torch::randint(1, 9, {batch, 1}, gen, torch::kInt64);
+  return (start + stride * torch::arange(seq + 1, torch::kInt64)).remainder(vocab);
+}
+
+// Test hook, ORRERY_FAULT_INJECT="rank:step:exit|hang": that rank exits with status 17 or stops
+// making progress at the start of that step (see docs/executor.md).
+void maybe_inject_fault(int64_t rank, int64_t step) {
+  const char* spec = std::getenv("ORRERY_FAULT_INJECT");
+  if (spec == nullptr) return;
+  long long r = -1, s = -1;
+  char kind[16] = {0};
+  if (std::sscanf(spec, "%lld:%lld:%15s", &r, &s, kind) != 3 || r != rank || s != step) return;
+  std::cerr << "fault injected: rank " << rank << " " << kind << " at step " << step << std::endl;
+  if (std::string(kind) == "hang") {
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  std::_Exit(17);
+}
+
+// The layers, and whether it holds the embeddings and the head, of pipeline stage `stage`.
+StageLayers stage_layers(const TrainConfig& c, int64_t stage, int64_t stages) {
+  const auto split = layers_per_stage(c.plan, c.model);
+  StageLayers s;
+  for (int64_t i = 0; i < stage; ++i) s.first_layer += split[static_cast<size_t>(i)];
+  s.end_layer = s.first_layer + split[static_cast<size_t>(stage)];
+  s.first = stage == 0;
+  s.last = stage == stages - 1;
+  return s;
+}
+
+// The stage of `layer` (-1: embeddings, num_layers: head).
+int64_t stage_of(const TrainConfig& c, int64_t layer) {
+  const auto split = layers_per_stage(c.plan, c.model);
+  if (layer < 0) return 0;
+  int64_t end = 0;
+  for (size_t s = 0; s < split.size(); ++s) {
+    end += split[s];
+    if (layer < end) return static_cast<int64_t>(s);
+  }
+  return static_cast<int64_t>(split.size()) - 1;
+}
+
+struct Run {
+  const TrainConfig& c;
+  const RankEnv& env;
+  RankGroups groups;
+  Transformer model;
+  torch::optim::AdamW optimizer;
+  int64_t dp_size, micro_batches;
+  PipelineStage pipe;
+
+  Run(const TrainConfig& config, const RankEnv& e, const RankGrid& grid)
+      : c(config), env(e), groups(make_groups(e, grid, config.timeout_s, config.model.tied_embeddings())),
+        model(config.model, groups.tp, grid.degrees().tp, groups.coord.tp, config.seed,
+              stage_layers(config, groups.coord.pp, grid.degrees().pp), config.plan.parallel().sequence_parallel()),
+        optimizer(tensors(model.parameters()), torch::optim::AdamWOptions(config.learning_rate)
+                                                   .betas({config.beta1, config.beta2})
+                                                   .eps(config.adam_eps)
+                                                   .weight_decay(config.weight_decay)),
+        dp_size(grid.degrees().dp),
+        micro_batches(config.plan.job().global_batch_size() / (dp_size * config.plan.micro_batch_size())) {
+    pipe.pp = groups.pp;
+    pipe.stage = groups.coord.pp;
+    pipe.stages = grid.degrees().pp;
+    const int64_t seq = config.plan.job().seq_len() / (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
+    pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
+  }
+
+  static std::vector<torch::Tensor> tensors(const std::vector<ShardedParam>& params) {
+    std::vector<torch::Tensor> out;
+    for (const auto& p : params) out.push_back(p.tensor);
+    return out;
+  }
+
+  StepResult step(int64_t n) {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t mbs = c.plan.micro_batch_size(), local = mbs * micro_batches;
+    const auto batch = synthetic_batch(c.seed, n, c.plan.job().global_batch_size(), c.plan.job().seq_len(),
+                                       c.model.vocab_size());
+    const auto mine = batch.narrow(0, groups.coord.dp * local, local);
+    optimizer.zero_grad();
+    auto forward = [&](int64_t m, const torch::Tensor& hidden) {
+      auto out = model.forward(mine.narrow(0, m * mbs, mbs), hidden);
+      return pipe.last() ? out / static_cast<double>(micro_batches) : out;
+    };
+    const double loss_sum = run_pipeline(pipe, micro_batches, c.plan.parallel().schedule(), forward);
+    all_reduce_sequence_parallel_gradients(model.parameters(), groups.tp);
+    if (groups.embedding) {  // tied embeddings split over the first and last stage
+      auto grad = model.find("embed.tokens.weight")->tensor.grad();
+      all_reduce_sum(groups.embedding, grad);
+    }
+    const double bucket = c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() : kDefaultBucketBytes;
+    all_reduce_gradients(model.parameters(), groups.dp, bucket);
+    StepResult r;
+    r.step = n;
+    r.grad_norm = clip_gradients(model.parameters(), groups.tp, groups.pp, c.clip_grad_norm);
+    optimizer.step();
+    auto loss = torch::full({1}, loss_sum, torch::kFloat64);  // 0 but on the last stage
+    all_reduce_sum(groups.pp, loss);
+    all_reduce_sum(groups.dp, loss);
+    r.loss = loss.item<double>() / static_cast<double>(dp_size);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
+
+  // Full parameters, written by rank 0: TP shards gathered (every TP rank takes part), other
+  // stages' parameters sent to stage 0 over the PP group, one at a time in model order.
+  void save_parameters() {
+    std::vector<NamedArray> arrays;
+    const auto& all = model.all_parameters();
+    for (size_t i = 0; i < all.size(); ++i) {
+      const int64_t owner = stage_of(c, all[i].layer);
+      torch::Tensor full;
+      if (const ShardedParam* p = model.find(all[i].name)) full = gather_full(*p, groups.tp);
+      if (groups.pp && owner != 0 && pipe.stage == owner) {
+        std::vector<torch::Tensor> buf{full.contiguous()};
+        groups.pp->send(buf, 0, static_cast<int>(i))->wait();
+      } else if (groups.pp && owner != 0 && pipe.stage == 0) {
+        std::vector<torch::Tensor> buf{torch::empty(all[i].full_shape, torch::kFloat32)};
+        groups.pp->recv(buf, static_cast<int>(owner), static_cast<int>(i))->wait();
+        full = buf[0];
+      }
+      if (pipe.stage != 0) continue;
+      full = full.to(torch::kFloat64).contiguous();
+      NamedArray a;
+      a.name = all[i].name;
+      a.shape = full.sizes().vec();
+      a.values.assign(full.data_ptr<double>(), full.data_ptr<double>() + full.numel());
+      arrays.push_back(std::move(a));
+    }
+    if (env.rank == 0) write_parameters(params_file(c.out_dir), arrays);
+  }
+};
+
+std::string step_failed(const RankEnv& env, int64_t step, const TrainConfig& c, const std::string& why) {
+  return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) +
+         " failed (a peer died, or a collective waited longer than " + std::to_string(static_cast<int>(c.timeout_s)) +
+         " s): " + why;
+}
+
+}  // namespace
+
+std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out) {
+  if (auto why = unsupported_reason(config); !why.empty()) throw InputError("", 0, "plan", why);
+  const RankGrid grid = RankGrid::from_plan(config.plan);
+  // Ranks share the machine's cores: one intra-op thread each unless OMP_NUM_THREADS says otherwise.
+  if (env.world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) torch::set_num_threads(1);
+  if (!config.out_dir.empty() && env.rank == 0) std::filesystem::create_directories(config.out_dir);
+  std::vector<StepResult> results;
+  int64_t step = 0;
+  try {
+    Run run(config, env, grid);
+    for (step = 1; step <= config.steps; ++step) {
+      maybe_inject_fault(env.rank, step);
+      const StepResult r = run.step(step);
+      results.push_back(r);
+      std::ostringstream line;
+      line.precision(6);
+      line << "step " << r.step << " loss " << std::fixed << r.loss << " grad_norm " << r.grad_norm
+           << " time " << std::setprecision(3) << r.seconds << " s";
+      out << line.str() << std::endl;
+      if (!config.out_dir.empty() && env.rank == 0) write_step_result(config.out_dir, r);
+    }
+    if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
+    if (run.groups.world) run.groups.world->barrier()->wait();
+  } catch (const c10::Error& e) {
+    throw EnvironmentError(step_failed(env, step, config, e.what_without_backtrace()));
+  } catch (const InputError&) {
+    throw;
+  } catch (const EnvironmentError&) {
+    throw;
+  } catch (const InternalError&) {
+    throw;
+  } catch (const std::runtime_error& e) {  // Gloo's own errors (gloo::IoException)
+    throw EnvironmentError(step_failed(env, step, config, e.what()));
+  }
+  return results;
+}
+
+}  // namespace orrery::executor

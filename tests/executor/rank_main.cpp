@@ -1,0 +1,57 @@
+// One rank of a test training job: the executor's train_rank with flags, RANK/WORLD_SIZE/...
+// from the environment (a single rank when they are absent). Exit status 1 on any error.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "orrery/executor/trainer.hpp"
+#include "orrery/models/model_catalog.hpp"
+
+int main(int argc, char** argv) {
+  using namespace orrery;
+  std::string model = "tiny", placement, out, schedule = "1f1b";
+  int64_t tp = 1, dp = 1, pp = 1, mbs = 1, gbs = 4, seq = 32;
+  double bucket = 0;
+  bool sp = false;
+  executor::TrainConfig c;
+  CLI::App app{"orrery executor test rank"};
+  app.add_option("--model", model);
+  app.add_option("--tp", tp);
+  app.add_option("--dp", dp);
+  app.add_option("--pp", pp);
+  app.add_flag("--sp", sp);
+  app.add_option("--schedule", schedule, "gpipe | 1f1b");
+  app.add_option("--micro-batch", mbs);
+  app.add_option("--global-batch", gbs);
+  app.add_option("--seq", seq);
+  app.add_option("--bucket-bytes", bucket);
+  app.add_option("--placement", placement);
+  app.add_option("--steps", c.steps);
+  app.add_option("--seed", c.seed);
+  app.add_option("--timeout", c.timeout_s);
+  app.add_option("--out", c.out_dir);
+  app.add_flag("--save-params", c.save_parameters);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    c.model = models::load_model(model);
+    c.plan.set_model(model);
+    c.plan.mutable_job()->set_global_batch_size(gbs);
+    c.plan.mutable_job()->set_seq_len(seq);
+    c.plan.mutable_job()->set_precision(pb::PRECISION_FP32);
+    c.plan.mutable_parallel()->set_tp(tp);
+    c.plan.mutable_parallel()->set_dp(dp);
+    c.plan.mutable_parallel()->set_pp(pp);
+    c.plan.mutable_parallel()->set_sequence_parallel(sp);
+    c.plan.mutable_parallel()->set_schedule(schedule == "gpipe" ? pb::PIPELINE_SCHEDULE_GPIPE
+                                                                : pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
+    c.plan.set_micro_batch_size(mbs);
+    c.plan.set_bucket_bytes(bucket);
+    c.plan.set_placement_order(placement);
+    const auto env = executor::rank_env_from_environment().value_or(executor::RankEnv{});
+    executor::train_rank(c, env, std::cout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
