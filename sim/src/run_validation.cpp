@@ -134,125 +134,8 @@ std::string summary(const pb::Plan& p) {
   return o.str();
 }
 
-RunCase run_case(const json& c, const std::string& file, const std::string& path, EngineKind engine,
-                 const pb::CalibrationProfile* calibration) {
-  const CaseReader r(c, file, path);
-  RunCase out;
-  out.id = r.text("id");
-  // Measured step time: as reported, or derived by the file from reported throughput.
-  const json& measured = r.at("measured");
-  if (measured.is_object() && measured.contains("iter_time_s") && measured["iter_time_s"].is_number()) {
-    out.measured_s = measured["iter_time_s"].get<double>();
-  } else if (c.contains("derived") && c["derived"].is_object() && c["derived"].contains("iter_time_s") &&
-             c["derived"]["iter_time_s"].is_number()) {
-    out.measured_s = c["derived"]["iter_time_s"].get<double>();
-  }
-  if (!(out.measured_s > 0)) {
-    out.skipped = "no measured or derived step time";
-    return out;
-  }
-  const CaseReader hw = r.child("hardware");
-  const std::string preset = cluster_preset_of(hw.text("gpu"));
-  if (preset.empty()) {
-    out.skipped = "no cluster preset for GPU '" + hw.text("gpu") + "'";
-    return out;
-  }
-  const int64_t gpus = hw.integer("num_gpus");
-  const int64_t per_node = hw.integer("gpus_per_node");
-  pb::ClusterSpec cluster = topologies::load_cluster(preset, (gpus + per_node - 1) / per_node);
-  out.cluster = preset + " x" + std::to_string(topologies::total_nodes(cluster));
-
-  pb::ModelSpec model = model_of(r.child("model"), out.model);
-  const CaseReader par = r.child("parallel");
-  const CaseReader batch = r.child("batch");
-  pb::Plan plan;
-  plan.mutable_job()->set_global_batch_size(batch.integer("global_batch_seqs"));
-  plan.mutable_job()->set_seq_len(r.child("model").integer("seq_len"));
-  plan.mutable_job()->set_precision(lower(r.text("precision")).rfind("fp16", 0) == 0 && !contains(r.text("precision"), "bf16")
-                                        ? pb::PRECISION_FP16
-                                        : pb::PRECISION_BF16);
-  auto* q = plan.mutable_parallel();
-  q->set_tp(par.integer_or("tp", 1));
-  q->set_pp(par.integer_or("pp", 1));
-  q->set_dp(par.integer_or("dp", 1));
-  q->set_cp(par.integer_or("cp", 1));
-  q->set_ep(par.integer_or("ep", 1));
-  q->set_vp(par.integer_or("vp", 1));
-  if (par.at("sequence_parallel").is_boolean()) q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
-  plan.set_sharding(sharding_of(par.text("zero_fsdp")));
-  plan.set_recompute(recompute_of(r.text("recompute")));
-  plan.set_micro_batch_size(batch.integer("micro_batch"));
-  // Every framework in these runs overlaps the data-parallel reduction with the backward
-  // (PyTorch DDP buckets, Megatron/NeMo's overlap flags).
-  plan.set_overlap_grad_reduce(true);
-  plan.set_overlap_param_gather(true);
-  // FlashAttention reached Megatron-LM in 2023; runs on the 2021 commits and the 2022 release
-  // materialized the attention scores.
-  const std::string framework = r.text("framework");
-  const bool before_flash = contains(framework, "megatron-lm @") || contains(framework, "(2021)") ||
-                            contains(framework, "(2022)");
-  plan.set_attention_kernel(before_flash ? pb::ATTENTION_KERNEL_MATERIALIZED : pb::ATTENTION_KERNEL_FLASH);
-  out.plan = summary(plan);
-  try {
-    const ResolvedPlan resolved = resolve_plan(plan, model, cluster);
-    const topologies::Topology topology(cluster);
-    const CostModels costs(topology, resolved.precision.dtype, calibration);
-    DesOptions des;
-    des.timeline = false;
-    const SimOutput sim = engine == EngineKind::kAnalytic ? simulate_analytic(resolved, costs)
-                                                          : simulate_des(resolved, costs, des);
-    out.predicted_s = sim.result.step_time_s();
-    out.error = (out.predicted_s - out.measured_s) / out.measured_s;
-  } catch (const InputError& e) {
-    out.skipped = std::string("plan rejected: ") + e.what();
-  }
-  return out;
-}
-
-}  // namespace
-
-std::pair<double, double> median_p90(std::vector<double> v) {
-  if (v.empty()) return {0, 0};
-  std::sort(v.begin(), v.end());
-  auto rank = [&](double q) {
-    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
-    return v[std::min(i, v.size() - 1)];
-  };
-  const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  return {median, rank(0.9)};
-}
-
-RunValidation validate_runs(const std::filesystem::path& file, EngineKind engine,
-                            const pb::CalibrationProfile* calibration) {
-  std::ifstream in(file);
-  if (!in) throw InputError(file.string(), 0, "", "no such file");
-  json root;
-  try {
-    root = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(file.string(), 0, "", std::string("not valid JSON: ") + e.what());
-  }
-  if (!root.is_object() || !root.contains("cases") || !root["cases"].is_array()) {
-    throw InputError(file.string(), 0, "cases", "expected a list of cases");
-  }
-  RunValidation v;
-  std::vector<double> errors;
-  for (size_t i = 0; i < root["cases"].size(); ++i) {
-    const std::string path = "cases[" + std::to_string(i) + "]";
-    RunCase c = run_case(root["cases"][i], file.string(), path, engine, calibration);
-    if (c.skipped.empty()) errors.push_back(std::fabs(c.error)), ++v.simulated;
-    v.cases.push_back(std::move(c));
-  }
-  std::tie(v.median_abs_error, v.p90_abs_error) = median_p90(errors);
-  return v;
-}
-
-}  // namespace orrery::sim
-
-namespace orrery::sim {
-namespace {
-
-// The mapping of run_case above (same helpers, same rules), keeping the specs and the plan.
+// One case as the simulator sees it: model, cluster sized to the run, the published plan. The
+// rules are the same for every case (see docs/validation.md).
 PublishedRun published_run(const json& c, const std::string& file, const std::string& path) {
   const CaseReader r(c, file, path);
   PublishedRun out;
@@ -298,8 +181,12 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   plan.set_sharding(sharding_of(par.text("zero_fsdp")));
   plan.set_recompute(recompute_of(r.text("recompute")));
   plan.set_micro_batch_size(batch.integer("micro_batch"));
+  // Every framework in these runs overlaps the data-parallel reduction with the backward
+  // (PyTorch DDP buckets, Megatron/NeMo's overlap flags).
   plan.set_overlap_grad_reduce(true);
   plan.set_overlap_param_gather(true);
+  // FlashAttention reached Megatron-LM in 2023; runs on the 2021 commits and the 2022 release
+  // materialized the attention scores.
   const std::string framework = r.text("framework");
   const bool before_flash = contains(framework, "megatron-lm @") || contains(framework, "(2021)") ||
                             contains(framework, "(2022)");
@@ -307,9 +194,41 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   return out;
 }
 
-}  // namespace
+RunCase run_case(const json& c, const std::string& file, const std::string& path, EngineKind engine,
+                 const pb::CalibrationProfile* calibration) {
+  const PublishedRun run = published_run(c, file, path);
+  RunCase out;
+  out.id = run.id;
+  out.measured_s = run.measured_s;
+  if (!(out.measured_s > 0)) {
+    out.skipped = "no measured or derived step time";
+    return out;
+  }
+  if (!run.skipped.empty()) {
+    out.skipped = run.skipped;
+    return out;
+  }
+  out.model = run.model_label;
+  out.cluster = run.cluster_label;
+  out.plan = summary(run.plan);
+  try {
+    const ResolvedPlan resolved = resolve_plan(run.plan, run.model, run.cluster);
+    const topologies::Topology topology(run.cluster);
+    const CostModels costs(topology, resolved.precision.dtype, calibration);
+    DesOptions des;
+    des.timeline = false;
+    const SimOutput sim = engine == EngineKind::kAnalytic ? simulate_analytic(resolved, costs)
+                                                          : simulate_des(resolved, costs, des);
+    out.predicted_s = sim.result.step_time_s();
+    out.error = (out.predicted_s - out.measured_s) / out.measured_s;
+  } catch (const InputError& e) {
+    out.skipped = std::string("plan rejected: ") + e.what();
+  }
+  return out;
+}
 
-std::vector<PublishedRun> published_runs(const std::filesystem::path& file) {
+// The cases of a published-runs file; InputError for a file that is not one.
+json read_cases(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw InputError(file.string(), 0, "", "no such file");
   json root;
@@ -321,9 +240,41 @@ std::vector<PublishedRun> published_runs(const std::filesystem::path& file) {
   if (!root.is_object() || !root.contains("cases") || !root["cases"].is_array()) {
     throw InputError(file.string(), 0, "cases", "expected a list of cases");
   }
+  return root["cases"];
+}
+
+}  // namespace
+
+std::pair<double, double> median_p90(std::vector<double> v) {
+  if (v.empty()) return {0, 0};
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) {
+    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
+    return v[std::min(i, v.size() - 1)];
+  };
+  const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return {median, rank(0.9)};
+}
+
+RunValidation validate_runs(const std::filesystem::path& file, EngineKind engine,
+                            const pb::CalibrationProfile* calibration) {
+  const json cases = read_cases(file);
+  RunValidation v;
+  std::vector<double> errors;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    RunCase c = run_case(cases[i], file.string(), "cases[" + std::to_string(i) + "]", engine, calibration);
+    if (c.skipped.empty()) errors.push_back(std::fabs(c.error)), ++v.simulated;
+    v.cases.push_back(std::move(c));
+  }
+  std::tie(v.median_abs_error, v.p90_abs_error) = median_p90(errors);
+  return v;
+}
+
+std::vector<PublishedRun> published_runs(const std::filesystem::path& file) {
+  const json cases = read_cases(file);
   std::vector<PublishedRun> out;
-  for (size_t i = 0; i < root["cases"].size(); ++i) {
-    out.push_back(published_run(root["cases"][i], file.string(), "cases[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    out.push_back(published_run(cases[i], file.string(), "cases[" + std::to_string(i) + "]"));
   }
   return out;
 }
