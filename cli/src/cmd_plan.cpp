@@ -44,7 +44,7 @@ struct PlanCommandArgs {
   bool force = false, quiet = false;
   std::string rerank = "des";
   int64_t rerank_k = 0;
-  double rerank_budget_s = 8;
+  double rerank_budget = 60000;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -178,7 +178,9 @@ std::string breakdown(const pb::SimResult& r) {
 // "analytic", or "analytic, best 5 ranked with des".
 std::string engines(const planner::SearchResult& r, const planner::SearchOptions& o) {
   if (o.rerank == nullptr || r.ranked.empty()) return "analytic";
-  if (!r.rerank_skipped.empty()) return "analytic (" + o.rerank->name() + " ranking skipped: " + r.rerank_skipped + ")";
+  if (!r.rerank_skipped.empty()) {
+    return "analytic (" + o.rerank->name() + " ranking skipped: " + r.rerank_skipped + " (--rerank-budget))";
+  }
   return "analytic, best " + std::to_string(std::min<int64_t>(o.rerank_k, static_cast<int64_t>(r.stats.timed))) +
          " ranked with " + o.rerank->name();
 }
@@ -265,13 +267,14 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   const sim::CostModels costs(topology, planner::precision_dtype(job.base.job().precision()),
                               a.calibration_file.empty() ? nullptr : &calibration);
   const planner::AnalyticEngine engine(costs);
-  const planner::DesEngine des(costs, a.rerank_budget_s);
+  const planner::DesEngine des(costs);
   planner::SearchOptions o;
   if (a.rerank == "des") {
     // Prune and search with the analytic engine, then rank the best plans with the
     // discrete-event engine, which sees the contention between concurrent transfers.
     o.rerank = &des;
     o.rerank_k = a.rerank_k > 0 ? a.rerank_k : std::max<int64_t>(a.top, 5);
+    o.rerank_budget = a.rerank_budget;
   } else if (a.rerank != "none") {
     throw InputError("", 0, "--rerank", "got '" + a.rerank + "'" + suggest(a.rerank, {"des", "none"}));
   }
@@ -327,9 +330,10 @@ void add_plan_command(CLI::App& app) {
                   "Engine that ranks the best plans the analytic search found: des (default) or none");
   cmd->add_option("--rerank-k", a->rerank_k, "Plans to re-rank (default: max(--top, 5))")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--rerank-budget", a->rerank_budget_s,
-                  "Seconds of wall time for all des runs together (default 8); past it the analytic "
-                  "ranking stands and the output says so")
+  cmd->add_option("--rerank-budget", a->rerank_budget,
+                  "Most des work for the re-ranking, in simulated layer passes (cp x micro-batches x "
+                  "layers per plan; default 60000, about 20 s here); over it the analytic ranking "
+                  "stands and the output says so")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads, "Worker threads (default: all cores); the result does not depend on it")
       ->check(CLI::NonNegativeNumber);

@@ -1,10 +1,8 @@
 #include "orrery/planner/evaluator.hpp"
 
-#include <chrono>
 #include <mutex>
 
 #include "orrery/sim/des_engine.hpp"
-#include "orrery/traces/units.hpp"
 
 #include "orrery/sim/memory_model.hpp"
 #include "orrery/traces/error.hpp"
@@ -40,24 +38,15 @@ pb::SimResult AnalyticEngine::simulate(const sim::ResolvedPlan& plan) const {
 pb::SimResult DesEngine::simulate(const sim::ResolvedPlan& plan) const {
   static std::mutex one_fork_at_a_time;
   const std::lock_guard<std::mutex> lock(one_fork_at_a_time);
-  const double left = budget_s_ - spent_s_;
-  const std::string over = "the des runs did not fit in their " + units::seconds(budget_s_) +
-                           " budget (--rerank-budget)";
-  if (left <= 0) throw sim::DesTimedOut(over);
   sim::DesOptions options;
   options.timeline = false;
-  options.time_limit_s = left;
-  const auto start = std::chrono::steady_clock::now();
-  pb::SimResult r;
-  try {
-    r = sim::simulate_des(plan, costs_, options).result;
-  } catch (const sim::DesTimedOut&) {
-    spent_s_ = budget_s_;
-    throw sim::DesTimedOut(over);
-  }
-  spent_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  pb::SimResult r = sim::simulate_des(plan, costs_, options).result;
   r.clear_wall_time_s();  // plans are ranked and printed deterministically
   return r;
+}
+
+double DesEngine::work(const sim::ResolvedPlan& plan) const {
+  return static_cast<double>(plan.degrees.cp * plan.num_micro_batches * plan.model.num_layers());
 }
 
 Evaluation check(const PlanSpace& space, const Knobs& knobs) {

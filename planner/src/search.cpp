@@ -1,6 +1,8 @@
 #include "orrery/planner/search.hpp"
 
-#include "orrery/sim/des_engine.hpp"
+#include <cstdio>
+
+#include "orrery/sim/resolved_plan.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -285,15 +287,22 @@ SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOp
   if (options.rerank != nullptr && options.rerank_k > 0) {
     const size_t k = std::min(out.ranked.size(), static_cast<size_t>(options.rerank_k));
     out.ranked.resize(k);
-    try {
+    double work = 0;
+    for (const auto& p : out.ranked) {
+      work += options.rerank->work(sim::resolve_plan(space.plan(p.knobs), space.job().model, space.job().cluster));
+    }
+    if (options.rerank_budget > 0 && work > options.rerank_budget) {
+      // All or nothing: a ranking mixing engines would compare unlike numbers.
+      char why[160];
+      std::snprintf(why, sizeof why, "the best %zu plans need %.0f units of %s work, over the budget of %.0f",
+                    k, work, options.rerank->name().c_str(), options.rerank_budget);
+      out.rerank_skipped = why;
+    } else {
       std::vector<Evaluation> again = detail::evaluate_spread(
           k, options.threads, ranks, [&](size_t i) { return evaluate(space, out.ranked[i].knobs, *options.rerank); },
           nullptr);
       for (size_t i = 0; i < k; ++i) out.ranked[i].eval = std::move(again[i]);
       std::sort(out.ranked.begin(), out.ranked.end(), better);
-    } catch (const sim::DesTimedOut& e) {
-      // All or nothing: a ranking mixing engines would compare unlike numbers.
-      out.rerank_skipped = e.what();
     }
   }
   if (static_cast<int64_t>(out.ranked.size()) > options.top_k) out.ranked.resize(static_cast<size_t>(options.top_k));

@@ -36,6 +36,11 @@ struct SearchOptions {
   // Optional second engine that re-ranks the best `rerank_k` plans (e.g. des).
   const Engine* rerank = nullptr;
   int64_t rerank_k = 0;
+  // Most work (Engine::work units) the re-ranking may cost; when the best plans together need
+  // more, the first engine's ranking stands (SearchResult::rerank_skipped says so). 0: no limit.
+  // Decided before any re-ranking run, from the plans alone, so the result never depends on how
+  // fast the machine is.
+  double rerank_budget = 0;
   // Called on the worker threads (serialized) after each evaluation; on rank 0 only when the
   // search is spread over ranks (then done/total count rank 0's share of the batch).
   std::function<void(const Progress&)> progress;
