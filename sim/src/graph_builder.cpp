@@ -89,22 +89,23 @@ int64_t GraphBuilder::collective(const Site& site, int32_t stream, const std::st
   return n->id();
 }
 
-int64_t GraphBuilder::send(const Site& site, int32_t stream, const std::string& what, int64_t peer,
-                           int64_t tag, double bytes, std::vector<int64_t> deps) {
-  pb::ExecNode* n = add(site, pb::NODE_KIND_SEND, stream, what, std::move(deps));
+int64_t GraphBuilder::p2p(pb::NodeKind kind, const Site& site, int32_t stream, const std::string& what,
+                          int64_t peer, int64_t tag, double bytes, std::vector<int64_t> deps) {
+  pb::ExecNode* n = add(site, kind, stream, what, std::move(deps));
   n->set_peer(peer);
   n->set_tag(tag);
   n->set_comm_bytes(bytes);
   return n->id();
 }
 
+int64_t GraphBuilder::send(const Site& site, int32_t stream, const std::string& what, int64_t peer,
+                           int64_t tag, double bytes, std::vector<int64_t> deps) {
+  return p2p(pb::NODE_KIND_SEND, site, stream, what, peer, tag, bytes, std::move(deps));
+}
+
 int64_t GraphBuilder::recv(const Site& site, int32_t stream, const std::string& what, int64_t peer,
                            int64_t tag, double bytes, std::vector<int64_t> deps) {
-  pb::ExecNode* n = add(site, pb::NODE_KIND_RECV, stream, what, std::move(deps));
-  n->set_peer(peer);
-  n->set_tag(tag);
-  n->set_comm_bytes(bytes);
-  return n->id();
+  return p2p(pb::NODE_KIND_RECV, site, stream, what, peer, tag, bytes, std::move(deps));
 }
 
 }  // namespace orrery::sim::detail

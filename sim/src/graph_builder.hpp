@@ -40,6 +40,9 @@ class GraphBuilder {
  private:
   pb::ExecNode* add(const Site& site, pb::NodeKind kind, int32_t stream, const std::string& what,
                     std::vector<int64_t> deps);
+  // A send or a receive: the same fields, matched across ranks by (peer, tag).
+  int64_t p2p(pb::NodeKind kind, const Site& site, int32_t stream, const std::string& what,
+              int64_t peer, int64_t tag, double bytes, std::vector<int64_t> deps);
   pb::RankGraph* rank_;
   std::vector<int64_t> last_on_stream_ = std::vector<int64_t>(8, -1);
 };
