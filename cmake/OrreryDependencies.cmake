@@ -9,6 +9,22 @@ find_package(Boost 1.74 REQUIRED)  # Boost.Graph is header-only for what orrery 
 find_package(CLI11 REQUIRED)
 pkg_check_modules(SimGrid REQUIRED IMPORTED_TARGET simgrid>=3.32)
 pkg_check_modules(hwloc REQUIRED IMPORTED_TARGET hwloc)
+# sim/: calibration fits the cost models by nonlinear least squares (libceres-dev, with Eigen).
+find_package(Ceres 2.0 REQUIRED)
+# Ceres' dependencies (its own target, and SuiteSparse's through BLAS::BLAS and LAPACK::LAPACK)
+# link ATLAS's Fortran BLAS, libf77blas and libatlas, when libatlas is installed. In a binary that
+# runs libtorch too (`orrery bench`, `orrery run`) their sgemm_ would shadow OpenBLAS's for torch's
+# GEMMs as well. libblas.so.3 and liblapack.so.3 (OpenBLAS, through Debian's alternatives) serve
+# every BLAS and LAPACK call without them.
+foreach(target Ceres::ceres BLAS::BLAS LAPACK::LAPACK)
+  if(TARGET ${target})
+    get_target_property(orrery_libs ${target} INTERFACE_LINK_LIBRARIES)
+    if(orrery_libs)
+      list(FILTER orrery_libs EXCLUDE REGEX "libatlas|libf77blas")
+      set_target_properties(${target} PROPERTIES INTERFACE_LINK_LIBRARIES "${orrery_libs}")
+    endif()
+  endif()
+endforeach()
 
 if(ORRERY_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -11,6 +11,7 @@ packages=(
   libboost-graph-dev                                      # topologies/: graph view, routing, max-flow
   libhwloc-dev                                            # topologies/: `orrery topo discover`
   libsimgrid-dev                                          # sim/: the discrete-event engine
+  libceres-dev                                            # sim/: calibration fits (nonlinear least squares)
   libcli11-dev libfmt-dev                                 # cli/
   libopenmpi-dev openmpi-bin                              # planner/: `mpirun -np N orrery plan` (optional in CMake)
   libgtest-dev libgmock-dev libbenchmark-dev              # tests and benchmarks

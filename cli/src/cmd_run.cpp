@@ -3,6 +3,9 @@
 // and prints rank 0's loss per step; with them (torchrun-style, or as one of the launched ranks)
 // it is one rank of the job. Built only when the executor is (ORRERY_HAVE_EXECUTOR); otherwise
 // `run` is still listed and explains why it cannot run.
+#include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -18,6 +21,7 @@
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/trainer.hpp"
 #include "plan_args.hpp"
+#include "run_trace.hpp"
 #endif
 
 namespace orrery::cli {
@@ -28,6 +32,7 @@ namespace {
 struct RunArgs {
   PlanArgs plan;
   executor::TrainConfig train;
+  bool force = false;
 };
 
 // This process's own command line, to re-run once per rank.
@@ -41,9 +46,29 @@ std::vector<std::string> own_command_line() {
   return argv;
 }
 
+// `orrery run` on this machine starts one rank per device of the plan, so the cluster the
+// simulator lowers for the trace is this machine with that many cores: fewer than it has when the
+// plan is smaller, more (oversubscribed, said on stderr) when it is larger.
+void fit_local_cluster(LoadedJob& job) {
+  if (job.plan.cluster() != "local" || job.cluster.node_types_size() != 1 || job.cluster.node_groups_size() != 1 ||
+      job.cluster.node_groups(0).count() != 1) {
+    return;
+  }
+  const auto& p = job.plan.parallel();
+  const int64_t world = std::max<int64_t>(p.tp(), 1) * std::max<int64_t>(p.cp(), 1) * std::max<int64_t>(p.dp(), 1) *
+                        std::max<int64_t>(p.pp(), 1);
+  auto* node = job.cluster.mutable_node_types(0);
+  if (world > node->devices_per_node() && executor::rank_env_from_environment() == std::nullopt) {
+    std::cerr << "orrery run: " << world << " ranks on " << node->devices_per_node()
+              << " cores: oversubscribed, the measured times will not be representative\n";
+  }
+  node->set_devices_per_node(world);
+}
+
 void run(RunArgs& a) {
   if (!a.plan.precision) a.plan.precision = "fp32";  // the CPU executor's only precision
-  const LoadedJob job = load_job(a.plan);
+  LoadedJob job = load_job(a.plan);
+  fit_local_cluster(job);
   executor::TrainConfig config = a.train;
   config.model = job.model;
   config.plan = job.plan;
@@ -51,6 +76,8 @@ void run(RunArgs& a) {
     throw InputError(a.plan.plan_file, 0, "plan", why);
   }
   if (const auto env = executor::rank_env_from_environment()) {
+    // Every op is timed under the simulator's node names (run_trace.hpp).
+    if (!config.out_dir.empty()) config.trace_graph = predicted_rank_graph(job, env->rank);
     executor::train_rank(config, *env, std::cout);
     return;
   }
@@ -60,6 +87,12 @@ void run(RunArgs& a) {
                          "' start one `orrery run` per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set "
                          "(torchrun-style)");
   }
+  if (!config.out_dir.empty() && std::filesystem::exists(config.out_dir) &&
+      !std::filesystem::is_empty(config.out_dir) && !a.force) {
+    throw InputError("", 0, "--out", config.out_dir + " exists and is not empty (pass --force to write into it)");
+  }
+  // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
+  if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
   const auto& p = job.plan.parallel();
   executor::LaunchOptions launch;
   launch.argv = own_command_line();
@@ -69,6 +102,12 @@ void run(RunArgs& a) {
   std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name() << ", "
             << config.steps << " step(s)" << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n";
   executor::launch_local(launch);
+  if (!config.out_dir.empty()) {
+    const auto trace = merge_run_trace(job, config.out_dir, config.steps);
+    std::cerr << "orrery run: measured " << trace.ranks_size() << " rank(s) x "
+              << (trace.ranks_size() > 0 ? trace.ranks(0).nodes_size() : 0) << " ops; wrote " << config.out_dir
+              << "/trace.json and " << config.out_dir << "/timeline.json (open in ui.perfetto.dev)\n";
+  }
 }
 
 #endif  // ORRERY_HAVE_EXECUTOR
@@ -83,8 +122,9 @@ void add_run_command(CLI::App& app) {
   auto& t = a->train;
   cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");
-  cmd->add_option("--out", t.out_dir, "Directory for step_NNNNNN.json (and params.bin with --save-params)");
+  cmd->add_option("--out", t.out_dir, "Directory for step_NNNNNN.json, the measured trace (trace.json) and its Perfetto timeline (timeline.json); params.bin with --save-params");
   cmd->add_flag("--save-params", t.save_parameters, "Write the trained parameters (TP shards gathered) to --out");
+  cmd->add_flag("--force", a->force, "Write into an --out directory that is not empty");
   cmd->add_option("--lr", t.learning_rate, "AdamW learning rate")->check(CLI::PositiveNumber);
   cmd->add_option("--weight-decay", t.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
   cmd->add_option("--clip-grad", t.clip_grad_norm, "Clip gradients to this global L2 norm (0: off)")->check(CLI::NonNegativeNumber);

@@ -1,5 +1,7 @@
 // `orrery validate`: how far the simulator is from measurements — published training runs
-// (--runs) and measured collective tables (--collectives).
+// (--runs), measured collective tables (--collectives), and a run measured here (--trace: the
+// trace `orrery run --out DIR` writes, re-simulated node by node).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -9,6 +11,8 @@
 #include "commands.hpp"
 #include "orrery/sim/collective_validation.hpp"
 #include "orrery/sim/run_validation.hpp"
+#include "orrery/sim/trace_validation.hpp"
+#include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "orrery/traces/units.hpp"
@@ -21,9 +25,19 @@ namespace {
 struct ValidateArgs {
   std::string runs_file;
   std::string collectives_file;
+  std::string trace_file;
+  std::string timeline_file;
   std::string calibration_file;
   std::string engine = "analytic";
+  bool force = false;
 };
+
+sim::EngineKind engine_kind(const std::string& engine) {
+  if (engine != "analytic" && engine != "des") {
+    throw InputError("", 0, "--engine", "got '" + engine + "'" + suggest(engine, {"analytic", "des"}));
+  }
+  return engine == "des" ? sim::EngineKind::kDes : sim::EngineKind::kAnalytic;
+}
 
 std::string signed_percent(double fraction) {
   char buf[32];
@@ -40,10 +54,7 @@ std::string percent(double fraction) {
 void validate_runs(const ValidateArgs& a, const OutputFlags& out) {
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  if (a.engine != "analytic" && a.engine != "des") {
-    throw InputError("", 0, "--engine", "got '" + a.engine + "'" + suggest(a.engine, {"analytic", "des"}));
-  }
-  const sim::RunValidation v = sim::validate_runs(a.runs_file, a.engine == "des" ? sim::EngineKind::kDes : sim::EngineKind::kAnalytic,
+  const sim::RunValidation v = sim::validate_runs(a.runs_file, engine_kind(a.engine),
                                                   a.calibration_file.empty() ? nullptr : &calibration);
   if (out.json) {
     nlohmann::ordered_json cases = nlohmann::ordered_json::array();
@@ -149,6 +160,97 @@ void validate_collectives(const ValidateArgs& a, const OutputFlags& out) {
                               {"p90 |error|", percent(v.p90_abs_error)}});
 }
 
+nlohmann::ordered_json groups_json(const std::vector<sim::GroupComparison>& groups) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& g : groups) {
+    out.push_back({{"name", g.name},
+                   {"nodes", g.nodes},
+                   {"measured_s", g.measured_s},
+                   {"predicted_s", g.predicted_s},
+                   {"error", g.error},
+                   {"median_abs_node_error", g.median_abs_error}});
+  }
+  return out;
+}
+
+Table groups_table(const std::string& what, const std::vector<sim::GroupComparison>& groups) {
+  Table t({what, "nodes", "measured", "predicted", "error", "median |node error|"});
+  for (const auto& g : groups) {
+    t.add_row({g.name, std::to_string(g.nodes), units::seconds(g.measured_s), units::seconds(g.predicted_s),
+               signed_percent(g.error), percent(g.median_abs_error)});
+  }
+  return t;
+}
+
+// The nodes the simulator misses most, by |log(predicted / measured)|, ties by rank and id.
+std::vector<const sim::NodeComparison*> worst_nodes(const sim::TraceValidation& v, size_t count) {
+  std::vector<const sim::NodeComparison*> out;
+  for (const auto& n : v.nodes) {
+    if (n.measured_s > 0 && n.predicted_s > 0) out.push_back(&n);
+  }
+  const auto miss = [](const sim::NodeComparison* n) { return std::abs(std::log(n->predicted_s / n->measured_s)); };
+  std::stable_sort(out.begin(), out.end(), [&](const auto* a, const auto* b) { return miss(a) > miss(b); });
+  if (out.size() > count) out.resize(count);
+  return out;
+}
+
+constexpr size_t kWorstNodes = 10;
+
+void validate_trace(const ValidateArgs& a, const OutputFlags& out) {
+  const sim::EngineKind engine = engine_kind(a.engine);
+  if (!a.timeline_file.empty() && engine != sim::EngineKind::kDes) {
+    throw InputError("", 0, "--timeline", "the analytic engine predicts no timeline; a timeline needs --engine des");
+  }
+  pb::CalibrationProfile calibration;
+  if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
+  pb::ExecGraph trace;
+  read_spec_file(a.trace_file, &trace);
+  const sim::TraceValidation v =
+      sim::validate_trace(trace, a.trace_file, engine, a.calibration_file.empty() ? nullptr : &calibration);
+  if (!a.timeline_file.empty()) {
+    write_file_atomically(a.timeline_file,
+                          to_perfetto_json({{&v.predicted_timeline, "predicted"}, {&trace, "measured"}}), a.force);
+    std::cerr << "wrote " << a.timeline_file << " (predicted and measured side by side; open in ui.perfetto.dev)\n";
+  }
+  const auto worst = worst_nodes(v, kWorstNodes);
+  if (out.json) {
+    nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+    for (const auto* n : worst) {
+      nodes.push_back({{"rank", n->rank}, {"id", n->id}, {"name", n->name}, {"group", n->group},
+                       {"measured_s", n->measured_s}, {"predicted_s", n->predicted_s},
+                       {"error", n->predicted_s / n->measured_s - 1}});
+    }
+    nlohmann::ordered_json j{{"trace", a.trace_file},
+                             {"engine", a.engine},
+                             {"calibration", a.calibration_file},
+                             {"ranks", v.ranks},
+                             {"nodes", v.nodes.size()},
+                             {"measured_step_s", v.measured_step_s},
+                             {"predicted_step_s", v.predicted_step_s},
+                             {"step_error", v.step_error},
+                             {"op_classes", groups_json(v.op_classes)},
+                             {"collectives", groups_json(v.collectives)},
+                             {"worst_nodes", nodes}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << render_fields({{"trace", a.trace_file + " (" + trace.model() + " on " + trace.cluster() + ", " +
+                                            std::to_string(v.ranks) + " ranks, " + std::to_string(v.nodes.size()) + " nodes)"},
+                              {"engine", a.engine + (a.calibration_file.empty() ? "" : ", calibrated by " + a.calibration_file)},
+                              {"measured step", units::seconds(v.measured_step_s)},
+                              {"predicted step", units::seconds(v.predicted_step_s)},
+                              {"step error", signed_percent(v.step_error)}})
+            << "\n"
+            << groups_table("op class", v.op_classes).render() << "\n";
+  if (!v.collectives.empty()) std::cout << groups_table("communication", v.collectives).render() << "\n";
+  Table t({"worst nodes", "rank", "measured", "predicted", "error"});
+  for (const auto* n : worst) {
+    t.add_row({n->name, std::to_string(n->rank), units::seconds(n->measured_s), units::seconds(n->predicted_s),
+               signed_percent(n->predicted_s / n->measured_s - 1)});
+  }
+  std::cout << t.render();
+}
+
 }  // namespace
 
 void add_validate_command(CLI::App& app) {
@@ -156,17 +258,24 @@ void add_validate_command(CLI::App& app) {
   auto out = std::make_shared<OutputFlags>();
   CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with measured runs or collective tables");
   auto* runs = cmd->add_option("--runs", a->runs_file, "Published runs (format of shared/validation/public_runs.json)");
-  cmd->add_option("--calibration", a->calibration_file, "Calibration profile to simulate with");
-  cmd->add_option("--engine", a->engine, "--runs: analytic (default) or des");
   auto* coll = cmd->add_option("--collectives", a->collectives_file,
                                "Measured nccl-tests tables (format of shared/validation/public_collectives.json)");
+  auto* trace = cmd->add_option("--trace", a->trace_file,
+                                "A measured run (orrery run --out DIR writes DIR/trace.json): re-simulate it node by node");
+  cmd->add_option("--calibration", a->calibration_file, "Calibration profile to simulate with");
+  cmd->add_option("--engine", a->engine, "--runs, --trace: analytic (default) or des");
+  cmd->add_option("--timeline", a->timeline_file,
+                  "--trace: write predicted and measured timelines side by side (Perfetto JSON; needs --engine des)");
+  cmd->add_flag("--force", a->force, "Replace --timeline if it exists");
   add_output_flags(cmd, *out, false);
   runs->excludes(coll);
-  (void)runs;
+  runs->excludes(trace);
+  coll->excludes(trace);
   cmd->callback([a, out] {
     if (!a->runs_file.empty()) return validate_runs(*a, *out);
     if (!a->collectives_file.empty()) return validate_collectives(*a, *out);
-    throw InputError("", 0, "validate", "give --runs FILE or --collectives FILE");
+    if (!a->trace_file.empty()) return validate_trace(*a, *out);
+    throw InputError("", 0, "validate", "give --runs FILE, --collectives FILE or --trace FILE");
   });
 }
 

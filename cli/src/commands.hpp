@@ -11,5 +11,7 @@ void add_simulate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 
 }  // namespace orrery::cli

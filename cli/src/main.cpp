@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   orrery::cli::add_simulate_command(app);
   orrery::cli::add_run_command(app);
   orrery::cli::add_validate_command(app);
+  orrery::cli::add_bench_command(app);
+  orrery::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
     return 0;

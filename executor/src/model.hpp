@@ -1,6 +1,7 @@
 // A decoder-only transformer built from a ModelSpec, Megatron tensor-parallel: attention heads
 // and FFN columns split over the TP group (q/k/v and up/gate column-parallel, out and down
-// row-parallel); norms, embeddings and the LM head replicated. Llama-style (RMSNorm, SwiGLU,
+// row-parallel), the token embedding and LM head split over the vocabulary (with Megatron's
+// vocabulary-parallel cross entropy), norms and position embeddings replicated. Llama-style (RMSNorm, SwiGLU,
 // GQA, RoPE) and GPT-style (LayerNorm, GeLU, learned positions, biases) both come from the spec.
 // Parameters are drawn full from `seed` in a fixed order and then sliced, so every TP degree
 // starts from the same weights as a single process. Under pipeline parallelism a rank draws them
@@ -12,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model_moe.hpp"
 #include "orrery/pb/model.pb.h"
 #include "parallel.hpp"
 
@@ -28,14 +30,26 @@ struct ParamMeta {
   std::string name;
   std::vector<int64_t> full_shape;
   int64_t layer = 0;  // -1: embeddings, num_layers: head
+  int64_t expert = -1;  // MoE: the routed expert this weight belongs to (held by one EP rank)
+};
+
+// Called around each part's forward pass ("embed", "L<i>", "head"): FSDP gathers a part's
+// parameters before it and frees them after it (parallel_sharding.hpp).
+class PartHooks {
+ public:
+  virtual ~PartHooks() = default;
+  virtual void before_forward(const std::string& part) = 0;
+  // Returns the part's output as the next part should use it.
+  virtual torch::Tensor after_forward(const std::string& part, const torch::Tensor& output) = 0;
 };
 
 class Transformer {
  public:
   // `sequence_parallel`: Megatron SP in the TP group (hidden states between the TP regions hold
   // seq / tp tokens; norms and row-parallel biases run on them).
+  // `ep`: the routed experts of MoE layers are split over it (model_moe.hpp).
   Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank, uint64_t seed,
-              const StageLayers& stage, bool sequence_parallel);
+              const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep = {});
 
   // This stage's part of the forward pass of `tokens` ([batch, seq + 1] int64: inputs and shifted
   // targets). `hidden` is the previous stage's output (ignored on the first stage). Returns the
@@ -43,21 +57,41 @@ class Transformer {
   // elsewhere ([batch, seq / tp, hidden] with SP).
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& hidden);
 
+  // Attention as three timed kernels (scores, softmax, context) rather than one fused op, as the
+  // plan's attention_kernel says; the math is the same.
+  void set_materialized_attention(bool on) { materialized_attention_ = on; }
+
   const std::vector<ShardedParam>& parameters() const { return params_; }
+  // For the data-parallel optimizer, which may replace the tensors (FSDP: by gathered copies).
+  std::vector<ShardedParam>& mutable_parameters() { return params_; }
+  void set_part_hooks(PartHooks* hooks) { hooks_ = hooks; }
   const std::vector<ParamMeta>& all_parameters() const { return all_; }
   // This stage's parameter called `name`, or null.
   const ShardedParam* find(const std::string& name) const;
 
  private:
+  // `expert` >= 0: a routed expert's weight, kept by the EP rank holding it; `tp_partial_grad`:
+  // replicated, with a gradient summed over TP (model_moe.hpp).
   void add(const std::string& name, std::vector<int64_t> full_shape, int64_t shard_dim, double std_dev,
-           int64_t layer);
+           int64_t layer, int64_t expert = -1, bool tp_partial_grad = false);
   const torch::Tensor& p(const std::string& name) const;
+  // One part's forward `fn()` between the part hooks.
+  template <typename Fn>
+  torch::Tensor in_part(const std::string& part, Fn&& fn) {
+    if (hooks_ == nullptr) return fn();
+    hooks_->before_forward(part);
+    return hooks_->after_forward(part, fn());
+  }
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   torch::Tensor norm(const torch::Tensor& x, const std::string& prefix) const;
+  torch::Tensor embed(const torch::Tensor& inputs) const;
   torch::Tensor attention(const torch::Tensor& x, int64_t layer) const;
   torch::Tensor mlp(const torch::Tensor& x, int64_t layer) const;
+  // The lowering's node name of `what` in this layer and micro-batch.
+  std::string name(int64_t layer, const char* phase, const std::string& what) const;
+  torch::Tensor enter_tp_region(const torch::Tensor& normed, int64_t layer, const std::string& norm_op) const;
   // After a row-parallel GEMM: all-reduce, or reduce-scatter along the sequence with SP.
-  torch::Tensor row_parallel_out(const torch::Tensor& partial) const;
+  torch::Tensor row_parallel_out(const torch::Tensor& partial, int64_t layer, const std::string& op) const;
   torch::Tensor rope(const torch::Tensor& x) const;  // [b, heads, s, d]
 
   pb::ModelSpec spec_;
@@ -65,11 +99,14 @@ class Transformer {
   int64_t tp_size_, tp_rank_;
   int64_t head_dim_;
   bool sp_;
+  bool materialized_attention_ = false;
+  ExpertParallel ep_;
   StageLayers stage_;
   torch::Generator gen_;
   std::vector<ShardedParam> params_;
   std::vector<ParamMeta> all_;
   std::unordered_map<std::string, size_t> index_;
+  PartHooks* hooks_ = nullptr;
 };
 
 }  // namespace orrery::executor

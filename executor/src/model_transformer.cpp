@@ -1,6 +1,8 @@
 #include <cmath>
 
 #include "model.hpp"
+#include "op_trace.hpp"
+#include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/traces/error.hpp"
 
@@ -16,9 +18,9 @@ bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACT
 }  // namespace
 
 Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank, uint64_t seed,
-                         const StageLayers& stage, bool sequence_parallel)
+                         const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep)
     : spec_(spec), tp_(std::move(tp)), tp_size_(tp_size), tp_rank_(tp_rank),
-      head_dim_(models::head_dim(spec)), sp_(sequence_parallel && tp_size > 1), stage_(stage), gen_(at::detail::createCPUGenerator(seed)) {
+      head_dim_(models::head_dim(spec)), sp_(sequence_parallel && tp_size > 1), ep_(ep), stage_(stage), gen_(at::detail::createCPUGenerator(seed)) {
   const int64_t h = spec.hidden_size(), v = spec.vocab_size(), f = spec.ffn_hidden_size();
   const int64_t q = spec.num_attention_heads() * head_dim_, kv = spec.num_kv_heads() * head_dim_;
   const bool ln = spec.norm() == pb::NORM_LAYERNORM;
@@ -26,7 +28,7 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
   // Output projections scaled by 1/sqrt(2 * layers) (GPT-2, Megatron).
   const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(spec.num_layers()));
   const int64_t head = spec.num_layers();
-  add("embed.tokens.weight", {v, h}, -1, kInitStd, -1);
+  add("embed.tokens.weight", {v, h}, 0, kInitStd, -1);  // vocabulary-parallel
   if (spec.position_embedding() == pb::POSITION_EMBEDDING_LEARNED) {
     add("embed.positions.weight", {spec.max_seq_len(), h}, -1, kInitStd, -1);
   }
@@ -47,6 +49,12 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
     if (bias) add(a + "out.bias", {h}, -1, 0, l);
     add(m + "norm.weight", {h}, -1, 0, l);
     if (ln) add(m + "norm.bias", {h}, -1, 0, l);
+    if (models::is_moe_layer(spec, l)) {  // router, shared and routed experts instead of the MLP
+      for (const MoeParam& e : moe_parameters(spec, l, kInitStd, out_std)) {
+        add(e.name, e.shape, e.shard_dim, e.std_dev, l, e.expert, e.tp_partial_grad);
+      }
+      continue;
+    }
     if (gated(spec.activation())) add(m + "up.gate_weight", {f, h}, 0, kInitStd, l);
     add(m + "up.weight", {f, h}, 0, kInitStd, l);
     if (bias) add(m + "up.bias", {f}, 0, 0, l);
@@ -55,14 +63,14 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
   }
   add("head.norm.weight", {h}, -1, 0, head);
   if (ln) add("head.norm.bias", {h}, -1, 0, head);
-  if (!spec.tied_embeddings()) add("head.lm.weight", {v, h}, -1, kInitStd, head);
+  if (!spec.tied_embeddings()) add("head.lm.weight", {v, h}, 0, kInitStd, head);
 }
 
 // Draws the full tensor (normal(0, std_dev); std_dev 0: ones for norm weights, zeros for biases),
 // then keeps this rank's slice along shard_dim when this stage holds `layer`.
 void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64_t shard_dim, double std_dev,
-                      int64_t layer) {
-  all_.push_back({name, shape, layer});
+                      int64_t layer, int64_t expert, bool tp_partial_grad) {
+  all_.push_back({name, shape, layer, expert});
   torch::Tensor full;
   if (std_dev > 0) {
     full = torch::randn(shape, gen_, torch::kFloat32) * std_dev;
@@ -77,12 +85,14 @@ void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64
                     : layer >= spec_.num_layers() ? stage_.last
                                                   : layer >= stage_.first_layer && layer < stage_.end_layer;
   if (!mine) return;
+  if (expert >= 0 && ep_.group && expert_owner(spec_, ep_.size, expert) != ep_.rank) return;
   if (shard_dim >= 0 && tp_size_ > 1) full = full.chunk(tp_size_, shard_dim)[tp_rank_];
   index_[name] = params_.size();
   // Under SP, replicated tensors inside the layers and the final norm see one sequence shard.
-  const bool on_shard = sp_ && shard_dim < 0 && name.rfind("embed.", 0) != 0 && name != "head.lm.weight";
-  params_.push_back(
-      {name, full.contiguous().clone().set_requires_grad(true), tp_size_ > 1 ? shard_dim : -1, on_shard, head_copy});
+  // (Position embeddings too: they are added after the embedding's reduce-scatter.)
+  const bool on_shard = (sp_ && shard_dim < 0 && name != "embed.tokens.weight") || (tp_partial_grad && tp_size_ > 1);
+  params_.push_back({name, full.contiguous().clone().set_requires_grad(true), tp_size_ > 1 ? shard_dim : -1, on_shard,
+                     head_copy, expert >= 0});
 }
 
 const ShardedParam* Transformer::find(const std::string& name) const {
@@ -114,71 +124,150 @@ torch::Tensor Transformer::rope(const torch::Tensor& x) const {
   return x * angles.cos() + rotated * angles.sin();
 }
 
+// Every op below runs inside timed_op (op_trace.hpp) under the name the simulator's lowering
+// gives it (models/ layer_ops), and every TP collective under the lowering's collective name, so
+// a measured trace has exactly the predicted graph's nodes.
+std::string Transformer::name(int64_t layer, const char* phase, const std::string& what) const {
+  return site_name(layer, current_micro_batch(), phase, what);
+}
+
+// Before a column-parallel region: the block norm's output all-gathered along the sequence (SP)
+// or copied in (its gradient all-reduced).
+torch::Tensor Transformer::enter_tp_region(const torch::Tensor& normed, int64_t layer, const std::string& norm_op) const {
+  if (sp_) {
+    return gather_from_sequence_region(normed, tp_, true, name(layer, "fwd", norm_op + ".all_gather"),
+                                       name(layer, "bwd", norm_op + ".grad.reduce_scatter"));
+  }
+  return copy_to_tp_region(normed, tp_, tp_ ? name(layer, "bwd", norm_op + ".grad.all_reduce") : "");
+}
+
+torch::Tensor Transformer::row_parallel_out(const torch::Tensor& partial, int64_t layer, const std::string& op) const {
+  if (sp_) {
+    return reduce_scatter_to_sequence_region(partial, tp_, name(layer, "fwd", op + ".reduce_scatter"),
+                                             name(layer, "bwd", op + ".grad.all_gather"));
+  }
+  return reduce_from_tp_region(partial, tp_, tp_ ? name(layer, "fwd", op + ".all_reduce") : "");
+}
+
 torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) const {
   const std::string a = "layers." + std::to_string(layer) + ".attn.";
-  auto n = sp_ ? gather_from_sequence_region(norm(x, a), tp_, true) : copy_to_tp_region(norm(x, a), tp_);
+  auto n = enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, a); }), layer, "attn.norm");
   const int64_t b = n.size(0), s = n.size(1), d = head_dim_;
   const int64_t heads = spec_.num_attention_heads() / tp_size_, kv_heads = spec_.num_kv_heads() / tp_size_;
-  auto bias = [&](const std::string& name) { return has(a + name) ? p(a + name) : torch::Tensor(); };
-  auto q = torch::linear(n, p(a + "qkv.q_weight"), bias("qkv.q_bias")).view({b, s, heads, d}).transpose(1, 2);
-  auto k = torch::linear(n, p(a + "qkv.k_weight"), bias("qkv.k_bias")).view({b, s, kv_heads, d}).transpose(1, 2);
-  auto v = torch::linear(n, p(a + "qkv.v_weight"), bias("qkv.v_bias")).view({b, s, kv_heads, d}).transpose(1, 2);
+  // Q, K and V as one GEMM (as Megatron fuses them), split afterwards: [b, heads + 2 kv, s, d].
+  auto qkv = timed_op(layer, "attn.qkv", [&] {
+    auto w = torch::cat({p(a + "qkv.q_weight"), p(a + "qkv.k_weight"), p(a + "qkv.v_weight")});
+    torch::Tensor bias;
+    if (has(a + "qkv.q_bias")) bias = torch::cat({p(a + "qkv.q_bias"), p(a + "qkv.k_bias"), p(a + "qkv.v_bias")});
+    return torch::linear(n, w, bias).view({b, s, heads + 2 * kv_heads, d}).transpose(1, 2);
+  });
+  auto qk = qkv.narrow(1, 0, heads + kv_heads);
+  auto v = qkv.narrow(1, heads + kv_heads, kv_heads);
   if (spec_.position_embedding() == pb::POSITION_EMBEDDING_ROPE) {
-    q = rope(q);
-    k = rope(k);
+    qk = timed_op(layer, "attn.rope", [&] { return rope(qk); });
   }
+  auto q = qk.narrow(1, 0, heads), k = qk.narrow(1, heads, kv_heads);
   if (kv_heads != heads) {  // GQA: each KV head serves heads / kv_heads consecutive query heads
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-  auto mask = torch::ones({s, s}, torch::kBool).triu(1);
-  auto probs = torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
-  auto context = torch::matmul(probs, v).transpose(1, 2).reshape({b, s, heads * d});
-  auto out = row_parallel_out(torch::linear(context, p(a + "out.weight")));
-  return has(a + "out.bias") ? out + p(a + "out.bias") : out;
-}
-
-torch::Tensor Transformer::row_parallel_out(const torch::Tensor& partial) const {
-  return sp_ ? reduce_scatter_to_sequence_region(partial, tp_) : reduce_from_tp_region(partial, tp_);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  auto scores_of = [&] { return torch::matmul(q, k.transpose(-2, -1)) * scale; };
+  auto softmax_of = [&](const torch::Tensor& scores) {
+    auto mask = torch::ones({s, s}, torch::kBool).triu(1);
+    return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+  };
+  auto context_of = [&](const torch::Tensor& probs) {
+    return torch::matmul(probs, v).transpose(1, 2).reshape({b, s, heads * d});
+  };
+  torch::Tensor context;
+  if (materialized_attention_) {  // the plan costs the three kernels separately
+    auto scores = timed_op(layer, "attn.scores", scores_of);
+    auto probs = timed_op(layer, "attn.softmax", [&] { return softmax_of(scores); });
+    context = timed_op(layer, "attn.context", [&] { return context_of(probs); });
+  } else {  // one fused kernel in the plan (there is no flash kernel on CPU: the same math, timed as one op)
+    context = timed_op(layer, "attn.core", [&] { return context_of(softmax_of(scores_of())); });
+  }
+  auto out = row_parallel_out(timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); }),
+                              layer, "attn.out");
+  return timed_op(layer, "attn.residual", [&] { return has(a + "out.bias") ? x + out + p(a + "out.bias") : x + out; });
 }
 
 torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";
-  auto n = sp_ ? gather_from_sequence_region(norm(x, m), tp_, true) : copy_to_tp_region(norm(x, m), tp_);
-  auto up = torch::linear(n, p(m + "up.weight"), has(m + "up.bias") ? p(m + "up.bias") : torch::Tensor());
-  torch::Tensor act;
-  switch (spec_.activation()) {
-    case pb::ACTIVATION_SWIGLU: act = torch::silu(torch::linear(n, p(m + "up.gate_weight"))) * up; break;
-    case pb::ACTIVATION_GEGLU: act = torch::gelu(torch::linear(n, p(m + "up.gate_weight"))) * up; break;
-    case pb::ACTIVATION_RELU: act = torch::relu(up); break;
-    case pb::ACTIVATION_SQUARED_RELU: act = torch::relu(up).pow(2); break;
-    default: act = torch::gelu(up);
+  auto n = enter_tp_region(timed_op(layer, "mlp.norm", [&] { return norm(x, m); }), layer, "mlp.norm");
+  if (models::is_moe_layer(spec_, layer)) {  // model_moe.cpp; one TP reduction of routed + shared experts
+    const MoeContext moe{&spec_, ep_, tp_size_, tp_rank_, [this](const std::string& what) {
+                           return has(what) ? &p(what) : nullptr;
+                         }};
+    auto out = row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
+    return timed_op(layer, "mlp.residual", [&] { return x + out; });
   }
-  auto out = row_parallel_out(torch::linear(act, p(m + "down.weight")));
-  return has(m + "down.bias") ? out + p(m + "down.bias") : out;
+  const bool gate = has(m + "up.gate_weight");
+  // Gated MLPs run the gate and up projections as one GEMM: [..., 2 f] (gate first).
+  auto up = timed_op(layer, "mlp.up", [&] {
+    auto w = gate ? torch::cat({p(m + "up.gate_weight"), p(m + "up.weight")}) : p(m + "up.weight");
+    return torch::linear(n, w, has(m + "up.bias") ? p(m + "up.bias") : torch::Tensor());
+  });
+  auto act = timed_op(layer, "mlp.act", [&] {
+    if (gate) {
+      auto halves = up.chunk(2, -1);
+      return spec_.activation() == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
+                                                         : torch::gelu(halves[0]) * halves[1];
+    }
+    switch (spec_.activation()) {
+      case pb::ACTIVATION_RELU: return torch::relu(up);
+      case pb::ACTIVATION_SQUARED_RELU: return torch::relu(up).pow(2);
+      default: return torch::gelu(up);
+    }
+  });
+  auto out = row_parallel_out(timed_op(layer, "mlp.down", [&] { return torch::linear(act, p(m + "down.weight")); }),
+                              layer, "mlp.down");
+  return timed_op(layer, "mlp.residual", [&] { return has(m + "down.bias") ? x + out + p(m + "down.bias") : x + out; });
+}
+
+// Megatron's vocabulary-parallel embedding: each TP rank looks up the tokens of its vocabulary
+// slice (zeros for the others), then the partial embeddings are summed (all-reduce), or
+// reduce-scattered along the sequence under SP.
+torch::Tensor Transformer::embed(const torch::Tensor& inputs) const {
+  const auto& w = p("embed.tokens.weight");
+  const int64_t local_vocab = w.size(0), start = tp_rank_ * local_vocab;
+  auto x = timed_op(-1, "embed.tokens", [&] {
+    if (!tp_) return torch::embedding(w, inputs);
+    auto local = inputs - start;
+    auto in_range = (local >= 0).logical_and(local < local_vocab);
+    return torch::embedding(w, local.clamp(0, local_vocab - 1)) * in_range.unsqueeze(-1).to(w.scalar_type());
+  });
+  if (sp_) {
+    x = reduce_scatter_to_sequence_region(x, tp_, name(-1, "fwd", "embed.tokens.reduce_scatter"),
+                                          name(-1, "bwd", "embed.tokens.grad.all_gather"));
+  } else if (tp_) {
+    x = reduce_from_tp_region(x, tp_, name(-1, "fwd", "embed.tokens.all_reduce"));
+  }
+  if (!has("embed.positions.weight")) return x;
+  // Under SP this rank holds the sequence positions [rank * s / tp, (rank + 1) * s / tp).
+  const int64_t s = x.size(1), first = sp_ ? tp_rank_ * s : 0;
+  return timed_op(-1, "embed.positions", [&] { return x + p("embed.positions.weight").narrow(0, first, s); });
 }
 
 torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Tensor& hidden) {
   const int64_t s = tokens.size(1) - 1;
   auto inputs = tokens.narrow(1, 0, s), targets = tokens.narrow(1, 1, s);
-  torch::Tensor x = hidden;
-  if (stage_.first) {
-    x = torch::embedding(p("embed.tokens.weight"), inputs);
-    if (has("embed.positions.weight")) x = x + p("embed.positions.weight").narrow(0, 0, s);
-    if (sp_) x = scatter_to_sequence_region(x, tp_);
-  }
+  torch::Tensor x = stage_.first ? in_part("embed", [&] { return embed(inputs); }) : hidden;
   for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l) {
-    x = x + attention(x, l);
-    x = x + mlp(x, l);
+    x = in_part("L" + std::to_string(l), [&] { return mlp(attention(x, l), l); });
   }
   if (!stage_.last) return x;
-  x = norm(x, "head.");
-  // The LM head is replicated: every TP rank needs the whole sequence, and its gradient is its own.
-  if (sp_) x = gather_from_sequence_region(x, tp_, false);
+  if (hooks_ != nullptr) hooks_->before_forward("head");
+  auto h = enter_tp_region(timed_op(-1, "head.norm", [&] { return norm(x, "head."); }), -1, "head.norm");
+  // The LM head is column-parallel over the vocabulary (tied: the embedding's own slice).
   const auto& w = has("head.lm.weight") ? p("head.lm.weight") : p("embed.tokens.weight");
-  auto logits = torch::linear(x, w);
-  return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  auto logits = timed_op(-1, "head.lm", [&] { return torch::linear(h, w); });
+  auto loss = timed_op(-1, "head.loss", [&] {
+    return vocab_parallel_cross_entropy(logits, targets, tp_, tp_rank_ * w.size(0),
+                                        tp_ ? name(-1, "fwd", "head.loss.all_reduce") : "");
+  });
+  return hooks_ != nullptr ? hooks_->after_forward("head", loss) : loss;
 }
 
 }  // namespace orrery::executor

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "op_trace.hpp"
 #include "parallel.hpp"
 
 namespace orrery::executor {
@@ -32,77 +33,139 @@ torch::Tensor seq_gather(const torch::Tensor& x, c10d::ProcessGroup* group) {
   return torch::cat(out[0], 1);
 }
 
-struct ScatterToSeq : torch::autograd::Function<ScatterToSeq> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group) {
-    ctx->saved_data["group"] = group;
-    return seq_slice(x, from_handle(group));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {seq_gather(grad[0], from_handle(ctx->saved_data["group"].toInt())), torch::Tensor()};
-  }
-};
+// Each function carries the trace names of its forward and backward collectives (empty: not
+// timed) through the autograd context.
+std::string name_of(AutogradContext* ctx, const char* key) { return ctx->saved_data[key].toStringRef(); }
 
 struct GatherFromSeq : torch::autograd::Function<GatherFromSeq> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, bool reduce_grad) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, bool reduce_grad,
+                               const std::string& name, const std::string& grad_name) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["reduce"] = reduce_grad;
+    ctx->saved_data["grad_name"] = grad_name;
+    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
     return seq_gather(x, from_handle(group));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     auto* g = from_handle(ctx->saved_data["group"].toInt());
     const bool reduce = ctx->saved_data["reduce"].toBool();
-    return {seq_slice(reduce ? summed(grad[0], g) : grad[0], g), torch::Tensor(), torch::Tensor()};
+    const std::string name = name_of(ctx, "grad_name");
+    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+    return {seq_slice(reduce ? summed(grad[0], g) : grad[0], g), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
 struct ReduceScatterToSeq : torch::autograd::Function<ReduceScatterToSeq> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, const std::string& name,
+                               const std::string& grad_name) {
     ctx->saved_data["group"] = group;
+    ctx->saved_data["grad_name"] = grad_name;
     auto* g = from_handle(group);
+    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
     return seq_slice(summed(x, g), g);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {seq_gather(grad[0], from_handle(ctx->saved_data["group"].toInt())), torch::Tensor()};
+    const std::string name = name_of(ctx, "grad_name");
+    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+    return {seq_gather(grad[0], from_handle(ctx->saved_data["group"].toInt())), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
 struct CopyToTp : torch::autograd::Function<CopyToTp> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, const std::string& grad_name) {
     ctx->saved_data["group"] = group;
+    ctx->saved_data["grad_name"] = grad_name;
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {summed(grad[0], from_handle(ctx->saved_data["group"].toInt())), torch::Tensor()};
+    const std::string name = name_of(ctx, "grad_name");
+    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+    return {summed(grad[0], from_handle(ctx->saved_data["group"].toInt())), torch::Tensor(), torch::Tensor()};
   }
 };
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
-  static torch::Tensor forward(AutogradContext*, torch::Tensor x, int64_t group) {
+  static torch::Tensor forward(AutogradContext*, torch::Tensor x, int64_t group, const std::string& name) {
+    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
     return summed(x, from_handle(group));
   }
-  static variable_list backward(AutogradContext*, variable_list grad) { return {grad[0], torch::Tensor()}; }
+  static variable_list backward(AutogradContext*, variable_list grad) {
+    return {grad[0], torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// Megatron's vocabulary-parallel cross entropy: each TP rank holds the logits of its slice of
+// the vocabulary; three all-reduces (max, target logit, sum of exponentials) give every rank the
+// exact loss without gathering the logits. The gradient needs no communication.
+struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets, int64_t group,
+                               int64_t vocab_start, const std::string& name) {
+    auto* g = from_handle(group);
+    const int64_t local_vocab = logits.size(-1);
+    auto max = std::get<0>(logits.max(-1));
+    if (g != nullptr) {
+      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+      std::vector<torch::Tensor> t{max};
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = c10d::ReduceOp::MAX;
+      g->allreduce(t, opts)->wait();
+    }
+    auto shifted = logits - max.unsqueeze(-1);
+    auto local_target = targets - vocab_start;
+    auto in_range = (local_target >= 0).logical_and(local_target < local_vocab);
+    auto index = local_target.clamp(0, local_vocab - 1);
+    auto target_logit = shifted.gather(-1, index.unsqueeze(-1)).squeeze(-1) * in_range.to(shifted.scalar_type());
+    auto exp = shifted.exp();
+    auto sum_exp = exp.sum(-1);
+    if (g != nullptr) {
+      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+      auto both = torch::stack({target_logit, sum_exp});
+      std::vector<torch::Tensor> t{both};
+      g->allreduce(t)->wait();
+      target_logit = both[0];
+      sum_exp = both[1];
+    }
+    auto loss = (sum_exp.log() - target_logit).mean();
+    ctx->save_for_backward({exp / sum_exp.unsqueeze(-1), index, in_range});
+    return loss;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    auto saved = ctx->get_saved_variables();
+    const auto& softmax = saved[0];
+    auto onehot = torch::zeros_like(softmax).scatter_(-1, saved[1].unsqueeze(-1),
+                                                      saved[2].to(softmax.scalar_type()).unsqueeze(-1));
+    const double tokens = static_cast<double>(softmax.numel() / softmax.size(-1));
+    return {(softmax - onehot) * (grad[0] / tokens), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
+  }
 };
 
 }  // namespace
 
-torch::Tensor copy_to_tp_region(const torch::Tensor& x, const GroupPtr& tp) {
-  return tp ? CopyToTp::apply(x, as_handle(tp)) : x;
+torch::Tensor copy_to_tp_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& grad_name) {
+  return tp ? CopyToTp::apply(x, as_handle(tp), grad_name) : x;
 }
 
-torch::Tensor reduce_from_tp_region(const torch::Tensor& x, const GroupPtr& tp) {
-  return tp ? ReduceFromTp::apply(x, as_handle(tp)) : x;
+torch::Tensor reduce_from_tp_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& name) {
+  return tp ? ReduceFromTp::apply(x, as_handle(tp), name) : x;
 }
 
-torch::Tensor scatter_to_sequence_region(const torch::Tensor& x, const GroupPtr& tp) {
-  return tp ? ScatterToSeq::apply(x, as_handle(tp)) : x;
+torch::Tensor gather_from_sequence_region(const torch::Tensor& x, const GroupPtr& tp, bool reduce_grad,
+                                          const std::string& name, const std::string& grad_name) {
+  return tp ? GatherFromSeq::apply(x, as_handle(tp), reduce_grad, name, grad_name) : x;
 }
 
-torch::Tensor gather_from_sequence_region(const torch::Tensor& x, const GroupPtr& tp, bool reduce_grad) {
-  return tp ? GatherFromSeq::apply(x, as_handle(tp), reduce_grad) : x;
+torch::Tensor reduce_scatter_to_sequence_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& name,
+                                                const std::string& grad_name) {
+  return tp ? ReduceScatterToSeq::apply(x, as_handle(tp), name, grad_name) : x;
 }
 
-torch::Tensor reduce_scatter_to_sequence_region(const torch::Tensor& x, const GroupPtr& tp) {
-  return tp ? ReduceScatterToSeq::apply(x, as_handle(tp)) : x;
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets, const GroupPtr& tp,
+                                           int64_t vocab_start, const std::string& name) {
+  return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                          tp ? as_handle(tp) : int64_t{0}, vocab_start, name);
 }
 
 void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp) {
@@ -123,53 +186,27 @@ void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& par
   }
 }
 
-int64_t all_reduce_gradients(const std::vector<ShardedParam>& params, const GroupPtr& dp, double bucket_bytes) {
-  if (!dp) return 0;
-  // Buckets in reverse order: the last layers' gradients are ready first in backward.
-  std::vector<std::vector<torch::Tensor>> buckets(1);
-  double filled = 0;
-  for (auto it = params.rbegin(); it != params.rend(); ++it) {
-    const torch::Tensor& g = it->tensor.grad();
-    const double bytes = static_cast<double>(g.numel() * g.element_size());
-    if (!buckets.back().empty() && filled + bytes > bucket_bytes) {
-      buckets.emplace_back();
-      filled = 0;
-    }
-    buckets.back().push_back(g);
-    filled += bytes;
-  }
-  std::vector<torch::Tensor> flat;
-  std::vector<c10::intrusive_ptr<c10d::Work>> work;
-  for (const auto& b : buckets) {
-    std::vector<torch::Tensor> pieces;
-    for (const auto& g : b) pieces.push_back(g.reshape(-1));
-    std::vector<torch::Tensor> one{torch::cat(pieces)};
-    work.push_back(dp->allreduce(one));
-    flat.push_back(one[0]);
-  }
-  const double size = dp->getSize();
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    work[i]->wait();
-    flat[i].div_(size);
-    int64_t offset = 0;
-    for (auto& g : buckets[i]) {
-      g.copy_(flat[i].narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
-  }
-  return static_cast<int64_t>(buckets.size());
-}
-
 double clip_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp, const GroupPtr& pp,
-                      double max_norm) {
+                      double max_norm, const GroupPtr& ep) {
   auto sharded = torch::zeros({1}, torch::kFloat64);
   auto replicated = torch::zeros({1}, torch::kFloat64);
+  // Routed experts split over EP (with ep == 1 they are replicated like the dense weights).
+  auto expert_sharded = torch::zeros({1}, torch::kFloat64);
+  auto expert_replicated = torch::zeros({1}, torch::kFloat64);
   for (const auto& p : params) {
     if (p.pipeline_copy) continue;
-    (p.shard_dim >= 0 ? sharded : replicated) += p.tensor.grad().to(torch::kFloat64).pow(2).sum();
+    auto& sum = p.expert && ep ? (p.shard_dim >= 0 ? expert_sharded : expert_replicated)
+                               : (p.shard_dim >= 0 ? sharded : replicated);
+    sum += p.tensor.grad().to(torch::kFloat64).pow(2).sum();
   }
   all_reduce_sum(tp, sharded);
   auto total = sharded + replicated;
+  if (ep) {
+    all_reduce_sum(tp, expert_sharded);
+    auto experts = expert_sharded + expert_replicated;
+    all_reduce_sum(ep, experts);
+    total += experts;
+  }
   all_reduce_sum(pp, total);
   const double norm = std::sqrt(total.item<double>());
   if (max_norm > 0) {

@@ -1,4 +1,5 @@
 
+#include "op_trace.hpp"
 #include "pipeline.hpp"
 
 namespace orrery::executor {
@@ -13,62 +14,93 @@ class Schedule {
       : s_(stage), forward_(forward), inputs_(static_cast<size_t>(micro_batches)),
         outputs_(static_cast<size_t>(micro_batches)) {}
 
+  // Transfers are timed under the lowering's names: "mb<m>.fwd.recv.act", "mb<m>.fwd.send.act",
+  // "mb<m>.bwd.recv.grad", "mb<m>.bwd.send.grad".
   void forward(int64_t m) {
+    poll_sends();
+    set_current_micro_batch(m);
     torch::Tensor input;
     if (!s_.first()) {
-      input = receive(s_.stage - 1, tag(m, kForwardTag)).requires_grad_(true);
+      input = receive(s_.stage - 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "recv.act")).requires_grad_(true);
     }
     torch::Tensor out = forward_(m, input);
     if (s_.last()) {
       loss_ += out.item<double>();
     } else {
-      send(out.detach(), s_.stage + 1, tag(m, kForwardTag));
+      send(out.detach(), s_.stage + 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "send.act"));
     }
     inputs_[static_cast<size_t>(m)] = input;
     outputs_[static_cast<size_t>(m)] = out;
   }
 
   void backward(int64_t m) {
+    poll_sends();
+    set_current_micro_batch(m);
     auto& out = outputs_[static_cast<size_t>(m)];
     if (s_.last()) {
       out.backward();
     } else {
-      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag)));
+      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "recv.grad")));
     }
+    if (OpTrace* t = current_trace()) t->close_segment();  // the last backward op ends here
     auto& input = inputs_[static_cast<size_t>(m)];
-    if (!s_.first()) send(input.grad(), s_.stage - 1, tag(m, kBackwardTag));
+    if (!s_.first()) send(input.grad(), s_.stage - 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "send.grad"));
     out = torch::Tensor();  // free the micro-batch's activations
     input = torch::Tensor();
   }
 
   // Waits for the sends still in flight; returns the stage's summed loss.
   double finish() {
-    for (auto& w : sends_) w->wait();
+    for (auto& s : sends_) {
+      s.work->wait();
+      record(s);
+    }
     sends_.clear();
-    sent_.clear();
     return loss_;
   }
 
  private:
   static int tag(int64_t m, int direction) { return static_cast<int>(2 * m + direction); }
 
-  torch::Tensor receive(int64_t from, int t) {
+  torch::Tensor receive(int64_t from, int t, const std::string& name) {
+    OpTrace::Scope scope(current_trace(), name);
     std::vector<torch::Tensor> buf{torch::empty(s_.activation_shape, torch::kFloat32)};
     s_.pp->recv(buf, static_cast<int>(from), t)->wait();
     return buf[0];
   }
 
-  void send(const torch::Tensor& t, int64_t to, int tg) {
+  // A send in flight: its buffer is kept alive until it completes; its end is the first time
+  // it is seen completed (polled between passes) or waited at the end of the step.
+  struct Pending {
+    c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor buffer;
+    std::string name;
+    OpTrace::Clock::time_point start;
+    bool recorded = false;
+  };
+
+  void send(const torch::Tensor& t, int64_t to, int tg, const std::string& name) {
     std::vector<torch::Tensor> buf{t.contiguous()};
-    sends_.push_back(s_.pp->send(buf, static_cast<int>(to), tg));
-    sent_.push_back(buf[0]);  // kept alive until the send completes
+    const auto start = OpTrace::Clock::now();
+    sends_.push_back({s_.pp->send(buf, static_cast<int>(to), tg), buf[0], name, start});
+  }
+
+  void record(Pending& s) {
+    if (s.recorded) return;
+    s.recorded = true;
+    if (OpTrace* t = current_trace()) t->add(s.name, s.start, OpTrace::Clock::now());
+  }
+
+  void poll_sends() {
+    for (auto& s : sends_) {
+      if (!s.recorded && s.work->isCompleted()) record(s);
+    }
   }
 
   const PipelineStage& s_;
   const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward_;
   std::vector<torch::Tensor> inputs_, outputs_;
-  std::vector<c10::intrusive_ptr<c10d::Work>> sends_;
-  std::vector<torch::Tensor> sent_;
+  std::vector<Pending> sends_;
   double loss_ = 0;
 };
 

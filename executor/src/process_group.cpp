@@ -72,6 +72,21 @@ RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_
       for (int64_t m : members) name += "/" + std::to_string(m);
       g.embedding = make_gloo(g.store, name, g.coord.pp == 0 ? 0 : 1, 2, env.master_addr, timeout);
     }
+    // MoE groups (sim::RankLayout's ep and edp), created after the others in the same order on
+    // every rank.
+    const auto ep_members = grid.expert_group(env.rank);
+    const auto edp_members = grid.expert_data_group(env.rank);
+    auto moe_group = [&](const char* kind, const std::vector<int64_t>& members) -> GroupPtr {
+      if (members.size() < 2) return {};
+      if (members == grid.group(GridDim::kDp, env.rank)) return g.dp;
+      std::string name = std::string("pg/") + kind;
+      for (int64_t m : members) name += "/" + std::to_string(m);
+      const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
+      return make_gloo(g.store, name, index, static_cast<int64_t>(members.size()), env.master_addr, timeout);
+    };
+    g.ep = moe_group("ep", ep_members);
+    g.ep_index = std::find(ep_members.begin(), ep_members.end(), env.rank) - ep_members.begin();
+    g.edp = moe_group("edp", edp_members);
   } catch (const c10::Error& e) {
     throw EnvironmentError(rendezvous_failed(env, e.what_without_backtrace()));
   } catch (const std::runtime_error& e) {  // Gloo's own errors

@@ -24,6 +24,11 @@ struct RankGroups {
   // Tied embeddings with pp > 1: the first and last stage of this rank's pipeline (they both hold
   // the embedding matrix and sum its gradient); null elsewhere.
   GroupPtr embedding;
+  // MoE: the expert-parallel group (null when ep == 1) and this rank's index in it; the
+  // expert-data-parallel group that reduces expert gradients (the dp group when ep == 1 and
+  // cp == 1; null when it has one rank).
+  GroupPtr ep, edp;
+  int64_t ep_index = 0;
   GridCoord coord;
 };
 

@@ -45,6 +45,7 @@ std::vector<GridDim> parse_placement_order(const std::string& text) {
 RankGrid::RankGrid(const GridDegrees& degrees, std::vector<GridDim> placement)
     : degrees_(degrees), placement_(std::move(placement)) {
   ORRERY_CHECK(placement_.size() == 4, "placement must order all four dimensions");
+  ORRERY_CHECK(degrees_.ep >= 1 && degrees_.dp * degrees_.cp % degrees_.ep == 0, "ep must divide dp x cp");
 }
 
 RankGrid RankGrid::from_plan(const pb::Plan& plan) {
@@ -54,6 +55,7 @@ RankGrid RankGrid::from_plan(const pb::Plan& plan) {
   d.cp = p.has_cp() ? p.cp() : 1;
   d.dp = p.has_dp() ? p.dp() : 1;
   d.pp = p.has_pp() ? p.pp() : 1;
+  d.ep = p.has_ep() ? p.ep() : 1;
   return RankGrid(d, parse_placement_order(plan.placement_order()));
 }
 
@@ -98,6 +100,25 @@ std::vector<int64_t> RankGrid::group(GridDim dim, int64_t r) const {
       case GridDim::kPp: c.pp = i; break;
     }
     out.push_back(rank(c));
+  }
+  return out;
+}
+
+std::vector<int64_t> RankGrid::expert_group(int64_t r) const {
+  const GridCoord c = coord(r);
+  const int64_t first = (c.dp * degrees_.cp + c.cp) / degrees_.ep * degrees_.ep;
+  std::vector<int64_t> out;
+  for (int64_t pos = first; pos < first + degrees_.ep; ++pos) {
+    out.push_back(rank({c.tp, pos % degrees_.cp, pos / degrees_.cp, c.pp}));
+  }
+  return out;
+}
+
+std::vector<int64_t> RankGrid::expert_data_group(int64_t r) const {
+  const GridCoord c = coord(r);
+  std::vector<int64_t> out;
+  for (int64_t pos = (c.dp * degrees_.cp + c.cp) % degrees_.ep; pos < degrees_.dp * degrees_.cp; pos += degrees_.ep) {
+    out.push_back(rank({c.tp, pos % degrees_.cp, pos / degrees_.cp, c.pp}));
   }
   return out;
 }

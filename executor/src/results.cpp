@@ -44,6 +44,10 @@ std::string step_file(const std::string& dir, int64_t step) {
   return (std::filesystem::path(dir) / name).string();
 }
 
+std::string trace_rank_file(const std::string& dir, int64_t rank) {
+  return (std::filesystem::path(dir) / ("trace.rank" + std::to_string(rank) + ".json")).string();
+}
+
 void write_step_result(const std::string& dir, const StepResult& r) {
   const nlohmann::json j = {
       {"step", r.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm}, {"seconds", r.seconds}};

@@ -14,13 +14,13 @@ std::string str(int64_t v) { return std::to_string(v); }
 std::string plan_problem(const pb::Plan& plan) {
   const auto& p = plan.parallel();
   if (p.cp() > 1) return "parallel.cp " + str(p.cp()) + ": context parallelism is not implemented in the executor yet";
-  if (p.ep() > 1) return "parallel.ep " + str(p.ep()) + ": expert parallelism is not implemented in the executor yet";
   if (p.vp() > 1) return "parallel.vp " + str(p.vp()) + ": virtual pipeline stages are not implemented in the executor yet";
   if (p.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
     return "parallel.schedule interleaved_1f1b: not implemented in the executor yet (gpipe and 1f1b are)";
   }
-  if (plan.sharding() != pb::SHARDING_UNSPECIFIED && plan.sharding() != pb::SHARDING_NONE) {
-    return "sharding " + pb::Sharding_Name(plan.sharding()) + ": only none (DDP) is implemented in the executor";
+  if (plan.sharding() == pb::SHARDING_HSDP) {
+    return "sharding hsdp: shard and replica groups are not implemented in the executor yet (none, zero1, zero2, "
+           "zero3 and fsdp are)";
   }
   if (plan.recompute() != pb::RECOMPUTE_UNSPECIFIED && plan.recompute() != pb::RECOMPUTE_NONE) {
     return "recompute " + pb::Recompute_Name(plan.recompute()) + ": not implemented in the executor yet";
@@ -36,12 +36,51 @@ std::string plan_problem(const pb::Plan& plan) {
 }
 
 std::string model_problem(const pb::ModelSpec& m) {
-  if (m.has_moe()) return "model " + m.name() + ": MoE layers are not implemented in the executor yet";
   if (m.has_mla()) return "model " + m.name() + ": multi-head latent attention is not implemented in the executor yet";
   if (m.qk_norm()) return "model " + m.name() + ": qk_norm is not implemented in the executor yet";
   if (m.hidden_dropout() > 0) return "model " + m.name() + ": hidden_dropout > 0 is not implemented in the executor yet";
   if (m.has_rotary_fraction() && m.rotary_fraction() != 1.0) {
     return "model " + m.name() + ": partial rotary embeddings are not implemented in the executor yet";
+  }
+  return "";
+}
+
+// MoE: experts split over EP (inside dp) and each expert's FFN over TP.
+std::string moe_problem(const pb::Plan& plan, const pb::ModelSpec& m, int64_t tp, int64_t dp) {
+  const int64_t ep = plan.parallel().has_ep() ? plan.parallel().ep() : 1;
+  if (!m.has_moe()) {
+    return ep > 1 ? "parallel.ep " + str(ep) + ": expert parallelism needs an MoE model (" + m.name() + " is dense)"
+                  : std::string();
+  }
+  const auto& moe = m.moe();
+  if (moe.num_experts() % ep != 0) {
+    return "parallel.ep " + str(ep) + " must divide moe.num_experts " + str(moe.num_experts());
+  }
+  if (dp % ep != 0) return "parallel.ep " + str(ep) + " must divide dp " + str(dp) + " (EP groups are dp replicas)";
+  const int64_t shared = moe.num_shared_experts() *
+                         (moe.shared_expert_ffn_hidden_size() > 0 ? moe.shared_expert_ffn_hidden_size()
+                                                                  : moe.expert_ffn_hidden_size());
+  if (moe.expert_ffn_hidden_size() % tp != 0 || shared % tp != 0) {
+    return "parallel.tp " + str(tp) + " must divide moe.expert_ffn_hidden_size " + str(moe.expert_ffn_hidden_size()) +
+           " and the shared experts' width " + str(shared);
+  }
+  return "";
+}
+
+// ZeRO-3/FSDP (parallel_sharding.hpp) gathers and reduces each part's flat chunks over dp.
+std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
+  const auto s = plan.sharding();
+  if (s != pb::SHARDING_ZERO3 && s != pb::SHARDING_FSDP) return "";
+  const std::string name = "sharding " + std::string(s == pb::SHARDING_FSDP ? "fsdp" : "zero3");
+  const int64_t pp = plan.parallel().has_pp() ? plan.parallel().pp() : 1;
+  const int64_t ep = plan.parallel().has_ep() ? plan.parallel().ep() : 1;
+  if (pp > 1 && m.tied_embeddings()) {
+    return name + " with pp > 1 and tied embeddings: the two stages' copies of the embedding matrix would be "
+                  "reduced in different FSDP buckets; not implemented in the executor yet";
+  }
+  if (ep > 1) {
+    return name + " with ep > 1: routed experts differ across dp and cannot be sharded over it; not implemented in "
+                  "the executor yet";
   }
   return "";
 }
@@ -58,6 +97,8 @@ std::string unsupported_reason(const TrainConfig& c) {
     return "parallel.tp " + str(tp) + " must divide num_attention_heads " + str(m.num_attention_heads()) +
            ", num_kv_heads " + str(m.num_kv_heads()) + " and ffn_hidden_size " + str(m.ffn_hidden_size());
   }
+  if (auto p = moe_problem(c.plan, m, tp, dp); !p.empty()) return p;
+  if (auto p = sharding_problem(c.plan, m); !p.empty()) return p;
   const int64_t mbs = c.plan.micro_batch_size();
   const int64_t gbs = c.plan.job().global_batch_size();
   if (mbs <= 0 || gbs % (dp * mbs) != 0) {

@@ -4,18 +4,19 @@
 #include <sstream>
 #include <thread>
 
+#include "measured_trace.hpp"
 #include "model.hpp"
+#include "op_trace.hpp"
+#include "parallel_sharding.hpp"
 #include "pipeline.hpp"
 #include "orrery/executor/rank_grid.hpp"
 #include "orrery/executor/results.hpp"
 #include "orrery/executor/trainer.hpp"
 #include "orrery/traces/error.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::executor {
 namespace {
-
-// PyTorch DDP's default bucket (bucket_cap_mb = 25) when the plan sets none.
-constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;
 
 // Learnable synthetic tokens for step `step`, the same on every rank: each sequence counts up from
 // a random start by a random stride in [1, 8] modulo the vocabulary. [global_batch, seq + 1].
@@ -69,18 +70,17 @@ struct Run {
   const RankEnv& env;
   RankGroups groups;
   Transformer model;
-  torch::optim::AdamW optimizer;
+  DataParallelOptimizer optimizer;  // DP gradient reduction, clipping, AdamW (parallel_sharding.hpp)
   int64_t dp_size, micro_batches;
   PipelineStage pipe;
+  std::vector<std::map<std::string, OpTiming>> timings;  // per step, when tracing
 
   Run(const TrainConfig& config, const RankEnv& e, const RankGrid& grid)
       : c(config), env(e), groups(make_groups(e, grid, config.timeout_s, config.model.tied_embeddings())),
         model(config.model, groups.tp, grid.degrees().tp, groups.coord.tp, config.seed,
-              stage_layers(config, groups.coord.pp, grid.degrees().pp), config.plan.parallel().sequence_parallel()),
-        optimizer(tensors(model.parameters()), torch::optim::AdamWOptions(config.learning_rate)
-                                                   .betas({config.beta1, config.beta2})
-                                                   .eps(config.adam_eps)
-                                                   .weight_decay(config.weight_decay)),
+              stage_layers(config, groups.coord.pp, grid.degrees().pp), config.plan.parallel().sequence_parallel(),
+              ExpertParallel{groups.ep, grid.degrees().ep, groups.ep_index}),
+        optimizer(model, groups, config, grid.degrees().ep),
         dp_size(grid.degrees().dp),
         micro_batches(config.plan.job().global_batch_size() / (dp_size * config.plan.micro_batch_size())) {
     pipe.pp = groups.pp;
@@ -88,15 +88,11 @@ struct Run {
     pipe.stages = grid.degrees().pp;
     const int64_t seq = config.plan.job().seq_len() / (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
     pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
-  }
-
-  static std::vector<torch::Tensor> tensors(const std::vector<ShardedParam>& params) {
-    std::vector<torch::Tensor> out;
-    for (const auto& p : params) out.push_back(p.tensor);
-    return out;
+    model.set_materialized_attention(config.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED);
   }
 
   StepResult step(int64_t n) {
+    if (OpTrace* t = current_trace()) t->begin_step();
     const auto start = std::chrono::steady_clock::now();
     const int64_t mbs = c.plan.micro_batch_size(), local = mbs * micro_batches;
     const auto batch = synthetic_batch(c.seed, n, c.plan.job().global_batch_size(), c.plan.job().seq_len(),
@@ -108,17 +104,14 @@ struct Run {
       return pipe.last() ? out / static_cast<double>(micro_batches) : out;
     };
     const double loss_sum = run_pipeline(pipe, micro_batches, c.plan.parallel().schedule(), forward);
-    all_reduce_sequence_parallel_gradients(model.parameters(), groups.tp);
-    if (groups.embedding) {  // tied embeddings split over the first and last stage
-      auto grad = model.find("embed.tokens.weight")->tensor.grad();
-      all_reduce_sum(groups.embedding, grad);
-    }
-    const double bucket = c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() : kDefaultBucketBytes;
-    all_reduce_gradients(model.parameters(), groups.dp, bucket);
     StepResult r;
     r.step = n;
-    r.grad_norm = clip_gradients(model.parameters(), groups.tp, groups.pp, c.clip_grad_norm);
-    optimizer.step();
+    // Megatron's finalize-gradients all-reduces (SP norms over TP, tied embeddings over the first
+    // and last stage), the gradient reduction over DP (buckets; ZeRO reduce-scatters; FSDP's ran
+    // in backward), the MoE experts' over the expert-data-parallel group, clipping and AdamW, all
+    // timed under the lowering's names (parallel_sharding.hpp).
+    r.grad_norm = optimizer.step();
+    if (OpTrace* t = current_trace()) timings.push_back(t->end_step());
     auto loss = torch::full({1}, loss_sum, torch::kFloat64);  // 0 but on the last stage
     all_reduce_sum(groups.pp, loss);
     all_reduce_sum(groups.dp, loss);
@@ -130,12 +123,15 @@ struct Run {
   // Full parameters, written by rank 0: TP shards gathered (every TP rank takes part), other
   // stages' parameters sent to stage 0 over the PP group, one at a time in model order.
   void save_parameters() {
+    optimizer.gather_parameters();  // FSDP: the full parameters back in the model
     std::vector<NamedArray> arrays;
     const auto& all = model.all_parameters();
     for (size_t i = 0; i < all.size(); ++i) {
       const int64_t owner = stage_of(c, all[i].layer);
       torch::Tensor full;
       if (const ShardedParam* p = model.find(all[i].name)) full = gather_full(*p, groups.tp);
+      // A routed expert lives on one rank of the EP group.
+      if (all[i].expert >= 0 && pipe.stage == owner) full = share_expert_tensor(full, all[i].full_shape, groups.ep);
       if (groups.pp && owner != 0 && pipe.stage == owner) {
         std::vector<torch::Tensor> buf{full.contiguous()};
         groups.pp->send(buf, 0, static_cast<int>(i))->wait();
@@ -156,6 +152,25 @@ struct Run {
   }
 };
 
+// Installs `trace` as the process's current trace for the lifetime of the guard.
+struct TraceGuard {
+  explicit TraceGuard(OpTrace* trace) { set_current_trace(trace); }
+  ~TraceGuard() { set_current_trace(nullptr); }
+  TraceGuard(const TraceGuard&) = delete;
+  TraceGuard& operator=(const TraceGuard&) = delete;
+};
+
+// The rank's measured graph, written for the launcher to merge. A mismatch with the predicted
+// graph is a bug in the executor or the lowering, never the user's: InternalError.
+void write_rank_trace(const TrainConfig& c, const RankEnv& env, const std::vector<StepTimings>& timings) {
+  pb::RankGraph measured = *c.trace_graph;
+  if (const auto problems = fill_measured(measured, timings); !problems.empty()) {
+    throw InternalError("rank " + std::to_string(env.rank) +
+                        ": the executor and the simulator's lowering disagree about the plan's ops:\n" + problems);
+  }
+  write_file_atomically(trace_rank_file(c.out_dir, env.rank), to_json(measured), true);
+}
+
 std::string step_failed(const RankEnv& env, int64_t step, const TrainConfig& c, const std::string& why) {
   return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) +
          " failed (a peer died, or a collective waited longer than " + std::to_string(static_cast<int>(c.timeout_s)) +
@@ -169,7 +184,10 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
   const RankGrid grid = RankGrid::from_plan(config.plan);
   // Ranks share the machine's cores: one intra-op thread each unless OMP_NUM_THREADS says otherwise.
   if (env.world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) torch::set_num_threads(1);
-  if (!config.out_dir.empty() && env.rank == 0) std::filesystem::create_directories(config.out_dir);
+  if (!config.out_dir.empty()) std::filesystem::create_directories(config.out_dir);
+  OpTrace trace;
+  const bool tracing = config.trace_graph.has_value() && !config.out_dir.empty();
+  TraceGuard guard(tracing ? &trace : nullptr);
   std::vector<StepResult> results;
   int64_t step = 0;
   try {
@@ -185,6 +203,8 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
       out << line.str() << std::endl;
       if (!config.out_dir.empty() && env.rank == 0) write_step_result(config.out_dir, r);
     }
+    set_current_trace(nullptr);  // what follows is not part of a step
+    if (tracing) write_rank_trace(config, env, run.timings);
     if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
     if (run.groups.world) run.groups.world->barrier()->wait();
   } catch (const c10::Error& e) {

@@ -119,6 +119,10 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
   return cost;
 }
 
+std::string CollectiveCostModel::calibration_scope(const std::vector<int64_t>& devices) const {
+  return scope_of(group(devices));
+}
+
 bool CollectiveCostModel::nvls_available(const std::vector<int64_t>& devices) const {
   return devices.size() > 1 && group(devices).nvls;
 }

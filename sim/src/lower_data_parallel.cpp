@@ -27,16 +27,23 @@ double default_bucket_params(int64_t dp) {
   return std::max(40e6, 1e6 * static_cast<double>(dp));
 }
 
+// The name of an FSDP collective of part `key`: "fsdp.all_gather" in a layer (whose site name
+// carries "L<i>."), "embed.fsdp.all_gather" / "head.fsdp.all_gather" for the two parts that share
+// layer -1.
+std::string fsdp_op_name(int64_t key, const char* what) {
+  return std::string(key == -1 ? "embed." : key == -2 ? "head." : "") + what;
+}
+
 }  // namespace
 
-int64_t RankLowering::fsdp_gather(const Site& site, double params, int64_t input) {
+int64_t RankLowering::fsdp_gather(const Site& site, int64_t key, double params, int64_t input) {
   if (fsdp_group_ < 0 || params <= 0) return input;
   // Prefetch: a layer's gather may start once the compute of `prefetch_buckets` layers back has
   // started, i.e. when that layer's input was ready; with no prefetch it waits for its own input.
   unit_inputs_.push_back(input);
   const size_t ahead = static_cast<size_t>(plan_.plan.prefetch_buckets());
   const int64_t gate = unit_inputs_.size() > ahead ? unit_inputs_[unit_inputs_.size() - 1 - ahead] : -1;
-  return b_.collective(site, kCommDp, "fsdp.all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+  return b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.all_gather"), pb::COLLECTIVE_KIND_ALL_GATHER,
                        fsdp_group_, params * plan_.precision.param_bytes, {gate});
 }
 
@@ -124,9 +131,9 @@ void RankLowering::start_step() {
   });
 }
 
-void RankLowering::fsdp_reduce(const Site& site, double params, int64_t input) {
+void RankLowering::fsdp_reduce(const Site& site, int64_t key, double params, int64_t input) {
   if (fsdp_group_ < 0 || params <= 0) return;
-  b_.collective(site, kCommDp, "fsdp.reduce_scatter", pb::COLLECTIVE_KIND_REDUCE_SCATTER,
+  b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.reduce_scatter"), pb::COLLECTIVE_KIND_REDUCE_SCATTER,
                 fsdp_group_, params * plan_.precision.grad_bytes, {input});
 }
 

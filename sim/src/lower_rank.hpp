@@ -45,8 +45,10 @@ class RankLowering {
   int64_t run_program(const std::vector<models::LayerOp>& ops, Site site, int64_t input);
   int64_t ring_attention(const models::LayerOp& op, double bytes, const Site& site, int64_t input);
   // Data parallelism (lower_data_parallel.cpp).
-  int64_t fsdp_gather(const Site& site, double params, int64_t input);
-  void fsdp_reduce(const Site& site, double params, int64_t input);
+  // `key`: the part the site is in (part_key); embedding and head (both layer -1) put their part
+  // name in the node name, "mb0.fwd.embed.fsdp.all_gather", so names stay unique in a rank.
+  int64_t fsdp_gather(const Site& site, int64_t key, double params, int64_t input);
+  void fsdp_reduce(const Site& site, int64_t key, double params, int64_t input);
   void record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
                     int64_t ready);
   int64_t gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,

@@ -34,7 +34,8 @@ class TempDir {
 TEST(Cli, HelpEverywhere) {
   for (const char* cmd : {"--help", "model --help", "model show --help", "model flops --help",
                           "model import --help", "topo --help", "topo show --help",
-                          "topo check --help", "topo discover --help", "topo graph --help"}) {
+                          "topo check --help", "topo discover --help", "topo graph --help", "bench --help",
+                          "calibrate --help"}) {
     const auto r = run_command(orrery(cmd));
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;

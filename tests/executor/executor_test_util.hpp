@@ -2,14 +2,20 @@
 // program (tests/executor/rank_main.cpp) launched through the executor's launcher.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "orrery/executor/launcher.hpp"
+#include "orrery/executor/results.hpp"
 
 namespace orrery::executor::test {
 
@@ -32,6 +38,64 @@ inline std::string launch(int64_t world_size, const std::vector<std::string>& ar
   o.out = &out;
   launch_local(o);
   return out.str();
+}
+
+// A command's exit status and its standard output and error together.
+struct Ran {
+  int status = -1;
+  std::string out;
+};
+
+// Runs `binary run args` under a 180 s `timeout`.
+inline Ran run_cli(const std::string& binary, const std::string& args) {
+  const std::string command = "timeout 180 " + binary + " run " + args + " 2>&1";
+  Ran r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// What a training run left under its directory: every step's results and the saved parameters.
+struct Outcome {
+  std::vector<StepResult> steps;
+  std::vector<NamedArray> params;
+};
+
+inline Outcome read_outcome(const std::string& dir, int64_t steps) {
+  Outcome o;
+  for (int64_t s = 1; s <= steps; ++s) o.steps.push_back(read_step_result(step_file(dir, s)));
+  o.params = read_parameters(params_file(dir));
+  return o;
+}
+
+// The same losses (absolute `loss_tolerance`), gradient norms (1e-4 relative) and parameters
+// (absolute `param_tolerance`) as the reference run; prints the largest differences.
+inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_tolerance, double param_tolerance) {
+  ASSERT_EQ(ref.steps.size(), got.steps.size());
+  double loss_diff = 0, param_diff = 0;
+  for (size_t s = 0; s < ref.steps.size(); ++s) {
+    loss_diff = std::max(loss_diff, std::abs(ref.steps[s].loss - got.steps[s].loss));
+    EXPECT_NEAR(ref.steps[s].loss, got.steps[s].loss, loss_tolerance) << "step " << s + 1;
+    EXPECT_NEAR(ref.steps[s].grad_norm, got.steps[s].grad_norm, 1e-4 * ref.steps[s].grad_norm) << "step " << s + 1;
+  }
+  ASSERT_EQ(ref.params.size(), got.params.size());
+  std::string worst;
+  for (size_t i = 0; i < ref.params.size(); ++i) {
+    const auto& a = ref.params[i];
+    const auto& b = got.params[i];
+    ASSERT_EQ(a.name, b.name);
+    ASSERT_EQ(a.shape, b.shape) << a.name;
+    for (size_t k = 0; k < a.values.size(); ++k) {
+      const double d = std::abs(a.values[k] - b.values[k]);
+      if (d > param_diff) param_diff = d, worst = a.name;
+    }
+  }
+  EXPECT_LE(param_diff, param_tolerance) << "worst: " << worst;
+  std::cout << "max |loss diff| " << loss_diff << ", max |param diff| " << param_diff << " (" << worst << ")\n";
 }
 
 }  // namespace orrery::executor::test

@@ -22,11 +22,7 @@ struct Plan {
   std::vector<std::string> extra;  // --placement, --bucket-bytes, ...
 };
 
-// Runs `plan` and returns the step results and parameters it left under its directory.
-struct Outcome {
-  std::vector<StepResult> steps;
-  std::vector<NamedArray> params;
-};
+using test::Outcome;
 
 Outcome train(const std::string& model, const Plan& plan) {
   const std::string dir = test::fresh_dir(plan.name);
@@ -37,31 +33,13 @@ Outcome train(const std::string& model, const Plan& plan) {
   args.insert(args.end(), plan.extra.begin(), plan.extra.end());
   const std::string out = test::launch(plan.tp * plan.dp * plan.pp, args);
   EXPECT_NE(out.find("step " + std::to_string(kSteps) + " loss"), std::string::npos) << out;
-  Outcome o;
-  for (int64_t s = 1; s <= kSteps; ++s) o.steps.push_back(read_step_result(step_file(dir, s)));
-  o.params = read_parameters(params_file(dir));
+  Outcome o = test::read_outcome(dir, kSteps);
   std::filesystem::remove_all(dir);
   return o;
 }
 
 void expect_matches(const Outcome& ref, const Outcome& got) {
-  ASSERT_EQ(ref.steps.size(), got.steps.size());
-  double loss_diff = 0, param_diff = 0;
-  for (size_t s = 0; s < ref.steps.size(); ++s) {
-    loss_diff = std::max(loss_diff, std::abs(ref.steps[s].loss - got.steps[s].loss));
-    EXPECT_NEAR(ref.steps[s].loss, got.steps[s].loss, kLossTolerance) << "step " << s + 1;
-    EXPECT_NEAR(ref.steps[s].grad_norm, got.steps[s].grad_norm, 1e-4 * ref.steps[s].grad_norm) << "step " << s + 1;
-  }
-  ASSERT_EQ(ref.params.size(), got.params.size());
-  for (size_t i = 0; i < ref.params.size(); ++i) {
-    const auto& a = ref.params[i];
-    const auto& b = got.params[i];
-    ASSERT_EQ(a.name, b.name);
-    ASSERT_EQ(a.shape, b.shape) << a.name;
-    for (size_t k = 0; k < a.values.size(); ++k) param_diff = std::max(param_diff, std::abs(a.values[k] - b.values[k]));
-  }
-  EXPECT_LE(param_diff, kParamTolerance);
-  std::cout << "max |loss diff| " << loss_diff << ", max |param diff| " << param_diff << "\n";
+  test::expect_matches(ref, got, kLossTolerance, kParamTolerance);
 }
 
 class ParallelMatchesSingleProcess : public ::testing::TestWithParam<std::string> {

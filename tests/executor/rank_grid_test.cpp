@@ -24,7 +24,7 @@ void expect_agrees(const GridDegrees& d, const std::string& order) {
   std::vector<sim::Dim> sim_placement;
   for (GridDim g : placement) sim_placement.push_back(to_sim(g));
   sim::Degrees sd;
-  sd.tp = d.tp; sd.cp = d.cp; sd.dp = d.dp; sd.pp = d.pp;
+  sd.tp = d.tp; sd.cp = d.cp; sd.dp = d.dp; sd.pp = d.pp; sd.ep = d.ep;
   const sim::RankLayout layout(sd, sim_placement);
   ASSERT_EQ(grid.world_size(), layout.world_size());
   for (int64_t r = 0; r < grid.world_size(); ++r) {
@@ -40,6 +40,8 @@ void expect_agrees(const GridDegrees& d, const std::string& order) {
     EXPECT_EQ(grid.group(GridDim::kCp, r), layout.group(sim::GroupKind::kCp, r));
     EXPECT_EQ(grid.group(GridDim::kDp, r), layout.group(sim::GroupKind::kDp, r));
     EXPECT_EQ(grid.group(GridDim::kPp, r), layout.group(sim::GroupKind::kPp, r));
+    EXPECT_EQ(grid.expert_group(r), layout.group(sim::GroupKind::kEp, r));
+    EXPECT_EQ(grid.expert_data_group(r), layout.group(sim::GroupKind::kEdp, r));
   }
 }
 
@@ -50,6 +52,23 @@ TEST(RankGrid, AgreesWithSimRankLayout) {
   expect_agrees({4, 1, 2, 3}, "pp,dp,tp");
   expect_agrees({2, 3, 1, 2}, "cp,ep,pp");
   expect_agrees({8, 1, 4, 2}, "tp,cp,ep,dp,pp");
+  // Expert parallelism inside the (cp, dp) plane.
+  expect_agrees({1, 1, 2, 1, 2}, "");
+  expect_agrees({2, 1, 4, 1, 2}, "");
+  expect_agrees({2, 1, 4, 2, 4}, "dp,tp");
+  expect_agrees({2, 2, 4, 1, 4}, "tp,cp,dp,pp");
+  expect_agrees({1, 3, 2, 2, 3}, "pp,dp,tp");
+  expect_agrees({2, 2, 6, 1, 3}, "cp,ep,dp,tp,pp");
+}
+
+TEST(RankGrid, ExpertGroupsOfTwoByFour) {
+  // tp 2 x dp 4 with ep 2: EP pairs of consecutive dp replicas, EDP the replicas with the same
+  // experts.
+  const RankGrid grid({2, 1, 4, 1, 2}, parse_placement_order(""));
+  EXPECT_EQ(grid.expert_group(2), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(grid.expert_group(5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(grid.expert_data_group(2), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(grid.expert_data_group(1), (std::vector<int64_t>{1, 5}));
 }
 
 TEST(RankGrid, DefaultPlacementPutsTpInnermost) {

@@ -1,6 +1,8 @@
 // One rank of a test training job: the executor's train_rank with flags, RANK/WORLD_SIZE/...
 // from the environment (a single rank when they are absent). Exit status 1 on any error.
+#include <cctype>
 #include <iostream>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 
@@ -9,8 +11,9 @@
 
 int main(int argc, char** argv) {
   using namespace orrery;
-  std::string model = "tiny", placement, out, schedule = "1f1b";
-  int64_t tp = 1, dp = 1, pp = 1, mbs = 1, gbs = 4, seq = 32;
+  std::string model = "tiny", placement, out, schedule = "1f1b", sharding = "none";
+  int64_t prefetch = 0;
+  int64_t tp = 1, dp = 1, pp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
   double bucket = 0;
   bool sp = false;
   executor::TrainConfig c;
@@ -19,12 +22,15 @@ int main(int argc, char** argv) {
   app.add_option("--tp", tp);
   app.add_option("--dp", dp);
   app.add_option("--pp", pp);
+  app.add_option("--ep", ep);
   app.add_flag("--sp", sp);
   app.add_option("--schedule", schedule, "gpipe | 1f1b");
   app.add_option("--micro-batch", mbs);
   app.add_option("--global-batch", gbs);
   app.add_option("--seq", seq);
   app.add_option("--bucket-bytes", bucket);
+  app.add_option("--sharding", sharding, "none | zero1 | zero2 | zero3 | fsdp");
+  app.add_option("--prefetch", prefetch, "FSDP buckets gathered ahead");
   app.add_option("--placement", placement);
   app.add_option("--steps", c.steps);
   app.add_option("--seed", c.seed);
@@ -41,11 +47,20 @@ int main(int argc, char** argv) {
     c.plan.mutable_parallel()->set_tp(tp);
     c.plan.mutable_parallel()->set_dp(dp);
     c.plan.mutable_parallel()->set_pp(pp);
+    c.plan.mutable_parallel()->set_ep(ep);
     c.plan.mutable_parallel()->set_sequence_parallel(sp);
     c.plan.mutable_parallel()->set_schedule(schedule == "gpipe" ? pb::PIPELINE_SCHEDULE_GPIPE
                                                                 : pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
     c.plan.set_micro_batch_size(mbs);
     c.plan.set_bucket_bytes(bucket);
+    pb::Sharding s = pb::SHARDING_UNSPECIFIED;
+    std::string upper = sharding;
+    for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (!pb::Sharding_Parse("SHARDING_" + upper, &s) || s == pb::SHARDING_UNSPECIFIED) {
+      throw std::runtime_error("--sharding " + sharding + ": none, zero1, zero2, zero3, fsdp or hsdp");
+    }
+    c.plan.set_sharding(s);
+    c.plan.set_prefetch_buckets(prefetch);
     c.plan.set_placement_order(placement);
     const auto env = executor::rank_env_from_environment().value_or(executor::RankEnv{});
     executor::train_rank(c, env, std::cout);

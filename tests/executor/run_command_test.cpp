@@ -14,22 +14,9 @@
 namespace orrery::executor {
 namespace {
 
-struct Ran {
-  int status = -1;
-  std::string out;  // standard output and error together
-};
+using test::Ran;
 
-Ran run_cli(const std::string& args) {
-  const std::string command = std::string("timeout 120 ") + ORRERY_RUN_CLI_BIN + " run " + args + " 2>&1";
-  Ran r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Ran run_cli(const std::string& args) { return test::run_cli(ORRERY_RUN_CLI_BIN, args); }
 
 TEST(RunCommand, LaunchesLocalRanksAndWritesEveryStep) {
   const std::string dir = test::fresh_dir("cli-tp2");

@@ -2,6 +2,10 @@
 // the same bytes in fewer collectives, and both engines see the same buckets.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/lower.hpp"
@@ -60,6 +64,68 @@ TEST(FsdpBuckets, SameBytesInFewerCollectives) {
   // once in fp32: 8,030,261,248 x 2 x 2 and x 4.
   EXPECT_DOUBLE_EQ(per_unit.gather_bytes, 8030261248.0 * 2 * 2);
   EXPECT_DOUBLE_EQ(per_unit.reduce_bytes, 8030261248.0 * 4);
+}
+
+// Every node name is unique within a rank: the executor times each op under its node's name
+// (executor/src/op_trace.hpp), so two nodes sharing one could not be told apart. The embedding and
+// the head both sit at layer -1, so their FSDP collectives carry the part's name.
+TEST(FsdpBuckets, NodeNamesAreUniqueWithinARank) {
+  const auto cluster = topologies::load_cluster("dgx-h100", 1);
+  struct Variant {
+    std::string model;
+    pb::Sharding sharding;
+    double bucket_bytes;
+    int64_t pp;
+  };
+  const std::vector<Variant> variants = {
+      {"llama3-8b", pb::SHARDING_FSDP, 0, 1},        {"llama3-8b", pb::SHARDING_FSDP, 1024.0 * 1024 * 1024, 1},
+      {"llama3-8b", pb::SHARDING_ZERO3, 0, 2},       {"sc21-1.7b", pb::SHARDING_FSDP, 0, 1},
+      {"sc21-1.7b", pb::SHARDING_ZERO1, 64e6, 1},    {"sc21-1.7b", pb::SHARDING_NONE, 64e6, 2},
+      {"llama3-8b", pb::SHARDING_ZERO2, 0, 1},
+  };
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.model + " " + pb::Sharding_Name(v.sharding) + " pp " + std::to_string(v.pp));
+    pb::Plan p;
+    p.mutable_job()->set_global_batch_size(16);
+    p.mutable_job()->set_seq_len(2048);
+    p.mutable_job()->set_precision(pb::PRECISION_BF16);
+    p.mutable_parallel()->set_dp(8 / v.pp);
+    p.mutable_parallel()->set_pp(v.pp);
+    p.set_micro_batch_size(1);
+    p.set_sharding(v.sharding);
+    p.set_bucket_bytes(v.bucket_bytes);
+    const pb::ExecGraph g = lower(resolve_plan(p, models::preset(v.model), cluster));
+    for (const auto& rg : g.ranks()) {
+      std::set<std::string> seen;
+      for (const auto& n : rg.nodes()) EXPECT_TRUE(seen.insert(n.name()).second) << "rank " << rg.rank() << ": " << n.name();
+    }
+  }
+}
+
+// Tied embeddings with the head on the same rank: the LM head reads the embedding matrix, so the
+// embedding's FSDP bucket stays gathered from its forward to its backward (no backward gather);
+// the head's own bucket is gathered in both passes.
+TEST(FsdpBuckets, TiedEmbeddingStaysGatheredUntilItsBackward) {
+  pb::Plan p;
+  p.mutable_job()->set_global_batch_size(8);
+  p.mutable_job()->set_seq_len(2048);
+  p.mutable_job()->set_precision(pb::PRECISION_BF16);
+  p.mutable_parallel()->set_dp(8);
+  p.set_micro_batch_size(1);
+  p.set_sharding(pb::SHARDING_FSDP);
+  LowerOptions o;
+  o.ranks = {0};
+  const pb::ExecGraph g =
+      lower(resolve_plan(p, models::preset("sc21-1.7b"), topologies::load_cluster("dgx-h100", 1)), o);
+  std::set<std::string> names;
+  for (const auto& n : g.ranks(0).nodes()) names.insert(n.name());
+  EXPECT_TRUE(names.count("mb0.fwd.embed.fsdp.all_gather"));
+  EXPECT_FALSE(names.count("mb0.bwd.embed.fsdp.all_gather"));
+  EXPECT_TRUE(names.count("mb0.bwd.embed.fsdp.reduce_scatter"));
+  EXPECT_TRUE(names.count("mb0.fwd.head.fsdp.all_gather"));
+  EXPECT_TRUE(names.count("mb0.bwd.head.fsdp.all_gather"));
+  EXPECT_TRUE(names.count("mb0.bwd.head.fsdp.reduce_scatter"));
+  EXPECT_TRUE(names.count("L0.mb0.bwd.fsdp.all_gather"));
 }
 
 TEST(FsdpBuckets, BiggerBucketsChangeTheAnalyticStep) {

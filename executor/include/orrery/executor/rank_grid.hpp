@@ -18,6 +18,7 @@ const char* to_string(GridDim dim);
 
 struct GridDegrees {
   int64_t tp = 1, cp = 1, dp = 1, pp = 1;
+  int64_t ep = 1;  // MoE expert parallelism, inside the (cp, dp) plane: adds no ranks
   int64_t world_size() const { return tp * cp * dp * pp; }
 };
 
@@ -41,6 +42,11 @@ class RankGrid {
   int64_t rank(const GridCoord& coord) const;
   // Ranks that differ from `rank` only along `dim`, in coordinate order.
   std::vector<int64_t> group(GridDim dim, int64_t rank) const;
+  // MoE, as sim::RankLayout's kEp and kEdp: the (cp, dp) plane of `rank`'s tp and pp, ordered
+  // dp-major (position dp * cp + cp), cut into EP groups of ep consecutive positions; the
+  // expert-data-parallel group holds the positions with the same index in their EP group.
+  std::vector<int64_t> expert_group(int64_t rank) const;
+  std::vector<int64_t> expert_data_group(int64_t rank) const;
 
  private:
   int64_t extent(GridDim dim) const;

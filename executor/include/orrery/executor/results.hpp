@@ -16,6 +16,10 @@ std::string step_file(const std::string& dir, int64_t step);
 void write_step_result(const std::string& dir, const StepResult& result);
 StepResult read_step_result(const std::string& path);
 
+// <dir>/trace.rank<N>.json: one rank's measured RankGraph (merged into trace.json by the
+// launching `orrery run`).
+std::string trace_rank_file(const std::string& dir, int64_t rank);
+
 struct NamedArray {
   std::string name;  // "layers.0.attn.qkv.q_weight", ...
   std::vector<int64_t> shape;

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
 
@@ -29,6 +32,12 @@ struct TrainConfig {
   // empty: nothing written).
   std::string out_dir;
   bool save_parameters = false;
+  // The simulator's graph of this rank for the same plan (the CLI lowers it; the executor never
+  // links the simulator). When set with out_dir, every op is timed under its node's name and the
+  // rank writes trace_rank_file(out_dir, rank): the same nodes with measured start_s/duration_s
+  // (mean over the steps after the first). An op the executor ran that the graph lacks, or a node
+  // it never ran, is an internal error: simulator and executor disagree about the plan.
+  std::optional<pb::RankGraph> trace_graph;
 };
 
 // Why the executor cannot run `config` (a feature it does not implement yet, or degrees that do

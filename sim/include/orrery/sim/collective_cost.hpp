@@ -60,6 +60,11 @@ class CollectiveCostModel {
   // One point-to-point transfer (pipeline send/recv, ring-attention KV exchange).
   double p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const;
 
+  // The CommCurve scope a calibration must name to replace this group's costs: "intra_node"
+  // when the group stays inside one NVLink domain or node (every group of a single-host cluster,
+  // `local` included), else "inter_node".
+  std::string calibration_scope(const std::vector<int64_t>& devices) const;
+
   // Whether NCCL's NVLS algorithm (NVSwitch in-switch reduction) can run on this group.
   bool nvls_available(const std::vector<int64_t>& devices) const;
 

@@ -1,0 +1,58 @@
+#include "run_trace.hpp"
+
+#include <filesystem>
+
+#include "orrery/executor/results.hpp"
+#include "orrery/sim/lower.hpp"
+#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/traces/error.hpp"
+#include "orrery/traces/perfetto.hpp"
+#include "orrery/traces/spec_io.hpp"
+
+namespace orrery::cli {
+namespace {
+
+pb::ExecGraph lower_ranks(const LoadedJob& job, std::vector<int64_t> ranks) {
+  const sim::ResolvedPlan plan = sim::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  sim::LowerOptions options;
+  options.ranks = std::move(ranks);
+  return sim::lower(plan, options);
+}
+
+}  // namespace
+
+pb::RankGraph predicted_rank_graph(const LoadedJob& job, int64_t rank) {
+  return lower_ranks(job, {rank}).ranks(0);
+}
+
+pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int64_t steps) {
+  pb::ExecGraph g = lower_ranks(job, {0});  // the header: names, world size, process groups
+  g.clear_ranks();
+  g.set_producer("orrery executor (libtorch, gloo)");
+  g.set_device(job.cluster.node_types_size() > 0 ? job.cluster.node_types(0).device() : "");
+  *g.mutable_plan() = job.plan;
+  *g.mutable_model_spec() = job.model;
+  *g.mutable_cluster_spec() = job.cluster;
+  std::vector<std::string> rank_files;
+  for (int64_t r = 0; r < g.world_size(); ++r) {
+    rank_files.push_back(executor::trace_rank_file(dir, r));
+    read_spec_file(rank_files.back(), g.add_ranks());
+  }
+  double measured = 0;
+  int64_t counted = 0;
+  for (int64_t s = 1; s <= steps; ++s) {
+    const double seconds = executor::read_step_result(executor::step_file(dir, s)).seconds;
+    g.add_step_seconds(seconds);
+    if (steps == 1 || s > 1) measured += seconds, ++counted;  // the nodes' timings skip step 1 too
+  }
+  g.set_steps(counted);
+  g.set_measured_step_s(measured / static_cast<double>(counted));
+  const auto trace = std::filesystem::path(dir) / "trace.json";
+  const auto timeline = std::filesystem::path(dir) / "timeline.json";
+  write_file_atomically(trace, to_json(g), true);
+  write_file_atomically(timeline, to_perfetto_json({{&g, "measured"}}), true);
+  for (const auto& f : rank_files) std::filesystem::remove(f);
+  return g;
+}
+
+}  // namespace orrery::cli

@@ -1,0 +1,55 @@
+#include "measured_trace.hpp"
+
+#include <set>
+
+namespace orrery::executor {
+
+std::vector<size_t> measured_steps(size_t steps) {
+  std::vector<size_t> out;
+  for (size_t i = steps > 1 ? 1 : 0; i < steps; ++i) out.push_back(i);
+  return out;
+}
+
+std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps, size_t limit) {
+  std::set<std::string> in_graph;
+  for (const auto& n : graph.nodes()) in_graph.insert(n.name());
+  std::set<std::string> extra, missing;
+  for (const auto& step : steps) {
+    for (const auto& [name, t] : step) {
+      if (in_graph.count(name) == 0) extra.insert(name);
+    }
+    for (const auto& name : in_graph) {
+      if (step.count(name) == 0) missing.insert(name);
+    }
+  }
+  std::string problems;
+  auto list = [&](const std::set<std::string>& names, const char* what) {
+    size_t shown = 0;
+    for (const auto& n : names) {
+      if (shown++ == limit) {
+        problems += std::string(what) + ": ... (" + std::to_string(names.size()) + " in all)\n";
+        break;
+      }
+      problems += std::string(what) + ": " + n + "\n";
+    }
+  };
+  list(extra, "ran but not in the graph");
+  list(missing, "in the graph but never ran");
+  if (!problems.empty()) return problems;
+
+  const auto used = measured_steps(steps.size());
+  for (auto& n : *graph.mutable_nodes()) {
+    double start = 0, duration = 0;
+    for (size_t i : used) {
+      const OpTiming& t = steps[i].at(n.name());
+      start += t.start_s;
+      duration += t.duration_s;
+    }
+    n.set_start_s(start / static_cast<double>(used.size()));
+    n.set_duration_s(duration / static_cast<double>(used.size()));
+    if (const auto& a = steps[used.back()].at(n.name()).algorithm; !a.empty()) n.set_algorithm(a);
+  }
+  return "";
+}
+
+}  // namespace orrery::executor

@@ -1,0 +1,34 @@
+// Turns one rank's op timings (op_trace.hpp), keyed by the lowering's node names, into that
+// rank's measured graph: the predicted RankGraph with start_s and duration_s set. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/exec_graph.pb.h"
+
+namespace orrery::executor {
+
+struct OpTiming {
+  double start_s = 0;     // first start in the step, from the step's start
+  double duration_s = 0;  // summed over the pieces
+  int64_t pieces = 0;
+  // A collective that ran otherwise than the lowering models it (Gloo's reduce-scatter:
+  // "alltoall+sum"); copied to the measured node's `algorithm`. Empty: not recorded.
+  std::string algorithm;
+};
+
+using StepTimings = std::map<std::string, OpTiming>;
+
+// The steps a measured trace describes: all but the first (warm-up: allocator growth, lazy
+// initialisation) when there are several.
+std::vector<size_t> measured_steps(size_t steps);
+
+// Sets every node's start_s and duration_s to its mean over measured_steps(). Returns what does
+// not match, one line each ("ran but not in the graph: X", "in the graph but never ran: Y", at
+// most `limit` of each), or "" when the executor ran exactly the graph's nodes in every step.
+std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps, size_t limit = 8);
+
+}  // namespace orrery::executor

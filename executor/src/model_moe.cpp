@@ -1,0 +1,220 @@
+#include "model_moe.hpp"
+
+#include <numeric>
+
+#include "op_trace.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::executor {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
+
+// The group travels through the autograd context as a raw pointer: the groups outlive training.
+int64_t as_handle(const GroupPtr& g) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get())); }
+c10d::ProcessGroup* from_handle(int64_t h) { return reinterpret_cast<c10d::ProcessGroup*>(static_cast<intptr_t>(h)); }
+
+std::vector<int64_t> as_vector(const torch::Tensor& t) {
+  const auto c = t.to(torch::kInt64).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+// Rows [sum send[0..i), + send[i]) of `x` go to group rank i; `recv[i]` rows come from rank i.
+torch::Tensor exchange_rows(const torch::Tensor& x, c10d::ProcessGroup* group, std::vector<int64_t> send,
+                            std::vector<int64_t> recv) {
+  torch::Tensor in = x.contiguous();
+  const int64_t rows = std::accumulate(recv.begin(), recv.end(), int64_t{0});
+  torch::Tensor out = torch::empty({rows, x.size(1)}, x.options());
+  group->alltoall_base(out, in, recv, send)->wait();
+  return out;
+}
+
+// The EP all-to-all as an autograd function: backward sends the gradients back the way the rows
+// came (split sizes swapped).
+struct AllToAll : torch::autograd::Function<AllToAll> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, std::vector<int64_t> send,
+                               std::vector<int64_t> recv, const std::string& name, const std::string& grad_name) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["send"] = send;
+    ctx->saved_data["recv"] = recv;
+    ctx->saved_data["grad_name"] = grad_name;
+    OpTrace::Scope scope(current_trace(), name);
+    return exchange_rows(x, from_handle(group), send, recv);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    OpTrace::Scope scope(current_trace(), ctx->saved_data["grad_name"].toStringRef());
+    auto out = exchange_rows(grad[0], from_handle(ctx->saved_data["group"].toInt()),
+                             ctx->saved_data["recv"].toIntVector(), ctx->saved_data["send"].toIntVector());
+    return {out, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// up (+ gate, one GEMM), activation, down of one expert (or of the shared experts) under the
+// lowering's op names `<op>.up`, `<op>.act`, `<op>.down`; the times of all experts of a layer
+// add up under one name. `prefix` names the parameters ("layers.1.moe.experts.2.").
+torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& op, const std::string& prefix,
+                         const torch::Tensor& x) {
+  auto need = [&](const std::string& name) -> const torch::Tensor& {
+    const torch::Tensor* t = c.param(prefix + name);
+    ORRERY_CHECK(t != nullptr, "no parameter " + prefix + name);
+    return *t;
+  };
+  auto maybe = [&](const std::string& name) {
+    const torch::Tensor* t = c.param(prefix + name);
+    return t != nullptr ? *t : torch::Tensor();
+  };
+  const auto activation = c.spec->activation();
+  const bool gate = gated(activation);
+  auto up = timed_op(layer, op + ".up", [&] {
+    const torch::Tensor bias = maybe("up.bias");
+    if (!gate) return torch::linear(x, need("up.weight"), bias);
+    // [..., 2 w], gate first; the bias belongs to the up half.
+    auto w = torch::cat({need("up.gate_weight"), need("up.weight")});
+    return torch::linear(x, w, bias.defined() ? torch::cat({torch::zeros_like(bias), bias}) : bias);
+  });
+  auto act = timed_op(layer, op + ".act", [&] {
+    if (gate) {
+      auto halves = up.chunk(2, -1);
+      return activation == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
+                                                 : torch::gelu(halves[0]) * halves[1];
+    }
+    switch (activation) {
+      case pb::ACTIVATION_RELU: return torch::relu(up);
+      case pb::ACTIVATION_SQUARED_RELU: return torch::relu(up).pow(2);
+      default: return torch::gelu(up);
+    }
+  });
+  return timed_op(layer, op + ".down", [&] {
+    torch::Tensor bias = maybe("down.bias");
+    // The TP ranks' partial outputs are summed: each adds bias / tp (exact for powers of two).
+    if (bias.defined() && c.tp_size > 1) bias = bias / static_cast<double>(c.tp_size);
+    return torch::linear(act, need("down.weight"), bias);
+  });
+}
+
+// The inverse of permutation `p`.
+torch::Tensor inverse_permutation(const torch::Tensor& p) {
+  return torch::empty_like(p).scatter_(0, p, torch::arange(p.numel(), p.options()));
+}
+
+}  // namespace
+
+std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, double init_std, double out_std) {
+  const auto& moe = spec.moe();
+  const int64_t h = spec.hidden_size();
+  const bool bias = spec.linear_bias(), gate = gated(spec.activation());
+  const std::string m = "layers." + std::to_string(layer) + ".moe.";
+  std::vector<MoeParam> out;
+  out.push_back({m + "router.weight", {moe.num_experts(), h}, -1, init_std, -1, true});
+  auto ffn = [&](const std::string& prefix, int64_t width, int64_t expert) {
+    if (gate) out.push_back({prefix + "up.gate_weight", {width, h}, 0, init_std, expert, false});
+    out.push_back({prefix + "up.weight", {width, h}, 0, init_std, expert, false});
+    if (bias) out.push_back({prefix + "up.bias", {width}, 0, 0, expert, false});
+    out.push_back({prefix + "down.weight", {h, width}, 1, out_std, expert, false});
+    if (bias) out.push_back({prefix + "down.bias", {h}, -1, 0, expert, true});
+  };
+  if (moe.num_shared_experts() > 0) {
+    const int64_t width = moe.shared_expert_ffn_hidden_size() > 0 ? moe.shared_expert_ffn_hidden_size()
+                                                                  : moe.expert_ffn_hidden_size();
+    ffn(m + "shared.", moe.num_shared_experts() * width, -1);
+  }
+  for (int64_t e = 0; e < moe.num_experts(); ++e) {
+    ffn(m + "experts." + std::to_string(e) + ".", moe.expert_ffn_hidden_size(), e);
+  }
+  return out;
+}
+
+int64_t expert_owner(const pb::ModelSpec& spec, int64_t ep_size, int64_t expert) {
+  return expert / (spec.moe().num_experts() / ep_size);
+}
+
+torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& input) {
+  const auto& moe = c.spec->moe();
+  const int64_t experts = moe.num_experts(), k = moe.top_k(), h = input.size(-1);
+  const int64_t ep = c.ep.group ? c.ep.size : 1, local = experts / ep, first = c.ep.rank * local;
+  const std::string pre = "layers." + std::to_string(layer) + ".moe.";
+  const torch::Tensor x = input.reshape({-1, h});
+  const int64_t tokens = x.size(0);
+  const int64_t mb = current_micro_batch();
+
+  // Router: top-k of the softmax, renormalized (Mixtral). `expert` [tokens * k]: the expert of
+  // each routed copy, token-major.
+  torch::Tensor expert;
+  auto weights = timed_op(layer, "moe.router", [&] {
+    const torch::Tensor* w = c.param(pre + "router.weight");
+    ORRERY_CHECK(w != nullptr, "no parameter " + pre + "router.weight");
+    auto probs = torch::softmax(torch::linear(x, *w), -1);
+    auto [top, index] = probs.topk(k, -1);
+    expert = index.reshape({-1});
+    return top / top.sum(-1, true);
+  });
+  // Routed copies grouped by expert (stable: token order within an expert).
+  const torch::Tensor order = std::get<1>(torch::sort(expert, true, 0, false));
+  const torch::Tensor per_expert = torch::bincount(expert, {}, experts);  // [experts]
+  torch::Tensor routed = x.index_select(0, torch::div(order, k, "floor"));
+
+  // Dispatch: the copies for expert e go to the EP rank holding it. First the counts per
+  // (source rank, local expert), then the rows.
+  torch::Tensor counts = per_expert.view({1, experts});  // rows here: [source rank, local expert]
+  std::vector<int64_t> send, recv;
+  if (ep > 1) {
+    const std::string name = site_name(layer, mb, "fwd", "moe.router.all_to_all");
+    torch::Tensor in = per_expert.contiguous(), out = torch::empty_like(in);
+    {
+      OpTrace::Scope scope(current_trace(), name);
+      std::vector<int64_t> equal;
+      c.ep.group->alltoall_base(out, in, equal, equal)->wait();
+    }
+    counts = out.view({ep, local});
+    send = as_vector(in.view({ep, local}).sum(1));
+    recv = as_vector(counts.sum(1));
+    routed = AllToAll::apply(routed, as_handle(c.ep.group), send, recv, name,
+                             site_name(layer, mb, "bwd", "moe.router.grad.all_to_all"));
+  }
+
+  torch::Tensor shared;
+  if (moe.num_shared_experts() > 0) shared = expert_ffn(c, layer, "moe.shared", pre + "shared.", x);
+
+  // The rows here come by source rank, then local expert: group them by expert, run each expert
+  // on its rows, and put the results back in arrival order.
+  torch::Tensor by_expert;
+  if (ep > 1) {
+    const auto local_ids = torch::arange(local, torch::kInt64).repeat({ep});
+    const auto row_expert = torch::repeat_interleave(local_ids, counts.reshape({-1}));
+    by_expert = std::get<1>(torch::sort(row_expert, true, 0, false));
+    routed = routed.index_select(0, by_expert);
+  }
+  const auto rows = as_vector(counts.sum(0));
+  const auto pieces = routed.split_with_sizes(rows);
+  std::vector<torch::Tensor> outs;
+  for (int64_t j = 0; j < local; ++j) {
+    outs.push_back(expert_ffn(c, layer, "moe.experts", pre + "experts." + std::to_string(first + j) + ".",
+                              pieces[static_cast<size_t>(j)]));
+  }
+  torch::Tensor out = torch::cat(outs);
+  if (ep > 1) {
+    out = out.index_select(0, inverse_permutation(by_expert));
+    // Combine: every copy back to the rank of its token.
+    out = AllToAll::apply(out, as_handle(c.ep.group), recv, send,
+                          site_name(layer, mb, "fwd", "moe.experts.down.all_to_all"),
+                          site_name(layer, mb, "bwd", "moe.experts.down.grad.all_to_all"));
+  }
+  // Back to token-major order, weighted by the router and summed over each token's k copies.
+  out = out.index_select(0, inverse_permutation(order)).view({tokens, k, h});
+  auto y = (out * weights.unsqueeze(-1)).sum(1);
+  if (shared.defined()) y = y + shared;
+  return y.view(input.sizes());
+}
+
+torch::Tensor share_expert_tensor(const torch::Tensor& held, const std::vector<int64_t>& full_shape,
+                                  const GroupPtr& ep) {
+  if (!ep) return held;
+  torch::Tensor t = held.defined() ? held.contiguous().clone() : torch::zeros(full_shape, torch::kFloat32);
+  all_reduce_sum(ep, t);
+  return t;
+}
+
+}  // namespace orrery::executor

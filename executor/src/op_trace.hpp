@@ -1,0 +1,105 @@
+// Times what one rank runs under the names the simulator's lowering gives its graph nodes
+// ("L3.mb2.fwd.attn.qkv", "mb0.bwd.head.lm", "opt.dp.bucket0.all_reduce"), so a measured trace
+// and a predicted one can be compared node by node (DESIGN.md: if they disagree about what a plan
+// does, one of them has a bug).
+//
+// Forward ops and collectives are timed as scopes. Backward ops run inside libtorch's autograd
+// engine, which on CPU executes one node at a time on the calling thread; the model marks each
+// op's output with backward_mark(), whose backward fires when that op's backward is about to run.
+// The time between consecutive marks is the backward of the op that opened the segment. Scopes
+// nest: an inner scope (a collective inside an op, or inside a backward function) pauses whatever
+// is open around it, and time is summed per name, so an op split around a collective still gets
+// one duration that excludes the collective.
+//
+// One OpTrace per rank process, reached through current_trace() so the model and the collective
+// helpers need no extra parameters; null when the run records no trace.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "measured_trace.hpp"
+
+namespace orrery::executor {
+
+class OpTrace {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  void begin_step();
+  // The timings of the step that just ended; clears them.
+  std::map<std::string, OpTiming> end_step();
+
+  // Adds [start, end) to `name`.
+  void add(const std::string& name, Clock::time_point start, Clock::time_point end);
+  // The algorithm collective `name` really ran (OpTiming::algorithm).
+  void set_algorithm(const std::string& name, const std::string& algorithm);
+
+  // Backward segments (see the file comment). close_segment() ends the open one (end of a
+  // backward pass, or before a scope).
+  void open_segment(const std::string& name);
+  void close_segment();
+
+  // RAII: times its own lifetime as `name`, pausing whatever is open around it meanwhile. A null
+  // trace makes it a no-op.
+  class Scope {
+   public:
+    Scope(OpTrace* trace, std::string name);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    OpTrace* trace_;
+  };
+
+ private:
+  struct Open {
+    std::string name;
+    Clock::time_point start;
+    bool segment;
+  };
+  void push(std::string name, bool segment);
+  void pop();  // adds the top's last piece, resumes the one below
+
+  Clock::time_point step_start_{};
+  std::map<std::string, OpTiming> timings_;
+  std::vector<Open> open_;
+};
+
+// This process's trace (null: not recording).
+OpTrace* current_trace();
+void set_current_trace(OpTrace* trace);
+
+// Where the op being run sits, prefixed to op names as the lowering does ("L3.mb2.fwd.").
+// layer -1: embeddings/head/pipeline transfers; micro_batch -1: optimizer.
+std::string site_name(int64_t layer, int64_t micro_batch, const char* phase, const std::string& op);
+
+// Current micro-batch, set by the pipeline before each forward or backward pass.
+int64_t current_micro_batch();
+void set_current_micro_batch(int64_t micro_batch);
+
+// Identity whose backward opens the backward segment `name` (no-op when not recording).
+torch::Tensor backward_mark(const torch::Tensor& x, const std::string& name);
+
+// Times `fn()` as the forward op `op` of `layer` in the current micro-batch, and marks its
+// result so that its backward is timed as the same op in phase "bwd".
+template <typename Fn>
+torch::Tensor timed_op(int64_t layer, const std::string& op, Fn&& fn) {
+  OpTrace* trace = current_trace();
+  if (trace == nullptr) return fn();
+  const int64_t mb = current_micro_batch();
+  torch::Tensor out;
+  {
+    OpTrace::Scope scope(trace, site_name(layer, mb, "fwd", op));
+    out = fn();
+  }
+  return backward_mark(out, site_name(layer, mb, "bwd", op));
+}
+
+}  // namespace orrery::executor

@@ -1,0 +1,851 @@
+#include "parallel_sharding.hpp"
+
+#include <ATen/native/Resize.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <set>
+
+#include "op_trace.hpp"
+#include "orrery/executor/data_parallel.hpp"
+#include "orrery/executor/rank_grid.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::executor {
+
+using Clock = std::chrono::steady_clock;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// ---- The grouping rule (data_parallel.hpp) ----
+
+std::string parameter_part(const std::string& name) {
+  if (name.rfind("head.", 0) == 0) return "head";
+  if (name.rfind("embed.", 0) == 0) return "embed";
+  if (name.rfind("layers.", 0) == 0) {
+    const size_t end = name.find('.', 7);
+    return "L" + name.substr(7, end == std::string::npos ? std::string::npos : end - 7);
+  }
+  throw InternalError("parameter " + name + " belongs to no part of the model (embed, layers.<i>, head)");
+}
+
+double gradient_bucket_params(double bucket_bytes, int64_t dp, double grad_bytes) {
+  return bucket_bytes > 0 ? bucket_bytes / grad_bytes : std::max(40e6, 1e6 * static_cast<double>(dp));
+}
+
+std::vector<std::vector<size_t>> fill_gradient_buckets(const std::vector<int64_t>& part_params, double bucket_params) {
+  std::vector<std::vector<size_t>> out;
+  std::vector<size_t> open;
+  double filled = 0;
+  for (size_t i = 0; i < part_params.size(); ++i) {
+    if (part_params[i] <= 0) continue;
+    open.push_back(i);
+    filled += static_cast<double>(part_params[i]);
+    if (filled >= bucket_params) {
+      out.push_back(std::move(open));
+      open.clear();
+      filled = 0;
+    }
+  }
+  if (!open.empty()) out.push_back(std::move(open));
+  return out;
+}
+
+std::vector<std::vector<size_t>> fill_fsdp_buckets(const std::vector<int64_t>& part_params, double limit) {
+  // The lowering's plan_fsdp_buckets: the same filling, in forward order (limit 0 closes every
+  // part's bucket at once).
+  return fill_gradient_buckets(part_params, limit);
+}
+
+namespace {
+
+// Forward position of a part: embed, L0, L1, ..., head.
+int64_t part_order(const std::string& part) {
+  if (part == "embed") return -1;
+  if (part == "head") return INT64_MAX;
+  return std::stoll(part.substr(1));
+}
+
+std::vector<ModelPart> parts_of(const std::vector<ShardedParam>& params,
+                                const std::function<bool(const ShardedParam&)>& keep) {
+  std::vector<ModelPart> parts;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ShardedParam& p = params[i];
+    // A pipeline stage's copy of the tied embedding is in no part (data_parallel.hpp).
+    if (p.pipeline_copy || !keep(p)) continue;
+    const std::string name = parameter_part(p.name);
+    auto [it, added] = index.emplace(name, parts.size());
+    if (added) {
+      ModelPart part;
+      part.name = name;
+      part.layer = name[0] == 'L' ? part_order(name) : -1;
+      parts.push_back(part);
+    }
+    ModelPart& part = parts[it->second];
+    part.params.push_back(i);
+    part.numel += p.tensor.numel();
+  }
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const ModelPart& a, const ModelPart& b) { return part_order(a.name) < part_order(b.name); });
+  return parts;
+}
+
+// What a reduce-scatter really runs on Gloo 1.13 (recorded in the measured trace).
+constexpr const char* kReduceScatterAlgorithm = "alltoall+sum";
+
+int64_t as_handle(DataParallelOptimizer* o) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(o)); }
+DataParallelOptimizer* from_handle(int64_t h) { return reinterpret_cast<DataParallelOptimizer*>(static_cast<intptr_t>(h)); }
+
+// Waits for `work`, launched at `launched`, then runs `then` (the local part of the collective),
+// and times [launched, end) as `name`: the wait as a scope (which pauses an open backward segment)
+// and the time before it, while the collective ran behind other work, with add().
+void wait_timed(c10d::Work& work, const std::string& name, Clock::time_point launched,
+                const std::function<void()>& then = {}) {
+  OpTrace* trace = current_trace();
+  if (trace != nullptr) trace->add(name, launched, Clock::now());
+  OpTrace::Scope scope(trace, name);
+  work.wait();
+  if (then) then();
+}
+
+// Frees a tensor's memory, keeping its shape, and gives it back. Autograd's saved references
+// share the storage and see it again once refilled; neither bumps the version counter.
+void free_storage(const torch::Tensor& t) { at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), 0); }
+void refill_storage(const torch::Tensor& t, const torch::Tensor& values) {
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), bytes);
+  std::memcpy(t.data_ptr(), values.contiguous().data_ptr(), bytes);
+}
+
+// Gradient of `p` flattened (zeros when it got none).
+torch::Tensor flat_grad(const ShardedParam& p) {
+  const torch::Tensor& g = p.tensor.grad();
+  return g.defined() ? g.reshape(-1) : torch::zeros({p.tensor.numel()}, p.tensor.options().requires_grad(false));
+}
+
+}  // namespace
+
+std::vector<ModelPart> model_parts(const std::vector<ShardedParam>& params, bool experts) {
+  return parts_of(params, [experts](const ShardedParam& p) { return p.expert == experts; });
+}
+
+std::vector<GradBucket> gradient_buckets(const std::vector<ModelPart>& parts, double bucket_params,
+                                         const std::string& group_name, bool reduce_scatter) {
+  std::vector<int64_t> sizes;  // backward order
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) sizes.push_back(it->numel);
+  std::vector<GradBucket> out;
+  for (const auto& run : fill_gradient_buckets(sizes, bucket_params)) {
+    GradBucket b;
+    b.name = "opt." + group_name + ".bucket" + std::to_string(out.size()) + "." +
+             (reduce_scatter ? "reduce_scatter" : "all_reduce");
+    for (size_t j : run) {
+      const size_t forward = parts.size() - 1 - j;
+      b.parts.push_back(forward);
+      b.numel += parts[forward].numel;
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::string fsdp_node_name(const ModelPart& part, int64_t micro_batch, const char* phase, const std::string& op) {
+  return part.layer >= 0 ? site_name(part.layer, micro_batch, phase, op)
+                         : site_name(-1, micro_batch, phase, part.name + "." + op);
+}
+
+// ---- State ----
+
+struct DataParallelOptimizer::Flat {
+  // A run of the chunk for the gradient norm: [start, start + length) of the chunk, `kind` as
+  // clip_gradients sums it (0 TP-split, 1 replicated, 2 expert TP-split, 3 expert replicated).
+  struct Segment {
+    int64_t start = 0, length = 0;
+    int kind = 0;
+  };
+  std::vector<size_t> params;  // model indices, in flat order
+  std::vector<int64_t> offsets;
+  std::vector<std::vector<int64_t>> shapes;
+  int64_t numel = 0, chunk = 0, size = 1, rank = 0;
+  torch::Tensor shard;                 // this rank's chunk: the leaf AdamW updates
+  std::vector<Segment> segments;       // counted in the norm (pipeline copies left out)
+  std::vector<Segment> tp_summed;      // gradients summed over TP (SP norms, MoE partial sums)
+
+  // The parameters' gradients as one vector of size x chunk (zero padding at the end).
+  torch::Tensor padded_grad(const std::vector<ShardedParam>& all) const {
+    std::vector<torch::Tensor> pieces;
+    for (size_t i : params) pieces.push_back(flat_grad(all[i]));
+    if (chunk * size > numel) pieces.push_back(torch::zeros({chunk * size - numel}, torch::kFloat32));
+    return torch::cat(pieces);
+  }
+  // Writes the full flat vector `values` ([>= numel]) into the parameters.
+  void scatter_into(std::vector<ShardedParam>& all, const torch::Tensor& values) const {
+    torch::NoGradGuard no_grad;
+    for (size_t j = 0; j < params.size(); ++j) {
+      all[params[j]].tensor.detach().view(-1).copy_(values.narrow(0, offsets[j], all[params[j]].tensor.numel()));
+    }
+  }
+};
+
+struct DataParallelOptimizer::Reduction {
+  bool experts = false;
+  GroupPtr group;  // null: one member, nothing to reduce
+  double divisor = 1;
+  std::string group_name;  // "dp", "edp"
+  std::vector<ModelPart> parts;
+  std::vector<GradBucket> buckets;
+  std::vector<Flat> flats;  // kZero: one per part, parts order
+};
+
+struct DataParallelOptimizer::Pending {
+  c10::intrusive_ptr<c10d::Work> work;
+  std::vector<std::vector<torch::Tensor>> outputs;
+  std::vector<torch::Tensor> inputs;
+  Clock::time_point launched;
+};
+
+struct DataParallelOptimizer::Instance {
+  int64_t micro_batch = 0;
+  std::vector<std::vector<torch::Tensor>> gathered;  // per bucket: the parameters the forward used
+  std::vector<std::unique_ptr<Pending>> forward, backward;
+};
+
+namespace {
+
+// Lays `indices` of `params` out as one flat vector split into `size` chunks, and takes chunk
+// `rank` as a leaf. `ep`: experts are split over EP (counted apart in the norm).
+DataParallelOptimizer::Flat make_flat(const std::vector<ShardedParam>& params, const std::vector<size_t>& indices,
+                                      int64_t size, int64_t rank, bool ep) {
+  DataParallelOptimizer::Flat f;
+  f.params = indices;
+  f.size = size;
+  f.rank = rank;
+  std::vector<torch::Tensor> values;
+  for (size_t i : indices) {
+    f.offsets.push_back(f.numel);
+    f.shapes.push_back(params[i].tensor.sizes().vec());
+    f.numel += params[i].tensor.numel();
+    values.push_back(params[i].tensor.detach().reshape(-1));
+  }
+  f.chunk = (f.numel + size - 1) / size;
+  if (f.chunk * size > f.numel) values.push_back(torch::zeros({f.chunk * size - f.numel}, torch::kFloat32));
+  f.shard = torch::cat(values).narrow(0, rank * f.chunk, f.chunk).clone().set_requires_grad(true);
+  const int64_t lo = rank * f.chunk, hi = lo + f.chunk;
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const ShardedParam& p = params[indices[j]];
+    const int64_t a = std::max(lo, f.offsets[j]), b = std::min(hi, f.offsets[j] + p.tensor.numel());
+    if (a >= b) continue;
+    const int kind = (p.expert && ep ? 2 : 0) + (p.shard_dim >= 0 ? 0 : 1);
+    if (!p.pipeline_copy) f.segments.push_back({a - lo, b - a, kind});
+    if (p.sequence_parallel) f.tp_summed.push_back({a - lo, b - a, kind});
+  }
+  return f;
+}
+
+// One bucket's FSDP gather: forward all-gathers the parameters (waiting for a prefetched gather),
+// backward reduce-scatters their gradients into the chunk's.
+struct GatherBucket : torch::autograd::Function<GatherBucket> {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor shard, int64_t owner, int64_t bucket,
+                               int64_t instance) {
+    (void)shard;  // the gather reads it (launched maybe earlier); autograd needs it as the input
+    ctx->saved_data["owner"] = owner;
+    ctx->saved_data["bucket"] = bucket;
+    ctx->saved_data["instance"] = instance;
+    return from_handle(owner)->fsdp_forward_gather(bucket, instance);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* o = from_handle(ctx->saved_data["owner"].toInt());
+    auto g = o->fsdp_reduce_scatter(ctx->saved_data["bucket"].toInt(), ctx->saved_data["instance"].toInt(), grads);
+    return {g, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// Identity on a bucket's last part's output; its backward (which runs before the part's) gathers
+// the bucket's parameters again.
+struct PreBackward : torch::autograd::Function<PreBackward> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t owner, int64_t bucket,
+                               int64_t instance) {
+    ctx->saved_data["owner"] = owner;
+    ctx->saved_data["bucket"] = bucket;
+    ctx->saved_data["instance"] = instance;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    from_handle(ctx->saved_data["owner"].toInt())
+        ->fsdp_backward_gather(ctx->saved_data["bucket"].toInt(), ctx->saved_data["instance"].toInt());
+    return {grads[0], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+int64_t group_size(const GroupPtr& g) { return g ? g->getSize() : 1; }
+int64_t group_rank(const GroupPtr& g) { return g ? g->getRank() : 0; }
+
+}  // namespace
+
+// ---- Set-up ----
+
+DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroups& groups, const TrainConfig& c,
+                                             int64_t ep_size)
+    : model_(model), params_(model.mutable_parameters()), tp_(groups.tp), pp_(groups.pp),
+      embedding_(groups.embedding), ep_(groups.ep) {
+  const auto sharding = c.plan.sharding();
+  const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP;
+  const bool zero = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
+  ORRERY_CHECK(sharding != pb::SHARDING_HSDP, "hsdp reached the executor (unsupported_reason rejects it)");
+  // Without a DP group there is nothing to shard: the lowering has no data-parallel collectives.
+  mode_ = !groups.dp ? Mode::kReplicated : fsdp ? Mode::kFsdp : zero ? Mode::kZero : Mode::kReplicated;
+  zero2_ = sharding == pb::SHARDING_ZERO2;
+  opt_ = {c.learning_rate, c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_grad_norm};
+  prefetch_ = c.plan.prefetch_buckets();
+  const int64_t dp = group_size(groups.dp);
+  const double bucket_params = gradient_bucket_params(c.plan.bucket_bytes(), c.plan.parallel().has_dp() ? c.plan.parallel().dp() : 1);
+  std::vector<torch::Tensor> optimized;
+
+  if (mode_ == Mode::kFsdp) {
+    ORRERY_CHECK(!ep_, "fsdp with ep > 1 reached the executor (unsupported_reason rejects it)");
+    auto r = std::make_unique<Reduction>();
+    r->group = groups.dp;
+    r->divisor = static_cast<double>(dp);
+    r->group_name = "dp";
+    fsdp_parts_ = parts_of(params_, [](const ShardedParam&) { return true; });
+    std::vector<int64_t> sizes;
+    for (size_t i = 0; i < fsdp_parts_.size(); ++i) {
+      fsdp_part_index_[fsdp_parts_[i].name] = i;
+      sizes.push_back(fsdp_parts_[i].numel);
+    }
+    // Units gathered together, up to bucket_bytes of fp32 parameters (the lowering's rule).
+    const double limit = c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / 4 : 0;
+    fsdp_bucket_of_part_.assign(fsdp_parts_.size(), 0);
+    const bool has_head = fsdp_part_index_.count("head") != 0;
+    for (const auto& run : fill_fsdp_buckets(sizes, limit)) {
+      std::vector<size_t> indices;
+      for (size_t i : run) {
+        fsdp_bucket_of_part_[i] = fsdp_buckets_.size();
+        indices.insert(indices.end(), fsdp_parts_[i].params.begin(), fsdp_parts_[i].params.end());
+      }
+      const std::string& first = fsdp_parts_[run.front()].name;
+      const std::string& last = fsdp_parts_[run.back()].name;
+      fsdp_resident_.push_back(c.model.tied_embeddings() && has_head && first == "embed" && last != "head");
+      fsdp_buckets_.emplace_back(run.front(), run.back());
+      r->flats.push_back(make_flat(params_, indices, dp, group_rank(groups.dp), false));
+    }
+    // From here the parameters exist only as chunks; each forward gathers them.
+    for (const Flat& f : r->flats) {
+      optimized.push_back(f.shard);
+      for (size_t i : f.params) params_[i].tensor = torch::Tensor();
+    }
+    reductions_.push_back(std::move(r));
+    model_.set_part_hooks(this);
+  } else {
+    for (const bool experts : {false, true}) {
+      auto r = std::make_unique<Reduction>();
+      r->experts = experts;
+      // Routed experts: averaged over the expert-data-parallel group, then by ep (model_moe.hpp).
+      r->group = experts ? groups.edp : groups.dp;
+      r->divisor = static_cast<double>(experts ? group_size(groups.edp) * ep_size : dp);
+      r->group_name = experts ? "edp" : "dp";
+      r->parts = model_parts(params_, experts);
+      if (r->parts.empty()) continue;
+      r->buckets = gradient_buckets(r->parts, bucket_params, r->group_name, mode_ == Mode::kZero);
+      if (mode_ == Mode::kZero) {
+        for (const ModelPart& part : r->parts) {
+          r->flats.push_back(make_flat(params_, part.params, group_size(r->group), group_rank(r->group), ep_ != nullptr));
+          optimized.push_back(r->flats.back().shard);
+        }
+      } else {
+        for (const ModelPart& part : r->parts) {
+          for (size_t i : part.params) optimized.push_back(params_[i].tensor);
+        }
+      }
+      reductions_.push_back(std::move(r));
+    }
+    // The last stage's copy of a tied embedding: full, never sharded.
+    for (const auto& p : params_) {
+      if (p.pipeline_copy) optimized.push_back(p.tensor);
+    }
+  }
+  dp_ = groups.dp;
+  adamw_ = std::make_unique<torch::optim::AdamW>(optimized, torch::optim::AdamWOptions(opt_.learning_rate)
+                                                                .betas({opt_.beta1, opt_.beta2})
+                                                                .eps(opt_.eps)
+                                                                .weight_decay(opt_.weight_decay));
+}
+
+DataParallelOptimizer::~DataParallelOptimizer() {
+  if (mode_ == Mode::kFsdp) model_.set_part_hooks(nullptr);
+}
+
+void DataParallelOptimizer::zero_grad() {
+  for (auto& p : params_) {
+    // FSDP: the model holds the last forward's gathered copies (not leaves), no gradients.
+    if (mode_ == Mode::kFsdp || !p.tensor.grad().defined()) continue;
+    if (zero2_) {
+      p.tensor.mutable_grad().reset();
+    } else {
+      p.tensor.mutable_grad().detach_();
+      p.tensor.mutable_grad().zero_();
+    }
+  }
+  for (auto& r : reductions_) {
+    for (auto& f : r->flats) f.shard.mutable_grad().reset();
+  }
+  instances_.clear();
+}
+
+// ---- The step ----
+
+double DataParallelOptimizer::step() {
+  finish_gradients();
+  double norm = 0;
+  if (mode_ == Mode::kReplicated) {
+    for (auto& r : reductions_) reduce_replicated(*r);
+    OpTrace::Scope scope(current_trace(), "opt.adamw");
+    norm = clip_gradients(params_, tp_, pp_, opt_.clip_grad_norm, ep_);
+    adamw_->step();
+    return norm;
+  }
+  if (mode_ == Mode::kZero) {
+    for (auto& r : reductions_) reduce_scatter_zero(*r);
+    if (zero2_) {  // ZeRO-2 keeps only its gradient chunks (and the unsharded tied copy's)
+      for (auto& p : params_) {
+        if (!p.pipeline_copy) p.tensor.mutable_grad().reset();
+      }
+    }
+  }
+  {
+    OpTrace::Scope scope(current_trace(), "opt.adamw");
+    norm = clip_chunks(opt_.clip_grad_norm);
+    adamw_->step();
+  }
+  if (mode_ == Mode::kZero) gather_zero();
+  return norm;
+}
+
+void DataParallelOptimizer::finish_gradients() {
+  // Megatron's finalize-gradients all-reduces, which the simulator folds into the optimizer node
+  // (they are small).
+  OpTrace::Scope scope(current_trace(), "opt.adamw");
+  if (mode_ == Mode::kFsdp) {
+    // SP norms and MoE partial sums: their chunk gradients summed over TP (the chunks line up on
+    // every TP rank: the same shapes give the same flat layout).
+    if (!tp_) return;
+    for (auto& r : reductions_) {
+      for (auto& f : r->flats) {
+        if (f.tp_summed.empty() || !f.shard.grad().defined()) continue;
+        std::vector<torch::Tensor> pieces;
+        for (const auto& s : f.tp_summed) pieces.push_back(f.shard.grad().narrow(0, s.start, s.length));
+        auto flat = torch::cat(pieces);
+        all_reduce_sum(tp_, flat);
+        int64_t at = 0;
+        for (const auto& s : f.tp_summed) {
+          f.shard.mutable_grad().narrow(0, s.start, s.length).copy_(flat.narrow(0, at, s.length));
+          at += s.length;
+        }
+      }
+    }
+    return;
+  }
+  all_reduce_sequence_parallel_gradients(params_, tp_);
+  if (embedding_) {  // tied embeddings split over the first and last stage
+    const ShardedParam* tied = model_.find("embed.tokens.weight");
+    auto grad = tied->tensor.grad();
+    all_reduce_sum(embedding_, grad);
+    // The last stage's copy is in no bucket (the lowering counts the matrix on the first stage
+    // only): its mean over dp here, as the first stage's copy gets in its bucket.
+    if (tied->pipeline_copy && dp_) {
+      all_reduce_sum(dp_, grad);
+      grad.div_(static_cast<double>(dp_->getSize()));
+    }
+  }
+}
+
+void DataParallelOptimizer::reduce_replicated(Reduction& r) {
+  if (!r.group) {
+    if (r.divisor > 1) {
+      for (const auto& part : r.parts) {
+        for (size_t i : part.params) {
+          if (params_[i].tensor.grad().defined()) params_[i].tensor.grad().div_(r.divisor);
+        }
+      }
+    }
+    return;
+  }
+  struct Launched {
+    std::vector<torch::Tensor> flat;
+    c10::intrusive_ptr<c10d::Work> work;
+    Clock::time_point at;
+  };
+  std::vector<Launched> launched;
+  for (const auto& b : r.buckets) {  // all in flight before the first wait, as DDP
+    std::vector<torch::Tensor> pieces;
+    for (size_t part : b.parts) {
+      for (size_t i : r.parts[part].params) pieces.push_back(flat_grad(params_[i]));
+    }
+    Launched l;
+    l.flat = {torch::cat(pieces)};
+    l.at = Clock::now();
+    l.work = r.group->allreduce(l.flat);
+    launched.push_back(std::move(l));
+  }
+  for (size_t k = 0; k < r.buckets.size(); ++k) {
+    auto& l = launched[k];
+    wait_timed(*l.work, r.buckets[k].name, l.at);
+    l.flat[0].div_(r.divisor);
+    int64_t at = 0;
+    for (size_t part : r.buckets[k].parts) {
+      for (size_t i : r.parts[part].params) {
+        auto& p = params_[i];
+        if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = torch::zeros_like(p.tensor);
+        p.tensor.mutable_grad().copy_(l.flat[0].narrow(0, at, p.tensor.numel()).view_as(p.tensor));
+        at += p.tensor.numel();
+      }
+    }
+  }
+}
+
+void DataParallelOptimizer::reduce_scatter_zero(Reduction& r) {
+  if (!r.group) {  // one member: the chunk is the whole vector
+    for (auto& f : r.flats) f.shard.mutable_grad() = f.padded_grad(params_).div_(r.divisor);
+    return;
+  }
+  const int64_t size = r.group->getSize();
+  struct Launched {
+    torch::Tensor input, output;
+    c10::intrusive_ptr<c10d::Work> work;
+    Clock::time_point at;
+    int64_t width = 0;
+  };
+  std::vector<Launched> launched;
+  for (const auto& b : r.buckets) {
+    // Row j of [size, width] goes to rank j: every part's chunk j, parts in the bucket's order.
+    std::vector<torch::Tensor> columns;
+    Launched l;
+    for (size_t part : b.parts) {
+      const Flat& f = r.flats[part];
+      columns.push_back(f.padded_grad(params_).view({size, f.chunk}));
+      l.width += f.chunk;
+    }
+    l.input = torch::cat(columns, 1).contiguous();
+    l.output = torch::empty_like(l.input);
+    std::vector<int64_t> equal_splits;
+    l.at = Clock::now();
+    l.work = r.group->alltoall_base(l.output, l.input, equal_splits, equal_splits);
+    launched.push_back(std::move(l));
+  }
+  for (size_t k = 0; k < r.buckets.size(); ++k) {
+    auto& l = launched[k];
+    torch::Tensor reduced;
+    // The reduce-scatter's own reduction: the size rows received, summed in rank order.
+    wait_timed(*l.work, r.buckets[k].name, l.at, [&] { reduced = l.output.sum(0).div_(r.divisor); });
+    if (OpTrace* t = current_trace()) t->set_algorithm(r.buckets[k].name, kReduceScatterAlgorithm);
+    int64_t at = 0;
+    for (size_t part : r.buckets[k].parts) {
+      Flat& f = r.flats[part];
+      f.shard.mutable_grad() = reduced.narrow(0, at, f.chunk).clone();
+      at += f.chunk;
+    }
+  }
+}
+
+void DataParallelOptimizer::gather_zero() {
+  // Every part's updated chunks, parts in forward order, dense before experts (the lowering's
+  // gather_part), all in flight before the first wait.
+  struct Gather {
+    int64_t order = 0;
+    bool experts = false;
+    Reduction* r = nullptr;
+    size_t part = 0;
+  };
+  std::vector<Gather> order;
+  for (auto& r : reductions_) {
+    for (size_t i = 0; i < r->parts.size(); ++i) order.push_back({part_order(r->parts[i].name), r->experts, r.get(), i});
+  }
+  std::stable_sort(order.begin(), order.end(), [](const Gather& a, const Gather& b) {
+    return a.order != b.order ? a.order < b.order : a.experts < b.experts;
+  });
+  std::vector<Pending> pending(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Reduction& r = *order[k].r;
+    if (!r.group) continue;
+    const Flat& f = r.flats[order[k].part];
+    Pending& p = pending[k];
+    p.outputs.resize(1);
+    for (int64_t i = 0; i < f.size; ++i) p.outputs[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
+    p.inputs = {f.shard.detach()};
+    p.launched = Clock::now();
+    p.work = r.group->allgather(p.outputs, p.inputs);
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Reduction& r = *order[k].r;
+    const Flat& f = r.flats[order[k].part];
+    if (!r.group) {
+      f.scatter_into(params_, f.shard.detach());
+      continue;
+    }
+    const std::string name = "opt." + r.parts[order[k].part].name +
+                             (r.experts ? ".expert_param_all_gather" : ".param_all_gather");
+    wait_timed(*pending[k].work, name, pending[k].launched);
+    f.scatter_into(params_, torch::cat(pending[k].outputs[0]));
+  }
+}
+
+double DataParallelOptimizer::clip_chunks(double max_norm) {
+  // Sums of squares per kind (clip_gradients' four sums), each over its reduction's group, whose
+  // ranks hold disjoint chunks.
+  auto sums = torch::zeros({4}, torch::kFloat64);
+  for (auto& r : reductions_) {
+    auto local = torch::zeros({4}, torch::kFloat64);
+    for (const auto& f : r->flats) {
+      if (!f.shard.grad().defined()) continue;
+      for (const auto& s : f.segments) {
+        local[s.kind] += f.shard.grad().narrow(0, s.start, s.length).to(torch::kFloat64).pow(2).sum();
+      }
+    }
+    all_reduce_sum(r->group, local);
+    sums += local;
+  }
+  auto split = torch::stack({sums[0], sums[2]});  // TP-split tensors: summed over TP
+  all_reduce_sum(tp_, split);
+  auto total = (split[0] + sums[1]).reshape({1});
+  auto experts = (split[1] + sums[3]).reshape({1});
+  all_reduce_sum(ep_, experts);  // routed experts split over EP
+  total += experts;
+  all_reduce_sum(pp_, total);
+  const double norm = std::sqrt(total.item<double>());
+  if (max_norm > 0) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1) {
+      for (auto& r : reductions_) {
+        for (auto& f : r->flats) {
+          if (f.shard.grad().defined()) f.shard.mutable_grad().mul_(coef);
+        }
+      }
+      for (auto& p : params_) {
+        if (p.pipeline_copy && p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
+      }
+    }
+  }
+  return norm;
+}
+
+void DataParallelOptimizer::gather_parameters() {
+  if (mode_ != Mode::kFsdp) return;
+  const Reduction& r = *reductions_.front();
+  for (const Flat& f : r.flats) {
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int64_t i = 0; i < f.size; ++i) out[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
+    std::vector<torch::Tensor> in{f.shard.detach()};
+    r.group->allgather(out, in)->wait();
+    const auto values = torch::cat(out[0]);
+    for (size_t j = 0; j < f.params.size(); ++j) {
+      const int64_t n = std::accumulate(f.shapes[j].begin(), f.shapes[j].end(), int64_t{1}, std::multiplies<>());
+      params_[f.params[j]].tensor = values.narrow(0, f.offsets[j], n).view(f.shapes[j]).clone();
+    }
+  }
+}
+
+// ---- FSDP ----
+
+void DataParallelOptimizer::before_forward(const std::string& part) {
+  const auto it = fsdp_part_index_.find(part);
+  if (it == fsdp_part_index_.end()) return;
+  const size_t index = it->second;
+  if (index == 0) {  // the stage's first part: a new micro-batch
+    auto inst = std::make_unique<Instance>();
+    inst->micro_batch = static_cast<int64_t>(instances_.size());
+    inst->gathered.resize(fsdp_buckets_.size());
+    inst->forward.resize(fsdp_buckets_.size());
+    inst->backward.resize(fsdp_buckets_.size());
+    instances_.push_back(std::move(inst));
+  }
+  ORRERY_CHECK(!instances_.empty(), "FSDP: a forward pass began after its first part");
+  const size_t bucket = fsdp_bucket_of_part_[index];
+  if (fsdp_buckets_[bucket].first != index) return;
+  Instance& inst = *instances_.back();
+  launch_fsdp_gather(inst, bucket, false);
+  for (int64_t k = 1; k <= prefetch_ && bucket + static_cast<size_t>(k) < fsdp_buckets_.size(); ++k) {
+    launch_fsdp_gather(inst, bucket + static_cast<size_t>(k), false);
+  }
+  const Flat& f = reductions_.front()->flats[bucket];
+  const int64_t instance = static_cast<int64_t>(instances_.size()) - 1;
+  inst.gathered[bucket] = GatherBucket::apply(f.shard, as_handle(this), static_cast<int64_t>(bucket), instance);
+  for (size_t j = 0; j < f.params.size(); ++j) params_[f.params[j]].tensor = inst.gathered[bucket][j];
+}
+
+torch::Tensor DataParallelOptimizer::after_forward(const std::string& part, const torch::Tensor& output) {
+  const auto it = fsdp_part_index_.find(part);
+  if (it == fsdp_part_index_.end() || instances_.empty()) return output;
+  const size_t bucket = fsdp_bucket_of_part_[it->second];
+  if (fsdp_buckets_[bucket].second != it->second || fsdp_resident_[bucket]) return output;
+  const int64_t instance = static_cast<int64_t>(instances_.size()) - 1;
+  torch::Tensor out = output;
+  if (output.requires_grad()) out = PreBackward::apply(output, as_handle(this), static_cast<int64_t>(bucket), instance);
+  for (const auto& t : instances_.back()->gathered[bucket]) free_storage(t);
+  return out;
+}
+
+void DataParallelOptimizer::launch_fsdp_gather(Instance& inst, size_t bucket, bool backward) {
+  auto& slot = (backward ? inst.backward : inst.forward)[bucket];
+  if (slot || (backward && fsdp_resident_[bucket])) return;
+  const Reduction& r = *reductions_.front();
+  const Flat& f = r.flats[bucket];
+  slot = std::make_unique<Pending>();
+  slot->outputs.resize(1);
+  for (int64_t i = 0; i < f.size; ++i) slot->outputs[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
+  slot->inputs = {f.shard.detach()};
+  slot->launched = Clock::now();
+  slot->work = r.group->allgather(slot->outputs, slot->inputs);
+}
+
+torch::Tensor DataParallelOptimizer::finish_fsdp_gather(Instance& inst, size_t bucket, bool backward) {
+  launch_fsdp_gather(inst, bucket, backward);
+  auto& slot = (backward ? inst.backward : inst.forward)[bucket];
+  const auto& [first, last] = fsdp_buckets_[bucket];
+  // Named at the part where the lowering gathers: the bucket's first part in forward, its last
+  // (the first to run) in backward.
+  const std::string name = fsdp_node_name(fsdp_parts_[backward ? last : first], inst.micro_batch,
+                                          backward ? "bwd" : "fwd", "fsdp.all_gather");
+  torch::Tensor values;
+  wait_timed(*slot->work, name, slot->launched, [&] { values = torch::cat(slot->outputs[0]); });
+  slot.reset();
+  return values;
+}
+
+std::vector<torch::Tensor> DataParallelOptimizer::fsdp_forward_gather(int64_t bucket, int64_t instance) {
+  Instance& inst = *instances_[static_cast<size_t>(instance)];
+  const Flat& f = reductions_.front()->flats[static_cast<size_t>(bucket)];
+  const auto values = finish_fsdp_gather(inst, static_cast<size_t>(bucket), false);
+  std::vector<torch::Tensor> out;
+  for (size_t j = 0; j < f.params.size(); ++j) {
+    const int64_t n = std::accumulate(f.shapes[j].begin(), f.shapes[j].end(), int64_t{1}, std::multiplies<>());
+    out.push_back(values.narrow(0, f.offsets[j], n).view(f.shapes[j]).clone());
+  }
+  return out;
+}
+
+void DataParallelOptimizer::fsdp_backward_gather(int64_t bucket, int64_t instance) {
+  Instance& inst = *instances_[static_cast<size_t>(instance)];
+  const size_t b = static_cast<size_t>(bucket);
+  launch_fsdp_gather(inst, b, true);
+  // Prefetch: the buckets the backward pass reaches next (lower indices).
+  for (int64_t k = 1; k <= prefetch_ && static_cast<int64_t>(b) - k >= 0; ++k) {
+    launch_fsdp_gather(inst, b - static_cast<size_t>(k), true);
+  }
+  const Flat& f = reductions_.front()->flats[b];
+  const auto values = finish_fsdp_gather(inst, b, true);
+  for (size_t j = 0; j < f.params.size(); ++j) {
+    const auto& t = inst.gathered[b][j];
+    refill_storage(t, values.narrow(0, f.offsets[j], t.numel()));
+  }
+}
+
+torch::Tensor DataParallelOptimizer::fsdp_reduce_scatter(int64_t bucket, int64_t instance,
+                                                         const std::vector<torch::Tensor>& grads) {
+  Instance& inst = *instances_[static_cast<size_t>(instance)];
+  const size_t b = static_cast<size_t>(bucket);
+  const Reduction& r = *reductions_.front();
+  const Flat& f = r.flats[b];
+  const std::string name =
+      fsdp_node_name(fsdp_parts_[fsdp_buckets_[b].first], inst.micro_batch, "bwd", "fsdp.reduce_scatter");
+  OpTrace::Scope scope(current_trace(), name);
+  if (OpTrace* t = current_trace()) t->set_algorithm(name, kReduceScatterAlgorithm);
+  std::vector<torch::Tensor> pieces;
+  for (size_t j = 0; j < f.params.size(); ++j) {
+    const auto& t = inst.gathered[b][j];
+    pieces.push_back(j < grads.size() && grads[j].defined() ? grads[j].reshape(-1) : torch::zeros({t.numel()}));
+  }
+  if (f.chunk * f.size > f.numel) pieces.push_back(torch::zeros({f.chunk * f.size - f.numel}, torch::kFloat32));
+  auto input = torch::cat(pieces);
+  auto output = torch::empty_like(input);
+  std::vector<int64_t> equal_splits;
+  // Reduce-scatter as alltoall_base + local sum (Gloo 1.13 has no reduce-scatter).
+  r.group->alltoall_base(output, input, equal_splits, equal_splits)->wait();
+  auto reduced = output.view({f.size, f.chunk}).sum(0).div_(r.divisor);
+  // The gathered copy is no longer needed: every use of it has run its backward.
+  for (const auto& t : inst.gathered[b]) free_storage(t);
+  return reduced;
+}
+
+// ---- Layout query (data_parallel.hpp) ----
+
+std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig& c, int64_t rank) {
+  const RankGrid grid = RankGrid::from_plan(c.plan);
+  const GridCoord coord = grid.coord(rank);
+  const auto split = layers_per_stage(c.plan, c.model);
+  StageLayers stage;
+  for (int64_t i = 0; i < coord.pp; ++i) stage.first_layer += split[static_cast<size_t>(i)];
+  stage.end_layer = stage.first_layer + split[static_cast<size_t>(coord.pp)];
+  stage.first = coord.pp == 0;
+  stage.last = coord.pp == grid.degrees().pp - 1;
+  ExpertParallel ep;
+  ep.size = grid.degrees().ep;
+  const auto ep_members = grid.expert_group(rank);
+  ep.rank = std::find(ep_members.begin(), ep_members.end(), rank) - ep_members.begin();
+  const Transformer model(c.model, GroupPtr(), grid.degrees().tp, coord.tp, c.seed, stage,
+                          c.plan.parallel().sequence_parallel(), ep);
+  // Without an EP group the model keeps every routed expert: keep this EP rank's.
+  std::set<std::string> foreign;
+  for (const auto& m : model.all_parameters()) {
+    if (m.expert >= 0 && ep.size > 1 && expert_owner(c.model, ep.size, m.expert) != ep.rank) foreign.insert(m.name);
+  }
+  std::vector<ShardedParam> params;
+  for (const auto& p : model.parameters()) {
+    if (foreign.count(p.name) == 0) params.push_back(p);
+  }
+  const auto sharding = c.plan.sharding();
+  const int64_t dp = grid.degrees().dp;
+  std::vector<DataParallelCollective> out;
+  auto collective = [](const std::string& name, const std::vector<const ModelPart*>& parts) {
+    DataParallelCollective d;
+    d.name = name;
+    for (const ModelPart* p : parts) {
+      d.parts.push_back(p->name);
+      d.params += p->numel;
+    }
+    return d;
+  };
+  if (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP) {
+    if (dp < 2) return out;
+    const auto parts = parts_of(params, [](const ShardedParam&) { return true; });
+    std::vector<int64_t> sizes;
+    for (const auto& p : parts) sizes.push_back(p.numel);
+    const double limit = c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / 4 : 0;
+    for (const auto& run : fill_fsdp_buckets(sizes, limit)) {
+      std::vector<const ModelPart*> members;
+      for (size_t i : run) members.push_back(&parts[i]);
+      out.push_back(collective(fsdp_node_name(parts[run.front()], 0, "fwd", "fsdp.all_gather"), members));
+    }
+    return out;
+  }
+  const bool zero = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
+  const double bucket_params = gradient_bucket_params(c.plan.bucket_bytes(), dp);
+  const int64_t edp = static_cast<int64_t>(grid.expert_data_group(rank).size());
+  std::vector<std::pair<bool, std::vector<ModelPart>>> subsets;
+  for (const bool experts : {false, true}) {
+    if ((experts ? edp : dp) < 2) continue;
+    auto parts = model_parts(params, experts);
+    for (const auto& b : gradient_buckets(parts, bucket_params, experts ? "edp" : "dp", zero)) {
+      std::vector<const ModelPart*> members;
+      for (size_t i : b.parts) members.push_back(&parts[i]);
+      out.push_back(collective(b.name, members));
+    }
+    subsets.emplace_back(experts, std::move(parts));
+  }
+  if (!zero) return out;
+  std::vector<std::pair<std::pair<int64_t, bool>, DataParallelCollective>> gathers;
+  for (const auto& [experts, parts] : subsets) {
+    for (const auto& p : parts) {
+      const std::string name = "opt." + p.name + (experts ? ".expert_param_all_gather" : ".param_all_gather");
+      gathers.push_back({{part_order(p.name), experts}, collective(name, {&p})});
+    }
+  }
+  std::stable_sort(gathers.begin(), gathers.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& g : gathers) out.push_back(std::move(g.second));
+  return out;
+}
+
+}  // namespace orrery::executor

@@ -1,0 +1,90 @@
+// Fitting the simulator's own cost formulas to measured op times (`orrery calibrate`): per
+// (device, op class) the ComputeCurve parameters of compute_cost.hpp, per (scope, collective)
+// the CommCurve alpha-beta of collective_cost.hpp. Nonlinear least squares (Ceres) on
+// log(predicted / measured), so a 10 us op weighs as much as a 10 ms one.
+//
+// Parameters the samples cannot tell apart are held, not guessed: on a curve whose samples are
+// all compute-bound, half_saturation_flops and overhead_s add the same constant to every
+// prediction, so half_saturation_flops is held at 0 and the constant is overhead_s; without
+// memory-bound samples memory_efficiency keeps its default; one message size cannot separate
+// latency from bandwidth, so latency_s is held at 0. What was held, and why, is in the report
+// and in FitStats.fitted_params. A curve whose samples contradict the formula (an efficiency or
+// a bandwidth running off to its sanity bound: the time does not grow with the work) is not
+// written, and the default stays. Deterministic: the same samples give the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/calibration.pb.h"
+#include "orrery/pb/cluster.pb.h"
+#include "orrery/pb/exec_graph.pb.h"
+
+namespace orrery::sim {
+
+// One measured compute op, with what ComputeCostModel::seconds needs to predict it.
+struct ComputeSample {
+  std::string device;  // DeviceSpec name
+  pb::OpClass op_class = pb::OP_CLASS_UNSPECIFIED;
+  double flops = 0;
+  double bytes = 0;              // read + written
+  double peak_flops_per_s = 0;   // the device's peak for the op's dtype (fp32 when it has none)
+  double memory_bytes_per_s = 0; // the device's memory bandwidth
+  double seconds = 0;            // measured, > 0
+  std::string source;            // "file: node name", for reports
+};
+
+// One measured collective, with what CollectiveCostModel needs to predict it from a CommCurve.
+struct CommSample {
+  std::string scope;  // CollectiveCostModel::calibration_scope of its group
+  pb::CollectiveKind collective = pb::COLLECTIVE_KIND_UNSPECIFIED;
+  double bytes = 0;   // nccl-tests buffer size
+  int64_t ranks = 0;  // group size
+  double seconds = 0;
+  std::string source;
+};
+
+struct FitOptions {
+  // A curve needs this many samples (and at least one more than the parameters it fits);
+  // with fewer the simulator's default stays.
+  int64_t min_samples = 3;
+};
+
+// A parameter the samples could not determine, and the value it keeps.
+struct HeldParam {
+  std::string name;  // as the proto field
+  double value = 0;  // in the field's SI unit
+  std::string reason;
+};
+
+// How one curve came out, for the report.
+struct CurveReport {
+  std::string device_or_scope;
+  std::string what;  // op class or collective ("gemm", "all_reduce")
+  int64_t samples = 0;
+  bool fitted = false;             // false: the default stays (see note)
+  std::vector<HeldParam> held;
+  std::string note;
+};
+
+struct CalibrationFit {
+  // Fitted curves only, compute sorted by (device, op class), comm by (scope, collective).
+  pb::CalibrationProfile profile;
+  std::vector<CurveReport> curves;  // in the same order, then the curves left at their defaults
+};
+
+// `devices`: every device the compute samples name (defaults of held parameters come from
+// its default curve). Throws InternalError on samples that break their own contract
+// (non-positive seconds, unknown device).
+CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute, const std::vector<CommSample>& comm,
+                               const std::map<std::string, pb::DeviceSpec>& devices,
+                               const FitOptions& options = {});
+
+// The time ComputeCostModel predicts for `s` under `curve` (the formula the fit fits).
+double predict_compute_seconds(const pb::ComputeCurve& curve, const ComputeSample& s);
+// The time CollectiveCostModel predicts for `s` under `curve`.
+double predict_comm_seconds(const pb::CommCurve& curve, const CommSample& s);
+
+}  // namespace orrery::sim

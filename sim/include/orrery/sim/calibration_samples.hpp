@@ -1,0 +1,48 @@
+// From measured traces (orrery bench files, executor run traces, imported Kineto traces: all
+// ExecGraphs with duration_s on their nodes) to the samples calibration fits.
+//
+// Compute nodes give one sample each, on the device their rank ran on, against the peak of the
+// dtype they ran in (ExecNode.dtype, else the trace's plan precision; the fp32 peak when the
+// device has none for it, as the cost model does). Collective nodes give one sample per
+// collective instance: the same node name in the same process group on several ranks is one
+// instance, timed by its fastest rank (the others also waited for late peers). Its scope is the
+// one CollectiveCostModel looks up for its group on the trace's cluster (cluster_spec), or
+// `comm_scope` for traces that carry no cluster.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "orrery/pb/cluster.pb.h"
+#include "orrery/pb/exec_graph.pb.h"
+#include "orrery/sim/calibration_fit.hpp"
+
+namespace orrery::sim {
+
+struct SampleOptions {
+  // Replaces the device of every rank (`orrery calibrate --device`); empty: the trace's own.
+  std::string device;
+  // Resolves device names for traces without cluster_spec, after their own and before the
+  // built-in database (`--cluster`); may be null.
+  const pb::ClusterSpec* cluster = nullptr;
+  // Scope of collectives in traces without cluster_spec.
+  std::string comm_scope = "intra_node";
+};
+
+struct TraceSamples {
+  std::vector<ComputeSample> compute;
+  std::vector<CommSample> comm;
+  // The specs of the devices the samples name.
+  std::map<std::string, pb::DeviceSpec> devices;
+  // Per file, what was left out and why ("3 nodes without duration_s").
+  std::vector<std::string> notes;
+};
+
+// Adds `trace`'s samples. `file` names it in samples and errors. Throws InputError naming the
+// file and field when the trace cannot be used: no node has a duration (a lowered graph, not a
+// measurement), an unknown device or dtype, a collective whose process group is missing.
+void add_trace_samples(const pb::ExecGraph& trace, const std::string& file, const SampleOptions& options,
+                       TraceSamples& out);
+
+}  // namespace orrery::sim

@@ -1,0 +1,99 @@
+// A communication curve: CollectiveCostModel's calibrated time, latency_s + bytes x busbw factor /
+// bandwidth_bytes_per_s, fitted on log residuals in (latency_s, 1 / bandwidth), which is linear.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Dense>
+
+#include "calibration_fit_curves.hpp"
+#include "calibration_solver.hpp"
+#include "collective_algorithms.hpp"
+
+namespace orrery::sim {
+namespace {
+
+enum : size_t { kLatency = 0, kSecondsPerByte = 1 };
+
+double bus_bytes(const CommSample& s) { return s.bytes * detail::bus_factor(s.collective, s.ranks); }
+
+template <typename T>
+T log_comm_time(double bus, const T* v) {
+  using std::log;
+  return log(v[kLatency] + T(bus) * v[kSecondsPerByte]);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+double predict_comm_seconds(const pb::CommCurve& curve, const CommSample& s) {
+  return curve.latency_s() + bus_bytes(s) / curve.bandwidth_bytes_per_s();
+}
+
+namespace detail {
+
+std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>& samples, CurveReport& report) {
+  std::vector<double> measured, bus, per_byte;
+  for (const CommSample* s : samples) {
+    measured.push_back(s->seconds);
+    bus.push_back(bus_bytes(*s));
+    per_byte.push_back(s->seconds / bus.back());
+  }
+  // Start from the linear fit of relative errors: minimise sum ((a + b x) / t - 1)^2.
+  Eigen::MatrixXd a(static_cast<Eigen::Index>(samples.size()), 2);
+  Eigen::VectorXd ones = Eigen::VectorXd::Ones(a.rows());
+  for (Eigen::Index i = 0; i < a.rows(); ++i) {
+    const auto k = static_cast<size_t>(i);
+    a(i, 0) = 1 / measured[k];
+    a(i, 1) = bus[k] / measured[k];
+  }
+  const Eigen::Vector2d ab = a.colPivHouseholderQr().solve(ones);
+  const double t_min = *std::min_element(measured.begin(), measured.end());
+  const double t_max = *std::max_element(measured.begin(), measured.end());
+  const double b_typical = median(per_byte);
+  const double latency0 = std::isfinite(ab(0)) && ab(0) > 0 ? std::min(ab(0), t_max) : 0.1 * t_min;
+  const double per_byte0 = std::isfinite(ab(1)) && ab(1) > 0 ? ab(1) : b_typical;
+  std::vector<detail::SolverParam> params(2);
+  // Latency from 0 up; seconds per byte within 1e9 of the samples' own (a fit beyond says the
+  // time does not follow the message size: it contradicts the model).
+  params[kLatency] = {"latency_s", latency0, median(measured), 0, std::numeric_limits<double>::infinity(), 0};
+  params[kSecondsPerByte] = {"bandwidth_bytes_per_s", per_byte0, b_typical, 1e-9 * b_typical, 1e9 * b_typical, b_typical};
+  Predictor predict;
+  predict.value = [&](size_t i, const double* v) { return log_comm_time(bus[i], v); };
+  predict.jet = [&](size_t i, const Jet* v) { return log_comm_time(bus[i], v); };
+  // One message size cannot separate latency from bandwidth: latency goes first (held at 0).
+  const SolveResult solved = solve_curve(predict, measured, params, {kLatency, kSecondsPerByte});
+  if (!solved.contradiction.empty()) {
+    report.note = "the samples contradict the model (" + solved.contradiction + "): the default stays";
+    return std::nullopt;
+  }
+
+  pb::CommCurve c;
+  c.set_scope(samples.front()->scope);
+  c.set_collective(samples.front()->collective);
+  c.set_latency_s(params[kLatency].value);
+  const double b = params[kSecondsPerByte].value;
+  c.set_bandwidth_bytes_per_s(1 / b);
+  std::vector<double> predicted;
+  for (const CommSample* s : samples) predicted.push_back(predict_comm_seconds(c, *s));
+  fill_error_stats(predicted, measured, *c.mutable_fit());
+  for (const SolverParam& p : params) {
+    const bool bandwidth = &p == &params[kSecondsPerByte];
+    if (p.free) {
+      c.mutable_fit()->add_fitted_params(p.name);
+      // bandwidth = 1 / b: its standard error is b's divided by b^2 (first order).
+      if (solved.covariance_ok) c.mutable_fit()->add_param_std_errors(bandwidth ? p.std_error / (b * b) : p.std_error);
+    } else {
+      report.held.push_back({p.name, bandwidth ? 1 / p.value : p.value, p.held_reason});
+    }
+  }
+  if (!solved.covariance_ok) report.note = "no standard errors: the covariance could not be computed";
+  return c;
+}
+
+}  // namespace detail
+}  // namespace orrery::sim

@@ -1,0 +1,119 @@
+// A compute curve: ComputeCostModel's formula, time = overhead_s + max((F + half_saturation_flops)
+// / (peak x max_efficiency), bytes / (bandwidth x memory_efficiency)) — the efficiency curve
+// max_efficiency x F / (F + half_saturation_flops) written out — fitted on log residuals.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "calibration_fit_curves.hpp"
+#include "calibration_solver.hpp"
+#include "orrery/sim/compute_cost.hpp"
+
+namespace orrery::sim {
+namespace {
+
+// Parameter order: the ComputeCurve's declaration order.
+enum : size_t { kMaxEfficiency = 0, kHalfSaturation = 1, kMemoryEfficiency = 2, kOverhead = 3 };
+
+template <typename T>
+T log_compute_time(const ComputeSample& s, const T* v) {
+  T compute(0.0), memory(0.0);
+  if (s.flops > 0 && s.peak_flops_per_s > 0) {
+    compute = (T(s.flops) + v[kHalfSaturation]) / (T(s.peak_flops_per_s) * v[kMaxEfficiency]);
+  }
+  if (s.bytes > 0) memory = T(s.bytes) / (T(s.memory_bytes_per_s) * v[kMemoryEfficiency]);
+  using std::log;
+  return log(v[kOverhead] + (compute > memory ? compute : memory));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+double predict_compute_seconds(const pb::ComputeCurve& curve, const ComputeSample& s) {
+  // The real cost model on a device that has exactly this sample's peak and bandwidth.
+  pb::DeviceSpec device;
+  device.set_name(s.device);
+  device.mutable_peak_flops()->set_fp32(s.peak_flops_per_s);
+  device.set_memory_bandwidth_bytes_per_s(s.memory_bytes_per_s);
+  pb::CalibrationProfile profile;
+  pb::ComputeCurve& c = *profile.add_compute();
+  c = curve;
+  c.set_device(s.device);
+  c.set_op_class(s.op_class);
+  return ComputeCostModel("fp32", &profile).seconds(device, s.op_class, s.flops, s.bytes);
+}
+
+namespace detail {
+
+std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const ComputeSample*>& samples,
+                                                  const pb::ComputeCurve& defaults, CurveReport& report) {
+  std::vector<double> measured, flops, times;
+  double achieved_compute = 0, achieved_memory = 0, max_flops = 0;
+  for (const ComputeSample* s : samples) {
+    measured.push_back(s->seconds);
+    if (s->flops > 0 && s->peak_flops_per_s > 0) {
+      achieved_compute = std::max(achieved_compute, s->flops / (s->peak_flops_per_s * s->seconds));
+      flops.push_back(s->flops);
+      max_flops = std::max(max_flops, s->flops);
+    }
+    if (s->bytes > 0) achieved_memory = std::max(achieved_memory, s->bytes / (s->memory_bytes_per_s * s->seconds));
+  }
+  const double t_min = *std::min_element(measured.begin(), measured.end());
+  // Start from the best efficiencies the samples reached (each is a lower bound of its
+  // parameter) and half the shortest op as fixed cost.
+  const double emax0 = achieved_compute > 0 ? std::clamp(achieved_compute, 1e-3, 10.0) : defaults.max_efficiency();
+  const double me0 = achieved_memory > 0 ? std::clamp(achieved_memory, 1e-3, 1e3) : defaults.memory_efficiency();
+  std::vector<SolverParam> params(4);
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  // Efficiencies between 1e-4 and 100 (sanity: a fit beyond contradicts the model); the
+  // additive terms from 0 up.
+  params[kMaxEfficiency] = {"max_efficiency", emax0, emax0, 1e-4, 100, defaults.max_efficiency()};
+  params[kHalfSaturation] = {"half_saturation_flops", 0, flops.empty() ? 1.0 : std::max(median(flops), 1.0), 0, kNone, 0};
+  params[kMemoryEfficiency] = {"memory_efficiency", me0, me0, 1e-4, 1e4, defaults.memory_efficiency()};
+  params[kOverhead] = {"overhead_s", 0.5 * t_min, median(measured), 0, kNone, defaults.overhead_s()};
+  Predictor predict;
+  predict.value = [&](size_t i, const double* v) { return log_compute_time(*samples[i], v); };
+  predict.jet = [&](size_t i, const Jet* v) { return log_compute_time(*samples[i], v); };
+  // Given up first: half saturation (only memory-bound samples tell it from the overhead), then
+  // memory efficiency, then peak efficiency.
+  const std::vector<size_t> hold_order = {kHalfSaturation, kMemoryEfficiency, kMaxEfficiency, kOverhead};
+  const std::vector<std::vector<double>> starts = {{defaults.max_efficiency(), defaults.half_saturation_flops(),
+                                                    defaults.memory_efficiency(), defaults.overhead_s()}};
+  const SolveResult solved = solve_curve(predict, measured, params, hold_order, starts);
+  if (!solved.contradiction.empty()) {
+    report.note = "the samples contradict the model (" + solved.contradiction + "): the default stays";
+    return std::nullopt;
+  }
+
+  pb::ComputeCurve c;
+  c.set_device(defaults.device());
+  c.set_op_class(defaults.op_class());
+  c.set_max_efficiency(params[kMaxEfficiency].value);
+  c.set_half_saturation_flops(params[kHalfSaturation].value);
+  c.set_memory_efficiency(params[kMemoryEfficiency].value);
+  c.set_overhead_s(params[kOverhead].value);
+  std::vector<double> predicted;
+  for (const ComputeSample* s : samples) predicted.push_back(predict_compute_seconds(c, *s));
+  fill_error_stats(predicted, measured, *c.mutable_fit());
+  for (const SolverParam& p : params) {
+    if (p.free) {
+      c.mutable_fit()->add_fitted_params(p.name);
+      if (solved.covariance_ok) c.mutable_fit()->add_param_std_errors(p.std_error);
+    } else {
+      report.held.push_back({p.name, p.value, p.held_reason});
+    }
+  }
+  if (c.fit().fitted_params_size() == 0) {
+    report.note = "the samples determine none of its parameters: the default stays";
+    return std::nullopt;
+  }
+  if (!solved.covariance_ok) report.note = "no standard errors: the covariance could not be computed";
+  return c;
+}
+
+}  // namespace detail
+}  // namespace orrery::sim

@@ -1,0 +1,218 @@
+// add_trace_samples (see calibration_samples.hpp): which nodes a measured trace contributes, on
+// which device, against which peak, and in which communication scope.
+#include "orrery/sim/calibration_samples.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "orrery/sim/collective_cost.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/discover.hpp"
+#include "orrery/topologies/topology.hpp"
+#include "orrery/traces/error.hpp"
+#include "orrery/traces/spec_io.hpp"
+
+namespace orrery::sim {
+namespace {
+
+const std::vector<std::string> kDtypes = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"};
+
+std::string node_path(int r, int i) { return "ranks[" + std::to_string(r) + "].nodes[" + std::to_string(i) + "]"; }
+
+class TraceReader {
+ public:
+  TraceReader(const pb::ExecGraph& trace, const std::string& file, const SampleOptions& options, TraceSamples& out)
+      : trace_(trace), file_(file), options_(options), out_(out) {
+    if (trace.has_cluster_spec()) {
+      topologies::validate_cluster(trace.cluster_spec(), SourceMap(file));
+      topology_ = std::make_unique<topologies::Topology>(trace.cluster_spec());
+      collectives_ = std::make_unique<CollectiveCostModel>(*topology_);
+    }
+  }
+
+  void run() {
+    check_measured();
+    for (int r = 0; r < trace_.ranks_size(); ++r) {
+      const pb::RankGraph& rank = trace_.ranks(r);
+      for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
+    }
+    for (const auto& [key, sample] : instances_) out_.comm.push_back(sample);
+    for (const auto& [why, count] : left_out_) {
+      out_.notes.push_back(file_ + ": " + std::to_string(count) + " node(s) left out: " + why);
+    }
+  }
+
+ private:
+  void check_measured() const {
+    for (const auto& rank : trace_.ranks()) {
+      for (const auto& node : rank.nodes()) {
+        if (node.has_duration_s()) return;
+      }
+    }
+    throw InputError(file_, 0, "ranks[].nodes[].duration_s",
+                     "no node has a measured duration: this is a lowered graph (orrery simulate --graph), not a "
+                     "measured trace (orrery bench --out, orrery run --out, a PyTorch profiler trace)");
+  }
+
+  void leave_out(const std::string& why) { ++left_out_[why]; }
+
+  // The device spec of a name: the trace's cluster, --cluster, the database, nvidia-smi names.
+  const pb::DeviceSpec& device_spec(const std::string& name, const std::string& field) {
+    if (const auto it = resolved_.find(name); it != resolved_.end()) return out_.devices.at(it->second);
+    const pb::DeviceSpec* spec = nullptr;
+    if (trace_.has_cluster_spec()) spec = topologies::lookup_device(trace_.cluster_spec(), name);
+    if (spec == nullptr && options_.cluster != nullptr) spec = topologies::lookup_device(*options_.cluster, name);
+    const pb::ClusterSpec none;
+    if (spec == nullptr) spec = topologies::lookup_device(none, name);
+    if (spec == nullptr && name.rfind("NVIDIA ", 0) == 0) {  // a profiler's nvidia-smi product name
+      const std::string db = topologies::database_gpu_name(name);
+      if (!db.empty()) spec = topologies::lookup_device(none, db);
+    }
+    if (spec == nullptr) {
+      std::vector<std::string> names = topologies::device_names(options_.cluster != nullptr ? *options_.cluster : none);
+      throw InputError(file_, 0, field,
+                       "device '" + name + "' is not in the trace's cluster or the device database" + suggest(name, names) +
+                           "; pass --device NAME, or --cluster FILE|local that defines it");
+    }
+    // Samples and curves name the device as the simulator will look it up: by its spec's name
+    // (an nvidia-smi name becomes its database entry's).
+    resolved_[name] = spec->name();
+    return out_.devices.emplace(spec->name(), *spec).first->second;
+  }
+
+  std::string device_name(const pb::RankGraph& rank, int r) {
+    if (!options_.device.empty()) return options_.device;
+    if (topology_ != nullptr) {
+      if (rank.device() < 0 || rank.device() >= topology_->num_devices()) {
+        throw InputError(file_, 0, "ranks[" + std::to_string(r) + "].device",
+                         "got " + std::to_string(rank.device()) + ", the trace's cluster has " +
+                             std::to_string(topology_->num_devices()) + " devices");
+      }
+      return topology_->device(rank.device()).device_type;
+    }
+    if (!trace_.device().empty()) return trace_.device();
+    throw InputError(file_, 0, "device", "the trace names no device; pass --device NAME");
+  }
+
+  std::string dtype(const pb::ExecNode& node, int r, int i) const {
+    std::string d = node.dtype();
+    if (d.empty() && trace_.has_plan() && trace_.plan().has_job() &&
+        trace_.plan().job().precision() != pb::PRECISION_UNSPECIFIED) {
+      d = enum_value_name(*pb::Precision_descriptor()->FindValueByNumber(trace_.plan().job().precision()));
+    }
+    if (d.empty()) {
+      throw InputError(file_, 0, node_path(r, i) + ".dtype", "not set, and the trace has no plan.job.precision to take it from");
+    }
+    if (std::find(kDtypes.begin(), kDtypes.end(), d) == kDtypes.end()) {
+      throw InputError(file_, 0, node_path(r, i) + ".dtype", "got '" + d + "'" + suggest(d, kDtypes));
+    }
+    return d;
+  }
+
+  void add_node(int r, int i) {
+    const pb::RankGraph& rank = trace_.ranks(r);
+    const pb::ExecNode& node = rank.nodes(i);
+    if (!node.has_duration_s()) return leave_out("no duration_s");
+    if (!(node.duration_s() > 0)) return leave_out("a duration of 0");
+    switch (node.kind()) {
+      case pb::NODE_KIND_COMPUTE: return add_compute(r, i);
+      case pb::NODE_KIND_COLLECTIVE: return add_collective(r, i);
+      default: return leave_out("send/recv (point-to-point transfers are not fitted)");
+    }
+  }
+
+  void add_compute(int r, int i) {
+    const pb::RankGraph& rank = trace_.ranks(r);
+    const pb::ExecNode& node = rank.nodes(i);
+    if (node.op_class() == pb::OP_CLASS_UNSPECIFIED) return leave_out("compute without op_class");
+    if (node.flops() <= 0 && node.bytes_read() + node.bytes_written() <= 0) return leave_out("compute with no FLOPs or bytes");
+    const pb::DeviceSpec& spec = device_spec(device_name(rank, r), options_.device.empty() ? "device" : "--device");
+    ComputeSample s;
+    s.device = spec.name();
+    s.op_class = node.op_class();
+    s.flops = node.flops();
+    s.bytes = node.bytes_read() + node.bytes_written();
+    s.peak_flops_per_s = topologies::peak_flops(spec, dtype(node, r, i));
+    if (s.peak_flops_per_s <= 0) s.peak_flops_per_s = spec.peak_flops().fp32();  // as ComputeCostModel
+    s.memory_bytes_per_s = spec.memory_bandwidth_bytes_per_s();
+    s.seconds = node.duration_s();
+    s.source = file_ + ": " + node.name();
+    out_.compute.push_back(std::move(s));
+  }
+
+  const pb::ProcessGroup& group(int64_t id, const std::string& field) const {
+    for (const auto& g : trace_.process_groups()) {
+      if (g.id() == id) return g;
+    }
+    throw InputError(file_, 0, field, "no process group with id " + std::to_string(id) + " in process_groups");
+  }
+
+  std::string scope(const pb::ProcessGroup& g) const {
+    if (collectives_ == nullptr) return options_.comm_scope;
+    std::vector<int64_t> devices;
+    std::set<int64_t> seen;
+    for (int64_t member : g.ranks()) {
+      const auto it = std::find_if(trace_.ranks().begin(), trace_.ranks().end(),
+                                   [&](const pb::RankGraph& rg) { return rg.rank() == member; });
+      if (it == trace_.ranks().end()) {
+        throw InputError(file_, 0, "process_groups",
+                         "group " + std::to_string(g.id()) + " has rank " + std::to_string(member) +
+                             ", which has no entry in ranks[] to say its device");
+      }
+      if (it->device() < 0 || it->device() >= topology_->num_devices() || !seen.insert(it->device()).second) {
+        throw InputError(file_, 0, "process_groups",
+                         "group " + std::to_string(g.id()) + " maps to device " + std::to_string(it->device()) +
+                             ", which is outside the cluster or taken by another member");
+      }
+      devices.push_back(it->device());
+    }
+    return collectives_->calibration_scope(devices);
+  }
+
+  void add_collective(int r, int i) {
+    const pb::ExecNode& node = trace_.ranks(r).nodes(i);
+    if (node.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED) return leave_out("collective without a kind");
+    if (node.comm_bytes() <= 0) return leave_out("collectives moving no bytes (barriers)");
+    const pb::ProcessGroup& g = group(node.process_group(), node_path(r, i) + ".process_group");
+    if (g.ranks_size() < 2) return leave_out("collectives on a one-rank group");
+    // The same collective on several ranks is one instance, timed by its fastest rank.
+    const int occurrence = occurrences_[{r, g.id(), node.name()}]++;
+    const auto key = std::make_tuple(g.id(), node.name(), occurrence);
+    const auto it = instances_.find(key);
+    if (it != instances_.end()) {
+      it->second.seconds = std::min(it->second.seconds, node.duration_s());
+      return;
+    }
+    CommSample s;
+    s.scope = scope(g);
+    s.collective = node.collective();
+    s.bytes = node.comm_bytes();
+    s.ranks = g.ranks_size();
+    s.seconds = node.duration_s();
+    s.source = file_ + ": " + node.name();
+    instances_.emplace(key, std::move(s));
+  }
+
+  const pb::ExecGraph& trace_;
+  const std::string& file_;
+  const SampleOptions& options_;
+  TraceSamples& out_;
+  std::unique_ptr<topologies::Topology> topology_;
+  std::unique_ptr<CollectiveCostModel> collectives_;
+  std::map<std::string, std::string> resolved_;  // device names as the trace gives them -> spec names
+  std::map<std::string, int64_t> left_out_;
+  std::map<std::tuple<int, int64_t, std::string>, int> occurrences_;
+  std::map<std::tuple<int64_t, std::string, int>, CommSample> instances_;
+};
+
+}  // namespace
+
+void add_trace_samples(const pb::ExecGraph& trace, const std::string& file, const SampleOptions& options,
+                       TraceSamples& out) {
+  TraceReader(trace, file, options, out).run();
+}
+
+}  // namespace orrery::sim

@@ -1,0 +1,154 @@
+// From measured traces to samples: devices and peaks, one sample per collective instance timed
+// by its fastest rank, the scope the collective cost model looks up, and the errors.
+#include <gtest/gtest.h>
+
+#include "orrery/sim/calibration_samples.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/traces/error.hpp"
+
+namespace orrery::sim {
+namespace {
+
+// Two dgx-h100 nodes; ranks 0 and 1 on node 0's first two GPUs, rank 2 on node 1's first.
+pb::ExecGraph measured_trace() {
+  pb::ExecGraph g;
+  g.set_world_size(3);
+  *g.mutable_cluster_spec() = topologies::load_cluster("dgx-h100", 2);
+  g.mutable_plan()->mutable_job()->set_precision(pb::PRECISION_BF16);
+  pb::ProcessGroup* tp = g.add_process_groups();
+  tp->set_id(0);
+  tp->add_ranks(0);
+  tp->add_ranks(1);
+  pb::ProcessGroup* dp = g.add_process_groups();
+  dp->set_id(1);
+  dp->add_ranks(0);
+  dp->add_ranks(2);
+  const int64_t devices[] = {0, 1, 8};
+  for (int64_t r = 0; r < 3; ++r) {
+    pb::RankGraph& rank = *g.add_ranks();
+    rank.set_rank(r);
+    rank.set_device(devices[r]);
+    pb::ExecNode& gemm = *rank.add_nodes();
+    gemm.set_id(0);
+    gemm.set_name("L0.mb0.fwd.attn.qkv");
+    gemm.set_kind(pb::NODE_KIND_COMPUTE);
+    gemm.set_op_class(pb::OP_CLASS_GEMM);
+    gemm.set_flops(1e12);
+    gemm.set_bytes_read(1e8);
+    gemm.set_duration_s(2e-3);
+    if (r < 2) {
+      pb::ExecNode& ar = *rank.add_nodes();
+      ar.set_id(1);
+      ar.set_name("L0.mb0.fwd.attn.tp_all_reduce");
+      ar.set_kind(pb::NODE_KIND_COLLECTIVE);
+      ar.set_collective(pb::COLLECTIVE_KIND_ALL_REDUCE);
+      ar.set_process_group(0);
+      ar.set_comm_bytes(64e6);
+      ar.set_duration_s(r == 0 ? 400e-6 : 300e-6);
+    }
+    if (r != 1) {
+      pb::ExecNode& grad = *rank.add_nodes();
+      grad.set_id(2);
+      grad.set_name("dp.bucket0.all_reduce");
+      grad.set_kind(pb::NODE_KIND_COLLECTIVE);
+      grad.set_collective(pb::COLLECTIVE_KIND_ALL_REDUCE);
+      grad.set_process_group(1);
+      grad.set_comm_bytes(1e9);
+      grad.set_duration_s(30e-3);
+    }
+    pb::ExecNode& untimed = *rank.add_nodes();
+    untimed.set_id(3);
+    untimed.set_name("L0.mb0.fwd.attn.norm");
+    untimed.set_kind(pb::NODE_KIND_COMPUTE);
+    untimed.set_op_class(pb::OP_CLASS_NORM);
+    untimed.set_flops(1e6);
+  }
+  return g;
+}
+
+TEST(CalibrationSamples, DevicesPeaksInstancesAndScopes) {
+  TraceSamples out;
+  add_trace_samples(measured_trace(), "run/trace.json", {}, out);
+  // One GEMM per rank, on H100-SXM against its bf16 peak (the plan's precision): 989 TFLOP/s.
+  ASSERT_EQ(out.compute.size(), 3u);
+  EXPECT_EQ(out.compute[0].device, "H100-SXM");
+  EXPECT_DOUBLE_EQ(out.compute[0].peak_flops_per_s, 989e12);
+  EXPECT_DOUBLE_EQ(out.compute[0].bytes, 1e8);
+  EXPECT_EQ(out.compute[0].source, "run/trace.json: L0.mb0.fwd.attn.qkv");
+  ASSERT_TRUE(out.devices.count("H100-SXM"));
+  // The TP all-reduce ran on ranks 0 and 1: one instance, timed by the faster rank (300 us);
+  // its group stays in node 0. The DP one spans the two nodes.
+  ASSERT_EQ(out.comm.size(), 2u);
+  EXPECT_EQ(out.comm[0].scope, "intra_node");
+  EXPECT_DOUBLE_EQ(out.comm[0].seconds, 300e-6);
+  EXPECT_EQ(out.comm[0].ranks, 2);
+  EXPECT_EQ(out.comm[1].scope, "inter_node");
+  EXPECT_DOUBLE_EQ(out.comm[1].bytes, 1e9);
+  ASSERT_EQ(out.notes.size(), 1u);
+  EXPECT_EQ(out.notes[0], "run/trace.json: 3 node(s) left out: no duration_s");
+}
+
+TEST(CalibrationSamples, NodeDtypeWinsOverThePlan) {
+  pb::ExecGraph g = measured_trace();
+  g.mutable_ranks(0)->mutable_nodes(0)->set_dtype("fp8");
+  TraceSamples out;
+  add_trace_samples(g, "t.json", {}, out);
+  EXPECT_DOUBLE_EQ(out.compute[0].peak_flops_per_s, 1979e12);  // H100-SXM fp8
+}
+
+TEST(CalibrationSamples, ALoweredGraphIsNotAMeasurement) {
+  pb::ExecGraph g = measured_trace();
+  for (auto& r : *g.mutable_ranks()) {
+    for (auto& n : *r.mutable_nodes()) n.clear_duration_s();
+  }
+  TraceSamples out;
+  try {
+    add_trace_samples(g, "graph.json", {}, out);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "graph.json: ranks[].nodes[].duration_s: no node has a measured duration: this is a lowered graph "
+              "(orrery simulate --graph), not a measured trace (orrery bench --out, orrery run --out, a PyTorch "
+              "profiler trace)");
+  }
+}
+
+TEST(CalibrationSamples, UnknownDeviceAndDtypeAreNamed) {
+  pb::ExecGraph g = measured_trace();
+  g.clear_cluster_spec();
+  g.set_device("H100-SXN");
+  TraceSamples out;
+  try {
+    add_trace_samples(g, "k.json", {}, out);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "k.json: device: device 'H100-SXN' is not in the trace's cluster or the device database (did you mean "
+              "'H100-SXM'?); pass --device NAME, or --cluster FILE|local that defines it");
+  }
+  SampleOptions options;
+  options.device = "H100-SXM";
+  g.mutable_ranks(1)->mutable_nodes(0)->set_dtype("bf61");
+  try {
+    add_trace_samples(g, "k.json", options, out);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "k.json: ranks[1].nodes[0].dtype: got 'bf61' (did you mean 'bf16'?)");
+  }
+}
+
+TEST(CalibrationSamples, TracesWithoutAClusterUseTheGivenScope) {
+  pb::ExecGraph g = measured_trace();
+  g.clear_cluster_spec();
+  SampleOptions options;
+  options.device = "H100-SXM";
+  options.comm_scope = "inter_node";
+  TraceSamples out;
+  add_trace_samples(g, "k.json", options, out);
+  ASSERT_EQ(out.comm.size(), 2u);
+  EXPECT_EQ(out.comm[0].scope, "inter_node");
+  EXPECT_EQ(out.comm[1].scope, "inter_node");
+}
+
+}  // namespace
+}  // namespace orrery::sim
