@@ -6,8 +6,9 @@
 # Run it on a quiet machine: the measurements are wall-clock times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh default >&2
-orrery=build/cli/orrery
+# ORRERY=path/to/orrery uses that binary instead of building build/cli/orrery.
+if [ -z "${ORRERY:-}" ]; then bash scripts/build.sh default >&2; fi
+orrery="${ORRERY:-build/cli/orrery}"
 out="${1:-build/calibration-experiment}"
 if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
   echo "error: $out exists and is not empty; give another directory" >&2
@@ -45,11 +46,38 @@ done
 
 echo "== calibrate on ${#train[@]} runs + bench" >&2
 "$orrery" calibrate --traces "$out/bench.json" "${train[@]}" --out "$out/profile.yaml" > "$out/calibrate.txt"
-for set in train test; do
-  declare -n files="$set"
-  "$orrery" validate --trace "${files[@]}" --calibration "$out/profile.yaml" > "$out/validate-$set.txt"
-  "$orrery" validate --trace "${files[@]}" --calibration "$out/profile.yaml" --json > "$out/validate-$set.json"
-  "$orrery" validate --trace "${files[@]}" > "$out/validate-$set-uncalibrated.txt"
+
+# One line per run: set, name, measured and predicted step (seconds), with and without the profile.
+field() { grep -m1 "\"$1\"" | sed 's/.*: *//; s/,$//'; }
+summary="$out/summary.tsv"
+printf 'set\tplan\tmeasured_s\tpredicted_s\terror\tuncalibrated_s\tuncalibrated_error\n' > "$summary"
+for f in "${train[@]}" "${test[@]}"; do
+  name=$(basename "$(dirname "$f")")
+  set=train; for t in "${test[@]}"; do [ "$t" = "$f" ] && set=test; done
+  cal=$("$orrery" validate --trace "$f" --calibration "$out/profile.yaml" --json)
+  raw=$("$orrery" validate --trace "$f" --json)
+  "$orrery" validate --trace "$f" --calibration "$out/profile.yaml" > "$out/$name.validate.txt"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$name" "$(field measured_step_s <<<"$cal")" \
+    "$(field predicted_step_s <<<"$cal")" "$(field step_error <<<"$cal")" \
+    "$(field predicted_step_s <<<"$raw")" "$(field step_error <<<"$raw")" >> "$summary"
 done
-echo "== held-out runs, calibrated" >&2
-cat "$out/validate-test.txt"
+
+# The table for docs/calibration.md, the held-out errors, and Kendall's tau between the measured
+# and predicted orderings of the held-out runs (and of all ten).
+awk -F'\t' '
+  NR == 1 { print "| set | plan | measured | predicted (calibrated) | error | predicted (defaults) | error |"; print "|---|---|---|---|---|---|---|"; next }
+  { printf "| %s | %s | %.3f s | %.3f s | %+.1f%% | %.3f s | %+.1f%% |\n", $1, $2, $3, $4, 100 * $5, $6, 100 * $7
+    n++; m[n] = $3; p[n] = $4; s[n] = $1; e = $5 < 0 ? -$5 : $5
+    if ($1 == "test") { t++; if (e > maxe) maxe = e; sum += e } }
+  function tau(only,   i, j, c, d) {
+    c = 0; d = 0
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) {
+      if (only != "" && (s[i] != only || s[j] != only)) continue
+      if ((m[i] - m[j]) * (p[i] - p[j]) > 0) c++; else d++
+    }
+    return (c - d) / (c + d)
+  }
+  END {
+    printf "\nheld-out runs: %d, mean |error| %.1f%%, max |error| %.1f%%\n", t, 100 * sum / t, 100 * maxe
+    printf "Kendall tau, held-out runs: %.2f; all runs: %.2f\n", tau("test"), tau("")
+  }' "$summary" | tee "$out/summary.md"

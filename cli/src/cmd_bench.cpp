@@ -49,7 +49,9 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s;
 }
 
-std::string op_class_name(pb::OpClass c) { return enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c)); }
+std::string op_class_name(pb::OpClass c) {
+  return enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c));
+}
 
 struct Machine {
   pb::ClusterSpec cluster;
@@ -65,13 +67,16 @@ Machine local_machine(int64_t ranks) {
   m.device = topologies::find_device(m.cluster, name);
   m.blas = executor::blas_description();
   if (m.device.kind() != pb::DEVICE_KIND_CPU) {
-    throw EnvironmentError("orrery bench measures CPU cores with libtorch, but this machine's `local` cluster is its " +
-                           name + " GPUs");
+    throw EnvironmentError(
+        "orrery bench measures CPU cores with libtorch, but this machine's `local` cluster is "
+        "its " +
+        name + " GPUs");
   }
   const int64_t cores = topologies::total_devices(m.cluster);
   if (ranks > cores) {
     throw InputError("", 0, "--ranks",
-                     "got " + std::to_string(ranks) + ", this machine has " + std::to_string(cores) +
+                     "got " + std::to_string(ranks) + ", this machine has " +
+                         std::to_string(cores) +
                          " cores (the devices of `local`); one rank per core");
   }
   return m;
@@ -96,30 +101,30 @@ void print_json(const executor::BenchResults& r, const Machine& m) {
   }
   nlohmann::ordered_json collectives = nlohmann::ordered_json::array();
   for (const auto& c : r.collectives) {
-    collectives.push_back({{"name", c.name},
-                           {"collective", enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective))},
-                           {"algorithm", c.algorithm},
-                           {"ranks", c.ranks},
-                           {"bytes", c.bytes},
-                           {"seconds", c.seconds},
-                           {"algbw_bytes_per_s", c.algbw()},
-                           {"busbw_bytes_per_s", c.busbw()}});
+    collectives.push_back(
+        {{"name", c.name},
+         {"collective",
+          enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective))},
+         {"algorithm", c.algorithm},
+         {"ranks", c.ranks},
+         {"bytes", c.bytes},
+         {"seconds", c.seconds},
+         {"algbw_bytes_per_s", c.algbw()},
+         {"busbw_bytes_per_s", c.busbw()}});
   }
-  nlohmann::ordered_json j{{"device", m.device.name()},
-                           {"blas", m.blas},
-                           {"peak_fp32_flops_per_s", peak},
-                           {"memory_bandwidth_bytes_per_s", bw},
-                           {"compute", compute},
-                           {"collectives", collectives}};
+  nlohmann::ordered_json j{
+      {"device", m.device.name()},          {"blas", m.blas},     {"peak_fp32_flops_per_s", peak},
+      {"memory_bandwidth_bytes_per_s", bw}, {"compute", compute}, {"collectives", collectives}};
   std::cout << j.dump(2) << "\n";
 }
 
 void print_tables(const executor::BenchResults& r, const Machine& m) {
   const double peak = m.device.peak_flops().fp32(), bw = m.device.memory_bandwidth_bytes_per_s();
-  std::cout << render_fields({{"device", m.device.name() + " (one core, one intra-op thread)"},
-                              {"blas", m.blas},
-                              {"peak fp32", units::flop_rate(peak)},
-                              {"memory bandwidth", units::bandwidth(bw) + " (measured by `topo discover`)"}})
+  std::cout << render_fields(
+                   {{"device", m.device.name() + " (one core, one intra-op thread)"},
+                    {"blas", m.blas},
+                    {"peak fp32", units::flop_rate(peak)},
+                    {"memory bandwidth", units::bandwidth(bw) + " (measured by `topo discover`)"}})
             << "\n";
   Table gemm({"gemm m x n x k", "time", "FLOP/s", "of peak", "bytes/s"});
   Table attention({"attention op", "shape", "time", "FLOP/s", "of peak"});
@@ -127,11 +132,11 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
   for (const auto& op : r.compute) {
     const double rate = op.flops / op.seconds, bytes = op.bytes_read + op.bytes_written;
     if (op.op == "gemm") {
-      gemm.add_row({shape_text(op.shape), units::seconds(op.seconds), units::flop_rate(rate), percent(rate / peak),
-                    units::bandwidth(bytes / op.seconds)});
+      gemm.add_row({shape_text(op.shape), units::seconds(op.seconds), units::flop_rate(rate),
+                    percent(rate / peak), units::bandwidth(bytes / op.seconds)});
     } else if (op.op.rfind("attn.", 0) == 0) {
-      attention.add_row({op.op, shape_text(op.shape), units::seconds(op.seconds), units::flop_rate(rate),
-                         percent(rate / peak)});
+      attention.add_row({op.op, shape_text(op.shape), units::seconds(op.seconds),
+                         units::flop_rate(rate), percent(rate / peak)});
     } else {
       memory.add_row({op.op, shape_text(op.shape), units::bytes(bytes), units::seconds(op.seconds),
                       units::bandwidth(bytes / op.seconds), percent(bytes / op.seconds / bw)});
@@ -141,9 +146,10 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
   if (!r.collectives.empty()) {
     Table coll({"collective", "ranks", "size", "time", "algbw", "busbw", "algorithm"});
     for (const auto& c : r.collectives) {
-      coll.add_row({enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective)),
-                    std::to_string(c.ranks), units::bytes(c.bytes), units::seconds(c.seconds),
-                    units::bandwidth(c.algbw()), units::bandwidth(c.busbw()), c.algorithm});
+      coll.add_row(
+          {enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective)),
+           std::to_string(c.ranks), units::bytes(c.bytes), units::seconds(c.seconds),
+           units::bandwidth(c.algbw()), units::bandwidth(c.busbw()), c.algorithm});
     }
     std::cout << "\n" << coll.render();
   }
@@ -167,7 +173,8 @@ void bench(const BenchArgs& a) {
     const pb::ExecGraph trace = executor::bench_trace(results, m.cluster, m.device.name(), m.blas);
     const bool json = std::filesystem::path(a.out_file).extension() == ".json";
     write_file_atomically(a.out_file, json ? to_json(trace) : to_yaml(trace), a.force);
-    std::cerr << "wrote " << a.out_file << " (a measured trace: orrery calibrate --traces " << a.out_file << ")\n";
+    std::cerr << "wrote " << a.out_file << " (a measured trace: orrery calibrate --traces "
+              << a.out_file << ")\n";
   }
   if (a.json) {
     print_json(results, m);
@@ -181,21 +188,26 @@ void bench(const BenchArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand(
-      "bench", "Measure this machine's CPU (GEMM, attention, memory-bound ops) and Gloo collectives with libtorch");
+  CLI::App* cmd = app.add_subcommand("bench",
+                                     "Measure this machine's CPU (GEMM, attention, memory-bound "
+                                     "ops) and Gloo collectives with libtorch");
 #ifdef ORRERY_HAVE_EXECUTOR
   auto a = std::make_shared<BenchArgs>();
-  cmd->add_option("--out", a->out_file, "Write the measurements as a measured trace (ExecGraph; .json or YAML)");
+  cmd->add_option("--out", a->out_file,
+                  "Write the measurements as a measured trace (ExecGraph; .json or YAML)");
   cmd->add_flag("--json", a->json, "Print JSON for scripts");
   cmd->add_flag("--quick", a->quick, "A few shapes and sizes (seconds, for tests)");
   cmd->add_flag("--force", a->force, "Replace --out if it exists");
-  cmd->add_option("--ranks", a->ranks, "Largest collective group (one rank per core; 1: no collectives)")
+  cmd->add_option("--ranks", a->ranks,
+                  "Largest collective group (one rank per core; 1: no collectives)")
       ->check(CLI::PositiveNumber);
   cmd->callback([a] { bench(*a); });
 #else
   cmd->allow_extras();
   cmd->callback([] {
-    throw EnvironmentError("orrery bench: this orrery was built without the executor (libtorch was not found at build time)");
+    throw EnvironmentError(
+        "orrery bench: this orrery was built without the executor (libtorch was not found at build "
+        "time)");
   });
 #endif
 }

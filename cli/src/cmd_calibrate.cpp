@@ -50,7 +50,8 @@ pb::ExecGraph read_trace(const std::string& file, std::vector<std::string>& note
   pb::ExecGraph graph;
   if (is_kineto_trace(text)) {
     KinetoImport imported = import_kineto(text, file);
-    for (const auto& [why, count] : imported.skipped) notes.push_back(file + ": " + std::to_string(count) + " x " + why);
+    for (const auto& [why, count] : imported.skipped)
+      notes.push_back(file + ": " + std::to_string(count) + " x " + why);
     return std::move(imported.graph);
   }
   const bool json = std::filesystem::path(file).extension() == ".json";
@@ -74,7 +75,8 @@ std::string plain(double v) {
 class ParamText {
  public:
   explicit ParamText(const pb::FitStats& fit) : fit_(fit) {}
-  std::string operator()(const std::string& name, double value, const std::function<std::string(double)>& show) const {
+  std::string operator()(const std::string& name, double value,
+                         const std::function<std::string(double)>& show) const {
     const auto& names = fit_.fitted_params();
     const auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end()) return show(value) + " (held)";
@@ -92,23 +94,28 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   const auto secs = [](double v) { return units::seconds(v); };
   const auto flop = [](double v) { return units::flops(v); };
   const auto bw = [](double v) { return units::bandwidth(v); };
-  Table compute({"device", "op class", "samples", "max_efficiency", "half_saturation", "memory_efficiency",
-                 "overhead", "median |err|", "max |err|"});
+  Table compute({"device", "op class", "samples", "max_efficiency", "half_saturation",
+                 "memory_efficiency", "overhead", "median |err|", "max |err|"});
   for (const auto& c : profile.compute()) {
     const ParamText p(c.fit());
-    compute.add_row({c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())),
-                     std::to_string(c.fit().samples()), p("max_efficiency", c.max_efficiency(), plain),
-                     p("half_saturation_flops", c.half_saturation_flops(), flop),
-                     p("memory_efficiency", c.memory_efficiency(), plain), p("overhead_s", c.overhead_s(), secs),
-                     percent(c.fit().median_abs_rel_error()), percent(c.fit().max_abs_rel_error())});
+    compute.add_row(
+        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())),
+         std::to_string(c.fit().samples()), p("max_efficiency", c.max_efficiency(), plain),
+         p("half_saturation_flops", c.half_saturation_flops(), flop),
+         p("memory_efficiency", c.memory_efficiency(), plain),
+         p("overhead_s", c.overhead_s(), secs), percent(c.fit().median_abs_rel_error()),
+         percent(c.fit().max_abs_rel_error())});
   }
-  Table comm({"scope", "collective", "samples", "latency", "bandwidth", "median |err|", "max |err|"});
+  Table comm(
+      {"scope", "collective", "samples", "latency", "bandwidth", "median |err|", "max |err|"});
   for (const auto& c : profile.comm()) {
     const ParamText p(c.fit());
-    comm.add_row({c.scope(), enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
-                  std::to_string(c.fit().samples()), p("latency_s", c.latency_s(), secs),
-                  p("bandwidth_bytes_per_s", c.bandwidth_bytes_per_s(), bw), percent(c.fit().median_abs_rel_error()),
-                  percent(c.fit().max_abs_rel_error())});
+    comm.add_row(
+        {c.scope(),
+         enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
+         std::to_string(c.fit().samples()), p("latency_s", c.latency_s(), secs),
+         p("bandwidth_bytes_per_s", c.bandwidth_bytes_per_s(), bw),
+         percent(c.fit().median_abs_rel_error()), percent(c.fit().max_abs_rel_error())});
   }
   std::cout << "wrote " << out_file << "\n\n";
   if (profile.compute_size() > 0) std::cout << compute.render() << "\n";
@@ -117,10 +124,13 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   for (const auto& r : fit.curves) {
     const std::string subject = r.device_or_scope + " " + r.what;
     if (!r.fitted) kept.emplace_back(subject, r.note);
-    for (const auto& h : r.held) held.emplace_back(subject, h.name + " held at " + units::number(h.value) + ": " + h.reason);
+    for (const auto& h : r.held)
+      held.emplace_back(subject, h.name + " held at " + units::number(h.value) + ": " + h.reason);
   }
-  if (!held.empty()) std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
-  if (!kept.empty()) std::cout << "left at the simulator's defaults\n" << render_fields(kept) << "\n";
+  if (!held.empty())
+    std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
+  if (!kept.empty())
+    std::cout << "left at the simulator's defaults\n" << render_fields(kept) << "\n";
   if (!notes.empty()) {
     std::cout << "left out of the fit\n";
     for (const auto& n : notes) std::cout << "  " << n << "\n";
@@ -132,9 +142,13 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
   nlohmann::ordered_json curves = nlohmann::ordered_json::array();
   for (const auto& r : fit.curves) {
     nlohmann::ordered_json held = nlohmann::ordered_json::array();
-    for (const auto& h : r.held) held.push_back({{"param", h.name}, {"value", h.value}, {"reason", h.reason}});
-    nlohmann::ordered_json j{{"subject", r.device_or_scope}, {"what", r.what}, {"samples", r.samples},
-                             {"fitted", r.fitted}, {"held", held}};
+    for (const auto& h : r.held)
+      held.push_back({{"param", h.name}, {"value", h.value}, {"reason", h.reason}});
+    nlohmann::ordered_json j{{"subject", r.device_or_scope},
+                             {"what", r.what},
+                             {"samples", r.samples},
+                             {"fitted", r.fitted},
+                             {"held", held}};
     if (!r.note.empty()) j["note"] = r.note;
     curves.push_back(j);
   }
@@ -147,7 +161,9 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
 
 void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   if (a.comm_scope != "intra_node" && a.comm_scope != "inter_node") {
-    throw InputError("", 0, "--comm-scope", "got '" + a.comm_scope + "'" + suggest(a.comm_scope, {"intra_node", "inter_node"}));
+    throw InputError(
+        "", 0, "--comm-scope",
+        "got '" + a.comm_scope + "'" + suggest(a.comm_scope, {"intra_node", "inter_node"}));
   }
   if (!a.force && std::filesystem::exists(a.out_file)) {
     throw InputError(a.out_file, 0, "", "refusing to overwrite an existing file (use --force)");
@@ -171,10 +187,12 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   }
   sim::FitOptions fit_options;
   fit_options.min_samples = a.min_samples;
-  const sim::CalibrationFit fit = sim::fit_calibration(samples.compute, samples.comm, samples.devices, fit_options);
+  const sim::CalibrationFit fit =
+      sim::fit_calibration(samples.compute, samples.comm, samples.devices, fit_options);
   if (fit.profile.compute_size() == 0 && fit.profile.comm_size() == 0) {
     throw InputError("", 0, "--traces",
-                     "no curve has " + std::to_string(a.min_samples) + " samples (--min-samples): nothing to calibrate");
+                     "no curve has " + std::to_string(a.min_samples) +
+                         " samples (--min-samples): nothing to calibrate");
   }
   pb::CalibrationProfile profile;
   profile.set_name(a.name.empty() ? std::filesystem::path(a.out_file).stem().string() : a.name);
@@ -197,15 +215,21 @@ void add_calibrate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Fit the simulator's compute and collective cost parameters to measured traces");
   cmd->add_option("--traces", a->traces,
-                  "Measured traces: orrery bench --out files, orrery run --out DIR/trace.json, PyTorch profiler JSON")
+                  "Measured traces: orrery bench --out files, orrery run --out DIR/trace.json, "
+                  "PyTorch profiler JSON")
       ->required()
       ->expected(1, -1);
-  cmd->add_option("--out", a->out_file, "The calibration profile to write (.json or YAML)")->required();
-  cmd->add_option("--device", a->device, "Device the traces ran on (replaces the traces' own; needed for profiler traces)");
+  cmd->add_option("--out", a->out_file, "The calibration profile to write (.json or YAML)")
+      ->required();
+  cmd->add_option(
+      "--device", a->device,
+      "Device the traces ran on (replaces the traces' own; needed for profiler traces)");
   cmd->add_option("--cluster", a->cluster,
-                  "Cluster (preset, file, or local) whose devices resolve device names of traces that carry no cluster");
-  cmd->add_option("--comm-scope", a->comm_scope,
-                  "Scope of collectives in traces that carry no cluster: intra_node (default) or inter_node");
+                  "Cluster (preset, file, or local) whose devices resolve device names of traces "
+                  "that carry no cluster");
+  cmd->add_option(
+      "--comm-scope", a->comm_scope,
+      "Scope of collectives in traces that carry no cluster: intra_node (default) or inter_node");
   cmd->add_option("--name", a->name, "Profile name (default: the --out file's stem)");
   cmd->add_option("--min-samples", a->min_samples, "Samples a curve needs to be fitted (default 3)")
       ->check(CLI::Range(int64_t{2}, int64_t{1000000}));

@@ -15,7 +15,8 @@ std::string blas_description() {
   using Text = char* (*)();
   const auto corename = reinterpret_cast<Text>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   const auto config = reinterpret_cast<Text>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
-  if (corename == nullptr || config == nullptr) return "not OpenBLAS (no openblas_get_corename in the process)";
+  if (corename == nullptr || config == nullptr)
+    return "not OpenBLAS (no openblas_get_corename in the process)";
   return std::string(config()) + ", kernels for " + corename();
 }
 

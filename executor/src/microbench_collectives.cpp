@@ -13,10 +13,10 @@
 #include <mutex>
 #include <thread>
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/torch.h>
 
 #include "microbench_timing.hpp"
 #include "orrery/executor/microbench.hpp"
@@ -57,10 +57,13 @@ std::vector<int64_t> group_sizes(int64_t max_ranks) {
 // One collective call on `pg` with buffers set up for `bytes`; returns the call to time.
 class Call {
  public:
-  Call(const GroupPtr& pg, pb::CollectiveKind kind, int64_t ranks, int64_t elements) : pg_(pg), kind_(kind) {
+  Call(const GroupPtr& pg, pb::CollectiveKind kind, int64_t ranks, int64_t elements)
+      : pg_(pg), kind_(kind) {
     const int64_t chunk = elements / ranks;
     switch (kind) {
-      case pb::COLLECTIVE_KIND_ALL_REDUCE: in_ = {torch::ones({elements})}; break;
+      case pb::COLLECTIVE_KIND_ALL_REDUCE:
+        in_ = {torch::ones({elements})};
+        break;
       case pb::COLLECTIVE_KIND_ALL_GATHER:
         in_ = {torch::ones({chunk})};
         out_.assign(1, std::vector<at::Tensor>(static_cast<size_t>(ranks)));
@@ -76,9 +79,15 @@ class Call {
 
   void operator()() {
     switch (kind_) {
-      case pb::COLLECTIVE_KIND_ALL_REDUCE: pg_->allreduce(in_)->wait(); break;
-      case pb::COLLECTIVE_KIND_ALL_GATHER: pg_->allgather(out_, in_)->wait(); break;
-      case pb::COLLECTIVE_KIND_ALL_TO_ALL: pg_->alltoall_base(flat_out_, in_[0], no_split_, no_split_)->wait(); break;
+      case pb::COLLECTIVE_KIND_ALL_REDUCE:
+        pg_->allreduce(in_)->wait();
+        break;
+      case pb::COLLECTIVE_KIND_ALL_GATHER:
+        pg_->allgather(out_, in_)->wait();
+        break;
+      case pb::COLLECTIVE_KIND_ALL_TO_ALL:
+        pg_->alltoall_base(flat_out_, in_[0], no_split_, no_split_)->wait();
+        break;
       default:
         pg_->alltoall_base(flat_out_, in_[0], no_split_, no_split_)->wait();
         reduced_ = flat_out_.view({ranks_, -1}).sum(0);
@@ -98,7 +107,8 @@ class Call {
 
 class CollectiveBench {
  public:
-  explicit CollectiveBench(const BenchOptions& options) : options_(options), origin_(detail::BenchClock::now()) {}
+  explicit CollectiveBench(const BenchOptions& options)
+      : options_(options), origin_(detail::BenchClock::now()) {}
 
   std::vector<CollectiveMeasurement> run() {
     const auto sizes = message_bytes(options_.quick);
@@ -134,14 +144,16 @@ class CollectiveBench {
       for (double bytes : sizes) {
         std::vector<double> slowest(times[0][i].size(), 0.0);
         for (const RankTimes& rank : times) {
-          for (size_t rep = 0; rep < slowest.size(); ++rep) slowest[rep] = std::max(slowest[rep], rank[i][rep]);
+          for (size_t rep = 0; rep < slowest.size(); ++rep)
+            slowest[rep] = std::max(slowest[rep], rank[i][rep]);
         }
         CollectiveMeasurement m;
         m.collective = kind.collective;
         m.algorithm = kind.algorithm;
         m.ranks = n;
         m.bytes = buffer_bytes(bytes, n);
-        m.name = std::string(kind.name) + ".n" + std::to_string(n) + "." + std::to_string(static_cast<int64_t>(m.bytes));
+        m.name = std::string(kind.name) + ".n" + std::to_string(n) + "." +
+                 std::to_string(static_cast<int64_t>(m.bytes));
         m.seconds = detail::median(slowest);
         m.start_s = starts[i];
         out_.push_back(std::move(m));
@@ -155,16 +167,19 @@ class CollectiveBench {
     const auto e = static_cast<int64_t>(bytes / kFloatBytes);
     return std::max<int64_t>(n, e / n * n);
   }
-  static double buffer_bytes(double bytes, int64_t n) { return static_cast<double>(elements(bytes, n)) * kFloatBytes; }
+  static double buffer_bytes(double bytes, int64_t n) {
+    return static_cast<double>(elements(bytes, n)) * kFloatBytes;
+  }
 
-  RankTimes run_rank(const c10::intrusive_ptr<c10d::Store>& store, int64_t n, int64_t r, const std::vector<double>& sizes,
-                     std::vector<double>* starts) {
+  RankTimes run_rank(const c10::intrusive_ptr<c10d::Store>& store, int64_t n, int64_t r,
+                     const std::vector<double>& sizes, std::vector<double>* starts) {
     torch::NoGradGuard no_grad;
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
     auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("bench/n" + std::to_string(n), store);
-    GroupPtr pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(r), static_cast<int>(n), gloo);
+    GroupPtr pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(r),
+                                                              static_cast<int>(n), gloo);
     RankTimes out;
     size_t step = 0;
     for (const Kind& kind : kKinds) {
@@ -172,12 +187,14 @@ class CollectiveBench {
         ++step;
         if (starts != nullptr && options_.progress) {
           options_.progress(std::string(kind.name) + " on " + std::to_string(n) + " ranks, " +
-                            std::to_string(static_cast<int64_t>(buffer_bytes(bytes, n))) + " bytes (" +
-                            std::to_string(step) + "/" + std::to_string(std::size(kKinds) * sizes.size()) + ")");
+                            std::to_string(static_cast<int64_t>(buffer_bytes(bytes, n))) +
+                            " bytes (" + std::to_string(step) + "/" +
+                            std::to_string(std::size(kKinds) * sizes.size()) + ")");
         }
         Call call(pg, kind.collective, n, elements(bytes, n));
         for (int64_t w = 0; w < options_.warmup; ++w) call();
-        if (starts != nullptr) starts->push_back(detail::seconds_between(origin_, detail::BenchClock::now()));
+        if (starts != nullptr)
+          starts->push_back(detail::seconds_between(origin_, detail::BenchClock::now()));
         std::vector<double> reps;
         for (int64_t rep = 0; rep < options_.repetitions; ++rep) {
           pg->barrier()->wait();
@@ -193,7 +210,8 @@ class CollectiveBench {
   }
 
   [[noreturn]] static void rethrow(int64_t r, int64_t n, const std::exception_ptr& e) {
-    const std::string where = "orrery bench: rank " + std::to_string(r) + " of " + std::to_string(n) + ": ";
+    const std::string where =
+        "orrery bench: rank " + std::to_string(r) + " of " + std::to_string(n) + ": ";
     try {
       std::rethrow_exception(e);
     } catch (const c10::Error& err) {

@@ -29,13 +29,14 @@ struct GemmShape {
 };
 
 std::vector<GemmShape> gemm_shapes(bool quick) {
-  if (quick) return {{64, 64, 64}, {256, 256, 256}, {512, 512, 512}, {1, 2048, 2048}, {16, 2048, 2048}};
+  if (quick)
+    return {{64, 64, 64}, {256, 256, 256}, {512, 512, 512}, {1, 2048, 2048}, {16, 2048, 2048}};
   // Squares for the efficiency curve, tall and deep ones, and skinny ones (few rows against a
   // large weight) that are bound by reading the weight: calibration needs both regimes.
-  return {{16, 16, 16},       {64, 64, 64},       {128, 128, 128},   {256, 256, 256},   {512, 512, 512},
-          {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 512, 512},  {512, 4096, 512},
-          {512, 512, 4096},   {1, 4096, 4096},    {4, 4096, 4096},   {16, 4096, 4096},
-          {64, 4096, 4096}};
+  return {{16, 16, 16},     {64, 64, 64},       {128, 128, 128},    {256, 256, 256},
+          {512, 512, 512},  {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 512, 512},
+          {512, 4096, 512}, {512, 512, 4096},   {1, 4096, 4096},    {4, 4096, 4096},
+          {16, 4096, 4096}, {64, 4096, 4096}};
 }
 
 std::vector<int64_t> attention_lengths(bool quick) {
@@ -72,7 +73,8 @@ class KeepFreedMemory {
 
 class ComputeBench {
  public:
-  explicit ComputeBench(const BenchOptions& options) : options_(options), origin_(detail::BenchClock::now()) {}
+  explicit ComputeBench(const BenchOptions& options)
+      : options_(options), origin_(detail::BenchClock::now()) {}
 
   std::vector<OpMeasurement> run() {
     torch::NoGradGuard no_grad;
@@ -80,7 +82,8 @@ class ComputeBench {
     at::set_num_threads(1);  // one `local` device is one core
     KeepFreedMemory keep;
     torch::manual_seed(0);
-    total_ = static_cast<int64_t>(gemm_shapes(options_.quick).size() + 4 * attention_lengths(options_.quick).size() +
+    total_ = static_cast<int64_t>(gemm_shapes(options_.quick).size() +
+                                  4 * attention_lengths(options_.quick).size() +
                                   5 * memory_elements(options_.quick).size());
     for (const GemmShape& g : gemm_shapes(options_.quick)) gemm(g);
     for (int64_t s : attention_lengths(options_.quick)) attention(s);
@@ -93,7 +96,8 @@ class ComputeBench {
   template <typename Fn>
   void measure(OpMeasurement m, Fn&& fn) {
     if (options_.progress) {
-      options_.progress(m.name + " (" + std::to_string(out_.size() + 1) + "/" + std::to_string(total_) + ")");
+      options_.progress(m.name + " (" + std::to_string(out_.size() + 1) + "/" +
+                        std::to_string(total_) + ")");
     }
     const detail::Timing t = detail::time_op(fn, options_, origin_);
     m.seconds = t.seconds;
@@ -117,13 +121,15 @@ class ComputeBench {
   // softmax(Q K^T / sqrt(d)) V for one sequence of 8 heads of 64, as the core and as its pieces.
   void attention(int64_t s) {
     constexpr int64_t kBatch = 1, kHeads = 8, kHeadDim = 64;
-    const auto q = torch::randn({kBatch, kHeads, s, kHeadDim}), k = torch::randn({kBatch, kHeads, s, kHeadDim}),
+    const auto q = torch::randn({kBatch, kHeads, s, kHeadDim}),
+               k = torch::randn({kBatch, kHeads, s, kHeadDim}),
                v = torch::randn({kBatch, kHeads, s, kHeadDim});
     const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
     const double bh = kBatch * kHeads, sd = static_cast<double>(s), scores = bh * sd * sd;
-    const double qkv_bytes = 3 * bh * sd * kHeadDim * kFloatBytes, o_bytes = bh * sd * kHeadDim * kFloatBytes;
-    const std::string tag = "b" + std::to_string(kBatch) + "h" + std::to_string(kHeads) + "s" + std::to_string(s) +
-                            "d" + std::to_string(kHeadDim);
+    const double qkv_bytes = 3 * bh * sd * kHeadDim * kFloatBytes,
+                 o_bytes = bh * sd * kHeadDim * kFloatBytes;
+    const std::string tag = "b" + std::to_string(kBatch) + "h" + std::to_string(kHeads) + "s" +
+                            std::to_string(s) + "d" + std::to_string(kHeadDim);
     OpMeasurement core;
     core.op = "attn.core";
     core.op_class = pb::OP_CLASS_ATTENTION;
@@ -132,7 +138,9 @@ class ComputeBench {
     core.flops = 2.0 * 2.0 * scores * kHeadDim;
     core.bytes_read = qkv_bytes;
     core.bytes_written = o_bytes;
-    measure(core, [&] { return torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1), v); });
+    measure(core, [&] {
+      return torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1), v);
+    });
 
     OpMeasurement qk;
     qk.op = "attn.scores";
@@ -168,8 +176,8 @@ class ComputeBench {
     measure(pv, [&] { return torch::matmul(probs, v); });
   }
 
-  OpMeasurement pointwise(const std::string& op, pb::OpClass op_class, int64_t n, double flops_per_element,
-                          double inputs) {
+  OpMeasurement pointwise(const std::string& op, pb::OpClass op_class, int64_t n,
+                          double flops_per_element, double inputs) {
     OpMeasurement m;
     m.op = op;
     m.op_class = op_class;
@@ -221,7 +229,8 @@ std::vector<OpMeasurement> bench_compute(const BenchOptions& options) {
   try {
     return ComputeBench(options).run();
   } catch (const c10::Error& e) {
-    throw EnvironmentError(std::string("orrery bench: libtorch failed: ") + e.what_without_backtrace());
+    throw EnvironmentError(std::string("orrery bench: libtorch failed: ") +
+                           e.what_without_backtrace());
   }
 }
 

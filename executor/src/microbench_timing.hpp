@@ -35,7 +35,8 @@ Timing time_op(Fn&& fn, const BenchOptions& options, BenchClock::time_point orig
   auto t0 = BenchClock::now();
   fn();
   const double once = seconds_between(t0, BenchClock::now());
-  const auto batch = static_cast<int64_t>(std::clamp(std::ceil(options.min_batch_s / std::max(once, 1e-9)), 1.0, 1e4));
+  const auto batch = static_cast<int64_t>(
+      std::clamp(std::ceil(options.min_batch_s / std::max(once, 1e-9)), 1.0, 1e4));
   Timing out;
   out.start_s = seconds_between(origin, BenchClock::now());
   std::vector<double> per_call;

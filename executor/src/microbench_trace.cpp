@@ -9,18 +9,21 @@ namespace orrery::executor {
 double bus_factor(pb::CollectiveKind kind, int64_t ranks) {
   const double n = static_cast<double>(ranks);
   switch (kind) {
-    case pb::COLLECTIVE_KIND_ALL_REDUCE: return 2 * (n - 1) / n;
+    case pb::COLLECTIVE_KIND_ALL_REDUCE:
+      return 2 * (n - 1) / n;
     case pb::COLLECTIVE_KIND_ALL_GATHER:
     case pb::COLLECTIVE_KIND_REDUCE_SCATTER:
-    case pb::COLLECTIVE_KIND_ALL_TO_ALL: return (n - 1) / n;
-    default: return 1;
+    case pb::COLLECTIVE_KIND_ALL_TO_ALL:
+      return (n - 1) / n;
+    default:
+      return 1;
   }
 }
 
 double CollectiveMeasurement::busbw() const { return algbw() * bus_factor(collective, ranks); }
 
-pb::ExecGraph bench_trace(const BenchResults& results, const pb::ClusterSpec& cluster, const std::string& device,
-                          const std::string& blas) {
+pb::ExecGraph bench_trace(const BenchResults& results, const pb::ClusterSpec& cluster,
+                          const std::string& device, const std::string& blas) {
   pb::ExecGraph g;
   g.set_cluster(cluster.name());
   g.set_producer("orrery bench (" + blas + ")");

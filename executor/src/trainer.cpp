@@ -182,8 +182,10 @@ std::string step_failed(const RankEnv& env, int64_t step, const TrainConfig& c, 
 std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out) {
   if (auto why = unsupported_reason(config); !why.empty()) throw InputError("", 0, "plan", why);
   const RankGrid grid = RankGrid::from_plan(config.plan);
-  // Ranks share the machine's cores: one intra-op thread each unless OMP_NUM_THREADS says otherwise.
-  if (env.world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) torch::set_num_threads(1);
+  // One `local` device is one core (topologies/, `orrery topo show local`), so a rank computes on
+  // one intra-op thread unless OMP_NUM_THREADS says otherwise, alone or not: the simulator then
+  // predicts the machine that really ran.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) torch::set_num_threads(1);
   if (!config.out_dir.empty()) std::filesystem::create_directories(config.out_dir);
   OpTrace trace;
   const bool tracing = config.trace_graph.has_value() && !config.out_dir.empty();

@@ -13,14 +13,17 @@
 namespace orrery::sim {
 namespace {
 
-std::string op_class_name(pb::OpClass c) { return enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c)); }
+std::string op_class_name(pb::OpClass c) {
+  return enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c));
+}
 
 std::string collective_name(pb::CollectiveKind k) {
   return enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(k));
 }
 
 void check_sample(double seconds, const std::string& source) {
-  ORRERY_CHECK(std::isfinite(seconds) && seconds > 0, "sample " + source + " has no positive measured time");
+  ORRERY_CHECK(std::isfinite(seconds) && seconds > 0,
+               "sample " + source + " has no positive measured time");
 }
 
 bool enough(size_t samples, const FitOptions& options, CurveReport& report) {
@@ -35,27 +38,33 @@ bool enough(size_t samples, const FitOptions& options, CurveReport& report) {
 
 namespace detail {
 
-void fill_error_stats(const std::vector<double>& predicted, const std::vector<double>& measured, pb::FitStats& fit) {
+void fill_error_stats(const std::vector<double>& predicted, const std::vector<double>& measured,
+                      pb::FitStats& fit) {
   std::vector<double> errors;
-  for (size_t i = 0; i < measured.size(); ++i) errors.push_back(std::abs(predicted[i] / measured[i] - 1));
+  for (size_t i = 0; i < measured.size(); ++i)
+    errors.push_back(std::abs(predicted[i] / measured[i] - 1));
   std::sort(errors.begin(), errors.end());
   fit.set_samples(static_cast<int64_t>(errors.size()));
   const size_t n = errors.size();
-  fit.set_median_abs_rel_error(n % 2 == 1 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]));
+  fit.set_median_abs_rel_error(n % 2 == 1 ? errors[n / 2]
+                                          : 0.5 * (errors[n / 2 - 1] + errors[n / 2]));
   fit.set_max_abs_rel_error(errors.back());
 }
 
 }  // namespace detail
 
-CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute, const std::vector<CommSample>& comm,
-                               const std::map<std::string, pb::DeviceSpec>& devices, const FitOptions& options) {
+CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
+                               const std::vector<CommSample>& comm,
+                               const std::map<std::string, pb::DeviceSpec>& devices,
+                               const FitOptions& options) {
   CalibrationFit out;
   std::vector<CurveReport> defaults_kept;
 
   std::map<std::pair<std::string, int>, std::vector<const ComputeSample*>> by_curve;
   for (const ComputeSample& s : compute) {
     check_sample(s.seconds, s.source);
-    ORRERY_CHECK(devices.count(s.device), "sample " + s.source + " names device " + s.device + " without its spec");
+    ORRERY_CHECK(devices.count(s.device),
+                 "sample " + s.source + " names device " + s.device + " without its spec");
     by_curve[{s.device, s.op_class}].push_back(&s);
   }
   for (const auto& [key, samples] : by_curve) {
@@ -66,7 +75,8 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute, const 
       defaults_kept.push_back(report);
       continue;
     }
-    const pb::ComputeCurve defaults = detail::default_curve(devices.at(key.first), static_cast<pb::OpClass>(key.second));
+    const pb::ComputeCurve defaults =
+        detail::default_curve(devices.at(key.first), static_cast<pb::OpClass>(key.second));
     if (auto curve = detail::fit_compute_curve(samples, defaults, report)) {
       *out.profile.add_compute() = std::move(*curve);
       report.fitted = true;
@@ -79,7 +89,8 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute, const 
   std::map<std::pair<std::string, int>, std::vector<const CommSample*>> by_comm;
   for (const CommSample& s : comm) {
     check_sample(s.seconds, s.source);
-    ORRERY_CHECK(s.bytes > 0 && s.ranks > 1, "sample " + s.source + " moves no bytes between ranks");
+    ORRERY_CHECK(s.bytes > 0 && s.ranks > 1,
+                 "sample " + s.source + " moves no bytes between ranks");
     by_comm[{s.scope, s.collective}].push_back(&s);
   }
   for (const auto& [key, samples] : by_comm) {

@@ -15,7 +15,9 @@ namespace {
 
 enum : size_t { kLatency = 0, kSecondsPerByte = 1 };
 
-double bus_bytes(const CommSample& s) { return s.bytes * detail::bus_factor(s.collective, s.ranks); }
+double bus_bytes(const CommSample& s) {
+  return s.bytes * detail::bus_factor(s.collective, s.ranks);
+}
 
 template <typename T>
 T log_comm_time(double bus, const T* v) {
@@ -36,7 +38,8 @@ double predict_comm_seconds(const pb::CommCurve& curve, const CommSample& s) {
 
 namespace detail {
 
-std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>& samples, CurveReport& report) {
+std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>& samples,
+                                            CurveReport& report) {
   std::vector<double> measured, bus, per_byte;
   for (const CommSample* s : samples) {
     measured.push_back(s->seconds);
@@ -60,15 +63,18 @@ std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>
   std::vector<detail::SolverParam> params(2);
   // Latency from 0 up; seconds per byte within 1e9 of the samples' own (a fit beyond says the
   // time does not follow the message size: it contradicts the model).
-  params[kLatency] = {"latency_s", latency0, median(measured), 0, std::numeric_limits<double>::infinity(), 0};
-  params[kSecondsPerByte] = {"bandwidth_bytes_per_s", per_byte0, b_typical, 1e-9 * b_typical, 1e9 * b_typical, b_typical};
+  params[kLatency] = {
+      "latency_s", latency0, median(measured), 0, std::numeric_limits<double>::infinity(), 0};
+  params[kSecondsPerByte] = {"bandwidth_bytes_per_s", per_byte0,       b_typical,
+                             1e-9 * b_typical,        1e9 * b_typical, b_typical};
   Predictor predict;
   predict.value = [&](size_t i, const double* v) { return log_comm_time(bus[i], v); };
   predict.jet = [&](size_t i, const Jet* v) { return log_comm_time(bus[i], v); };
   // One message size cannot separate latency from bandwidth: latency goes first (held at 0).
   const SolveResult solved = solve_curve(predict, measured, params, {kLatency, kSecondsPerByte});
   if (!solved.contradiction.empty()) {
-    report.note = "the samples contradict the model (" + solved.contradiction + "): the default stays";
+    report.note =
+        "the samples contradict the model (" + solved.contradiction + "): the default stays";
     return std::nullopt;
   }
 
@@ -86,12 +92,14 @@ std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>
     if (p.free) {
       c.mutable_fit()->add_fitted_params(p.name);
       // bandwidth = 1 / b: its standard error is b's divided by b^2 (first order).
-      if (solved.covariance_ok) c.mutable_fit()->add_param_std_errors(bandwidth ? p.std_error / (b * b) : p.std_error);
+      if (solved.covariance_ok)
+        c.mutable_fit()->add_param_std_errors(bandwidth ? p.std_error / (b * b) : p.std_error);
     } else {
       report.held.push_back({p.name, bandwidth ? 1 / p.value : p.value, p.held_reason});
     }
   }
-  if (!solved.covariance_ok) report.note = "no standard errors: the covariance could not be computed";
+  if (!solved.covariance_ok)
+    report.note = "no standard errors: the covariance could not be computed";
   return c;
 }
 

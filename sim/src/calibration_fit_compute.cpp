@@ -50,7 +50,8 @@ double predict_compute_seconds(const pb::ComputeCurve& curve, const ComputeSampl
 namespace detail {
 
 std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const ComputeSample*>& samples,
-                                                  const pb::ComputeCurve& defaults, CurveReport& report) {
+                                                  const pb::ComputeCurve& defaults,
+                                                  CurveReport& report) {
   std::vector<double> measured, flops, times;
   double achieved_compute = 0, achieved_memory = 0, max_flops = 0;
   for (const ComputeSample* s : samples) {
@@ -60,32 +61,41 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
       flops.push_back(s->flops);
       max_flops = std::max(max_flops, s->flops);
     }
-    if (s->bytes > 0) achieved_memory = std::max(achieved_memory, s->bytes / (s->memory_bytes_per_s * s->seconds));
+    if (s->bytes > 0)
+      achieved_memory = std::max(achieved_memory, s->bytes / (s->memory_bytes_per_s * s->seconds));
   }
   const double t_min = *std::min_element(measured.begin(), measured.end());
   // Start from the best efficiencies the samples reached (each is a lower bound of its
   // parameter) and half the shortest op as fixed cost.
-  const double emax0 = achieved_compute > 0 ? std::clamp(achieved_compute, 1e-3, 10.0) : defaults.max_efficiency();
-  const double me0 = achieved_memory > 0 ? std::clamp(achieved_memory, 1e-3, 1e3) : defaults.memory_efficiency();
+  const double emax0 =
+      achieved_compute > 0 ? std::clamp(achieved_compute, 1e-3, 10.0) : defaults.max_efficiency();
+  const double me0 =
+      achieved_memory > 0 ? std::clamp(achieved_memory, 1e-3, 1e3) : defaults.memory_efficiency();
   std::vector<SolverParam> params(4);
   constexpr double kNone = std::numeric_limits<double>::infinity();
   // Efficiencies between 1e-4 and 100 (sanity: a fit beyond contradicts the model); the
   // additive terms from 0 up.
   params[kMaxEfficiency] = {"max_efficiency", emax0, emax0, 1e-4, 100, defaults.max_efficiency()};
-  params[kHalfSaturation] = {"half_saturation_flops", 0, flops.empty() ? 1.0 : std::max(median(flops), 1.0), 0, kNone, 0};
-  params[kMemoryEfficiency] = {"memory_efficiency", me0, me0, 1e-4, 1e4, defaults.memory_efficiency()};
-  params[kOverhead] = {"overhead_s", 0.5 * t_min, median(measured), 0, kNone, defaults.overhead_s()};
+  params[kHalfSaturation] = {
+      "half_saturation_flops", 0, flops.empty() ? 1.0 : std::max(median(flops), 1.0), 0, kNone, 0};
+  params[kMemoryEfficiency] = {"memory_efficiency",         me0, me0, 1e-4, 1e4,
+                               defaults.memory_efficiency()};
+  params[kOverhead] = {"overhead_s", 0.5 * t_min,          median(measured), 0,
+                       kNone,        defaults.overhead_s()};
   Predictor predict;
   predict.value = [&](size_t i, const double* v) { return log_compute_time(*samples[i], v); };
   predict.jet = [&](size_t i, const Jet* v) { return log_compute_time(*samples[i], v); };
   // Given up first: half saturation (only memory-bound samples tell it from the overhead), then
   // memory efficiency, then peak efficiency.
-  const std::vector<size_t> hold_order = {kHalfSaturation, kMemoryEfficiency, kMaxEfficiency, kOverhead};
-  const std::vector<std::vector<double>> starts = {{defaults.max_efficiency(), defaults.half_saturation_flops(),
-                                                    defaults.memory_efficiency(), defaults.overhead_s()}};
+  const std::vector<size_t> hold_order = {kHalfSaturation, kMemoryEfficiency, kMaxEfficiency,
+                                          kOverhead};
+  const std::vector<std::vector<double>> starts = {
+      {defaults.max_efficiency(), defaults.half_saturation_flops(), defaults.memory_efficiency(),
+       defaults.overhead_s()}};
   const SolveResult solved = solve_curve(predict, measured, params, hold_order, starts);
   if (!solved.contradiction.empty()) {
-    report.note = "the samples contradict the model (" + solved.contradiction + "): the default stays";
+    report.note =
+        "the samples contradict the model (" + solved.contradiction + "): the default stays";
     return std::nullopt;
   }
 
@@ -111,7 +121,8 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
     report.note = "the samples determine none of its parameters: the default stays";
     return std::nullopt;
   }
-  if (!solved.covariance_ok) report.note = "no standard errors: the covariance could not be computed";
+  if (!solved.covariance_ok)
+    report.note = "no standard errors: the covariance could not be computed";
   return c;
 }
 

@@ -15,11 +15,14 @@ namespace orrery::sim::detail {
 // nullopt, with report.note saying why, when the samples contradict the model or determine none
 // of its parameters.
 std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const ComputeSample*>& samples,
-                                                  const pb::ComputeCurve& defaults, CurveReport& report);
+                                                  const pb::ComputeCurve& defaults,
+                                                  CurveReport& report);
 
-std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>& samples, CurveReport& report);
+std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>& samples,
+                                            CurveReport& report);
 
 // Fills samples, median and max |relative error| of `predicted` against `measured`.
-void fill_error_stats(const std::vector<double>& predicted, const std::vector<double>& measured, pb::FitStats& fit);
+void fill_error_stats(const std::vector<double>& predicted, const std::vector<double>& measured,
+                      pb::FitStats& fit);
 
 }  // namespace orrery::sim::detail

@@ -18,13 +18,17 @@
 namespace orrery::sim {
 namespace {
 
-const std::vector<std::string> kDtypes = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"};
+const std::vector<std::string> kDtypes = {"fp64", "fp32", "tf32", "bf16",
+                                          "fp16", "fp8",  "int8", "fp4"};
 
-std::string node_path(int r, int i) { return "ranks[" + std::to_string(r) + "].nodes[" + std::to_string(i) + "]"; }
+std::string node_path(int r, int i) {
+  return "ranks[" + std::to_string(r) + "].nodes[" + std::to_string(i) + "]";
+}
 
 class TraceReader {
  public:
-  TraceReader(const pb::ExecGraph& trace, const std::string& file, const SampleOptions& options, TraceSamples& out)
+  TraceReader(const pb::ExecGraph& trace, const std::string& file, const SampleOptions& options,
+              TraceSamples& out)
       : trace_(trace), file_(file), options_(options), out_(out) {
     if (trace.has_cluster_spec()) {
       topologies::validate_cluster(trace.cluster_spec(), SourceMap(file));
@@ -52,19 +56,22 @@ class TraceReader {
         if (node.has_duration_s()) return;
       }
     }
-    throw InputError(file_, 0, "ranks[].nodes[].duration_s",
-                     "no node has a measured duration: this is a lowered graph (orrery simulate --graph), not a "
-                     "measured trace (orrery bench --out, orrery run --out, a PyTorch profiler trace)");
+    throw InputError(
+        file_, 0, "ranks[].nodes[].duration_s",
+        "no node has a measured duration: this is a lowered graph (orrery simulate --graph), not a "
+        "measured trace (orrery bench --out, orrery run --out, a PyTorch profiler trace)");
   }
 
   void leave_out(const std::string& why) { ++left_out_[why]; }
 
   // The device spec of a name: the trace's cluster, --cluster, the database, nvidia-smi names.
   const pb::DeviceSpec& device_spec(const std::string& name, const std::string& field) {
-    if (const auto it = resolved_.find(name); it != resolved_.end()) return out_.devices.at(it->second);
+    if (const auto it = resolved_.find(name); it != resolved_.end())
+      return out_.devices.at(it->second);
     const pb::DeviceSpec* spec = nullptr;
     if (trace_.has_cluster_spec()) spec = topologies::lookup_device(trace_.cluster_spec(), name);
-    if (spec == nullptr && options_.cluster != nullptr) spec = topologies::lookup_device(*options_.cluster, name);
+    if (spec == nullptr && options_.cluster != nullptr)
+      spec = topologies::lookup_device(*options_.cluster, name);
     const pb::ClusterSpec none;
     if (spec == nullptr) spec = topologies::lookup_device(none, name);
     if (spec == nullptr && name.rfind("NVIDIA ", 0) == 0) {  // a profiler's nvidia-smi product name
@@ -72,9 +79,12 @@ class TraceReader {
       if (!db.empty()) spec = topologies::lookup_device(none, db);
     }
     if (spec == nullptr) {
-      std::vector<std::string> names = topologies::device_names(options_.cluster != nullptr ? *options_.cluster : none);
+      std::vector<std::string> names =
+          topologies::device_names(options_.cluster != nullptr ? *options_.cluster : none);
       throw InputError(file_, 0, field,
-                       "device '" + name + "' is not in the trace's cluster or the device database" + suggest(name, names) +
+                       "device '" + name +
+                           "' is not in the trace's cluster or the device database" +
+                           suggest(name, names) +
                            "; pass --device NAME, or --cluster FILE|local that defines it");
     }
     // Samples and curves name the device as the simulator will look it up: by its spec's name
@@ -101,13 +111,16 @@ class TraceReader {
     std::string d = node.dtype();
     if (d.empty() && trace_.has_plan() && trace_.plan().has_job() &&
         trace_.plan().job().precision() != pb::PRECISION_UNSPECIFIED) {
-      d = enum_value_name(*pb::Precision_descriptor()->FindValueByNumber(trace_.plan().job().precision()));
+      d = enum_value_name(
+          *pb::Precision_descriptor()->FindValueByNumber(trace_.plan().job().precision()));
     }
     if (d.empty()) {
-      throw InputError(file_, 0, node_path(r, i) + ".dtype", "not set, and the trace has no plan.job.precision to take it from");
+      throw InputError(file_, 0, node_path(r, i) + ".dtype",
+                       "not set, and the trace has no plan.job.precision to take it from");
     }
     if (std::find(kDtypes.begin(), kDtypes.end(), d) == kDtypes.end()) {
-      throw InputError(file_, 0, node_path(r, i) + ".dtype", "got '" + d + "'" + suggest(d, kDtypes));
+      throw InputError(file_, 0, node_path(r, i) + ".dtype",
+                       "got '" + d + "'" + suggest(d, kDtypes));
     }
     return d;
   }
@@ -118,9 +131,12 @@ class TraceReader {
     if (!node.has_duration_s()) return leave_out("no duration_s");
     if (!(node.duration_s() > 0)) return leave_out("a duration of 0");
     switch (node.kind()) {
-      case pb::NODE_KIND_COMPUTE: return add_compute(r, i);
-      case pb::NODE_KIND_COLLECTIVE: return add_collective(r, i);
-      default: return leave_out("send/recv (point-to-point transfers are not fitted)");
+      case pb::NODE_KIND_COMPUTE:
+        return add_compute(r, i);
+      case pb::NODE_KIND_COLLECTIVE:
+        return add_collective(r, i);
+      default:
+        return leave_out("send/recv (point-to-point transfers are not fitted)");
     }
   }
 
@@ -128,15 +144,18 @@ class TraceReader {
     const pb::RankGraph& rank = trace_.ranks(r);
     const pb::ExecNode& node = rank.nodes(i);
     if (node.op_class() == pb::OP_CLASS_UNSPECIFIED) return leave_out("compute without op_class");
-    if (node.flops() <= 0 && node.bytes_read() + node.bytes_written() <= 0) return leave_out("compute with no FLOPs or bytes");
-    const pb::DeviceSpec& spec = device_spec(device_name(rank, r), options_.device.empty() ? "device" : "--device");
+    if (node.flops() <= 0 && node.bytes_read() + node.bytes_written() <= 0)
+      return leave_out("compute with no FLOPs or bytes");
+    const pb::DeviceSpec& spec =
+        device_spec(device_name(rank, r), options_.device.empty() ? "device" : "--device");
     ComputeSample s;
     s.device = spec.name();
     s.op_class = node.op_class();
     s.flops = node.flops();
     s.bytes = node.bytes_read() + node.bytes_written();
     s.peak_flops_per_s = topologies::peak_flops(spec, dtype(node, r, i));
-    if (s.peak_flops_per_s <= 0) s.peak_flops_per_s = spec.peak_flops().fp32();  // as ComputeCostModel
+    if (s.peak_flops_per_s <= 0)
+      s.peak_flops_per_s = spec.peak_flops().fp32();  // as ComputeCostModel
     s.memory_bytes_per_s = spec.memory_bandwidth_bytes_per_s();
     s.seconds = node.duration_s();
     s.source = file_ + ": " + node.name();
@@ -147,7 +166,8 @@ class TraceReader {
     for (const auto& g : trace_.process_groups()) {
       if (g.id() == id) return g;
     }
-    throw InputError(file_, 0, field, "no process group with id " + std::to_string(id) + " in process_groups");
+    throw InputError(file_, 0, field,
+                     "no process group with id " + std::to_string(id) + " in process_groups");
   }
 
   std::string scope(const pb::ProcessGroup& g) const {
@@ -162,9 +182,11 @@ class TraceReader {
                          "group " + std::to_string(g.id()) + " has rank " + std::to_string(member) +
                              ", which has no entry in ranks[] to say its device");
       }
-      if (it->device() < 0 || it->device() >= topology_->num_devices() || !seen.insert(it->device()).second) {
+      if (it->device() < 0 || it->device() >= topology_->num_devices() ||
+          !seen.insert(it->device()).second) {
         throw InputError(file_, 0, "process_groups",
-                         "group " + std::to_string(g.id()) + " maps to device " + std::to_string(it->device()) +
+                         "group " + std::to_string(g.id()) + " maps to device " +
+                             std::to_string(it->device()) +
                              ", which is outside the cluster or taken by another member");
       }
       devices.push_back(it->device());
@@ -174,7 +196,8 @@ class TraceReader {
 
   void add_collective(int r, int i) {
     const pb::ExecNode& node = trace_.ranks(r).nodes(i);
-    if (node.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED) return leave_out("collective without a kind");
+    if (node.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED)
+      return leave_out("collective without a kind");
     if (node.comm_bytes() <= 0) return leave_out("collectives moving no bytes (barriers)");
     const pb::ProcessGroup& g = group(node.process_group(), node_path(r, i) + ".process_group");
     if (g.ranks_size() < 2) return leave_out("collectives on a one-rank group");
@@ -202,7 +225,8 @@ class TraceReader {
   TraceSamples& out_;
   std::unique_ptr<topologies::Topology> topology_;
   std::unique_ptr<CollectiveCostModel> collectives_;
-  std::map<std::string, std::string> resolved_;  // device names as the trace gives them -> spec names
+  std::map<std::string, std::string>
+      resolved_;  // device names as the trace gives them -> spec names
   std::map<std::string, int64_t> left_out_;
   std::map<std::tuple<int, int64_t, std::string>, int> occurrences_;
   std::map<std::tuple<int64_t, std::string, int>, CommSample> instances_;
@@ -210,8 +234,8 @@ class TraceReader {
 
 }  // namespace
 
-void add_trace_samples(const pb::ExecGraph& trace, const std::string& file, const SampleOptions& options,
-                       TraceSamples& out) {
+void add_trace_samples(const pb::ExecGraph& trace, const std::string& file,
+                       const SampleOptions& options, TraceSamples& out) {
   TraceReader(trace, file, options, out).run();
 }
 

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <memory>
 
-#include <Eigen/Dense>
 #include <ceres/ceres.h>
 #include <ceres/covariance.h>
+#include <Eigen/Dense>
 
 #include "orrery/traces/error.hpp"
 
@@ -31,7 +31,8 @@ constexpr double kOnBound = 1e-9;
 // parameter divided by its scale).
 class LogResidual : public ceres::CostFunction {
  public:
-  LogResidual(const Predictor& predict, size_t sample, double measured, const std::vector<SolverParam>& params)
+  LogResidual(const Predictor& predict, size_t sample, double measured,
+              const std::vector<SolverParam>& params)
       : predict_(predict), sample_(sample), log_measured_(std::log(measured)), params_(params) {
     set_num_residuals(1);
     for (size_t i = 0; i < params.size(); ++i) mutable_parameter_block_sizes()->push_back(1);
@@ -70,7 +71,8 @@ struct Problem {
   std::unique_ptr<ceres::Problem> problem;
 };
 
-Problem build(const Predictor& predict, const std::vector<double>& measured, const std::vector<SolverParam>& params) {
+Problem build(const Predictor& predict, const std::vector<double>& measured,
+              const std::vector<SolverParam>& params) {
   Problem p;
   p.x.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -108,7 +110,8 @@ double solve(Problem& p) {
 }
 
 // Scaled Jacobian of every sample's residual in every parameter, at `params`' values.
-Eigen::MatrixXd jacobian(const Predictor& predict, size_t samples, const std::vector<SolverParam>& params) {
+Eigen::MatrixXd jacobian(const Predictor& predict, size_t samples,
+                         const std::vector<SolverParam>& params) {
   Eigen::MatrixXd j(static_cast<Eigen::Index>(samples), static_cast<Eigen::Index>(params.size()));
   Jet v[kMaxParams];
   for (size_t s = 0; s < samples; ++s) {
@@ -118,7 +121,8 @@ Eigen::MatrixXd jacobian(const Predictor& predict, size_t samples, const std::ve
     }
     const Jet r = predict.jet(s, v);
     for (size_t i = 0; i < params.size(); ++i) {
-      j(static_cast<Eigen::Index>(s), static_cast<Eigen::Index>(i)) = r.v[static_cast<Eigen::Index>(i)];
+      j(static_cast<Eigen::Index>(s), static_cast<Eigen::Index>(i)) =
+          r.v[static_cast<Eigen::Index>(i)];
     }
   }
   return j;
@@ -158,7 +162,8 @@ bool natural_zero(const SolverParam& p) { return p.lower == 0; }
 
 // Holds parameters in hold order until the free ones leave at least one residual degree of
 // freedom; returns whether anything changed.
-bool hold_for_count(size_t samples, std::vector<SolverParam>& params, const std::vector<size_t>& hold_order) {
+bool hold_for_count(size_t samples, std::vector<SolverParam>& params,
+                    const std::vector<size_t>& hold_order) {
   bool changed = false;
   for (size_t i : hold_order) {
     if (free_columns(params).size() < samples) break;
@@ -204,7 +209,8 @@ bool hold_undetermined(const Predictor& predict, size_t samples, std::vector<Sol
   return changed;
 }
 
-void standard_errors(Problem& p, std::vector<SolverParam>& params, size_t samples, double cost, SolveResult& out) {
+void standard_errors(Problem& p, std::vector<SolverParam>& params, size_t samples, double cost,
+                     SolveResult& out) {
   const auto cols = free_columns(params);
   if (cols.empty() || samples <= cols.size()) return;
   ceres::Covariance::Options options;
@@ -226,8 +232,9 @@ void standard_errors(Problem& p, std::vector<SolverParam>& params, size_t sample
 
 }  // namespace
 
-SolveResult solve_curve(const Predictor& predict, const std::vector<double>& measured, std::vector<SolverParam>& params,
-                        const std::vector<size_t>& hold_order, const std::vector<std::vector<double>>& starts) {
+SolveResult solve_curve(const Predictor& predict, const std::vector<double>& measured,
+                        std::vector<SolverParam>& params, const std::vector<size_t>& hold_order,
+                        const std::vector<std::vector<double>>& starts) {
   ORRERY_CHECK(!params.empty() && params.size() <= kMaxParams, "a curve has 1 to 8 parameters");
   ORRERY_CHECK(!measured.empty(), "a curve fit needs samples");
   SolveResult out;

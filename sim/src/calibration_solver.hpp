@@ -16,12 +16,18 @@ namespace orrery::sim::detail {
 
 struct SolverParam {
   SolverParam() = default;
-  SolverParam(std::string name_, double value_, double scale_, double lower_, double upper_, double hold_value_)
-      : name(std::move(name_)), value(value_), scale(scale_), lower(lower_), upper(upper_), hold_value(hold_value_) {}
+  SolverParam(std::string name_, double value_, double scale_, double lower_, double upper_,
+              double hold_value_)
+      : name(std::move(name_)),
+        value(value_),
+        scale(scale_),
+        lower(lower_),
+        upper(upper_),
+        hold_value(hold_value_) {}
 
-  std::string name;   // as the proto field ("max_efficiency")
-  double value = 0;   // start; on return the fitted or held value
-  double scale = 1;   // typical magnitude: the solver works on value / scale
+  std::string name;  // as the proto field ("max_efficiency")
+  double value = 0;  // start; on return the fitted or held value
+  double scale = 1;  // typical magnitude: the solver works on value / scale
   // Bounds. A lower bound of 0 on an additive term (an overhead, a latency) is natural: a fit
   // that runs there holds the term at 0. Any other bound is a sanity limit (an efficiency of
   // 1e-4 or 100): a fit that runs there contradicts the model, and the curve is not fitted.
@@ -41,7 +47,7 @@ struct Predictor {
 };
 
 struct SolveResult {
-  double cost = 0;                  // 1/2 sum of squared log residuals
+  double cost = 0;  // 1/2 sum of squared log residuals
   bool covariance_ok = false;
   // Set when a parameter ran to a sanity bound ("bandwidth_bytes_per_s runs to its lower
   // bound"): the samples contradict the model and the values mean nothing.

@@ -18,28 +18,35 @@ namespace {
 
 constexpr int kSendKey = 100, kRecvKey = 101;
 
-std::string op_class_name(pb::OpClass c) { return enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c)); }
+std::string op_class_name(pb::OpClass c) {
+  return enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c));
+}
 std::string collective_name(pb::CollectiveKind k) {
   return enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(k));
 }
 
 void require(bool present, const std::string& file, const std::string& field) {
   if (present) return;
-  throw InputError(file, 0, field,
-                   "missing: validate --trace needs a measured run's trace (`orrery run --out DIR` writes "
-                   "DIR/trace.json, which carries the plan, model and cluster it ran and its measured step time)");
+  throw InputError(
+      file, 0, field,
+      "missing: validate --trace needs a measured run's trace (`orrery run --out DIR` writes "
+      "DIR/trace.json, which carries the plan, model and cluster it ran and its measured step "
+      "time)");
 }
 
-std::string path(size_t r, int i) { return "ranks[" + std::to_string(r) + "].nodes[" + std::to_string(i) + "]"; }
+std::string path(size_t r, int i) {
+  return "ranks[" + std::to_string(r) + "].nodes[" + std::to_string(i) + "]";
+}
 
 // The measured rank's nodes against the lowering's, by id; throws at the first difference.
-void match(const pb::RankGraph& measured, size_t r, const pb::RankGraph& predicted, const std::string& file) {
+void match(const pb::RankGraph& measured, size_t r, const pb::RankGraph& predicted,
+           const std::string& file) {
   std::map<int64_t, int> by_id;
   for (int i = 0; i < measured.nodes_size(); ++i) {
     if (!by_id.emplace(measured.nodes(i).id(), i).second) {
       throw InputError(file, 0, path(r, i) + ".id",
-                       "node id " + std::to_string(measured.nodes(i).id()) + " appears twice on rank " +
-                           std::to_string(measured.rank()));
+                       "node id " + std::to_string(measured.nodes(i).id()) +
+                           " appears twice on rank " + std::to_string(measured.rank()));
     }
   }
   std::set<int64_t> lowered;
@@ -47,26 +54,32 @@ void match(const pb::RankGraph& measured, size_t r, const pb::RankGraph& predict
     lowered.insert(p.id());
     const auto it = by_id.find(p.id());
     if (it == by_id.end()) {
-      throw InputError(file, 0, "ranks[" + std::to_string(r) + "].nodes",
-                       "rank " + std::to_string(measured.rank()) + " has no node " + std::to_string(p.id()) + " '" +
-                           p.name() + "', which the lowering of the trace's plan has: the executor and the simulator "
-                           "disagree about what the plan runs");
+      throw InputError(
+          file, 0, "ranks[" + std::to_string(r) + "].nodes",
+          "rank " + std::to_string(measured.rank()) + " has no node " + std::to_string(p.id()) +
+              " '" + p.name() +
+              "', which the lowering of the trace's plan has: the executor and the simulator "
+              "disagree about what the plan runs");
     }
     const pb::ExecNode& m = measured.nodes(it->second);
     if (m.name() != p.name()) {
       throw InputError(file, 0, path(r, it->second) + ".name",
-                       "node " + std::to_string(p.id()) + " of rank " + std::to_string(measured.rank()) + " is '" +
-                           m.name() + "' in the trace but '" + p.name() + "' in the lowering of its plan");
+                       "node " + std::to_string(p.id()) + " of rank " +
+                           std::to_string(measured.rank()) + " is '" + m.name() +
+                           "' in the trace but '" + p.name() + "' in the lowering of its plan");
     }
     if (!m.has_duration_s()) {
-      throw InputError(file, 0, path(r, it->second) + ".duration_s", "missing: node '" + m.name() + "' was not timed");
+      throw InputError(file, 0, path(r, it->second) + ".duration_s",
+                       "missing: node '" + m.name() + "' was not timed");
     }
   }
   for (int i = 0; i < measured.nodes_size(); ++i) {
     if (!lowered.count(measured.nodes(i).id())) {
       throw InputError(file, 0, path(r, i),
-                       "node " + std::to_string(measured.nodes(i).id()) + " '" + measured.nodes(i).name() +
-                           "' is not in the lowering of the trace's plan: the executor and the simulator disagree "
+                       "node " + std::to_string(measured.nodes(i).id()) + " '" +
+                           measured.nodes(i).name() +
+                           "' is not in the lowering of the trace's plan: the executor and the "
+                           "simulator disagree "
                            "about what the plan runs");
     }
   }
@@ -76,29 +89,34 @@ const pb::ProcessGroup& group_of(const pb::ExecGraph& lowered, int64_t id) {
   for (const auto& g : lowered.process_groups()) {
     if (g.id() == id) return g;
   }
-  ORRERY_CHECK(false, "the lowering references process group " + std::to_string(id) + " it does not define");
+  ORRERY_CHECK(
+      false, "the lowering references process group " + std::to_string(id) + " it does not define");
 }
 
 // What the engines charge a node when it runs alone.
-double predicted_seconds(const pb::ExecNode& n, int64_t rank, const ResolvedPlan& plan, const pb::ExecGraph& lowered,
-                         const CostModels& costs) {
+double predicted_seconds(const pb::ExecNode& n, int64_t rank, const ResolvedPlan& plan,
+                         const pb::ExecGraph& lowered, const CostModels& costs) {
   const int64_t device = plan.device_of_rank[static_cast<size_t>(rank)];
   switch (n.kind()) {
-    case pb::NODE_KIND_COMPUTE: return costs.compute().seconds(device_of(plan, rank), n);
+    case pb::NODE_KIND_COMPUTE:
+      return costs.compute().seconds(device_of(plan, rank), n);
     case pb::NODE_KIND_COLLECTIVE: {
       std::vector<int64_t> devices;
-      for (int64_t r : group_of(lowered, n.process_group()).ranks()) devices.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      for (int64_t r : group_of(lowered, n.process_group()).ranks())
+        devices.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       return costs.collectives().estimate(n.collective(), devices, n.comm_bytes()).seconds;
     }
     default: {
       const int64_t peer = plan.device_of_rank[static_cast<size_t>(n.peer())];
-      return n.kind() == pb::NODE_KIND_SEND ? costs.collectives().p2p_seconds(device, peer, n.comm_bytes())
-                                            : costs.collectives().p2p_seconds(peer, device, n.comm_bytes());
+      return n.kind() == pb::NODE_KIND_SEND
+                 ? costs.collectives().p2p_seconds(device, peer, n.comm_bytes())
+                 : costs.collectives().p2p_seconds(peer, device, n.comm_bytes());
     }
   }
 }
 
-std::vector<GroupComparison> summarise(const std::map<int, std::vector<const NodeComparison*>>& groups) {
+std::vector<GroupComparison> summarise(
+    const std::map<int, std::vector<const NodeComparison*>>& groups) {
   std::vector<GroupComparison> out;
   for (const auto& [key, nodes] : groups) {
     GroupComparison g;
@@ -123,13 +141,14 @@ std::vector<GroupComparison> summarise(const std::map<int, std::vector<const Nod
 
 }  // namespace
 
-TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& file, EngineKind engine,
-                               const pb::CalibrationProfile* calibration) {
+TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& file,
+                               EngineKind engine, const pb::CalibrationProfile* calibration) {
   require(trace.has_plan(), file, "plan");
   require(trace.has_model_spec(), file, "model_spec");
   require(trace.has_cluster_spec(), file, "cluster_spec");
   require(trace.measured_step_s() > 0, file, "measured_step_s");
-  const ResolvedPlan plan = resolve_plan(trace.plan(), trace.model_spec(), trace.cluster_spec(), SourceMap(file));
+  const ResolvedPlan plan =
+      resolve_plan(trace.plan(), trace.model_spec(), trace.cluster_spec(), SourceMap(file));
   const topologies::Topology topology(plan.cluster);
   const CostModels costs(topology, plan.precision.dtype, calibration);
 
@@ -138,8 +157,8 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
     const int64_t rank = trace.ranks(static_cast<int>(r)).rank();
     if (rank < 0 || rank >= plan.world_size() || std::count(ranks.begin(), ranks.end(), rank)) {
       throw InputError(file, 0, "ranks[" + std::to_string(r) + "].rank",
-                       "got " + std::to_string(rank) + ": the plan has ranks 0.." + std::to_string(plan.world_size() - 1) +
-                           ", each listed once");
+                       "got " + std::to_string(rank) + ": the plan has ranks 0.." +
+                           std::to_string(plan.world_size() - 1) + ", each listed once");
     }
     ranks.push_back(rank);
   }

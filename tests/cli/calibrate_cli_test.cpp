@@ -30,19 +30,21 @@ std::string read(const fs::path& p) {
 
 class CalibrateCli : public ::testing::Test {
  protected:
-  CalibrateCli() : dir_(fs::temp_directory_path() / ("orrery_calibrate_" + std::to_string(::getpid()))) {
+  CalibrateCli()
+      : dir_(fs::temp_directory_path() / ("orrery_calibrate_" + std::to_string(::getpid()))) {
     fs::create_directories(dir_);
   }
   ~CalibrateCli() override { fs::remove_all(dir_); }
   const fs::path dir_;
-  const std::string cpu_trace_ = std::string(ORRERY_TEST_INPUTS) + "/traces/kineto/cpu_gloo_rank0.json";
+  const std::string cpu_trace_ =
+      std::string(ORRERY_TEST_INPUTS) + "/traces/kineto/cpu_gloo_rank0.json";
 };
 
 TEST_F(CalibrateCli, FitsAProfilerTraceDeterministically) {
   const fs::path out = dir_ / "cpu.yaml";
   // The CPU trace names no device: say which (a database device, so the peaks are fixed).
-  const std::string cmd = "calibrate --traces " + cpu_trace_ + " --device x86-64-AVX512-core --min-samples 2 --out " +
-                          out.string();
+  const std::string cmd = "calibrate --traces " + cpu_trace_ +
+                          " --device x86-64-AVX512-core --min-samples 2 --out " + out.string();
   const auto r = run_command(orrery(cmd));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   pb::CalibrationProfile p;
@@ -62,12 +64,15 @@ TEST_F(CalibrateCli, FitsAProfilerTraceDeterministically) {
   EXPECT_EQ(p.comm(0).scope(), "intra_node");
   EXPECT_EQ(p.comm(0).collective(), pb::COLLECTIVE_KIND_ALL_REDUCE);
   EXPECT_EQ(p.comm(0).latency_s(), 0);
-  EXPECT_EQ(std::vector<std::string>(p.comm(0).fit().fitted_params().begin(), p.comm(0).fit().fitted_params().end()),
+  EXPECT_EQ(std::vector<std::string>(p.comm(0).fit().fitted_params().begin(),
+                                     p.comm(0).fit().fitted_params().end()),
             std::vector<std::string>{"bandwidth_bytes_per_s"});
   EXPECT_NE(r.out.find("held (the samples cannot determine them)"), std::string::npos) << r.out;
   const size_t gather = r.out.find("intra_node all_gather ");
   ASSERT_NE(gather, std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("1 sample(s), 2 needed: the default stays", gather), r.out.find('\n', gather) - 40) << r.out;
+  EXPECT_EQ(r.out.find("1 sample(s), 2 needed: the default stays", gather),
+            r.out.find('\n', gather) - 40)
+      << r.out;
 
   const std::string first = read(out);
   const auto again = run_command(orrery(cmd + " --force --json"));
@@ -78,39 +83,49 @@ TEST_F(CalibrateCli, FitsAProfilerTraceDeterministically) {
   EXPECT_EQ(j["profile"]["compute"].size(), 2u);
 
   // The profile is a valid --calibration for the simulator.
-  const auto sim = run_command(orrery("simulate --model tiny --cluster dgx-a100 --nodes 1 --tp 2 --global-batch 8 "
-                                      "--seq 64 --calibration " + out.string()));
+  const auto sim = run_command(
+      orrery("simulate --model tiny --cluster dgx-a100 --nodes 1 --tp 2 --global-batch 8 "
+             "--seq 64 --calibration " +
+             out.string()));
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
 }
 
 TEST_F(CalibrateCli, NeverOverwritesWithoutForce) {
   const fs::path out = dir_ / "p.yaml";
   std::ofstream(out) << "name: mine\n";
-  const auto r = run_command(orrery("calibrate --traces " + cpu_trace_ + " --device x86-64-AVX512-core --out " +
-                                    out.string()));
+  const auto r = run_command(orrery("calibrate --traces " + cpu_trace_ +
+                                    " --device x86-64-AVX512-core --out " + out.string()));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "error: " + out.string() + ": refusing to overwrite an existing file (use --force)\n");
+  EXPECT_EQ(r.err,
+            "error: " + out.string() + ": refusing to overwrite an existing file (use --force)\n");
   EXPECT_EQ(read(out), "name: mine\n");
 }
 
 TEST_F(CalibrateCli, AProfilerTraceNeedsItsDevice) {
-  const auto r = run_command(orrery("calibrate --traces " + cpu_trace_ + " --out " + (dir_ / "p.yaml").string()));
+  const auto r = run_command(
+      orrery("calibrate --traces " + cpu_trace_ + " --out " + (dir_ / "p.yaml").string()));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("error: " + cpu_trace_ + ": device: the trace names no device; pass --device NAME\n"),
+  EXPECT_NE(r.err.find("error: " + cpu_trace_ +
+                       ": device: the trace names no device; pass --device NAME\n"),
             std::string::npos)
       << r.err;
 }
 
 TEST_F(CalibrateCli, RefusesALoweredGraph) {
   const fs::path graph = dir_ / "graph.json";
-  const auto g = run_command(orrery("simulate --model tiny --cluster dgx-a100 --nodes 1 --tp 2 --global-batch 8 "
-                                    "--seq 64 --graph " + graph.string()));
+  const auto g = run_command(
+      orrery("simulate --model tiny --cluster dgx-a100 --nodes 1 --tp 2 --global-batch 8 "
+             "--seq 64 --graph " +
+             graph.string()));
   ASSERT_EQ(g.exit_code, 0) << g.err;
-  const auto r = run_command(orrery("calibrate --traces " + graph.string() + " --out " + (dir_ / "p.yaml").string()));
+  const auto r = run_command(
+      orrery("calibrate --traces " + graph.string() + " --out " + (dir_ / "p.yaml").string()));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("error: " + graph.string() +
-                       ": ranks[].nodes[].duration_s: no node has a measured duration: this is a lowered graph"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "error: " + graph.string() +
+          ": ranks[].nodes[].duration_s: no node has a measured duration: this is a lowered graph"),
+      std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "p.yaml"));
 }

@@ -61,20 +61,27 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   for (const auto& op : j["compute"]) {
     ops.insert(op["op"].get<std::string>());
     EXPECT_GT(op["seconds"].get<double>(), 0) << op["name"];
-    EXPECT_DOUBLE_EQ(op["flops_per_s"].get<double>(), op["flops"].get<double>() / op["seconds"].get<double>());
+    EXPECT_DOUBLE_EQ(op["flops_per_s"].get<double>(),
+                     op["flops"].get<double>() / op["seconds"].get<double>());
     EXPECT_DOUBLE_EQ(op["peak_fraction"].get<double>(), op["flops_per_s"].get<double>() / peak);
     // A one-core GEMM cannot beat the core's derived peak by much (turbo above nominal at most).
-    if (op["op"] == "gemm") EXPECT_LT(op["peak_fraction"].get<double>(), 1.5) << op["name"];
+    if (op["op"] == "gemm") {
+      EXPECT_LT(op["peak_fraction"].get<double>(), 1.5) << op["name"];
+    }
   }
-  EXPECT_EQ(ops, (std::set<std::string>{"gemm", "attn.core", "attn.scores", "attn.softmax", "attn.context", "add",
-                                        "rmsnorm", "layernorm", "softmax", "embedding"}));
+  EXPECT_EQ(ops, (std::set<std::string>{"gemm", "attn.core", "attn.scores", "attn.softmax",
+                                        "attn.context", "add", "rmsnorm", "layernorm", "softmax",
+                                        "embedding"}));
   // 4 collectives x 3 sizes on 2 ranks; busbw is algbw x nccl-tests' factor.
   ASSERT_EQ(j["collectives"].size(), 12u);
   for (const auto& c : j["collectives"]) {
-    const double factor = c["collective"] == "all_reduce" ? 1.0 : 0.5;  // 2(n-1)/n, (n-1)/n at n = 2
+    const double factor =
+        c["collective"] == "all_reduce" ? 1.0 : 0.5;  // 2(n-1)/n, (n-1)/n at n = 2
     EXPECT_NEAR(c["busbw_bytes_per_s"].get<double>(), factor * c["algbw_bytes_per_s"].get<double>(),
                 1e-9 * c["algbw_bytes_per_s"].get<double>());
-    if (c["collective"] == "reduce_scatter") EXPECT_EQ(c["algorithm"], "alltoall+sum");
+    if (c["collective"] == "reduce_scatter") {
+      EXPECT_EQ(c["algorithm"], "alltoall+sum");
+    }
   }
 
   // --out: a measured trace carrying this machine as its cluster.
@@ -88,16 +95,20 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   ASSERT_EQ(static_cast<size_t>(nodes.size()), j["compute"].size() + 12);
   for (const auto& n : nodes) {
     EXPECT_TRUE(n.has_duration_s() && n.duration_s() > 0) << n.name();
-    if (n.op() == "gemm") EXPECT_DOUBLE_EQ(n.flops(), 2.0 * n.shape(0) * n.shape(1) * n.shape(2)) << n.name();
+    if (n.op() == "gemm") {
+      EXPECT_DOUBLE_EQ(n.flops(), 2.0 * n.shape(0) * n.shape(1) * n.shape(2)) << n.name();
+    }
   }
   // Never over a file without --force, and refused before measuring anything.
   const auto again = run_command(orrery("bench --quick --out " + trace_file.string()));
   EXPECT_EQ(again.exit_code, 2);
-  EXPECT_EQ(again.err, "error: " + trace_file.string() + ": refusing to overwrite an existing file (use --force)\n");
+  EXPECT_EQ(again.err, "error: " + trace_file.string() +
+                           ": refusing to overwrite an existing file (use --force)\n");
 
   // Calibrate from it: GEMMs (5 sweeps + 2 x 2 attention pieces), and every collective curve.
   const fs::path profile_file = tmp.path() / "local.yaml";
-  const std::string calibrate = "calibrate --traces " + trace_file.string() + " --out " + profile_file.string();
+  const std::string calibrate =
+      "calibrate --traces " + trace_file.string() + " --out " + profile_file.string();
   const auto fit = run_command(orrery(calibrate));
   ASSERT_EQ(fit.exit_code, 0) << fit.err;
   pb::CalibrationProfile profile;
@@ -129,14 +140,16 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   // The profile changes what simulate predicts for this machine, and plan takes it too.
   const std::string job = "--model tiny --cluster local --global-batch 4 --seq 64 --precision fp32";
   const auto plain = run_command(orrery("simulate " + job + " --json"));
-  const auto calibrated = run_command(orrery("simulate " + job + " --json --calibration " + profile_file.string()));
+  const auto calibrated =
+      run_command(orrery("simulate " + job + " --json --calibration " + profile_file.string()));
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   ASSERT_EQ(calibrated.exit_code, 0) << calibrated.err;
   pb::SimResult a, b;
   parse_spec(plain.out, "plain.json", SpecFormat::kJson, &a);
   parse_spec(calibrated.out, "calibrated.json", SpecFormat::kJson, &b);
   EXPECT_NE(a.step_time_s(), b.step_time_s());
-  const auto plan = run_command(orrery("plan " + job + " --rerank none --quiet --calibration " + profile_file.string()));
+  const auto plan = run_command(
+      orrery("plan " + job + " --rerank none --quiet --calibration " + profile_file.string()));
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
 }
 
@@ -144,8 +157,10 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
 TEST(ValidateTraceCli, ReSimulatesAMeasuredRun) {
   TempDir tmp;
   const fs::path dir = tmp.path() / "run";
-  const auto run = run_command(orrery("run --model tiny --cluster local --tp 2 --dp 1 --global-batch 4 --seq 32 "
-                                      "--steps 2 --seed 1 --out " + dir.string()));
+  const auto run =
+      run_command(orrery("run --model tiny --cluster local --tp 2 --dp 1 --global-batch 4 --seq 32 "
+                         "--steps 2 --seed 1 --out " +
+                         dir.string()));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string trace = (dir / "trace.json").string();
 
@@ -157,7 +172,8 @@ TEST(ValidateTraceCli, ReSimulatesAMeasuredRun) {
   pb::ExecGraph measured;
   read_spec_file(trace, &measured);
   EXPECT_DOUBLE_EQ(j["measured_step_s"].get<double>(), measured.measured_step_s());
-  EXPECT_DOUBLE_EQ(j["step_error"].get<double>(), j["predicted_step_s"].get<double>() / measured.measured_step_s() - 1);
+  EXPECT_DOUBLE_EQ(j["step_error"].get<double>(),
+                   j["predicted_step_s"].get<double>() / measured.measured_step_s() - 1);
   // Every timed node is compared: the groups' node counts add up to the trace's nodes.
   int64_t nodes = 0;
   for (const auto& g : j["op_classes"]) nodes += g["nodes"].get<int64_t>();
@@ -169,16 +185,19 @@ TEST(ValidateTraceCli, ReSimulatesAMeasuredRun) {
   // Same trace, same report; the des engine draws both timelines side by side.
   EXPECT_EQ(run_command(orrery("validate --trace " + trace + " --json")).out, v.out);
   const fs::path timeline = tmp.path() / "timeline.json";
-  const auto des = run_command(orrery("validate --trace " + trace + " --engine des --timeline " + timeline.string()));
+  const auto des = run_command(
+      orrery("validate --trace " + trace + " --engine des --timeline " + timeline.string()));
   ASSERT_EQ(des.exit_code, 0) << des.err;
   const std::string perfetto = read(timeline);
   EXPECT_NE(perfetto.find("\"predicted rank 1 (device 1)\""), std::string::npos);
   EXPECT_NE(perfetto.find("\"measured rank 1 (device 1)\""), std::string::npos);
   EXPECT_NE(des.out.find("step error"), std::string::npos) << des.out;
-  const auto analytic_timeline = run_command(orrery("validate --trace " + trace + " --timeline " + timeline.string()));
+  const auto analytic_timeline =
+      run_command(orrery("validate --trace " + trace + " --timeline " + timeline.string()));
   EXPECT_EQ(analytic_timeline.exit_code, 2);
   EXPECT_EQ(analytic_timeline.err,
-            "error: --timeline: the analytic engine predicts no timeline; a timeline needs --engine des\n");
+            "error: --timeline: the analytic engine predicts no timeline; a timeline needs "
+            "--engine des\n");
 
   // A trace whose nodes the lowering does not have is refused, naming the node.
   pb::ExecGraph renamed = measured;
@@ -187,17 +206,20 @@ TEST(ValidateTraceCli, ReSimulatesAMeasuredRun) {
   write_file_atomically(bad, to_json(renamed), false);
   const auto refused = run_command(orrery("validate --trace " + bad.string()));
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.err.find(bad.string() + ": ranks[1].nodes[0].name: node "), std::string::npos) << refused.err;
-  EXPECT_NE(refused.err.find("is 'L0.mb0.fwd.mystery' in the trace but '" + measured.ranks(1).nodes(0).name() +
-                             "' in the lowering of its plan"),
+  EXPECT_NE(refused.err.find(bad.string() + ": ranks[1].nodes[0].name: node "), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("is 'L0.mb0.fwd.mystery' in the trace but '" +
+                             measured.ranks(1).nodes(0).name() + "' in the lowering of its plan"),
             std::string::npos)
       << refused.err;
 
   // An executor trace is a calibration input too.
   const fs::path profile = tmp.path() / "run.yaml";
-  const auto fit = run_command(orrery("calibrate --traces " + trace + " --out " + profile.string()));
+  const auto fit =
+      run_command(orrery("calibrate --traces " + trace + " --out " + profile.string()));
   ASSERT_EQ(fit.exit_code, 0) << fit.err;
-  const auto calibrated = run_command(orrery("validate --trace " + trace + " --calibration " + profile.string() + " --json"));
+  const auto calibrated = run_command(
+      orrery("validate --trace " + trace + " --calibration " + profile.string() + " --json"));
   ASSERT_EQ(calibrated.exit_code, 0) << calibrated.err;
   EXPECT_EQ(nlohmann::json::parse(calibrated.out)["calibration"], profile.string());
 }

@@ -50,8 +50,10 @@ ComputeSample sample(double flops, double bytes) {
 std::vector<ComputeSample> gemm_samples(const pb::ComputeCurve& truth, double noise) {
   std::vector<ComputeSample> out;
   int i = 0;
-  for (double n : {64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0}) out.push_back(sample(2 * n * n * n, 12 * n * n));
-  for (double n : {512.0, 1024.0, 2048.0, 4096.0}) out.push_back(sample(2 * n * n, 4 * (2 * n + n * n)));
+  for (double n : {64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0})
+    out.push_back(sample(2 * n * n * n, 12 * n * n));
+  for (double n : {512.0, 1024.0, 2048.0, 4096.0})
+    out.push_back(sample(2 * n * n, 4 * (2 * n + n * n)));
   for (auto& s : out) {
     s.seconds = predict_compute_seconds(truth, s) * (1 + noise * std::sin(1.7 * ++i));
     s.source = "test";
@@ -61,7 +63,9 @@ std::vector<ComputeSample> gemm_samples(const pb::ComputeCurve& truth, double no
 
 std::map<std::string, pb::DeviceSpec> devices() { return {{"test-core", test_device()}}; }
 
-std::vector<std::string> fitted(const pb::FitStats& f) { return {f.fitted_params().begin(), f.fitted_params().end()}; }
+std::vector<std::string> fitted(const pb::FitStats& f) {
+  return {f.fitted_params().begin(), f.fitted_params().end()};
+}
 
 TEST(CalibrationFit, FitsTheCostModelsOwnFormula) {
   // predict_compute_seconds is ComputeCostModel::seconds; pin it against the model on a real
@@ -72,7 +76,8 @@ TEST(CalibrationFit, FitsTheCostModelsOwnFormula) {
   *profile.add_compute() = curve(0.7, 4e9, 0.8, 5e-6);
   profile.mutable_compute(0)->set_device("H100-SXM");
   const ComputeCostModel model("bf16", &profile);
-  for (const auto& [flops, bytes] : std::vector<std::pair<double, double>>{{1e12, 1e8}, {1e6, 1e9}, {3e9, 3e6}}) {
+  for (const auto& [flops, bytes] :
+       std::vector<std::pair<double, double>>{{1e12, 1e8}, {1e6, 1e9}, {3e9, 3e6}}) {
     ComputeSample s = sample(flops, bytes);
     s.device = "H100-SXM";
     s.peak_flops_per_s = topologies::peak_flops(h100, "bf16");
@@ -96,7 +101,7 @@ TEST(CalibrationFit, RecoversAllFourParametersFromBothRegimes) {
   EXPECT_NEAR(c.memory_efficiency(), 0.7, 1e-6);
   EXPECT_NEAR(c.overhead_s(), 15e-6, 15e-6 * 1e-4);
   EXPECT_EQ(fitted(c.fit()), (std::vector<std::string>{"max_efficiency", "half_saturation_flops",
-                                                        "memory_efficiency", "overhead_s"}));
+                                                       "memory_efficiency", "overhead_s"}));
   EXPECT_EQ(c.fit().samples(), 10);
   EXPECT_LT(c.fit().max_abs_rel_error(), 1e-6);
   EXPECT_TRUE(fit.curves[0].fitted);
@@ -109,12 +114,14 @@ TEST(CalibrationFit, StandardErrorsCoverNoisyTruth) {
   const CalibrationFit fit = fit_calibration(gemm_samples(truth, 0.02), {}, devices());
   const pb::ComputeCurve& c = fit.profile.compute(0);
   ASSERT_EQ(c.fit().param_std_errors_size(), 4);
-  const double values[] = {c.max_efficiency(), c.half_saturation_flops(), c.memory_efficiency(), c.overhead_s()};
+  const double values[] = {c.max_efficiency(), c.half_saturation_flops(), c.memory_efficiency(),
+                           c.overhead_s()};
   const double truths[] = {0.6, 2e6, 0.7, 15e-6};
   for (int i = 0; i < 4; ++i) {
     const double se = c.fit().param_std_errors(i);
     EXPECT_GT(se, 0) << c.fit().fitted_params(i);
-    EXPECT_LT(std::abs(values[i] - truths[i]), 4 * se + 1e-3 * truths[i]) << c.fit().fitted_params(i);
+    EXPECT_LT(std::abs(values[i] - truths[i]), 4 * se + 1e-3 * truths[i])
+        << c.fit().fitted_params(i);
   }
   EXPECT_GT(c.fit().median_abs_rel_error(), 1e-4);
   EXPECT_LT(c.fit().max_abs_rel_error(), 0.05);
@@ -147,7 +154,8 @@ CommSample comm(double bytes, int64_t ranks, double latency, double bus_bw) {
   s.bytes = bytes;
   s.ranks = ranks;
   // all_reduce's bus factor 2(n-1)/n.
-  s.seconds = latency + bytes * 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) / bus_bw;
+  s.seconds =
+      latency + bytes * 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) / bus_bw;
   s.source = "test";
   return s;
 }
@@ -174,8 +182,8 @@ TEST(CalibrationFit, CommunicationAlphaBeta) {
 TEST(CalibrationFit, OneMessageSizeCannotSeparateLatency) {
   // Three repeats of 1 MiB: latency is held at 0 and the bandwidth carries the whole time,
   // 1 MiB x 1 / (40 us + 1 MiB / 2 GB/s) = 1.9262 GB/s.
-  const std::vector<CommSample> samples = {comm(1 << 20, 2, 40e-6, 2e9), comm(1 << 20, 2, 40e-6, 2e9),
-                                           comm(1 << 20, 2, 40e-6, 2e9)};
+  const std::vector<CommSample> samples = {
+      comm(1 << 20, 2, 40e-6, 2e9), comm(1 << 20, 2, 40e-6, 2e9), comm(1 << 20, 2, 40e-6, 2e9)};
   const CalibrationFit fit = fit_calibration({}, samples, {});
   const pb::CommCurve& c = fit.profile.comm(0);
   EXPECT_EQ(fitted(c.fit()), std::vector<std::string>{"bandwidth_bytes_per_s"});

@@ -107,8 +107,10 @@ TEST(CalibrationSamples, ALoweredGraphIsNotAMeasurement) {
     FAIL() << "accepted";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "graph.json: ranks[].nodes[].duration_s: no node has a measured duration: this is a lowered graph "
-              "(orrery simulate --graph), not a measured trace (orrery bench --out, orrery run --out, a PyTorch "
+              "graph.json: ranks[].nodes[].duration_s: no node has a measured duration: this is a "
+              "lowered graph "
+              "(orrery simulate --graph), not a measured trace (orrery bench --out, orrery run "
+              "--out, a PyTorch "
               "profiler trace)");
   }
 }
@@ -123,7 +125,8 @@ TEST(CalibrationSamples, UnknownDeviceAndDtypeAreNamed) {
     FAIL() << "accepted";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "k.json: device: device 'H100-SXN' is not in the trace's cluster or the device database (did you mean "
+              "k.json: device: device 'H100-SXN' is not in the trace's cluster or the device "
+              "database (did you mean "
               "'H100-SXM'?); pass --device NAME, or --cluster FILE|local that defines it");
   }
   SampleOptions options;
@@ -133,7 +136,8 @@ TEST(CalibrationSamples, UnknownDeviceAndDtypeAreNamed) {
     add_trace_samples(g, "k.json", options, out);
     FAIL() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "k.json: ranks[1].nodes[0].dtype: got 'bf61' (did you mean 'bf16'?)");
+    EXPECT_EQ(std::string(e.what()),
+              "k.json: ranks[1].nodes[0].dtype: got 'bf61' (did you mean 'bf16'?)");
   }
 }
 

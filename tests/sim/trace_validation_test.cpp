@@ -92,20 +92,24 @@ TEST(TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
     validate_trace(renamed, "t.json", EngineKind::kAnalytic, nullptr);
     FAIL() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "t.json: ranks[1].nodes[3].name: node " + std::to_string(trace.ranks(1).nodes(3).id()) +
-                                         " of rank 1 is 'L0.mb0.fwd.mystery' in the trace but '" + name +
-                                         "' in the lowering of its plan");
+    EXPECT_EQ(std::string(e.what()), "t.json: ranks[1].nodes[3].name: node " +
+                                         std::to_string(trace.ranks(1).nodes(3).id()) +
+                                         " of rank 1 is 'L0.mb0.fwd.mystery' in the trace but '" +
+                                         name + "' in the lowering of its plan");
   }
   pb::ExecGraph missing = trace;
   const pb::ExecNode first = missing.ranks(0).nodes(0);
-  missing.mutable_ranks(0)->mutable_nodes()->erase(missing.mutable_ranks(0)->mutable_nodes()->begin());
+  missing.mutable_ranks(0)->mutable_nodes()->erase(
+      missing.mutable_ranks(0)->mutable_nodes()->begin());
   try {
     validate_trace(missing, "t.json", EngineKind::kAnalytic, nullptr);
     FAIL() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "t.json: ranks[0].nodes: rank 0 has no node " + std::to_string(first.id()) + " '" +
-                                         first.name() + "', which the lowering of the trace's plan has: the executor "
-                                         "and the simulator disagree about what the plan runs");
+    EXPECT_EQ(std::string(e.what()),
+              "t.json: ranks[0].nodes: rank 0 has no node " + std::to_string(first.id()) + " '" +
+                  first.name() +
+                  "', which the lowering of the trace's plan has: the executor "
+                  "and the simulator disagree about what the plan runs");
   }
 }
 
@@ -117,8 +121,10 @@ TEST(TraceValidation, NeedsAMeasuredRun) {
     FAIL() << "accepted";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "t.json: plan: missing: validate --trace needs a measured run's trace (`orrery run --out DIR` writes "
-              "DIR/trace.json, which carries the plan, model and cluster it ran and its measured step time)");
+              "t.json: plan: missing: validate --trace needs a measured run's trace (`orrery run "
+              "--out DIR` writes "
+              "DIR/trace.json, which carries the plan, model and cluster it ran and its measured "
+              "step time)");
   }
 }
 

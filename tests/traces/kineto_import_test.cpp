@@ -25,7 +25,8 @@ std::string read(const fs::path& p) {
 
 fs::path inputs() { return fs::path(ORRERY_TEST_INPUTS) / "traces"; }
 
-const pb::ExecNode& node_named(const pb::RankGraph& rank, const std::string& name, int occurrence = 0) {
+const pb::ExecNode& node_named(const pb::RankGraph& rank, const std::string& name,
+                               int occurrence = 0) {
   for (const auto& n : rank.nodes()) {
     if (n.name() == name && occurrence-- == 0) return n;
   }
@@ -58,9 +59,10 @@ TEST_F(CpuTrace, OneNodePerOutermostKnownOp) {
   // worker events, which become the collective nodes.
   std::vector<std::string> names;
   for (const auto& n : rank().nodes()) names.push_back(n.name());
-  EXPECT_EQ(names, (std::vector<std::string>{"aten::linear", "aten::mm", "aten::matmul", "aten::softmax",
-                                             "aten::layer_norm", "aten::embedding", "aten::add", "gloo:all_reduce",
-                                             "gloo:all_reduce", "gloo:all_gather"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"aten::linear", "aten::mm", "aten::matmul", "aten::softmax",
+                                      "aten::layer_norm", "aten::embedding", "aten::add",
+                                      "gloo:all_reduce", "gloo:all_reduce", "gloo:all_gather"}));
   EXPECT_TRUE(k_.skipped.empty());
   for (int i = 0; i < rank().nodes_size(); ++i) EXPECT_EQ(rank().nodes(i).id(), i);
 }
@@ -76,7 +78,8 @@ TEST_F(CpuTrace, GemmsCountedFromTheRecordedShapes) {
   EXPECT_DOUBLE_EQ(linear.flops(), 4210688);
   EXPECT_DOUBLE_EQ(linear.bytes_read(), 164864);
   EXPECT_DOUBLE_EQ(linear.bytes_written(), 65536);
-  EXPECT_EQ(std::vector<int64_t>(linear.shape().begin(), linear.shape().end()), (std::vector<int64_t>{64, 256, 128}));
+  EXPECT_EQ(std::vector<int64_t>(linear.shape().begin(), linear.shape().end()),
+            (std::vector<int64_t>{64, 256, 128}));
   EXPECT_EQ(linear.dtype(), "fp32");
   EXPECT_DOUBLE_EQ(linear.duration_s(), 424e-6);
   // Starts are from the first event (ProfilerStep#1 at ...200.000): linear at ...226.000.
@@ -87,7 +90,8 @@ TEST_F(CpuTrace, GemmsCountedFromTheRecordedShapes) {
   // batch folded into m.
   const auto& matmul = node_named(rank(), "aten::matmul");
   EXPECT_DOUBLE_EQ(matmul.flops(), 2097152);
-  EXPECT_EQ(std::vector<int64_t>(matmul.shape().begin(), matmul.shape().end()), (std::vector<int64_t>{512, 64, 32}));
+  EXPECT_EQ(std::vector<int64_t>(matmul.shape().begin(), matmul.shape().end()),
+            (std::vector<int64_t>{512, 64, 32}));
 }
 
 TEST_F(CpuTrace, MemoryBoundOpsCountedAsModelsCountsThem) {
@@ -129,7 +133,8 @@ TEST_F(CpuTrace, GlooCollectivesTimedByTheirWorkerEvents) {
 }
 
 TEST(Kineto, GpuTraceTakesKernelTimeAndRecordParamComms) {
-  const KinetoImport k = import_kineto(read(inputs() / "kineto/gpu_nccl_rank1.json"), "gpu_nccl_rank1.json");
+  const KinetoImport k =
+      import_kineto(read(inputs() / "kineto/gpu_nccl_rank1.json"), "gpu_nccl_rank1.json");
   const pb::ExecGraph& g = k.graph;
   EXPECT_EQ(g.device(), "NVIDIA H100 80GB HBM3");
   ASSERT_EQ(g.ranks_size(), 1);
@@ -143,7 +148,8 @@ TEST(Kineto, GpuTraceTakesKernelTimeAndRecordParamComms) {
   // linear -> matmul -> mm launched two kernels: 301.120 + 300.864 us.
   const auto& linear = node_named(r, "aten::linear");
   EXPECT_NEAR(linear.duration_s(), 601.984e-6, 1e-15);
-  EXPECT_DOUBLE_EQ(linear.flops(), 2.0 * 4096 * 14336 * 4096);  // [2, 2048, 4096] x [14336, 4096]^T, no bias
+  EXPECT_DOUBLE_EQ(linear.flops(),
+                   2.0 * 4096 * 14336 * 4096);  // [2, 2048, 4096] x [14336, 4096]^T, no bias
   // all_reduce of 16,777,216 bf16 elements (32 MiB), timed by its NCCL kernel.
   std::vector<const pb::ExecNode*> collectives;
   for (const auto& n : r.nodes()) {

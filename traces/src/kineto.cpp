@@ -18,8 +18,8 @@
 namespace orrery {
 namespace {
 
-using nlohmann::json;
 using detail::KinetoOpKind;
+using nlohmann::json;
 
 constexpr double kMicro = 1e-6;
 constexpr int32_t kComputeStream = 0;
@@ -48,7 +48,8 @@ class Importer {
     try {
       root_ = json::parse(text);
     } catch (const json::parse_error& e) {
-      throw InputError(file_, line_of(text, e.byte), "", std::string("not valid JSON: ") + e.what());
+      throw InputError(file_, line_of(text, e.byte), "",
+                       std::string("not valid JSON: ") + e.what());
     }
   }
 
@@ -63,19 +64,22 @@ class Importer {
 
  private:
   static int line_of(std::string_view text, size_t byte) {
-    return 1 + static_cast<int>(std::count(text.begin(), text.begin() + std::min(byte, text.size()), '\n'));
+    return 1 + static_cast<int>(
+                   std::count(text.begin(), text.begin() + std::min(byte, text.size()), '\n'));
   }
 
   [[noreturn]] void fail(size_t event, const std::string& field, const std::string& reason) const {
-    throw InputError(file_, 0, "traceEvents[" + std::to_string(event) + "]" + (field.empty() ? "" : "." + field),
-                     reason);
+    throw InputError(
+        file_, 0, "traceEvents[" + std::to_string(event) + "]" + (field.empty() ? "" : "." + field),
+        reason);
   }
 
   void check_shape() {
     if (root_.is_array()) {
-      throw InputError(file_, 0, "traceEvents",
-                       "a bare event list is the legacy autograd profiler's format, which records no shapes; "
-                       "profile with torch.profiler (Kineto) and record_shapes=True");
+      throw InputError(
+          file_, 0, "traceEvents",
+          "a bare event list is the legacy autograd profiler's format, which records no shapes; "
+          "profile with torch.profiler (Kineto) and record_shapes=True");
     }
     if (!root_.is_object() || !root_.contains("traceEvents") || !root_["traceEvents"].is_array()) {
       throw InputError(file_, 0, "traceEvents", "missing: not a PyTorch profiler (Kineto) trace");
@@ -92,16 +96,19 @@ class Importer {
       const json& e = events[i];
       if (!e.is_object() || e.value("ph", "") != "X") continue;
       ++out_.events;
-      if (!e.contains("name") || !e["name"].is_string()) fail(i, "name", "missing: a complete event needs a name");
+      if (!e.contains("name") || !e["name"].is_string())
+        fail(i, "name", "missing: a complete event needs a name");
       for (const char* f : {"ts", "dur"}) {
         if (!e.contains(f) || !e[f].is_number()) fail(i, f, "missing or not a number");
       }
-      if (e["dur"].get<double>() < 0) fail(i, "dur", "got " + e["dur"].dump() + ", expected a value >= 0");
+      if (e["dur"].get<double>() < 0)
+        fail(i, "dur", "got " + e["dur"].dump() + ", expected a value >= 0");
       t0_us_ = std::min(t0_us_, e["ts"].get<double>());
       const std::string cat = e.value("cat", "");
       const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : &kEmpty;
       if (cat == "kernel" || cat == "Kernel") {
-        if (const auto it = args->find("External id"); it != args->end() && it->is_number_integer()) {
+        if (const auto it = args->find("External id");
+            it != args->end() && it->is_number_integer()) {
           kernels_.push_back({it->get<int64_t>(), e["ts"].get<double>(), e["dur"].get<double>()});
         }
         continue;
@@ -156,7 +163,8 @@ class Importer {
     std::map<int64_t, int64_t> by_external_id;
     for (size_t i = 0; i < ops_.size(); ++i) {
       const auto it = ops_[i].args->find("External id");
-      if (it != ops_[i].args->end() && it->is_number_integer()) by_external_id.emplace(it->get<int64_t>(), i);
+      if (it != ops_[i].args->end() && it->is_number_integer())
+        by_external_id.emplace(it->get<int64_t>(), i);
     }
     for (const auto& k : kernels_) {
       const auto it = by_external_id.find(k.external_id);
@@ -199,9 +207,11 @@ class Importer {
       }
     }
     std::vector<int64_t> ranks;
-    if (!list.is_array()) fail(event, "args.Process Group Ranks", "got " + it->dump() + ", expected a list of ranks");
+    if (!list.is_array())
+      fail(event, "args.Process Group Ranks", "got " + it->dump() + ", expected a list of ranks");
     for (const json& r : list) {
-      if (!r.is_number_integer()) fail(event, "args.Process Group Ranks", "got " + it->dump() + ", expected a list of ranks");
+      if (!r.is_number_integer())
+        fail(event, "args.Process Group Ranks", "got " + it->dump() + ", expected a list of ranks");
       ranks.push_back(r.get<int64_t>());
     }
     return ranks;
@@ -232,7 +242,8 @@ class Importer {
   // Buffer bytes as nccl-tests counts them (all_gather its output, the others their input) and
   // the group's ranks, from record_param_comms under `launch` (sizes in elements of "dtype"),
   // else from the worker event's own input tensors.
-  std::optional<std::pair<double, std::vector<int64_t>>> buffer_and_group(int64_t launch, int64_t work,
+  std::optional<std::pair<double, std::vector<int64_t>>> buffer_and_group(int64_t launch,
+                                                                          int64_t work,
                                                                           pb::CollectiveKind kind,
                                                                           std::string& why) const {
     const json* args = launch >= 0 ? comms_args(launch) : nullptr;
@@ -249,26 +260,30 @@ class Importer {
     }
     if (kind == pb::COLLECTIVE_KIND_BARRIER) return std::make_pair(0.0, ranks);
     if (args != nullptr) {
-      const auto element = detail::element_type(args->value("dtype", json("")).is_string()
-                                                    ? (*args)["dtype"].get<std::string>() : "");
+      const auto element = detail::element_type(
+          args->value("dtype", json("")).is_string() ? (*args)["dtype"].get<std::string>() : "");
       const auto in = number_arg(*args, "In msg nelems"), out = number_arg(*args, "Out msg nelems");
       if (element && in && out) {
-        return std::make_pair((kind == pb::COLLECTIVE_KIND_ALL_GATHER ? *out : *in) * element->bytes, ranks);
+        return std::make_pair(
+            (kind == pb::COLLECTIVE_KIND_ALL_GATHER ? *out : *in) * element->bytes, ranks);
       }
     }
     // A Gloo worker event records its input tensor: the buffer of an in-place reduce or
     // broadcast, one rank's share of an all_gather's output.
-    const bool in_place = kind == pb::COLLECTIVE_KIND_ALL_REDUCE || kind == pb::COLLECTIVE_KIND_BROADCAST ||
+    const bool in_place = kind == pb::COLLECTIVE_KIND_ALL_REDUCE ||
+                          kind == pb::COLLECTIVE_KIND_BROADCAST ||
                           kind == pb::COLLECTIVE_KIND_REDUCE;
     if (work >= 0 && (in_place || kind == pb::COLLECTIVE_KIND_ALL_GATHER)) {
       const json& wargs = *ops_[static_cast<size_t>(work)].args;
       std::string ignored;
-      const auto element = detail::element_type(wargs.value("Input type", json::array()).is_array() &&
-                                                        !wargs["Input type"].empty() && wargs["Input type"][0].is_string()
-                                                    ? wargs["Input type"][0].get<std::string>() : "");
+      const auto element = detail::element_type(
+          wargs.value("Input type", json::array()).is_array() && !wargs["Input type"].empty() &&
+                  wargs["Input type"][0].is_string()
+              ? wargs["Input type"][0].get<std::string>()
+              : "");
       const auto dims = wargs.find("Input Dims");
-      if (element && dims != wargs.end() && dims->is_array() && !dims->empty() && (*dims)[0].is_array() &&
-          !(*dims)[0].empty()) {
+      if (element && dims != wargs.end() && dims->is_array() && !dims->empty() &&
+          (*dims)[0].is_array() && !(*dims)[0].empty()) {
         double elements = 1;
         for (const json& d : (*dims)[0]) elements *= d.is_number() ? d.get<double>() : 0;
         if (!in_place) elements *= static_cast<double>(ranks.size());
@@ -331,7 +346,9 @@ class Importer {
 
   int64_t world_size_from_info() const {
     const json* info = distributed_info();
-    return info != nullptr && info->value("world_size", json()).is_number_integer() ? (*info)["world_size"].get<int64_t>() : 0;
+    return info != nullptr && info->value("world_size", json()).is_number_integer()
+               ? (*info)["world_size"].get<int64_t>()
+               : 0;
   }
 
   const json* distributed_info() const {
@@ -360,7 +377,8 @@ class Importer {
     std::set<int64_t> used;
     for (int64_t w : workers) {
       for (int64_t l : launches) {
-        if (used.count(l) || ops_[static_cast<size_t>(l)].ts > ops_[static_cast<size_t>(w)].ts) continue;
+        if (used.count(l) || ops_[static_cast<size_t>(l)].ts > ops_[static_cast<size_t>(w)].ts)
+          continue;
         if (collective_kind(l) != collective_kind(w)) continue;
         used.insert(l);
         launch_of[w] = l;
@@ -419,11 +437,14 @@ class Importer {
     });
     pb::ExecGraph& g = out_.graph;
     const json* info = distributed_info();
-    const int64_t rank = info != nullptr && info->value("rank", json()).is_number_integer() ? (*info)["rank"].get<int64_t>() : 0;
+    const int64_t rank = info != nullptr && info->value("rank", json()).is_number_integer()
+                             ? (*info)["rank"].get<int64_t>()
+                             : 0;
     g.set_producer("pytorch profiler (kineto), imported by orrery");
     g.set_world_size(std::max({world_size_from_info(), max_group_, rank + 1, int64_t{1}}));
-    if (const auto it = root_.find("deviceProperties"); it != root_.end() && it->is_array() && !it->empty() &&
-                                                        (*it)[0].value("name", json()).is_string()) {
+    if (const auto it = root_.find("deviceProperties");
+        it != root_.end() && it->is_array() && !it->empty() &&
+        (*it)[0].value("name", json()).is_string()) {
       g.set_device((*it)[0]["name"].get<std::string>());
     }
     pb::RankGraph& r = *g.add_ranks();
@@ -461,6 +482,8 @@ bool is_kineto_trace(std::string_view text) {
   return text.find("\"traceEvents\"") != std::string_view::npos;
 }
 
-KinetoImport import_kineto(std::string_view text, std::string_view file) { return Importer(text, file).run(); }
+KinetoImport import_kineto(std::string_view text, std::string_view file) {
+  return Importer(text, file).run();
+}
 
 }  // namespace orrery

@@ -74,7 +74,8 @@ std::string input_type(const json& args, size_t k) {
   return (*it)[k].get<std::string>();
 }
 
-[[noreturn]] void contradicts(std::string_view name, const std::string& expected, const std::vector<Dims>& got) {
+[[noreturn]] void contradicts(std::string_view name, const std::string& expected,
+                              const std::vector<Dims>& got) {
   std::string text;
   for (size_t i = 0; i < got.size(); ++i) text += (i ? " x " : "") + dims_text(got[i]);
   throw std::invalid_argument(std::string(name) + " expects " + expected + ", got " + text);
@@ -93,7 +94,8 @@ std::optional<Dims> broadcast(const Dims& a, const Dims& b) {
 }
 
 // A GEMM of `batch` products of [m, k] x [k, n], reading `read_elements` in all.
-ComputeCount gemm(double batch, int64_t m, int64_t n, int64_t k, double read_elements, bool bias, double e) {
+ComputeCount gemm(double batch, int64_t m, int64_t n, int64_t k, double read_elements, bool bias,
+                  double e) {
   ComputeCount c;
   const double mn = batch * static_cast<double>(m) * static_cast<double>(n);
   c.flops = 2.0 * mn * static_cast<double>(k) + (bias ? mn : 0.0);
@@ -103,7 +105,8 @@ ComputeCount gemm(double batch, int64_t m, int64_t n, int64_t k, double read_ele
   return c;
 }
 
-std::optional<ComputeCount> count_gemm(std::string_view name, const json& args, double e, std::string& why) {
+std::optional<ComputeCount> count_gemm(std::string_view name, const json& args, double e,
+                                       std::string& why) {
   const bool has_bias_arg = name == "aten::addmm" || name == "aten::baddbmm";
   const size_t a_at = has_bias_arg ? 1 : 0;
   const auto a = tensor_dims(args, a_at), b = tensor_dims(args, a_at + 1);
@@ -111,18 +114,22 @@ std::optional<ComputeCount> count_gemm(std::string_view name, const json& args, 
     why = "no Input Dims (profile with record_shapes=True)";
     return std::nullopt;
   }
-  const auto bias = has_bias_arg ? tensor_dims(args, 0) : name == "aten::linear" ? tensor_dims(args, 2) : std::nullopt;
+  const auto bias = has_bias_arg             ? tensor_dims(args, 0)
+                    : name == "aten::linear" ? tensor_dims(args, 2)
+                                             : std::nullopt;
   const double bias_elements = bias ? numel(*bias) : 0;
   if (name == "aten::mm" || name == "aten::addmm") {
-    if (a->size() != 2 || b->size() != 2 || (*a)[1] != (*b)[0]) contradicts(name, "[m, k] x [k, n]", {*a, *b});
-    return gemm(1, (*a)[0], (*b)[1], (*a)[1], numel(*a) + numel(*b) + bias_elements, bias.has_value(), e);
+    if (a->size() != 2 || b->size() != 2 || (*a)[1] != (*b)[0])
+      contradicts(name, "[m, k] x [k, n]", {*a, *b});
+    return gemm(1, (*a)[0], (*b)[1], (*a)[1], numel(*a) + numel(*b) + bias_elements,
+                bias.has_value(), e);
   }
   if (name == "aten::bmm" || name == "aten::baddbmm") {
     if (a->size() != 3 || b->size() != 3 || (*a)[0] != (*b)[0] || (*a)[2] != (*b)[1]) {
       contradicts(name, "[b, m, k] x [b, k, n]", {*a, *b});
     }
-    return gemm(static_cast<double>((*a)[0]), (*a)[1], (*b)[2], (*a)[2], numel(*a) + numel(*b) + bias_elements,
-                bias.has_value(), e);
+    return gemm(static_cast<double>((*a)[0]), (*a)[1], (*b)[2], (*a)[2],
+                numel(*a) + numel(*b) + bias_elements, bias.has_value(), e);
   }
   if (name == "aten::linear") {
     // input [..., k] times weight [n, k] transposed.
@@ -141,18 +148,21 @@ std::optional<ComputeCount> count_gemm(std::string_view name, const json& args, 
   return gemm(numel(*batch), x[x.size() - 2], y.back(), x.back(), numel(*a) + numel(*b), false, e);
 }
 
-std::optional<ComputeCount> count_attention(std::string_view name, const json& args, double e, std::string& why) {
+std::optional<ComputeCount> count_attention(std::string_view name, const json& args, double e,
+                                            std::string& why) {
   const auto q = tensor_dims(args, 0), k = tensor_dims(args, 1), v = tensor_dims(args, 2);
   if (!q || !k || !v) {
     why = "no Input Dims (profile with record_shapes=True)";
     return std::nullopt;
   }
-  if (q->size() != 4 || k->size() != 4 || v->size() != 4 || (*q)[3] != (*k)[3] || (*k)[2] != (*v)[2]) {
+  if (q->size() != 4 || k->size() != 4 || v->size() != 4 || (*q)[3] != (*k)[3] ||
+      (*k)[2] != (*v)[2]) {
     contradicts(name, "q [b, h, s, d], k [b, h_kv, s_kv, d], v [b, h_kv, s_kv, d_v]", {*q, *k, *v});
   }
   // is_causal is the sixth argument; the profiler records scalars in "Concrete Inputs".
   bool causal = false;
-  if (const auto it = args.find("Concrete Inputs"); it != args.end() && it->is_array() && it->size() > 5) {
+  if (const auto it = args.find("Concrete Inputs");
+      it != args.end() && it->is_array() && it->size() > 5) {
     causal = (*it)[5] == "True";
   }
   const double b = static_cast<double>((*q)[0]), h = static_cast<double>((*q)[1]);
@@ -166,8 +176,8 @@ std::optional<ComputeCount> count_attention(std::string_view name, const json& a
   return c;
 }
 
-std::optional<ComputeCount> count_memory_bound(std::string_view name, pb::OpClass op_class, const json& args,
-                                               double e, std::string& why) {
+std::optional<ComputeCount> count_memory_bound(std::string_view name, pb::OpClass op_class,
+                                               const json& args, double e, std::string& why) {
   const auto x = tensor_dims(args, 0);
   if (!x) {
     why = "no Input Dims (profile with record_shapes=True)";
@@ -217,7 +227,8 @@ std::string normalized_collective(std::string_view name) {
   std::string s;
   for (char ch : name) s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   for (const char* word : {"_into_tensor", "_tensor", "_coalesced", "_base"}) {
-    for (size_t at; (at = s.find(word)) != std::string::npos;) s.erase(at, std::string_view(word).size());
+    for (size_t at; (at = s.find(word)) != std::string::npos;)
+      s.erase(at, std::string_view(word).size());
   }
   s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
   return s;
@@ -227,10 +238,14 @@ std::string normalized_collective(std::string_view name) {
 
 pb::CollectiveKind collective_from_name(std::string_view name) {
   static const std::map<std::string, pb::CollectiveKind> kinds = {
-      {"allreduce", pb::COLLECTIVE_KIND_ALL_REDUCE},       {"allgather", pb::COLLECTIVE_KIND_ALL_GATHER},
-      {"reducescatter", pb::COLLECTIVE_KIND_REDUCE_SCATTER}, {"alltoall", pb::COLLECTIVE_KIND_ALL_TO_ALL},
-      {"alltoallv", pb::COLLECTIVE_KIND_ALL_TO_ALL},       {"broadcast", pb::COLLECTIVE_KIND_BROADCAST},
-      {"reduce", pb::COLLECTIVE_KIND_REDUCE},              {"barrier", pb::COLLECTIVE_KIND_BARRIER},
+      {"allreduce", pb::COLLECTIVE_KIND_ALL_REDUCE},
+      {"allgather", pb::COLLECTIVE_KIND_ALL_GATHER},
+      {"reducescatter", pb::COLLECTIVE_KIND_REDUCE_SCATTER},
+      {"alltoall", pb::COLLECTIVE_KIND_ALL_TO_ALL},
+      {"alltoallv", pb::COLLECTIVE_KIND_ALL_TO_ALL},
+      {"broadcast", pb::COLLECTIVE_KIND_BROADCAST},
+      {"reduce", pb::COLLECTIVE_KIND_REDUCE},
+      {"barrier", pb::COLLECTIVE_KIND_BARRIER},
   };
   const auto it = kinds.find(normalized_collective(name));
   return it == kinds.end() ? pb::COLLECTIVE_KIND_UNSPECIFIED : it->second;
@@ -258,13 +273,27 @@ KinetoOpClass classify_kineto_op(std::string_view name) {
 
 std::optional<ElementType> element_type(std::string_view t) {
   static const std::map<std::string_view, ElementType> types = {
-      {"float", {4, "fp32"}},         {"Float", {4, "fp32"}},          {"double", {8, "fp64"}},
-      {"Double", {8, "fp64"}},        {"c10::Half", {2, "fp16"}},      {"Half", {2, "fp16"}},
-      {"c10::BFloat16", {2, "bf16"}}, {"BFloat16", {2, "bf16"}},       {"c10::Float8_e4m3fn", {1, "fp8"}},
-      {"c10::Float8_e5m2", {1, "fp8"}}, {"Float8_e4m3fn", {1, "fp8"}}, {"Float8_e5m2", {1, "fp8"}},
-      {"long int", {8, "int64"}},     {"Long", {8, "int64"}},          {"int", {4, "int32"}},
-      {"Int", {4, "int32"}},          {"unsigned char", {1, "uint8"}}, {"Byte", {1, "uint8"}},
-      {"signed char", {1, "int8"}},   {"Char", {1, "int8"}},           {"bool", {1, "bool"}},
+      {"float", {4, "fp32"}},
+      {"Float", {4, "fp32"}},
+      {"double", {8, "fp64"}},
+      {"Double", {8, "fp64"}},
+      {"c10::Half", {2, "fp16"}},
+      {"Half", {2, "fp16"}},
+      {"c10::BFloat16", {2, "bf16"}},
+      {"BFloat16", {2, "bf16"}},
+      {"c10::Float8_e4m3fn", {1, "fp8"}},
+      {"c10::Float8_e5m2", {1, "fp8"}},
+      {"Float8_e4m3fn", {1, "fp8"}},
+      {"Float8_e5m2", {1, "fp8"}},
+      {"long int", {8, "int64"}},
+      {"Long", {8, "int64"}},
+      {"int", {4, "int32"}},
+      {"Int", {4, "int32"}},
+      {"unsigned char", {1, "uint8"}},
+      {"Byte", {1, "uint8"}},
+      {"signed char", {1, "int8"}},
+      {"Char", {1, "int8"}},
+      {"bool", {1, "bool"}},
       {"Bool", {1, "bool"}},
   };
   const auto it = types.find(t);
@@ -272,8 +301,8 @@ std::optional<ElementType> element_type(std::string_view t) {
   return it->second;
 }
 
-std::optional<ComputeCount> count_compute(std::string_view name, pb::OpClass op_class, const json& args,
-                                          std::string& why) {
+std::optional<ComputeCount> count_compute(std::string_view name, pb::OpClass op_class,
+                                          const json& args, std::string& why) {
   if (!args.contains("Input Dims")) {
     why = "no Input Dims (profile with record_shapes=True)";
     return std::nullopt;
@@ -281,14 +310,21 @@ std::optional<ComputeCount> count_compute(std::string_view name, pb::OpClass op_
   const std::string type = input_type(args, 0);
   const auto element = element_type(type);
   if (!element) {
-    why = type.empty() ? "no Input type (profile with record_shapes=True)" : "element type '" + type + "' unknown";
+    why = type.empty() ? "no Input type (profile with record_shapes=True)"
+                       : "element type '" + type + "' unknown";
     return std::nullopt;
   }
   std::optional<ComputeCount> c;
   switch (op_class) {
-    case pb::OP_CLASS_GEMM: c = count_gemm(name, args, element->bytes, why); break;
-    case pb::OP_CLASS_ATTENTION: c = count_attention(name, args, element->bytes, why); break;
-    default: c = count_memory_bound(name, op_class, args, element->bytes, why); break;
+    case pb::OP_CLASS_GEMM:
+      c = count_gemm(name, args, element->bytes, why);
+      break;
+    case pb::OP_CLASS_ATTENTION:
+      c = count_attention(name, args, element->bytes, why);
+      break;
+    default:
+      c = count_memory_bound(name, op_class, args, element->bytes, why);
+      break;
   }
   if (c) c->dtype = element->dtype;
   return c;

@@ -19,7 +19,7 @@ enum class KinetoOpKind { kNone, kCompute, kCollective };
 
 struct KinetoOpClass {
   KinetoOpKind kind = KinetoOpKind::kNone;
-  pb::OpClass op_class = pb::OP_CLASS_UNSPECIFIED;       // compute
+  pb::OpClass op_class = pb::OP_CLASS_UNSPECIFIED;                  // compute
   pb::CollectiveKind collective = pb::COLLECTIVE_KIND_UNSPECIFIED;  // collective
 };
 

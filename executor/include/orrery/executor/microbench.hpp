@@ -77,11 +77,12 @@ std::string blas_description();
 std::vector<OpMeasurement> bench_compute(const BenchOptions& options);
 std::vector<CollectiveMeasurement> bench_collectives(const BenchOptions& options);
 
-// The results as a measured trace (producer "orrery bench (<blas>)"): rank 0 holds a compute node per op (stream "compute") and a
-// collective node per collective (stream "comm", process group "bench" of its size), ranks 1..
-// only say their device. `cluster` (this machine, as `orrery topo show local` describes it) is
-// carried so calibration knows the device's peak and bandwidth; `device` names its DeviceSpec.
-pb::ExecGraph bench_trace(const BenchResults& results, const pb::ClusterSpec& cluster, const std::string& device,
-                          const std::string& blas);
+// The results as a measured trace (producer "orrery bench (<blas>)"): rank 0 holds a compute node
+// per op (stream "compute") and a collective node per collective (stream "comm", process group
+// "bench" of its size), ranks 1.. only say their device. `cluster` (this machine, as `orrery topo
+// show local` describes it) is carried so calibration knows the device's peak and bandwidth;
+// `device` names its DeviceSpec.
+pb::ExecGraph bench_trace(const BenchResults& results, const pb::ClusterSpec& cluster,
+                          const std::string& device, const std::string& blas);
 
 }  // namespace orrery::executor

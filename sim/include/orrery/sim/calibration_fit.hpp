@@ -29,11 +29,11 @@ struct ComputeSample {
   std::string device;  // DeviceSpec name
   pb::OpClass op_class = pb::OP_CLASS_UNSPECIFIED;
   double flops = 0;
-  double bytes = 0;              // read + written
-  double peak_flops_per_s = 0;   // the device's peak for the op's dtype (fp32 when it has none)
-  double memory_bytes_per_s = 0; // the device's memory bandwidth
-  double seconds = 0;            // measured, > 0
-  std::string source;            // "file: node name", for reports
+  double bytes = 0;               // read + written
+  double peak_flops_per_s = 0;    // the device's peak for the op's dtype (fp32 when it has none)
+  double memory_bytes_per_s = 0;  // the device's memory bandwidth
+  double seconds = 0;             // measured, > 0
+  std::string source;             // "file: node name", for reports
 };
 
 // One measured collective, with what CollectiveCostModel needs to predict it from a CommCurve.
@@ -64,7 +64,7 @@ struct CurveReport {
   std::string device_or_scope;
   std::string what;  // op class or collective ("gemm", "all_reduce")
   int64_t samples = 0;
-  bool fitted = false;             // false: the default stays (see note)
+  bool fitted = false;  // false: the default stays (see note)
   std::vector<HeldParam> held;
   std::string note;
 };
@@ -78,7 +78,8 @@ struct CalibrationFit {
 // `devices`: every device the compute samples name (defaults of held parameters come from
 // its default curve). Throws InternalError on samples that break their own contract
 // (non-positive seconds, unknown device).
-CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute, const std::vector<CommSample>& comm,
+CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
+                               const std::vector<CommSample>& comm,
                                const std::map<std::string, pb::DeviceSpec>& devices,
                                const FitOptions& options = {});
 

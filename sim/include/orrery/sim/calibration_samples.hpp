@@ -42,7 +42,7 @@ struct TraceSamples {
 // Adds `trace`'s samples. `file` names it in samples and errors. Throws InputError naming the
 // file and field when the trace cannot be used: no node has a duration (a lowered graph, not a
 // measurement), an unknown device or dtype, a collective whose process group is missing.
-void add_trace_samples(const pb::ExecGraph& trace, const std::string& file, const SampleOptions& options,
-                       TraceSamples& out);
+void add_trace_samples(const pb::ExecGraph& trace, const std::string& file,
+                       const SampleOptions& options, TraceSamples& out);
 
 }  // namespace orrery::sim

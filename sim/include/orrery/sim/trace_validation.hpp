@@ -39,9 +39,9 @@ struct GroupComparison {
 struct TraceValidation {
   EngineKind engine = EngineKind::kAnalytic;
   int64_t ranks = 0;
-  double measured_step_s = 0;   // the trace's measured_step_s
-  double predicted_step_s = 0;  // the engine's step time
-  double step_error = 0;        // predicted / measured - 1
+  double measured_step_s = 0;                // the trace's measured_step_s
+  double predicted_step_s = 0;               // the engine's step time
+  double step_error = 0;                     // predicted / measured - 1
   std::vector<GroupComparison> op_classes;   // in OpClass order
   std::vector<GroupComparison> collectives;  // in CollectiveKind order, then send, recv
   std::vector<NodeComparison> nodes;         // the trace's ranks in order, each in lowering order
@@ -51,7 +51,7 @@ struct TraceValidation {
 
 // `file` names the trace in errors: InputError when it carries no plan, model, cluster or
 // measured_step_s, when its plan does not resolve, or when its nodes differ from the lowering's.
-TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& file, EngineKind engine,
-                               const pb::CalibrationProfile* calibration);
+TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& file,
+                               EngineKind engine, const pb::CalibrationProfile* calibration);
 
 }  // namespace orrery::sim
