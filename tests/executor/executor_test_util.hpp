@@ -72,6 +72,29 @@ inline Outcome read_outcome(const std::string& dir, int64_t steps) {
   return o;
 }
 
+// A dense plan of the correctness tests: degrees and extra flags of the rank program.
+struct Plan {
+  std::string name;
+  int64_t tp = 1, dp = 1, pp = 1;
+  std::vector<std::string> extra;  // --placement, --sharding, --bucket-bytes, ...
+};
+
+// Trains `plan` for `steps` steps (global batch 4, micro-batch 1, seq 32, seed 7) on real ranks
+// and returns what it left; `prefix` keeps the test programs' directories apart.
+inline Outcome train(const std::string& prefix, const std::string& model, const Plan& plan, int64_t steps) {
+  const std::string dir = fresh_dir(prefix + plan.name);
+  std::vector<std::string> args = {"--model", model, "--tp", std::to_string(plan.tp), "--dp", std::to_string(plan.dp),
+                                   "--pp", std::to_string(plan.pp),
+                                   "--global-batch", "4", "--micro-batch", "1", "--seq", "32",
+                                   "--steps", std::to_string(steps), "--seed", "7", "--out", dir, "--save-params"};
+  args.insert(args.end(), plan.extra.begin(), plan.extra.end());
+  const std::string out = launch(plan.tp * plan.dp * plan.pp, args);
+  EXPECT_NE(out.find("step " + std::to_string(steps) + " loss"), std::string::npos) << out;
+  Outcome o = read_outcome(dir, steps);
+  std::filesystem::remove_all(dir);
+  return o;
+}
+
 // The same losses (absolute `loss_tolerance`), gradient norms (1e-4 relative) and parameters
 // (absolute `param_tolerance`) as the reference run; prints the largest differences.
 inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_tolerance, double param_tolerance) {

@@ -16,27 +16,10 @@ constexpr int64_t kSteps = 3;
 constexpr double kLossTolerance = 1e-5;   // absolute, on losses ~5.5
 constexpr double kParamTolerance = 1e-4;  // absolute, on parameters ~0.02..1
 
-struct Plan {
-  std::string name;
-  int64_t tp = 1, dp = 1, pp = 1;
-  std::vector<std::string> extra;  // --placement, --bucket-bytes, ...
-};
-
 using test::Outcome;
+using test::Plan;
 
-Outcome train(const std::string& model, const Plan& plan) {
-  const std::string dir = test::fresh_dir(plan.name);
-  std::vector<std::string> args = {"--model", model, "--tp", std::to_string(plan.tp), "--dp", std::to_string(plan.dp),
-                                   "--pp", std::to_string(plan.pp),
-                                   "--global-batch", "4", "--micro-batch", "1", "--seq", "32",
-                                   "--steps", std::to_string(kSteps), "--seed", "7", "--out", dir, "--save-params"};
-  args.insert(args.end(), plan.extra.begin(), plan.extra.end());
-  const std::string out = test::launch(plan.tp * plan.dp * plan.pp, args);
-  EXPECT_NE(out.find("step " + std::to_string(kSteps) + " loss"), std::string::npos) << out;
-  Outcome o = test::read_outcome(dir, kSteps);
-  std::filesystem::remove_all(dir);
-  return o;
-}
+Outcome train(const std::string& model, const Plan& plan) { return test::train("", model, plan, kSteps); }
 
 void expect_matches(const Outcome& ref, const Outcome& got) {
   test::expect_matches(ref, got, kLossTolerance, kParamTolerance);
