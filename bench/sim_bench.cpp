@@ -2,6 +2,8 @@
 // 16,384 H100. Run: build/bench/orrery_sim_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
@@ -52,6 +54,40 @@ Case llama405b_16384() {
   return c;
 }
 
+// Context-parallel plans (Megatron's load-balanced causal ring), the cases where des work grows
+// with cp: llama3-70b at seq 32k on 128 DGX H100 nodes with cp 1/4/8/16 (the same 16M-token
+// batch), and llama3-405b on 1,024 nodes as Meta trained it (Llama 3 paper, Table 4): seq 8k
+// tp8 pp16 dp64, and seq 128k tp8 cp16 pp16 dp4.
+Case cp_case(const char* model, int64_t nodes, int64_t seq, int64_t batch, int64_t tp, int64_t cp,
+             int64_t pp, int64_t dp, int64_t vp) {
+  Case c{models::preset(model), topologies::load_cluster("dgx-h100", nodes), {}};
+  // llama3-70b's preset keeps Llama 3's 8k context; Llama 3.1 70B is the same model at 128k.
+  c.model.set_max_seq_len(std::max<int64_t>(c.model.max_seq_len(), seq));
+  auto& p = c.plan;
+  p.mutable_job()->set_global_batch_size(batch);
+  p.mutable_job()->set_seq_len(seq);
+  p.mutable_job()->set_precision(pb::PRECISION_BF16);
+  auto* q = p.mutable_parallel();
+  q->set_tp(tp), q->set_cp(cp), q->set_pp(pp), q->set_dp(dp), q->set_sequence_parallel(true);
+  if (vp > 1) q->set_vp(vp);
+  p.set_micro_batch_size(1);
+  // 126 layers over 16 stages: one fewer on the first and last (embedding, head), as above.
+  const int64_t layers = c.model.num_layers();
+  if (layers % pp != 0) {
+    for (int64_t s = 0; s < pp; ++s) p.add_layers_per_stage(layers / pp + (s == 0 || s == pp - 1 ? 0 : 1));
+  }
+  p.set_recompute(pb::RECOMPUTE_SELECTIVE);
+  p.set_sharding(pb::SHARDING_ZERO1);
+  p.set_overlap_grad_reduce(true), p.set_overlap_param_gather(true);
+  return c;
+}
+Case llama70b_seq32k_cp1() { return cp_case("llama3-70b", 128, 32768, 512, 8, 1, 8, 16, 1); }
+Case llama70b_seq32k_cp4() { return cp_case("llama3-70b", 128, 32768, 512, 8, 4, 4, 8, 1); }
+Case llama70b_seq32k_cp8() { return cp_case("llama3-70b", 128, 32768, 512, 8, 8, 4, 4, 1); }
+Case llama70b_seq32k_cp16() { return cp_case("llama3-70b", 128, 32768, 512, 8, 16, 2, 4, 1); }
+Case llama405b_seq8k_cp1() { return cp_case("llama3-405b", 1024, 8192, 2048, 8, 1, 16, 64, 1); }
+Case llama405b_seq128k_cp16() { return cp_case("llama3-405b", 1024, 131072, 128, 8, 16, 16, 4, 1); }
+
 template <Case (*Make)()>
 void BM_Analytic(benchmark::State& state) {
   const Case c = Make();
@@ -68,7 +104,8 @@ void BM_Analytic(benchmark::State& state) {
 
 // One forked SimGrid run per iteration, symmetric mode (one rank per (cp, pp) simulated, the
 // other ranks' traffic mirrored onto their links).
-template <Case (*Make)()>
+// `fold_cp` false: one rank per (cp, pp) index, as before cp rings were folded.
+template <Case (*Make)(), bool fold_cp = true>
 void BM_Des(benchmark::State& state) {
   const Case c = Make();
   const sim::ResolvedPlan plan = sim::resolve_plan(c.plan, c.model, c.cluster);
@@ -76,6 +113,8 @@ void BM_Des(benchmark::State& state) {
   const sim::CostModels costs(topology, plan.precision.dtype);
   sim::DesOptions options;
   options.timeline = false;
+  options.fold_cp = fold_cp;
+  state.counters["ranks"] = static_cast<double>(sim::des_simulated_ranks(plan, costs, options));
   pb::SimResult r;
   for (auto _ : state) r = sim::simulate_des(plan, costs, options).result;
   state.counters["step_s"] = r.step_time_s();
@@ -121,6 +160,16 @@ BENCHMARK(BM_Analytic<llama70b_1024>)->Name("analytic/llama3-70b/1024xH100")->Un
 BENCHMARK(BM_Analytic<llama405b_16384>)->Name("analytic/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Des<llama70b_1024>)->Name("des/llama3-70b/1024xH100")->Unit(benchmark::kSecond)->Iterations(3);
 BENCHMARK(BM_Des<llama405b_16384>)->Name("des/llama3-405b/16384xH100")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp1>)->Name("des/llama3-70b/seq32k/cp1/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp4>)->Name("des/llama3-70b/seq32k/cp4/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp4, false>)->Name("des/llama3-70b/seq32k/cp4/1024xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp8>)->Name("des/llama3-70b/seq32k/cp8/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp8, false>)->Name("des/llama3-70b/seq32k/cp8/1024xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp16>)->Name("des/llama3-70b/seq32k/cp16/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp16, false>)->Name("des/llama3-70b/seq32k/cp16/1024xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama405b_seq8k_cp1>)->Name("des/llama3-405b/seq8k/cp1/8192xH100")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama405b_seq128k_cp16>)->Name("des/llama3-405b/seq128k/cp16/8192xH100")->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_Des<llama405b_seq128k_cp16, false>)->Name("des/llama3-405b/seq128k/cp16/8192xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_Resolve<llama405b_16384>)->Name("resolve_plan/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Memory<llama405b_16384>)->Name("memory/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LowerRepresentatives<llama70b_1024>)->Name("lower_representatives/llama3-70b/1024xH100")->Unit(benchmark::kMillisecond);

@@ -16,7 +16,7 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
 fi
 mkdir -p "$out"
 model=scripts/calibration/small-llama.yaml
-job=(--model "$model" --cluster local --global-batch 8 --seq 128 --steps 4 --seed 1)
+job=(--model "$model" --cluster local --global-batch 8 --seq 128 --steps 11 --seed 1)
 
 # name, then the plan flags. The first five calibrate, the last five are predicted.
 plans=(
@@ -24,12 +24,12 @@ plans=(
   "dp2|--dp 2 --micro-batch 1"
   "tp2|--tp 2 --dp 1 --micro-batch 2"
   "pp2-1f1b|--pp 2 --dp 1 --micro-batch 1 --schedule one_f_one_b"
-  "dp2-zero1|--dp 2 --micro-batch 2 --sharding zero1"
+  "dp2-zero1-overlap|--dp 2 --micro-batch 2 --sharding zero1 --overlap-grad-reduce --overlap-param-gather"
   "dp1-mbs1|--dp 1 --micro-batch 1"
   "tp2-sp|--tp 2 --sp --dp 1 --micro-batch 1"
   "pp2-gpipe|--pp 2 --dp 1 --micro-batch 2 --schedule gpipe"
   "dp2-fsdp|--dp 2 --micro-batch 1 --sharding fsdp"
-  "dp2-zero2-mbs4|--dp 2 --micro-batch 4 --sharding zero2"
+  "dp2-zero2-mbs4-overlap|--dp 2 --micro-batch 4 --sharding zero2 --overlap-grad-reduce"
 )
 
 echo "== bench" >&2

@@ -89,6 +89,13 @@ class ParamText {
   const pb::FitStats& fit_;
 };
 
+// A ratio for people: four significant digits.
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
 void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationFit& fit,
                   const std::vector<std::string>& notes, const std::string& out_file) {
   const auto secs = [](double v) { return units::seconds(v); };
@@ -117,8 +124,27 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
          p("bandwidth_bytes_per_s", c.bandwidth_bytes_per_s(), bw),
          percent(c.fit().median_abs_rel_error()), percent(c.fit().max_abs_rel_error())});
   }
+  // Corrections by shape: how far the measured GEMM shapes sit from the curve.
+  Table shapes({"device", "op class", "shapes", "samples", "time ratio min", "median", "max"});
+  bool any_shapes = false;
+  for (const auto& c : profile.compute()) {
+    if (c.shape_points_size() == 0) continue;
+    any_shapes = true;
+    std::vector<double> ratios;
+    int64_t samples = 0;
+    for (const auto& p : c.shape_points()) ratios.push_back(p.time_ratio()), samples += p.samples();
+    std::sort(ratios.begin(), ratios.end());
+    shapes.add_row(
+        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())),
+         std::to_string(c.shape_points_size()), std::to_string(samples), short_number(ratios.front()),
+         short_number(ratios[ratios.size() / 2]), short_number(ratios.back())});
+  }
   std::cout << "wrote " << out_file << "\n\n";
   if (profile.compute_size() > 0) std::cout << compute.render() << "\n";
+  if (any_shapes) {
+    std::cout << "corrections by shape (measured time / curve time, per op shape and pass)\n"
+              << shapes.render() << "\n";
+  }
   if (profile.comm_size() > 0) std::cout << comm.render() << "\n";
   std::vector<std::pair<std::string, std::string>> held, kept;
   for (const auto& r : fit.curves) {
@@ -126,6 +152,15 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
     if (!r.fitted) kept.emplace_back(subject, r.note);
     for (const auto& h : r.held)
       held.emplace_back(subject, h.name + " held at " + units::number(h.value) + ": " + h.reason);
+  }
+  const sim::OverlapReport& o = fit.overlap;
+  if (o.fitted) {
+    std::cout << "overlap slowdown: compute runs " << short_number(o.slowdown)
+              << "x slower beside communication (median of " << o.samples
+              << " ops overlapped for at least half their time; quartiles " << short_number(o.q1)
+              << " - " << short_number(o.q3) << ")\n\n";
+  } else {
+    std::cout << "overlap slowdown not fitted: " << o.note << "\n\n";
   }
   if (!held.empty())
     std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
@@ -152,9 +187,17 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     if (!r.note.empty()) j["note"] = r.note;
     curves.push_back(j);
   }
+  nlohmann::ordered_json overlap{{"samples", fit.overlap.samples}, {"fitted", fit.overlap.fitted}};
+  if (fit.overlap.fitted) {
+    overlap["slowdown"] = fit.overlap.slowdown;
+    overlap["quartiles"] = {fit.overlap.q1, fit.overlap.q3};
+  } else {
+    overlap["note"] = fit.overlap.note;
+  }
   nlohmann::ordered_json j{{"out", out_file},
                            {"profile", nlohmann::ordered_json::parse(to_json(profile))},
                            {"curves", curves},
+                           {"overlap", overlap},
                            {"notes", notes}};
   std::cout << j.dump(2) << "\n";
 }

@@ -1,8 +1,9 @@
-// `orrery run`: train a plan for real with libtorch (CPU, Gloo). Without RANK/WORLD_SIZE in the
-// environment it launches tp x cp x dp x pp local ranks (re-running this command line in each)
-// and prints rank 0's loss per step; with them (torchrun-style, or as one of the launched ranks)
-// it is one rank of the job. Built only when the executor is (ORRERY_HAVE_EXECUTOR); otherwise
-// `run` is still listed and explains why it cannot run.
+// `orrery run`: train a plan for real with libtorch (CPU, Gloo). Without RANK/WORLD_SIZE (or
+// mpirun's OMPI_COMM_WORLD_RANK/SIZE) in the environment it launches tp x cp x dp x pp local ranks
+// (re-running this command line in each) and prints rank 0's loss per step; with them
+// (torchrun-style, under mpirun, or as one of the launched ranks) it is one rank of the job.
+// Built only when the executor is (ORRERY_HAVE_EXECUTOR); otherwise `run` is still listed and
+// explains why it cannot run.
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -66,7 +67,7 @@ void fit_local_cluster(LoadedJob& job) {
 }
 
 void run(RunArgs& a) {
-  if (!a.plan.precision) a.plan.precision = "fp32";  // the CPU executor's only precision
+  if (!a.plan.precision) a.plan.precision = "fp32";  // bf16 is opt-in (docs/executor.md, mixed precision)
   LoadedJob job = load_job(a.plan);
   fit_local_cluster(job);
   executor::TrainConfig config = a.train;
@@ -78,14 +79,18 @@ void run(RunArgs& a) {
   if (const auto env = executor::rank_env_from_environment()) {
     // Every op is timed under the simulator's node names (run_trace.hpp).
     if (!config.out_dir.empty()) config.trace_graph = predicted_rank_graph(job, env->rank);
-    executor::train_rank(config, *env, std::cout);
+    // mpirun passes every rank's standard output through unprefixed: rank 0 speaks for the job
+    // (the local launcher and torchrun keep their own per-rank streams).
+    std::ostream quiet(nullptr);
+    const bool speak = env->source != executor::RankEnv::Source::kOpenMpi || env->rank == 0;
+    executor::train_rank(config, *env, speak ? std::cout : quiet);
     return;
   }
   if (job.plan.cluster() != "local") {
     throw InputError("", 0, "--cluster",
                      "orrery run launches ranks only on this machine (--cluster local); for '" + job.plan.cluster() +
                          "' start one `orrery run` per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set "
-                         "(torchrun-style)");
+                         "(torchrun-style), or under mpirun");
   }
   if (!config.out_dir.empty() && std::filesystem::exists(config.out_dir) &&
       !std::filesystem::is_empty(config.out_dir) && !a.force) {

@@ -1,5 +1,6 @@
 #include "plan_args.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "orrery/models/model_catalog.hpp"
@@ -30,6 +31,21 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// A comma list of integers for a repeated plan field.
+void set_int_list(const std::string& flag, const std::string& text, google::protobuf::RepeatedField<int64_t>* out) {
+  out->Clear();
+  for (const auto& item : split(text)) {
+    try {
+      size_t used = 0;
+      const int64_t v = std::stoll(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      out->Add(v);
+    } catch (const std::exception&) {
+      throw InputError("", 0, flag, "got '" + item + "', expected an integer");
+    }
+  }
+}
+
 }  // namespace
 
 void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
@@ -58,6 +74,8 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_option("--placement", a.placement, "Dimensions innermost first, e.g. tp,cp,dp,pp");
   cmd->add_option("--layers-per-stage", a.layers_per_stage, "Comma-separated layers per (virtual) stage");
   cmd->add_option("--stage-node-groups", a.stage_node_groups, "Comma-separated node group per pipeline stage");
+  cmd->add_option("--stage-tp", a.stage_tp, "Comma-separated tensor-parallel degree per pipeline stage (heterogeneous clusters)");
+  cmd->add_option("--stage-dp", a.stage_dp, "Comma-separated data-parallel degree per pipeline stage (heterogeneous clusters)");
   cmd->add_option("--moe-imbalance", a.moe_imbalance, "Busiest expert's tokens over the mean (>= 1)");
   cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce, "Overlap gradient reduction with backward");
   cmd->add_flag("--overlap-param-gather", a.overlap_param_gather, "Overlap ZeRO parameter gathers with forward");
@@ -96,6 +114,16 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.dp) q->set_dp(*a.dp);
   if (a.sp) q->set_sequence_parallel(true);
   if (a.schedule) q->set_schedule(static_cast<pb::PipelineSchedule>(parse_enum("--schedule", *a.schedule, pb::PipelineSchedule_descriptor())));
+  if (a.stage_tp) set_int_list("--stage-tp", *a.stage_tp, p.mutable_stage_tp());
+  if (a.stage_dp) set_int_list("--stage-dp", *a.stage_dp, p.mutable_stage_dp());
+  if (!q->has_dp() && (p.stage_tp_size() > 0 || p.stage_dp_size() > 0)) {
+    // Stages with their own degrees do not fill the cluster by one rule: the pipeline
+    // micro-batch (micro_batch x dp) must be given, or follow from the stages' dp.
+    if (p.stage_dp_size() == 0) {
+      throw InputError("", 0, "--dp", "required with --stage-tp and no --stage-dp (it sizes the pipeline micro-batch)");
+    }
+    q->set_dp(*std::max_element(p.stage_dp().begin(), p.stage_dp().end()));
+  }
   if (!q->has_dp()) {
     const int64_t devices = topologies::total_devices(job.cluster);
     const int64_t per_replica = (q->has_tp() ? q->tp() : 1) * (q->has_pp() ? q->pp() : 1) * (q->has_cp() ? q->cp() : 1);

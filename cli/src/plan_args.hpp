@@ -20,7 +20,7 @@ struct PlanArgs {
   std::optional<int64_t> nodes, tp, pp, dp, cp, ep, vp, micro_batch, global_batch, seq;
   std::optional<int64_t> shard_group, prefetch;
   std::optional<std::string> schedule, sharding, recompute, precision, bucket, placement, attention;
-  std::optional<std::string> layers_per_stage, stage_node_groups;
+  std::optional<std::string> layers_per_stage, stage_node_groups, stage_tp, stage_dp;
   std::optional<double> moe_imbalance;
   bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
 };

@@ -26,6 +26,16 @@ std::string enum_name(const google::protobuf::EnumDescriptor* e, int v) {
 std::string plan_summary(const sim::ResolvedPlan& r) {
   const auto& d = r.degrees;
   std::string s = "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp);
+  if (!r.uniform_stages()) {
+    // Stages with their own degrees, stage by stage: "tp4|8 pp2 dp2|1" (mbs stays the
+    // plan's: a pipeline micro-batch is mbs x parallel.dp sequences, split over each stage's dp).
+    std::string tps, dps;
+    for (int64_t p = 0; p < d.pp; ++p) {
+      tps += (p ? "|" : "") + std::to_string(r.stage(p).tp);
+      dps += (p ? "|" : "") + std::to_string(r.stage(p).dp);
+    }
+    s = "tp" + tps + " pp" + std::to_string(d.pp) + " dp" + dps;
+  }
   if (d.cp > 1) s += " cp" + std::to_string(d.cp);
   if (d.ep > 1) s += " ep" + std::to_string(d.ep);
   if (d.vp > 1) s += " vp" + std::to_string(d.vp);

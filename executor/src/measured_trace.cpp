@@ -48,6 +48,7 @@ std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& 
     n.set_start_s(start / static_cast<double>(used.size()));
     n.set_duration_s(duration / static_cast<double>(used.size()));
     if (const auto& a = steps[used.back()].at(n.name()).algorithm; !a.empty()) n.set_algorithm(a);
+    if (const auto& d = steps[used.back()].at(n.name()).dtype; !d.empty()) n.set_dtype(d);
   }
   return "";
 }

@@ -18,6 +18,8 @@ struct OpTiming {
   // A collective that ran otherwise than the lowering models it (Gloo's reduce-scatter:
   // "alltoall+sum"); copied to the measured node's `algorithm`. Empty: not recorded.
   std::string algorithm;
+  // The element type a compute op ran in ("fp32", "bf16"); copied to the node's `dtype`.
+  std::string dtype;
 };
 
 using StepTimings = std::map<std::string, OpTiming>;

@@ -19,13 +19,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "microbench_timing.hpp"
+#include "process_group.hpp"  // GroupPtr: a ProcessGroup (1.13) or a Backend (2.x)
 #include "orrery/executor/microbench.hpp"
 #include "orrery/traces/error.hpp"
 
 namespace orrery::executor {
 namespace {
 
-using GroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
 constexpr double kFloatBytes = 4;
 
 struct Kind {

@@ -15,7 +15,7 @@ bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACT
 
 // The group travels through the autograd context as a raw pointer: the groups outlive training.
 int64_t as_handle(const GroupPtr& g) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get())); }
-c10d::ProcessGroup* from_handle(int64_t h) { return reinterpret_cast<c10d::ProcessGroup*>(static_cast<intptr_t>(h)); }
+Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
 
 std::vector<int64_t> as_vector(const torch::Tensor& t) {
   const auto c = t.to(torch::kInt64).contiguous();
@@ -23,7 +23,7 @@ std::vector<int64_t> as_vector(const torch::Tensor& t) {
 }
 
 // Rows [sum send[0..i), + send[i]) of `x` go to group rank i; `recv[i]` rows come from rank i.
-torch::Tensor exchange_rows(const torch::Tensor& x, c10d::ProcessGroup* group, std::vector<int64_t> send,
+torch::Tensor exchange_rows(const torch::Tensor& x, Group* group, std::vector<int64_t> send,
                             std::vector<int64_t> recv) {
   torch::Tensor in = x.contiguous();
   const int64_t rows = std::accumulate(recv.begin(), recv.end(), int64_t{0});

@@ -264,7 +264,8 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   const auto& w = has("head.lm.weight") ? p("head.lm.weight") : p("embed.tokens.weight");
   auto logits = timed_op(-1, "head.lm", [&] { return torch::linear(h, w); });
   auto loss = timed_op(-1, "head.loss", [&] {
-    return vocab_parallel_cross_entropy(logits, targets, tp_, tp_rank_ * w.size(0),
+    // From fp32 logits under bf16 too (as Megatron computes the vocabulary-parallel loss).
+    return vocab_parallel_cross_entropy(logits.to(torch::kFloat32), targets, tp_, tp_rank_ * w.size(0),
                                         tp_ ? name(-1, "fwd", "head.loss.all_reduce") : "");
   });
   return hooks_ != nullptr ? hooks_->after_forward("head", loss) : loss;

@@ -38,12 +38,17 @@ std::string site_name(int64_t layer, int64_t micro_batch, const char* phase, con
 
 void OpTrace::begin_step() {
   timings_.clear();
+  dtypes_.clear();
   open_.clear();
   step_start_ = Clock::now();
 }
 
 std::map<std::string, OpTiming> OpTrace::end_step() {
   while (!open_.empty()) pop();
+  for (const auto& [name, dtype] : dtypes_) {
+    if (auto it = timings_.find(name); it != timings_.end()) it->second.dtype = dtype;
+  }
+  dtypes_.clear();
   return std::exchange(timings_, {});
 }
 

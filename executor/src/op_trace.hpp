@@ -24,6 +24,7 @@
 #include <torch/torch.h>
 
 #include "measured_trace.hpp"
+#include "mixed_precision.hpp"
 
 namespace orrery::executor {
 
@@ -39,6 +40,8 @@ class OpTrace {
   void add(const std::string& name, Clock::time_point start, Clock::time_point end);
   // The algorithm collective `name` really ran (OpTiming::algorithm).
   void set_algorithm(const std::string& name, const std::string& algorithm);
+  // The element type op `name` computed in (OpTiming::dtype), kept only if `name` runs.
+  void set_dtype(const std::string& name, const std::string& dtype) { dtypes_[name] = dtype; }
 
   // Backward segments (see the file comment). close_segment() ends the open one (end of a
   // backward pass, or before a scope).
@@ -69,6 +72,7 @@ class OpTrace {
 
   Clock::time_point step_start_{};
   std::map<std::string, OpTiming> timings_;
+  std::map<std::string, std::string> dtypes_;
   std::vector<Open> open_;
 };
 
@@ -88,18 +92,23 @@ void set_current_micro_batch(int64_t micro_batch);
 torch::Tensor backward_mark(const torch::Tensor& x, const std::string& name);
 
 // Times `fn()` as the forward op `op` of `layer` in the current micro-batch, and marks its
-// result so that its backward is timed as the same op in phase "bwd".
+// result so that its backward is timed as the same op in phase "bwd"; both record the result's
+// element type (under bf16 autocast: bf16 for GEMMs and attention, fp32 for norms and residuals).
 template <typename Fn>
 torch::Tensor timed_op(int64_t layer, const std::string& op, Fn&& fn) {
   OpTrace* trace = current_trace();
   if (trace == nullptr) return fn();
   const int64_t mb = current_micro_batch();
   torch::Tensor out;
+  const std::string name = site_name(layer, mb, "fwd", op), backward = site_name(layer, mb, "bwd", op);
   {
-    OpTrace::Scope scope(trace, site_name(layer, mb, "fwd", op));
+    OpTrace::Scope scope(trace, name);
     out = fn();
   }
-  return backward_mark(out, site_name(layer, mb, "bwd", op));
+  const std::string dtype = dtype_name(out.scalar_type());
+  trace->set_dtype(name, dtype);
+  trace->set_dtype(backward, dtype);
+  return backward_mark(out, backward);
 }
 
 }  // namespace orrery::executor

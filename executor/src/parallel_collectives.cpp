@@ -11,20 +11,35 @@ using torch::autograd::variable_list;
 
 // The group travels through the autograd context as a raw pointer: the groups outlive training.
 int64_t as_handle(const GroupPtr& g) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get())); }
-c10d::ProcessGroup* from_handle(int64_t h) { return reinterpret_cast<c10d::ProcessGroup*>(static_cast<intptr_t>(h)); }
+Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
 
-torch::Tensor summed(const torch::Tensor& x, c10d::ProcessGroup* group) {
+torch::Tensor summed(const torch::Tensor& x, Group* group) {
   std::vector<torch::Tensor> t{x.contiguous().clone()};
   group->allreduce(t)->wait();
   return t[0];
 }
 
-torch::Tensor seq_slice(const torch::Tensor& x, c10d::ProcessGroup* group) {
+torch::Tensor seq_slice(const torch::Tensor& x, Group* group) {
   const int64_t part = x.size(1) / group->getSize();
   return x.narrow(1, group->getRank() * part, part).contiguous();
 }
 
-torch::Tensor seq_gather(const torch::Tensor& x, c10d::ProcessGroup* group) {
+// Reduce-scatter along the sequence dimension (Megatron SP's "reduce-scatter to the sequence
+// region"). Gloo 1.13 has no reduce-scatter, and an all-reduce followed by a slice would move
+// twice the bytes of one, which is not what the plan (or the simulator) says runs: each rank
+// sends every other rank that rank's chunk (alltoall_base) and sums what it receives, as the
+// ZeRO path does.
+torch::Tensor seq_reduce_scatter(const torch::Tensor& x, Group* group) {
+  const int64_t n = group->getSize();
+  // Row j of `input` is the chunk rank j keeps: alltoall's equal splits of dim 0 send it there.
+  auto input = torch::stack(x.chunk(n, 1), 0).contiguous();
+  auto output = torch::empty_like(input);
+  std::vector<int64_t> equal_splits;  // empty: n equal parts
+  group->alltoall_base(output, input, equal_splits, equal_splits)->wait();
+  return output.sum(0);
+}
+
+torch::Tensor seq_gather(const torch::Tensor& x, Group* group) {
   const torch::Tensor local = x.contiguous();
   std::vector<std::vector<torch::Tensor>> out(1);
   for (int i = 0; i < group->getSize(); ++i) out[0].push_back(torch::empty_like(local));
@@ -51,7 +66,7 @@ struct GatherFromSeq : torch::autograd::Function<GatherFromSeq> {
     const bool reduce = ctx->saved_data["reduce"].toBool();
     const std::string name = name_of(ctx, "grad_name");
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return {seq_slice(reduce ? summed(grad[0], g) : grad[0], g), torch::Tensor(), torch::Tensor(),
+    return {reduce ? seq_reduce_scatter(grad[0], g) : seq_slice(grad[0], g), torch::Tensor(), torch::Tensor(),
             torch::Tensor(), torch::Tensor()};
   }
 };
@@ -63,7 +78,7 @@ struct ReduceScatterToSeq : torch::autograd::Function<ReduceScatterToSeq> {
     ctx->saved_data["grad_name"] = grad_name;
     auto* g = from_handle(group);
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return seq_slice(summed(x, g), g);
+    return seq_reduce_scatter(x, g);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const std::string name = name_of(ctx, "grad_name");

@@ -23,11 +23,12 @@ class Schedule {
     if (!s_.first()) {
       input = receive(s_.stage - 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "recv.act")).requires_grad_(true);
     }
-    torch::Tensor out = forward_(m, input);
+    // The cast (a no-op in fp32) is in the graph, so input.grad() comes back in the wire type.
+    torch::Tensor out = forward_(m, input.defined() ? input.to(torch::kFloat32) : input);
     if (s_.last()) {
       loss_ += out.item<double>();
     } else {
-      send(out.detach(), s_.stage + 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "send.act"));
+      send(out.detach().to(s_.wire_dtype), s_.stage + 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "send.act"));
     }
     inputs_[static_cast<size_t>(m)] = input;
     outputs_[static_cast<size_t>(m)] = out;
@@ -40,7 +41,7 @@ class Schedule {
     if (s_.last()) {
       out.backward();
     } else {
-      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "recv.grad")));
+      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "recv.grad")).to(out.scalar_type()));
     }
     if (OpTrace* t = current_trace()) t->close_segment();  // the last backward op ends here
     auto& input = inputs_[static_cast<size_t>(m)];
@@ -64,7 +65,7 @@ class Schedule {
 
   torch::Tensor receive(int64_t from, int t, const std::string& name) {
     OpTrace::Scope scope(current_trace(), name);
-    std::vector<torch::Tensor> buf{torch::empty(s_.activation_shape, torch::kFloat32)};
+    std::vector<torch::Tensor> buf{torch::empty(s_.activation_shape, s_.wire_dtype)};
     s_.pp->recv(buf, static_cast<int>(from), t)->wait();
     return buf[0];
   }

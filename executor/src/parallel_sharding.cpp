@@ -8,8 +8,10 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <set>
 
+#include "grad_ready.hpp"
 #include "op_trace.hpp"
 #include "orrery/executor/data_parallel.hpp"
 #include "orrery/executor/rank_grid.hpp"
@@ -191,6 +193,15 @@ struct DataParallelOptimizer::Flat {
   }
 };
 
+struct DataParallelOptimizer::Pending {
+  c10::intrusive_ptr<c10d::Work> work;
+  std::vector<std::vector<torch::Tensor>> outputs;
+  std::vector<torch::Tensor> inputs;
+  Clock::time_point launched;
+  // First seen complete while backward still ran (overlapped buckets are polled at each launch).
+  std::optional<Clock::time_point> completed;
+};
+
 struct DataParallelOptimizer::Reduction {
   bool experts = false;
   GroupPtr group;  // null: one member, nothing to reduce
@@ -199,13 +210,15 @@ struct DataParallelOptimizer::Reduction {
   std::vector<ModelPart> parts;
   std::vector<GradBucket> buckets;
   std::vector<Flat> flats;  // kZero: one per part, parts order
+  std::vector<std::unique_ptr<Pending>> inflight;  // per bucket, launched and not yet waited
+  std::unique_ptr<BucketReadiness> readiness;     // overlap_grad_reduce: launches them in backward
 };
 
-struct DataParallelOptimizer::Pending {
-  c10::intrusive_ptr<c10d::Work> work;
-  std::vector<std::vector<torch::Tensor>> outputs;
-  std::vector<torch::Tensor> inputs;
-  Clock::time_point launched;
+struct DataParallelOptimizer::ZeroGather {
+  std::string part, name;
+  Reduction* reduction = nullptr;
+  size_t index = 0;  // into reduction->parts and ->flats
+  std::unique_ptr<Pending> pending;  // null: a one-member group, nothing to gather
 };
 
 struct DataParallelOptimizer::Instance {
@@ -299,6 +312,9 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
   // Without a DP group there is nothing to shard: the lowering has no data-parallel collectives.
   mode_ = !groups.dp ? Mode::kReplicated : fsdp ? Mode::kFsdp : zero ? Mode::kZero : Mode::kReplicated;
   zero2_ = sharding == pb::SHARDING_ZERO2;
+  overlap_grad_ = c.plan.overlap_grad_reduce() && mode_ != Mode::kFsdp;  // FSDP reduces in backward anyway
+  overlap_param_gather_ = c.plan.overlap_param_gather() && mode_ == Mode::kZero;  // only ZeRO-1/2 gather after the step
+  last_micro_batch_ = c.plan.job().global_batch_size() / (group_size(groups.dp) * c.plan.micro_batch_size()) - 1;
   opt_ = {c.learning_rate, c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_grad_norm};
   prefetch_ = c.plan.prefetch_buckets();
   const int64_t dp = group_size(groups.dp);
@@ -351,6 +367,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
       r->parts = model_parts(params_, experts);
       if (r->parts.empty()) continue;
       r->buckets = gradient_buckets(r->parts, bucket_params, r->group_name, mode_ == Mode::kZero);
+      r->inflight.resize(r->buckets.size());
       if (mode_ == Mode::kZero) {
         for (const ModelPart& part : r->parts) {
           r->flats.push_back(make_flat(params_, part.params, group_size(r->group), group_rank(r->group), ep_ != nullptr));
@@ -367,6 +384,28 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
     for (const auto& p : params_) {
       if (p.pipeline_copy) optimized.push_back(p.tensor);
     }
+    if (overlap_param_gather_) model_.set_part_hooks(this);
+    if (overlap_grad_) {
+      for (auto& r : reductions_) {
+        if (!r->group) continue;
+        std::vector<std::vector<torch::Tensor>> members;
+        std::vector<bool> deferred;
+        for (const auto& b : r->buckets) {
+          members.emplace_back();
+          bool embed = false;
+          for (size_t part : b.parts) {
+            embed = embed || r->parts[part].name == "embed";
+            for (size_t i : r->parts[part].params) members.back().push_back(params_[i].tensor);
+          }
+          // The first stage's tied embedding gets the last stage's gradient after backward.
+          deferred.push_back(embed && groups.embedding != nullptr);
+        }
+        Reduction* raw = r.get();
+        r->readiness = std::make_unique<BucketReadiness>(
+            members, deferred, [this] { return current_micro_batch() == last_micro_batch_; },
+            [this, raw](size_t k) { launch_bucket(*raw, k); });
+      }
+    }
   }
   dp_ = groups.dp;
   adamw_ = std::make_unique<torch::optim::AdamW>(optimized, torch::optim::AdamWOptions(opt_.learning_rate)
@@ -376,7 +415,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
 }
 
 DataParallelOptimizer::~DataParallelOptimizer() {
-  if (mode_ == Mode::kFsdp) model_.set_part_hooks(nullptr);
+  if (mode_ == Mode::kFsdp || overlap_param_gather_) model_.set_part_hooks(nullptr);
 }
 
 void DataParallelOptimizer::zero_grad() {
@@ -392,24 +431,44 @@ void DataParallelOptimizer::zero_grad() {
   }
   for (auto& r : reductions_) {
     for (auto& f : r->flats) f.shard.mutable_grad().reset();
+    if (r->readiness) r->readiness->reset();
   }
   instances_.clear();
+  // The previous step's updated chunks (the initial ones in step 1: the same values) travel while
+  // the forward passes run; each part waits for its own (before_forward).
+  if (overlap_param_gather_) launch_zero_gathers();
 }
 
 // ---- The step ----
 
 double DataParallelOptimizer::step() {
-  finish_gradients();
+  finish_zero_gathers("");  // every part ran forward; none should be left, but AdamW must not race one
+  if (overlap_grad_) {
+    // The buckets launched in backward are in flight; the tied embedding's sum over stages
+    // precedes the rest, the TP sums follow the DP reduction (data_parallel.hpp's order).
+    {
+      OpTrace::Scope scope(current_trace(), "opt.adamw");
+      sum_tied_embedding();
+    }
+    for (auto& r : reductions_) {
+      if (r->readiness) r->readiness->launch_rest();
+      reduce(*r);
+    }
+    OpTrace::Scope scope(current_trace(), "opt.adamw");
+    if (mode_ == Mode::kReplicated) all_reduce_sequence_parallel_gradients(params_, tp_);
+    else sum_tp_partial_chunks();
+  } else {
+    finish_gradients();
+    for (auto& r : reductions_) reduce(*r);
+  }
   double norm = 0;
   if (mode_ == Mode::kReplicated) {
-    for (auto& r : reductions_) reduce_replicated(*r);
     OpTrace::Scope scope(current_trace(), "opt.adamw");
     norm = clip_gradients(params_, tp_, pp_, opt_.clip_grad_norm, ep_);
     adamw_->step();
     return norm;
   }
   if (mode_ == Mode::kZero) {
-    for (auto& r : reductions_) reduce_scatter_zero(*r);
     if (zero2_) {  // ZeRO-2 keeps only its gradient chunks (and the unsharded tied copy's)
       for (auto& p : params_) {
         if (!p.pipeline_copy) p.tensor.mutable_grad().reset();
@@ -421,7 +480,7 @@ double DataParallelOptimizer::step() {
     norm = clip_chunks(opt_.clip_grad_norm);
     adamw_->step();
   }
-  if (mode_ == Mode::kZero) gather_zero();
+  if (mode_ == Mode::kZero && !overlap_param_gather_) gather_zero();
   return norm;
 }
 
@@ -430,26 +489,34 @@ void DataParallelOptimizer::finish_gradients() {
   // (they are small).
   OpTrace::Scope scope(current_trace(), "opt.adamw");
   if (mode_ == Mode::kFsdp) {
-    // SP norms and MoE partial sums: their chunk gradients summed over TP (the chunks line up on
-    // every TP rank: the same shapes give the same flat layout).
-    if (!tp_) return;
-    for (auto& r : reductions_) {
-      for (auto& f : r->flats) {
-        if (f.tp_summed.empty() || !f.shard.grad().defined()) continue;
-        std::vector<torch::Tensor> pieces;
-        for (const auto& s : f.tp_summed) pieces.push_back(f.shard.grad().narrow(0, s.start, s.length));
-        auto flat = torch::cat(pieces);
-        all_reduce_sum(tp_, flat);
-        int64_t at = 0;
-        for (const auto& s : f.tp_summed) {
-          f.shard.mutable_grad().narrow(0, s.start, s.length).copy_(flat.narrow(0, at, s.length));
-          at += s.length;
-        }
-      }
-    }
+    sum_tp_partial_chunks();
     return;
   }
   all_reduce_sequence_parallel_gradients(params_, tp_);
+  sum_tied_embedding();
+}
+
+void DataParallelOptimizer::sum_tp_partial_chunks() {
+  // SP norms and MoE partial sums: their chunk gradients summed over TP (the chunks line up on
+  // every TP rank: the same shapes give the same flat layout).
+  if (!tp_) return;
+  for (auto& r : reductions_) {
+    for (auto& f : r->flats) {
+      if (f.tp_summed.empty() || !f.shard.grad().defined()) continue;
+      std::vector<torch::Tensor> pieces;
+      for (const auto& s : f.tp_summed) pieces.push_back(f.shard.grad().narrow(0, s.start, s.length));
+      auto flat = torch::cat(pieces);
+      all_reduce_sum(tp_, flat);
+      int64_t at = 0;
+      for (const auto& s : f.tp_summed) {
+        f.shard.mutable_grad().narrow(0, s.start, s.length).copy_(flat.narrow(0, at, s.length));
+        at += s.length;
+      }
+    }
+  }
+}
+
+void DataParallelOptimizer::sum_tied_embedding() {
   if (embedding_) {  // tied embeddings split over the first and last stage
     const ShardedParam* tied = model_.find("embed.tokens.weight");
     auto grad = tied->tensor.grad();
@@ -463,9 +530,11 @@ void DataParallelOptimizer::finish_gradients() {
   }
 }
 
-void DataParallelOptimizer::reduce_replicated(Reduction& r) {
-  if (!r.group) {
-    if (r.divisor > 1) {
+void DataParallelOptimizer::reduce(Reduction& r) {
+  if (!r.group) {  // one member: only the averaging
+    if (mode_ == Mode::kZero) {
+      for (auto& f : r.flats) f.shard.mutable_grad() = f.padded_grad(params_).div_(r.divisor);
+    } else if (r.divisor > 1) {
       for (const auto& part : r.parts) {
         for (size_t i : part.params) {
           if (params_[i].tensor.grad().defined()) params_[i].tensor.grad().div_(r.divisor);
@@ -474,123 +543,142 @@ void DataParallelOptimizer::reduce_replicated(Reduction& r) {
     }
     return;
   }
-  struct Launched {
-    std::vector<torch::Tensor> flat;
-    c10::intrusive_ptr<c10d::Work> work;
-    Clock::time_point at;
-  };
-  std::vector<Launched> launched;
-  for (const auto& b : r.buckets) {  // all in flight before the first wait, as DDP
-    std::vector<torch::Tensor> pieces;
-    for (size_t part : b.parts) {
-      for (size_t i : r.parts[part].params) pieces.push_back(flat_grad(params_[i]));
-    }
-    Launched l;
-    l.flat = {torch::cat(pieces)};
-    l.at = Clock::now();
-    l.work = r.group->allreduce(l.flat);
-    launched.push_back(std::move(l));
-  }
+  // All in flight before the first wait, as DDP (with overlap, some already are).
   for (size_t k = 0; k < r.buckets.size(); ++k) {
-    auto& l = launched[k];
-    wait_timed(*l.work, r.buckets[k].name, l.at);
-    l.flat[0].div_(r.divisor);
-    int64_t at = 0;
-    for (size_t part : r.buckets[k].parts) {
-      for (size_t i : r.parts[part].params) {
-        auto& p = params_[i];
-        if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = torch::zeros_like(p.tensor);
-        p.tensor.mutable_grad().copy_(l.flat[0].narrow(0, at, p.tensor.numel()).view_as(p.tensor));
-        at += p.tensor.numel();
-      }
-    }
+    if (!r.inflight[k]) launch_bucket(r, k);
   }
+  for (size_t k = 0; k < r.buckets.size(); ++k) finish_bucket(r, k);
 }
 
-void DataParallelOptimizer::reduce_scatter_zero(Reduction& r) {
-  if (!r.group) {  // one member: the chunk is the whole vector
-    for (auto& f : r.flats) f.shard.mutable_grad() = f.padded_grad(params_).div_(r.divisor);
-    return;
+void DataParallelOptimizer::launch_bucket(Reduction& r, size_t k) {
+  // Buckets launched earlier that have finished meanwhile end now, not when waited for.
+  for (auto& earlier : r.inflight) {
+    if (earlier && !earlier->completed && earlier->work->isCompleted()) earlier->completed = Clock::now();
   }
-  const int64_t size = r.group->getSize();
-  struct Launched {
-    torch::Tensor input, output;
-    c10::intrusive_ptr<c10d::Work> work;
-    Clock::time_point at;
-    int64_t width = 0;
-  };
-  std::vector<Launched> launched;
-  for (const auto& b : r.buckets) {
-    // Row j of [size, width] goes to rank j: every part's chunk j, parts in the bucket's order.
-    std::vector<torch::Tensor> columns;
-    Launched l;
-    for (size_t part : b.parts) {
-      const Flat& f = r.flats[part];
-      columns.push_back(f.padded_grad(params_).view({size, f.chunk}));
-      l.width += f.chunk;
+  const GradBucket& b = r.buckets[k];
+  auto p = std::make_unique<Pending>();
+  {
+    // Copying the gradients into the bucket's buffer is part of the collective (and not of the
+    // backward op during which it may run).
+    OpTrace::Scope scope(current_trace(), b.name);
+    if (mode_ == Mode::kZero) {
+      // Row j of [size, width] goes to rank j: every part's chunk j, parts in the bucket's order.
+      const int64_t size = r.group->getSize();
+      std::vector<torch::Tensor> columns;
+      for (size_t part : b.parts) {
+        const Flat& f = r.flats[part];
+        columns.push_back(f.padded_grad(params_).view({size, f.chunk}));
+      }
+      p->inputs = {torch::cat(columns, 1).contiguous()};
+      p->outputs = {{torch::empty_like(p->inputs[0])}};
+      std::vector<int64_t> equal_splits;
+      p->work = r.group->alltoall_base(p->outputs[0][0], p->inputs[0], equal_splits, equal_splits);
+    } else {
+      std::vector<torch::Tensor> pieces;
+      for (size_t part : b.parts) {
+        for (size_t i : r.parts[part].params) pieces.push_back(flat_grad(params_[i]));
+      }
+      p->inputs = {torch::cat(pieces)};
+      p->work = r.group->allreduce(p->inputs);
     }
-    l.input = torch::cat(columns, 1).contiguous();
-    l.output = torch::empty_like(l.input);
-    std::vector<int64_t> equal_splits;
-    l.at = Clock::now();
-    l.work = r.group->alltoall_base(l.output, l.input, equal_splits, equal_splits);
-    launched.push_back(std::move(l));
   }
-  for (size_t k = 0; k < r.buckets.size(); ++k) {
-    auto& l = launched[k];
+  p->launched = Clock::now();
+  r.inflight[k] = std::move(p);
+}
+
+void DataParallelOptimizer::finish_bucket(Reduction& r, size_t k) {
+  const GradBucket& b = r.buckets[k];
+  Pending& p = *r.inflight[k];
+  if (p.completed) {  // finished during backward: timed from launch to then; the wait is instant
+    if (OpTrace* t = current_trace()) t->add(b.name, p.launched, *p.completed);
+    p.work->wait();
+    p.launched = Clock::now();  // what follows (the local sum, the copy back) is timed from here
+  }
+  if (mode_ == Mode::kZero) {
     torch::Tensor reduced;
     // The reduce-scatter's own reduction: the size rows received, summed in rank order.
-    wait_timed(*l.work, r.buckets[k].name, l.at, [&] { reduced = l.output.sum(0).div_(r.divisor); });
-    if (OpTrace* t = current_trace()) t->set_algorithm(r.buckets[k].name, kReduceScatterAlgorithm);
+    wait_timed(*p.work, b.name, p.launched, [&] { reduced = p.outputs[0][0].sum(0).div_(r.divisor); });
+    if (OpTrace* t = current_trace()) t->set_algorithm(b.name, kReduceScatterAlgorithm);
     int64_t at = 0;
-    for (size_t part : r.buckets[k].parts) {
+    for (size_t part : b.parts) {
       Flat& f = r.flats[part];
       f.shard.mutable_grad() = reduced.narrow(0, at, f.chunk).clone();
       at += f.chunk;
     }
+  } else {
+    wait_timed(*p.work, b.name, p.launched);
+    const torch::Tensor& flat = p.inputs[0];
+    flat.div_(r.divisor);
+    int64_t at = 0;
+    for (size_t part : b.parts) {
+      for (size_t i : r.parts[part].params) {
+        auto& param = params_[i];
+        if (!param.tensor.grad().defined()) param.tensor.mutable_grad() = torch::zeros_like(param.tensor);
+        param.tensor.mutable_grad().copy_(flat.narrow(0, at, param.tensor.numel()).view_as(param.tensor));
+        at += param.tensor.numel();
+      }
+    }
   }
+  r.inflight[k].reset();
 }
 
 void DataParallelOptimizer::gather_zero() {
+  launch_zero_gathers();
+  finish_zero_gathers("");
+}
+
+void DataParallelOptimizer::launch_zero_gathers() {
   // Every part's updated chunks, parts in forward order, dense before experts (the lowering's
   // gather_part), all in flight before the first wait.
-  struct Gather {
+  struct Order {
     int64_t order = 0;
     bool experts = false;
     Reduction* r = nullptr;
     size_t part = 0;
   };
-  std::vector<Gather> order;
+  std::vector<Order> order;
   for (auto& r : reductions_) {
     for (size_t i = 0; i < r->parts.size(); ++i) order.push_back({part_order(r->parts[i].name), r->experts, r.get(), i});
   }
-  std::stable_sort(order.begin(), order.end(), [](const Gather& a, const Gather& b) {
+  std::stable_sort(order.begin(), order.end(), [](const Order& a, const Order& b) {
     return a.order != b.order ? a.order < b.order : a.experts < b.experts;
   });
-  std::vector<Pending> pending(order.size());
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Reduction& r = *order[k].r;
-    if (!r.group) continue;
-    const Flat& f = r.flats[order[k].part];
-    Pending& p = pending[k];
-    p.outputs.resize(1);
-    for (int64_t i = 0; i < f.size; ++i) p.outputs[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
-    p.inputs = {f.shard.detach()};
-    p.launched = Clock::now();
-    p.work = r.group->allgather(p.outputs, p.inputs);
+  for (const Order& o : order) {
+    ZeroGather g;
+    g.part = o.r->parts[o.part].name;
+    g.name = "opt." + g.part + (o.experts ? ".expert_param_all_gather" : ".param_all_gather");
+    g.reduction = o.r;
+    g.index = o.part;
+    if (o.r->group) {
+      const Flat& f = o.r->flats[o.part];
+      g.pending = std::make_unique<Pending>();
+      Pending& p = *g.pending;
+      p.outputs.resize(1);
+      for (int64_t i = 0; i < f.size; ++i) p.outputs[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
+      p.inputs = {f.shard.detach()};
+      p.launched = Clock::now();
+      p.work = o.r->group->allgather(p.outputs, p.inputs);
+    }
+    zero_gathers_.push_back(std::move(g));
   }
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Reduction& r = *order[k].r;
-    const Flat& f = r.flats[order[k].part];
-    if (!r.group) {
+}
+
+void DataParallelOptimizer::finish_zero_gathers(const std::string& part) {
+  std::vector<ZeroGather> left;
+  for (auto& g : zero_gathers_) {
+    if (!part.empty() && g.part != part) {
+      left.push_back(std::move(g));
+      continue;
+    }
+    const Flat& f = g.reduction->flats[g.index];
+    if (!g.pending) {
       f.scatter_into(params_, f.shard.detach());
       continue;
     }
-    const std::string name = "opt." + r.parts[order[k].part].name +
-                             (r.experts ? ".expert_param_all_gather" : ".param_all_gather");
-    wait_timed(*pending[k].work, name, pending[k].launched);
-    f.scatter_into(params_, torch::cat(pending[k].outputs[0]));
+    wait_timed(*g.pending->work, g.name, g.pending->launched);
+    f.scatter_into(params_, torch::cat(g.pending->outputs[0]));
   }
+  zero_gathers_ = std::move(left);
 }
 
 double DataParallelOptimizer::clip_chunks(double max_norm) {
@@ -633,6 +721,7 @@ double DataParallelOptimizer::clip_chunks(double max_norm) {
 }
 
 void DataParallelOptimizer::gather_parameters() {
+  if (overlap_param_gather_) gather_zero();  // the last step's updates were not gathered yet
   if (mode_ != Mode::kFsdp) return;
   const Reduction& r = *reductions_.front();
   for (const Flat& f : r.flats) {
@@ -651,6 +740,10 @@ void DataParallelOptimizer::gather_parameters() {
 // ---- FSDP ----
 
 void DataParallelOptimizer::before_forward(const std::string& part) {
+  if (mode_ == Mode::kZero) {  // overlap_param_gather: this part's parameters, before its first use
+    finish_zero_gathers(part);
+    return;
+  }
   const auto it = fsdp_part_index_.find(part);
   if (it == fsdp_part_index_.end()) return;
   const size_t index = it->second;

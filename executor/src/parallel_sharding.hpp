@@ -4,13 +4,18 @@
 //
 //   sharding none:  after the last backward, an all-reduce per gradient bucket
 //                   ("opt.dp.bucket<i>.all_reduce"), all in flight before the first wait; AdamW
-//                   on the full tensors.
+//                   on the full tensors. With overlap_grad_reduce each bucket is launched during
+//                   the last micro-batch's backward as soon as its gradients are final
+//                   (grad_ready.hpp, DDP's rule), and waited before the optimizer; the same
+//                   holds for zero1/zero2's reduce-scatters.
 //   zero1 / zero2:  a reduce-scatter per gradient bucket ("opt.dp.bucket<i>.reduce_scatter"); each
 //                   part's parameters are one flat vector padded to a multiple of dp, of which
 //                   rank r owns the r-th chunk: it keeps the AdamW state of that chunk only and
 //                   updates it (elementwise, so the same numbers as AdamW on the full tensors);
 //                   then every part's updated chunks are all-gathered in forward order
-//                   ("opt.<part>.param_all_gather"). zero2 also drops the full gradients once
+//                   ("opt.<part>.param_all_gather"); with overlap_param_gather they are launched
+//                   at the start of the next step instead and each part waits for its own before
+//                   its first forward (Megatron's --overlap-param-gather, as the lowering has it). zero2 also drops the full gradients once
 //                   reduced; zero1 keeps them to the next step (the executor reduces after
 //                   backward, so the two differ in memory after backward only).
 //   zero3 / fsdp:   the parameters live only as flat chunks (one flat vector per FSDP bucket);
@@ -35,6 +40,10 @@
 // The gradient norm for clipping comes from the reduced gradients (the chunks when sharded): sums
 // of squares over the data-parallel group, TP-split tensors summed over TP, experts over EP,
 // stages over PP; clipping, the norm's all-reduces and AdamW are timed together as "opt.adamw".
+// With overlapped reduction the gradients that are partial sums over TP (SP norms, the MoE
+// router) are summed over TP after their DP reduction instead of before (sums commute), on the
+// chunks when sharded; the first stage's tied embedding (pp > 1) still needs the last stage's
+// copy added first, so its bucket is launched only after backward.
 #pragma once
 
 #include <chrono>
@@ -99,7 +108,7 @@ class DataParallelOptimizer final : public PartHooks {
   // FSDP: puts the full parameters back into the model (every DP rank must call it), for saving.
   void gather_parameters();
 
-  // PartHooks (FSDP only).
+  // PartHooks (FSDP; ZeRO with overlap_param_gather: waits for the part's parameter gather).
   void before_forward(const std::string& part) override;
   torch::Tensor after_forward(const std::string& part, const torch::Tensor& output) override;
 
@@ -119,9 +128,14 @@ class DataParallelOptimizer final : public PartHooks {
 
  private:
   void finish_gradients();                    // SP/router gradients over TP, tied embeddings over stages
-  void reduce_replicated(Reduction& r);       // all-reduce buckets
-  void reduce_scatter_zero(Reduction& r);     // reduce-scatter buckets into the chunks
+  void sum_tied_embedding();                  // tied embeddings over the first and last stage
+  void sum_tp_partial_chunks();               // SP/router gradients over TP, on the chunks
+  void launch_bucket(Reduction& r, size_t k); // all-reduce or reduce-scatter bucket k, not waited
+  void finish_bucket(Reduction& r, size_t k); // waits for bucket k and stores its result
+  void reduce(Reduction& r);                  // launches the buckets not launched yet, waits all
   void gather_zero();                         // all-gather every part's updated chunks
+  void launch_zero_gathers();                 // ... launched, parts in forward order
+  void finish_zero_gathers(const std::string& part);  // waits for `part`'s ("": all of them)
   double clip_chunks(double max_norm);        // global norm from the chunks, clipped
   void launch_fsdp_gather(Instance& inst, size_t bucket, bool backward);
   torch::Tensor finish_fsdp_gather(Instance& inst, size_t bucket, bool backward);
@@ -131,6 +145,11 @@ class DataParallelOptimizer final : public PartHooks {
   GroupPtr tp_, pp_, embedding_, ep_, dp_;
   Mode mode_ = Mode::kReplicated;
   bool zero2_ = false;
+  bool overlap_grad_ = false;    // buckets launched during the last backward (grad_ready.hpp)
+  int64_t last_micro_batch_ = 0; // that backward's micro-batch
+  bool overlap_param_gather_ = false;  // ZeRO: gathers launched at the step's start
+  struct ZeroGather;
+  std::vector<ZeroGather> zero_gathers_;  // launched, not waited for yet
   OptimizerSettings opt_;
   int64_t prefetch_ = 0;
   std::vector<std::unique_ptr<Reduction>> reductions_;  // dense first, then experts

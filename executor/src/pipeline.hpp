@@ -17,6 +17,9 @@ struct PipelineStage {
   GroupPtr pp;              // null when pp == 1
   int64_t stage = 0, stages = 1;
   std::vector<int64_t> activation_shape;  // [micro_batch, seq, hidden]
+  // What activations and their gradients travel as (bf16 under mixed precision); the stage
+  // computes on fp32 hidden states either way (mixed_precision.hpp).
+  torch::ScalarType wire_dtype = torch::kFloat32;
   bool first() const { return stage == 0; }
   bool last() const { return stage == stages - 1; }
 };

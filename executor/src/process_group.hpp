@@ -7,13 +7,25 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
 
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/rank_grid.hpp"
 
 namespace orrery::executor {
 
-using GroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
+// A group's collectives. libtorch 1.13's ProcessGroupGloo/NCCL are ProcessGroups; from 2.0 they
+// are Backends (a ProcessGroup dispatches to one per device type), with the same collective
+// methods, which is all the executor calls.
+#if TORCH_VERSION_MAJOR >= 2
+using Group = c10d::Backend;
+#else
+using Group = c10d::ProcessGroup;
+#endif
+using GroupPtr = c10::intrusive_ptr<Group>;
 
 struct RankGroups {
   c10::intrusive_ptr<c10d::Store> store;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "measured_trace.hpp"
+#include "mixed_precision.hpp"
 #include "model.hpp"
 #include "op_trace.hpp"
 #include "parallel_sharding.hpp"
@@ -88,8 +89,11 @@ struct Run {
     pipe.stages = grid.degrees().pp;
     const int64_t seq = config.plan.job().seq_len() / (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
     pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
+    pipe.wire_dtype = bf16() ? torch::kBFloat16 : torch::kFloat32;
     model.set_materialized_attention(config.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED);
   }
+
+  bool bf16() const { return c.plan.job().precision() == pb::PRECISION_BF16; }
 
   StepResult step(int64_t n) {
     if (OpTrace* t = current_trace()) t->begin_step();
@@ -100,6 +104,7 @@ struct Run {
     const auto mine = batch.narrow(0, groups.coord.dp * local, local);
     optimizer.zero_grad();
     auto forward = [&](int64_t m, const torch::Tensor& hidden) {
+      const AutocastScope autocast(bf16(), c10::DeviceType::CPU);  // mixed_precision.hpp
       auto out = model.forward(mine.narrow(0, m * mbs, mbs), hidden);
       return pipe.last() ? out / static_cast<double>(micro_batches) : out;
     };

@@ -1,6 +1,5 @@
 #include "orrery/planner/evaluator.hpp"
 
-#include <mutex>
 
 #include "orrery/sim/des_engine.hpp"
 
@@ -29,6 +28,12 @@ Evaluation check_into(const PlanSpace& space, const Knobs& knobs, sim::ResolvedP
   return e;
 }
 
+// What one layer pass of a simulated rank costs the des engine relative to a pass without
+// context parallelism: its attention runs as cp ring pieces with cp - 1 transfers each, so the
+// pass grows linearly with cp. Measured on llama3-70b at 1,024 GPUs (docs/planner.md): 1.6,
+// 2.3 and 3.7 per pass at cp 4, 8 and 16 folded, 1.5 and 2.3 at cp 4 and 8 unfolded.
+double ring_weight(int64_t cp) { return 1 + static_cast<double>(cp - 1) / 5; }
+
 }  // namespace
 
 pb::SimResult AnalyticEngine::simulate(const sim::ResolvedPlan& plan) const {
@@ -36,8 +41,6 @@ pb::SimResult AnalyticEngine::simulate(const sim::ResolvedPlan& plan) const {
 }
 
 pb::SimResult DesEngine::simulate(const sim::ResolvedPlan& plan) const {
-  static std::mutex one_fork_at_a_time;
-  const std::lock_guard<std::mutex> lock(one_fork_at_a_time);
   sim::DesOptions options;
   options.timeline = false;
   pb::SimResult r = sim::simulate_des(plan, costs_, options).result;
@@ -46,7 +49,22 @@ pb::SimResult DesEngine::simulate(const sim::ResolvedPlan& plan) const {
 }
 
 double DesEngine::work(const sim::ResolvedPlan& plan) const {
-  return static_cast<double>(plan.degrees.cp * plan.num_micro_batches * plan.model.num_layers());
+  if (!plan.uniform_stages()) {
+    // Stages with their own degrees run without symmetry: every rank through its stage's layers.
+    double passes = 0;
+    for (int64_t p = 0; p < plan.degrees.pp; ++p) {
+      const auto& d = plan.stage(p);
+      passes += static_cast<double>(d.tp * d.cp * d.dp * plan.layers_per_stage[static_cast<size_t>(p)]);
+    }
+    return passes * static_cast<double>(plan.num_micro_batches);
+  }
+  // One simulated rank per pp index, or per (cp, pp) index when the cp ring does not fold
+  // (sim::des_simulated_ranks decides as the engine does), each through every micro-batch of
+  // its stage's layers.
+  const int64_t ranks = sim::des_simulated_ranks(plan, costs_);
+  const int64_t per_stage = ranks / plan.degrees.pp;  // 1 folded (or cp = 1), cp unfolded
+  const double passes = static_cast<double>(per_stage * plan.num_micro_batches * plan.model.num_layers());
+  return passes * ring_weight(plan.degrees.cp);
 }
 
 Evaluation check(const PlanSpace& space, const Knobs& knobs) {

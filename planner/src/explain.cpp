@@ -60,7 +60,14 @@ std::string describe(const Term& t) {
 
 std::string plan_label(const RankedPlan& p) {
   const Knobs& k = p.knobs;
-  std::string s = "tp" + std::to_string(k.tp) + " pp" + std::to_string(k.pp) + " dp" + std::to_string(k.dp);
+  // Per-stage degrees read stage by stage: "tp4|8 pp2 dp2|1".
+  auto per_stage = [](const std::vector<int64_t>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "|" : "") + std::to_string(v[i]);
+    return out;
+  };
+  std::string s = k.stage_tp.empty() ? "tp" + std::to_string(k.tp) + " pp" + std::to_string(k.pp) + " dp" + std::to_string(k.dp)
+                                     : "tp" + per_stage(k.stage_tp) + " pp" + std::to_string(k.pp) + " dp" + per_stage(k.stage_dp);
   if (k.cp > 1) s += " cp" + std::to_string(k.cp);
   if (k.ep > 1) s += " ep" + std::to_string(k.ep);
   if (k.vp > 1) s += " vp" + std::to_string(k.vp);

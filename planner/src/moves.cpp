@@ -5,8 +5,6 @@
 namespace orrery::planner::detail {
 namespace {
 
-Shape shape_of(const Knobs& k) { return {k.tp, k.pp, k.dp, k.cp, k.ep, k.vp, k.stage_groups}; }
-
 void add(std::vector<Move>& out, Knobs k, std::vector<std::string> targets) {
   out.push_back({std::move(k), std::move(targets)});
 }
@@ -119,9 +117,13 @@ void MoveGenerator::shape_moves(const Knobs& from, std::vector<Move>& out) const
     if (s == here) continue;
     const int changed = (s.tp != here.tp) + (s.pp != here.pp) + (s.dp != here.dp) + (s.cp != here.cp);
     const bool degrees_alike = changed == 0 && s.ep == here.ep && s.vp == here.vp;
-    const bool neighbour = (changed == 2 && s.ep == here.ep && s.vp == here.vp) ||
-                           (changed == 0 && (s.ep != here.ep) != (s.vp != here.vp) && s.stage_groups == here.stage_groups) ||
-                           (degrees_alike && s.stage_groups != here.stage_groups);
+    const bool staged = !s.stage_tp.empty() || !here.stage_tp.empty();
+    // Per-stage degrees: any re-sharding of the same stages on the same node groups is one move
+    // (the stage groups trade tp for dp, or a stage group's dp for another's).
+    const bool neighbour = staged ? s.pp == here.pp && s.stage_groups == here.stage_groups
+                           : (changed == 2 && s.ep == here.ep && s.vp == here.vp) ||
+                             (changed == 0 && (s.ep != here.ep) != (s.vp != here.vp) && s.stage_groups == here.stage_groups) ||
+                             (degrees_alike && s.stage_groups != here.stage_groups);
     if (!neighbour) continue;
     std::vector<std::string> targets;
     if (s.pp < here.pp || s.vp > here.vp) targets.push_back("bubble");
@@ -131,7 +133,8 @@ void MoveGenerator::shape_moves(const Knobs& from, std::vector<Move>& out) const
     if (s.ep != here.ep) targets.push_back("exposed ep");
     if (s.dp < here.dp) targets.push_back("exposed dp"), targets.push_back("optimizer");
     if (s.tp > here.tp || s.pp > here.pp || s.cp > here.cp) targets.push_back("recompute");
-    if (s.stage_groups != here.stage_groups) targets.push_back("bubble");
+    if (s.stage_groups != here.stage_groups || staged) targets.push_back("bubble");
+    if (staged) targets.push_back("exposed tp"), targets.push_back("exposed dp"), targets.push_back("exposed pp");
     add(out, reshape(from, s), std::move(targets));
   }
 }

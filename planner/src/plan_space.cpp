@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
+#include <tuple>
 
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/planner/layer_partition.hpp"
@@ -57,8 +59,15 @@ bool fsdp_like(pb::Sharding s) {
 
 struct PlanSpace::Cache {
   std::mutex mutex;
-  std::map<std::pair<int64_t, std::vector<std::string>>, std::vector<int64_t>> splits;
+  // Keyed by pp, stage groups, stage tp, stage dp.
+  std::map<std::tuple<int64_t, std::vector<std::string>, std::vector<int64_t>, std::vector<int64_t>>,
+           std::vector<int64_t>>
+      splits;
 };
+
+Shape shape_of(const Knobs& k) {
+  return {k.tp, k.pp, k.dp, k.cp, k.ep, k.vp, k.stage_groups, k.stage_tp, k.stage_dp};
+}
 
 std::string precision_dtype(pb::Precision p) {
   switch (p) {
@@ -182,7 +191,76 @@ std::vector<Shape> PlanSpace::shapes() const {
       }
     }
   }
+  if (heterogeneous() && options_.stage_degrees) staged_shapes(out);
   return out;
+}
+
+void PlanSpace::staged_shapes(std::vector<Shape>& out) const {
+  const auto& m = job_.model;
+  const auto& o = options_;
+  const int64_t seq = job_.base.job().seq_len();
+  const int64_t layers = m.num_layers();
+  // Per-stage degrees need cp = ep = vp = 1 (sim::resolve_plan's stage-degrees-need-uniform).
+  if (!allowed(o.cp, 1) || !allowed(o.ep, 1) || !allowed(o.vp, 1)) return;
+  // TP degrees a stage of `devices` devices may use, and fits the model's shapes.
+  auto tps_for = [&](int64_t devices) {
+    std::vector<int64_t> tps;
+    for (int64_t tp : divisors(devices)) {
+      if (!allowed(o.tp, tp) || (!o.tp_across_nvlink && o.tp.empty() && tp > domain_)) continue;
+      models::ShardContext ctx;
+      ctx.seq_len = seq, ctx.tp = tp, ctx.sequence_parallel = tp > 1;
+      if (models::shard_problem(m, ctx).empty()) tps.push_back(tp);
+    }
+    return tps;
+  };
+  std::vector<size_t> order(groups_.size());
+  std::iota(order.begin(), order.end(), 0);
+  do {
+    // Stages per group (in pipeline order): every group hosts at least one stage and splits its
+    // devices evenly over its stages.
+    std::vector<std::vector<int64_t>> counts_per_group;
+    for (size_t i : order) counts_per_group.push_back(divisors(groups_[i].devices));
+    std::vector<size_t> pick(order.size(), 0);
+    while (true) {
+      int64_t pp = 0;
+      for (size_t g = 0; g < order.size(); ++g) pp += counts_per_group[g][pick[g]];
+      const bool bounded = o.pp.empty() ? pp <= o.max_stage_degrees_pp : allowed(o.pp, pp);
+      if (pp <= layers && bounded) {
+        // Every combination of a tp per group; the stages of one group share their degrees.
+        std::vector<std::vector<int64_t>> tps;
+        for (size_t g = 0; g < order.size(); ++g) tps.push_back(tps_for(groups_[order[g]].devices / counts_per_group[g][pick[g]]));
+        std::vector<size_t> t(order.size(), 0);
+        bool any = std::all_of(tps.begin(), tps.end(), [](const auto& v) { return !v.empty(); });
+        while (any) {
+          Shape s;
+          s.pp = pp;
+          for (size_t g = 0; g < order.size(); ++g) {
+            const int64_t n = counts_per_group[g][pick[g]];
+            const int64_t tp = tps[g][t[g]], dp = groups_[order[g]].devices / n / tp;
+            for (int64_t i = 0; i < n; ++i) {
+              s.stage_groups.push_back(groups_[order[g]].name);
+              s.stage_tp.push_back(tp);
+              s.stage_dp.push_back(dp);
+            }
+          }
+          // The pipeline micro-batch is micro_batch x dp sequences with dp the largest stage dp,
+          // which every stage's dp must divide; uniform degrees are the shapes above.
+          s.tp = s.stage_tp.front();
+          s.dp = *std::max_element(s.stage_dp.begin(), s.stage_dp.end());
+          const bool divides = std::all_of(s.stage_dp.begin(), s.stage_dp.end(), [&](int64_t d) { return s.dp % d == 0; });
+          const bool uniform = std::adjacent_find(s.stage_tp.begin(), s.stage_tp.end(), std::not_equal_to<>()) == s.stage_tp.end() &&
+                               std::adjacent_find(s.stage_dp.begin(), s.stage_dp.end(), std::not_equal_to<>()) == s.stage_dp.end();
+          if (divides && !uniform) out.push_back(std::move(s));
+          size_t g = 0;
+          while (g < t.size() && ++t[g] == tps[g].size()) t[g++] = 0;
+          if (g == t.size()) break;
+        }
+      }
+      size_t g = 0;
+      while (g < pick.size() && ++pick[g] == counts_per_group[g].size()) pick[g++] = 0;
+      if (g == pick.size()) break;
+    }
+  } while (std::next_permutation(order.begin(), order.end()));
 }
 
 std::vector<int64_t> PlanSpace::micro_batches(const Shape& s) const {
@@ -203,7 +281,8 @@ Knobs PlanSpace::seed(const Shape& s, int64_t micro_batch, pb::Sharding sharding
   Knobs k;
   k.tp = s.tp, k.pp = s.pp, k.dp = s.dp, k.cp = s.cp, k.ep = s.ep, k.vp = s.vp;
   k.stage_groups = s.stage_groups;
-  k.sp = s.tp > 1;
+  k.stage_tp = s.stage_tp, k.stage_dp = s.stage_dp;
+  k.sp = s.stage_tp.empty() ? s.tp > 1 : *std::max_element(s.stage_tp.begin(), s.stage_tp.end()) > 1;
   k.micro_batch = micro_batch;
   k.schedule = s.vp > 1 ? pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B
                         : (s.pp > 1 ? pb::PIPELINE_SCHEDULE_ONE_F_ONE_B : pb::PIPELINE_SCHEDULE_UNSPECIFIED);
@@ -233,15 +312,20 @@ std::vector<Knobs> PlanSpace::settings(const Shape& s) const {
   std::set<std::string> seen;
   const Knobs degrees = seed(s, 1, pb::SHARDING_NONE, 0, pb::RECOMPUTE_NONE);
   for (const auto& placement : o.placements) {
-    if (seen.insert(effective_placement(placement, degrees)).second) placements.push_back(placement);
+    const std::string order = effective_placement(placement, degrees);
+    // Per-stage degrees keep each stage's ranks together: pp outermost.
+    if (!s.stage_tp.empty() && order.size() >= 3 && order.substr(order.size() - 3) != "pp,") continue;
+    if (seen.insert(order).second) placements.push_back(placement);
   }
-  std::vector<bool> sps = {s.tp > 1};
-  if (s.tp > 1 && o.sp_both_ways) sps = {true, false};
+  const bool any_tp = degrees.sp;
+  std::vector<bool> sps = {any_tp};
+  if (any_tp && o.sp_both_ways) sps = {true, false};
   for (int64_t mbs : micro_batches(s)) {
     for (bool sp : sps) {
       for (auto schedule : schedules) {
         for (auto sharding : o.sharding) {
           if (sharding != pb::SHARDING_NONE && s.dp == 1) continue;
+          if (sharding == pb::SHARDING_HSDP && !s.stage_tp.empty()) continue;
           std::vector<int64_t> groups = {0};
           if (sharding == pb::SHARDING_HSDP) groups = hsdp_groups(s.dp);
           for (int64_t g : groups) {
@@ -272,7 +356,7 @@ std::vector<Knobs> PlanSpace::settings(const Shape& s) const {
 std::vector<int64_t> PlanSpace::layer_split(const Knobs& k) const {
   if (k.pp == 1 || !k.balanced_split) return {};
   ORRERY_CHECK(k.vp == 1, "balanced layer splits are made for vp = 1 only");
-  const auto key = std::make_pair(k.pp, k.stage_groups);
+  const auto key = std::make_tuple(k.pp, k.stage_groups, k.stage_tp, k.stage_dp);
   {
     std::lock_guard<std::mutex> lock(cache_->mutex);
     auto it = cache_->splits.find(key);
@@ -283,6 +367,9 @@ std::vector<int64_t> PlanSpace::layer_split(const Knobs& k) const {
     for (const auto& g : groups_) {
       if (g.name == k.stage_groups[s]) speed[s] = g.speed;
     }
+    // Stages with their own degrees differ in device count too: a stage's speed is its devices'
+    // peak times how many it has (tp x dp; every stage processes the whole pipeline micro-batch).
+    if (!k.stage_tp.empty()) speed[s] *= static_cast<double>(k.stage_tp[s] * k.stage_dp[s]);
   }
   extra.front() += embed_cost_;
   extra.back() += head_cost_;
@@ -295,7 +382,11 @@ std::vector<int64_t> PlanSpace::layer_split(const Knobs& k) const {
 pb::Plan PlanSpace::plan(const Knobs& k) const {
   pb::Plan p = job_.base;
   auto* par = p.mutable_parallel();
-  par->set_tp(k.tp);
+  if (k.stage_tp.empty()) {
+    par->set_tp(k.tp);
+  } else {
+    par->clear_tp();  // stage_tp gives every stage's (sim's stage-tp-replaces-tp)
+  }
   par->set_pp(k.pp);
   par->set_dp(k.dp);
   par->set_cp(k.cp);
@@ -314,6 +405,10 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   for (int64_t n : layer_split(k)) p.add_layers_per_stage(n);
   p.clear_stage_node_groups();
   for (const auto& g : k.stage_groups) p.add_stage_node_groups(g);
+  p.clear_stage_tp();
+  p.clear_stage_dp();
+  for (int64_t v : k.stage_tp) p.add_stage_tp(v);
+  for (int64_t v : k.stage_dp) p.add_stage_dp(v);
   const bool reduces = k.dp * k.cp > 1 && !fsdp_like(k.sharding);
   p.set_overlap_grad_reduce(k.overlap && reduces);
   p.set_overlap_param_gather(k.overlap && (k.sharding == pb::SHARDING_ZERO1 || k.sharding == pb::SHARDING_ZERO2));
@@ -328,6 +423,12 @@ std::string knob_key(const Knobs& k) {
                   "/" + std::to_string(k.shard_group) + " rc" + std::to_string(static_cast<int>(k.recompute)) +
                   " bucket" + std::to_string(static_cast<int64_t>(k.bucket_bytes)) + " place[" + k.placement + "]";
   for (const auto& g : k.stage_groups) s += " " + g;
+  if (!k.stage_tp.empty()) {
+    s += " stp";
+    for (int64_t v : k.stage_tp) s += "," + std::to_string(v);
+    s += " sdp";
+    for (int64_t v : k.stage_dp) s += "," + std::to_string(v);
+  }
   if (k.balanced_split) s += " balanced";
   if (!k.overlap) s += " no-overlap";
   return s;

@@ -109,6 +109,8 @@ std::vector<Knobs> screen(const PlanSpace& space, Memo& memo, const std::vector<
     for (int64_t mbs : space.micro_batches(s)) {
       for (auto sharding : o.sharding) {
         if (s.dp == 1 && sharding != pb::SHARDING_NONE) continue;
+        // HSDP is not searched with per-stage degrees (its group would have to divide every stage's dp).
+        if (sharding == pb::SHARDING_HSDP && !s.stage_tp.empty()) continue;
         const int64_t g = sharding == pb::SHARDING_HSDP ? screening_group(space, s) : 0;
         if (sharding == pb::SHARDING_HSDP && g == 0) continue;
         const size_t first = checks.size();
@@ -205,7 +207,7 @@ std::vector<Knobs> pick_seeds(const Memo& memo, const std::vector<Knobs>& screen
   std::set<Shape> shapes;
   for (const Knobs* k : timed) {
     if (static_cast<int64_t>(seeds.size()) >= beam) break;
-    if (shapes.insert({k->tp, k->pp, k->dp, k->cp, k->ep, k->vp, k->stage_groups}).second) seeds.push_back(*k);
+    if (shapes.insert(shape_of(*k)).second) seeds.push_back(*k);
   }
   return seeds;
 }

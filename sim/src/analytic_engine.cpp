@@ -8,12 +8,19 @@
 // its chunks (TP/EP collectives are blocking, CP ring exchanges overlap the attention pieces),
 // then adds the data-parallel tail the lowering puts after the last backward (buckets launched as
 // their gradients become final, serialized on the DP stream), the optimizer and, for ZeRO-1/2,
-// the parameter all-gather.
+// the parameter all-gather. Compute that runs beside hidden communication (CP exchanges, FSDP
+// transfers, the DP reduction under the last backward, overlapped ZeRO gathers) runs
+// overlap_slowdown (s) times slower (1 unless a calibration profile says otherwise), as in des:
+// while a transfer of T seconds is in flight the compute does only T / s of work, so the step
+// grows by T (1 - 1/s), counted with the communication that caused it.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 
 #include "layer_program.hpp"
 #include "lower_rank.hpp"
+#include "orrery/sim/stage_redistribution.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/memory_model.hpp"
@@ -67,8 +74,12 @@ class RankCoster {
 
   double op_seconds(const models::LayerOp& op, pb::Phase phase, double scale) const {
     const auto w = detail::op_work(op, phase);
+    // A scaled op (a CP ring's piece) no longer has the op's shape: no shape corrections.
     return costs_.compute().seconds(device_, op.op_class, w.flops * scale,
-                                    (w.bytes_read + w.bytes_written) * scale);
+                                    (w.bytes_read + w.bytes_written) * scale,
+                                    scale == 1.0 ? std::span<const int64_t>(op.shape)
+                                                 : std::span<const int64_t>(),
+                                    phase);
   }
 
   PassCost program(const std::vector<models::LayerOp>& ops, pb::Phase phase) const {
@@ -89,6 +100,8 @@ class RankCoster {
           const double exchange = costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
           c.compute_s += cp * piece;
           c.cp_s += (cp - 1) * std::max(0.0, exchange - piece);
+          // The pieces that ran beside an exchange run overlap_slowdown times slower (as in des).
+          c.cp_s += (1 - 1 / costs_.overlap_slowdown()) * (cp - 1) * std::min(exchange, piece);
           const double f = detail::op_work(*s.op, s.phase).flops;
           c.flops += f;
           if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += cp * piece, c.recompute_flops += f;
@@ -210,19 +223,33 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
   const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
                     sharding == pb::SHARDING_HSDP;
   const bool dist_opt = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
-  const RankLayout layout(d, plan.placement, sharding == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0);
+  const RankLayout layout = rank_layout(plan);
   const double M = static_cast<double>(plan.num_micro_batches);
   const int64_t stages = d.pp * d.vp;
-  const double bucket_params = plan.plan.bucket_bytes() > 0 ? plan.plan.bucket_bytes() / prec.grad_bytes
-                                                            : std::max(40e6, 1e6 * static_cast<double>(d.dp));
+  // Stages with their own degrees: the pipeline transfers between them (both directions), and
+  // the all-gather each receiving TP group runs on its compute stream (stage_redistribution.hpp).
+  std::vector<Redistribution> fwd_moves, bwd_moves;  // boundary p -> p + 1, p + 1 -> p
+  if (!plan.uniform_stages()) {
+    for (int64_t p = 0; p + 1 < d.pp; ++p) {
+      fwd_moves.push_back(redistribute(plan, layout, p, p + 1));
+      bwd_moves.push_back(redistribute(plan, layout, p + 1, p));
+    }
+  }
 
   std::vector<StageResult> st(static_cast<size_t>(d.pp));
   std::vector<int64_t> reps;
   double recompute_flops_rank_sum = 0;
   for (int64_t p = 0; p < d.pp; ++p) {
+    // The stage as its ranks see it (its tp, dp and per-replica micro-batch), and its ops.
+    std::optional<ResolvedPlan> view;
+    std::optional<detail::OpTables> view_ops;
+    const ResolvedPlan& sp = plan.uniform_stages() ? plan : view.emplace(plan.for_stage(p));
+    const detail::OpTables& stage_ops = plan.uniform_stages() ? t : view_ops.emplace(detail::make_op_tables(sp));
+    const double bucket_params = plan.plan.bucket_bytes() > 0 ? plan.plan.bucket_bytes() / prec.grad_bytes
+                                                              : std::max(40e6, 1e6 * static_cast<double>(sp.degrees.dp));
     const int64_t rank = layout.rank({0, 0, 0, p});
     reps.push_back(rank);
-    RankCoster rc(plan, costs, layout, rank);
+    RankCoster rc(sp, costs, layout, rank);
     StageResult& s = st[static_cast<size_t>(p)];
     // Per distinct part, costed once.
     struct Costed { PassCost fwd, bwd, rcp; double dense = 0, expert = 0; };
@@ -235,9 +262,9 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       c.expert = params_of(ops, true);
       return c;
     };
-    const Costed embed = cost(t.embedding), head = cost(t.head);
-    const Costed dense = t.dense_layer.empty() ? Costed{} : cost(t.dense_layer);
-    const Costed moe = t.moe_layer.empty() ? Costed{} : cost(t.moe_layer);
+    const Costed embed = cost(stage_ops.embedding), head = cost(stage_ops.head);
+    const Costed dense = stage_ops.dense_layer.empty() ? Costed{} : cost(stage_ops.dense_layer);
+    const Costed moe = stage_ops.moe_layer.empty() ? Costed{} : cost(stage_ops.moe_layer);
     PassCost fwd, bwd;
     double dense_params = 0, expert_params = 0;
     // Parts in forward order with their weights: FSDP units, and gradient buckets (filled in
@@ -265,11 +292,18 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       }
       if (stage == stages - 1) add(head, false);
     }
+    if (!plan.uniform_stages()) {
+      // The all-gathers after receiving activations (forward) and gradients (backward).
+      std::vector<int64_t> tp_devs;
+      for (int64_t r : layout.group(GroupKind::kTp, rank)) tp_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      if (p > 0) fwd.tp_s += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, fwd_moves[static_cast<size_t>(p - 1)].gather_bytes);
+      if (p + 1 < d.pp) bwd.tp_s += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, bwd_moves[static_cast<size_t>(p)].gather_bytes);
+    }
     s.forward_s = fwd.total();
     s.backward_s = bwd.total();
     s.per_micro_batch = fwd;
     s.per_micro_batch += bwd;
-    recompute_flops_rank_sum += s.per_micro_batch.recompute_flops * M * static_cast<double>(plan.world_size() / d.pp);
+    recompute_flops_rank_sum += s.per_micro_batch.recompute_flops * M * static_cast<double>(plan.stage(p).world_size() / d.pp);
 
     // FSDP: each layer's gather (forward and backward) and gradient reduce-scatter, overlapped
     // with neighbouring layers' compute when prefetching.
@@ -300,6 +334,10 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
         const double passes = plan.recompute() == pb::RECOMPUTE_FULL ? 1.0 : 2.0;  // gathers per micro-batch
         s.fsdp_exposed_s += prefetch ? std::max(0.0, g - fwd_window) + std::max(0.0, g + rs - bwd_window) * (passes - 1)
                                      : g * passes + std::max(0.0, rs - bwd_window);
+        // Compute beside the hidden part of the transfers runs overlap_slowdown times slower.
+        const double hidden = prefetch ? std::min(g, fwd_window) + std::min(g + rs, bwd_window) * (passes - 1)
+                                       : std::min(rs, bwd_window);
+        s.fsdp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * hidden;
       }
     }
 
@@ -328,15 +366,24 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
                                       (dense_params + expert_params) / static_cast<double>(plan.plan.shard_group_size()) * prec.grad_bytes));
     }
     s.dp_exposed_s = dp_tail(buckets, s.backward_s, overlap && !fsdp);
+    {
+      // The reduction hidden under the last backward slows that backward's compute.
+      double reduced = 0;
+      for (double b : buckets) reduced += b;
+      s.dp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * std::max(0.0, reduced - s.dp_exposed_s);
+    }
     double shard = dense_params + expert_params;
     if (sharding != pb::SHARDING_NONE) {
-      shard /= sharding == pb::SHARDING_HSDP ? static_cast<double>(plan.plan.shard_group_size()) : static_cast<double>(d.dp);
+      shard /= sharding == pb::SHARDING_HSDP ? static_cast<double>(plan.plan.shard_group_size()) : static_cast<double>(sp.degrees.dp);
     }
     const double read = prec.master_param_bytes + prec.grad_bytes + prec.optimizer_state_bytes +
                         (prec.master_param_bytes == 0 ? prec.param_bytes : 0);
     const double written = prec.master_param_bytes + prec.optimizer_state_bytes + prec.param_bytes;
+    // Shaped as the lowering's optimizer node ([parameters]), so shape corrections apply alike.
+    const int64_t optimizer_shape[] = {static_cast<int64_t>(shard)};
     s.optimizer_s = costs.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER, 12.0 * shard,
-                                            shard * (read + written));
+                                            shard * (read + written), optimizer_shape,
+                                            pb::PHASE_OPTIMIZER);
     if (dist_opt) {
       // Each part's updated weights, as the lowering gathers them (gather_part).
       std::vector<int64_t> dense_devs, expert_devs;
@@ -351,12 +398,31 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       }
       // Overlapped with the next step's first forward when asked; otherwise at the step's end.
       s.dp_exposed_s += plan.plan.overlap_param_gather() ? std::max(0.0, gather - s.forward_s) : gather;
+      if (plan.plan.overlap_param_gather()) {
+        s.dp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * std::min(gather, s.forward_s);
+      }
     }
   }
 
   // Pipeline composition.
   double p2p = 0;
-  if (d.pp > 1) {
+  if (!plan.uniform_stages()) {
+    // Each rank's sends run one after another on its send stream and its receives on its
+    // receive stream: a boundary takes as long as its busiest rank's serialized transfers.
+    auto seconds = [&](const Redistribution& move) {
+      std::map<int64_t, double> busy;
+      for (const auto& x : move.transfers) {
+        const double t = costs.collectives().p2p_seconds(plan.device_of_rank[static_cast<size_t>(x.from)],
+                                                         plan.device_of_rank[static_cast<size_t>(x.to)], x.bytes);
+        busy[2 * x.from] += t;
+        busy[2 * x.to + 1] += t;
+      }
+      double most = 0;
+      for (const auto& [key, t] : busy) most = std::max(most, t);
+      return most;
+    };
+    for (size_t b = 0; b < fwd_moves.size(); ++b) p2p += seconds(fwd_moves[b]) + seconds(bwd_moves[b]);
+  } else if (d.pp > 1) {
     double tokens = static_cast<double>(plan.micro_batch_size * plan.seq_len / d.cp);
     if (plan.sequence_parallel()) tokens /= static_cast<double>(d.tp);
     const double bytes = tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes;

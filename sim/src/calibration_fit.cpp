@@ -7,6 +7,7 @@
 
 #include "calibration_fit_curves.hpp"
 #include "compute_defaults.hpp"
+#include "orrery/sim/compute_cost.hpp"
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -32,6 +33,54 @@ bool enough(size_t samples, const FitOptions& options, CurveReport& report) {
   report.note = std::to_string(samples) + " sample(s), " + std::to_string(options.min_samples) +
                 " needed: the default stays";
   return false;
+}
+
+// The overlap slowdown (calibration_fit.hpp): the median over the overlapped ops of the
+// slowdown that explains each one's time beyond the fitted cost model's.
+void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
+                          const std::map<std::string, pb::DeviceSpec>& devices,
+                          const FitOptions& options, CalibrationFit& out) {
+  OverlapReport& r = out.overlap;
+  r.samples = static_cast<int64_t>(overlapped.size());
+  if (r.samples < std::max<int64_t>(options.min_samples, 1)) {
+    r.note = std::to_string(r.samples) + " compute op(s) ran beside communication for at least " +
+             std::to_string(static_cast<int>(kOverlapMeasured * 100)) + "% of their time, " +
+             std::to_string(options.min_samples) + " needed: the simulator's 1 (no slowdown) stays";
+    return;
+  }
+  std::vector<double> slowdowns;
+  for (const ComputeSample* s : overlapped) {
+    pb::ComputeCurve curve = detail::default_curve(devices.at(s->device), s->op_class);
+    for (const auto& c : out.profile.compute()) {
+      if (c.device() == s->device && c.op_class() == s->op_class) curve = c;
+    }
+    const double predicted = predict_compute_seconds(curve, *s) *
+                             ComputeCostModel::shape_correction(curve, s->shape, s->phase);
+    // Over the op's measured time m, a share f ran beside communication at 1/s speed: the work
+    // done, predicted p, is (1 - f) m + f m / s, so s = f / (p / m - 1 + f). An op slower than
+    // any slowdown explains (p / m <= 1 - f) is not evidence of one: it is left out.
+    const double f = s->overlap, denominator = predicted / s->seconds - 1 + f;
+    if (denominator > 0) slowdowns.push_back(f / denominator);
+  }
+  if (slowdowns.empty()) {
+    r.note = "the overlapped ops ran slower than any slowdown explains: the simulator's 1 stays";
+    return;
+  }
+  std::sort(slowdowns.begin(), slowdowns.end());
+  const auto quantile = [&](double q) {
+    const double at = q * static_cast<double>(slowdowns.size() - 1);
+    const size_t lo = static_cast<size_t>(at);
+    const size_t hi = std::min(lo + 1, slowdowns.size() - 1);
+    return slowdowns[lo] + (at - static_cast<double>(lo)) * (slowdowns[hi] - slowdowns[lo]);
+  };
+  r.slowdown = quantile(0.5), r.q1 = quantile(0.25), r.q3 = quantile(0.75);
+  if (r.slowdown < 1) {
+    r.note = "overlapped compute ran no slower than the cost model predicts (median slowdown " +
+             std::to_string(r.slowdown) + "): the simulator's 1 (no slowdown) stays";
+    return;
+  }
+  r.fitted = true;
+  out.profile.set_overlap_compute_slowdown(r.slowdown);
 }
 
 }  // namespace
@@ -61,11 +110,18 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
   std::vector<CurveReport> defaults_kept;
 
   std::map<std::pair<std::string, int>, std::vector<const ComputeSample*>> by_curve;
+  std::vector<const ComputeSample*> overlapped;
   for (const ComputeSample& s : compute) {
     check_sample(s.seconds, s.source);
     ORRERY_CHECK(devices.count(s.device),
                  "sample " + s.source + " names device " + s.device + " without its spec");
-    by_curve[{s.device, s.op_class}].push_back(&s);
+    // Ops beside in-flight communication measure the slowdown, not the curve; partly overlapped
+    // ones neither (too little of their time tells the slowdown).
+    if (s.overlap >= kOverlapMeasured) {
+      overlapped.push_back(&s);
+    } else if (s.overlap <= 0) {
+      by_curve[{s.device, s.op_class}].push_back(&s);
+    }
   }
   for (const auto& [key, samples] : by_curve) {
     CurveReport report;
@@ -110,6 +166,7 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
     }
   }
   out.curves.insert(out.curves.end(), defaults_kept.begin(), defaults_kept.end());
+  fit_overlap_slowdown(overlapped, devices, options, out);
   return out;
 }
 

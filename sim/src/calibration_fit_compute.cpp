@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "calibration_fit_curves.hpp"
 #include "calibration_solver.hpp"
@@ -29,6 +31,33 @@ T log_compute_time(const ComputeSample& s, const T* v) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double exact_median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Corrections by shape (calibration_fit.hpp): one point per shape and pass, the median ratio of
+// its samples' measured times to the fitted curve's, in (shape, pass) order.
+void add_shape_points(pb::ComputeCurve& c, const std::vector<const ComputeSample*>& samples) {
+  std::map<std::pair<std::vector<int64_t>, int>, std::vector<double>> ratios;
+  for (const ComputeSample* s : samples) {
+    if (s->shape.empty() ||
+        std::any_of(s->shape.begin(), s->shape.end(), [](int64_t d) { return d <= 0; })) {
+      continue;
+    }
+    const pb::Phase pass = s->phase == pb::PHASE_BACKWARD ? pb::PHASE_BACKWARD : pb::PHASE_FORWARD;
+    ratios[{s->shape, pass}].push_back(s->seconds / predict_compute_seconds(c, *s));
+  }
+  for (const auto& [key, r] : ratios) {
+    pb::ShapePoint* p = c.add_shape_points();
+    for (int64_t d : key.first) p->add_shape(d);
+    p->set_phase(static_cast<pb::Phase>(key.second));
+    p->set_time_ratio(exact_median(r));
+    p->set_samples(static_cast<int64_t>(r.size()));
+  }
 }
 
 }  // namespace
@@ -123,6 +152,8 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
   }
   if (!solved.covariance_ok)
     report.note = "no standard errors: the covariance could not be computed";
+  // The fit's statistics above are the curve's own; the points then absorb what it misses.
+  add_shape_points(c, samples);
   return c;
 }
 

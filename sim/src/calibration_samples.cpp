@@ -8,6 +8,7 @@
 #include <set>
 
 #include "orrery/sim/collective_cost.hpp"
+#include "orrery/sim/lower.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/discover.hpp"
@@ -41,6 +42,7 @@ class TraceReader {
     check_measured();
     for (int r = 0; r < trace_.ranks_size(); ++r) {
       const pb::RankGraph& rank = trace_.ranks(r);
+      in_flight_ = communication_in_flight(rank);
       for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
     }
     for (const auto& [key, sample] : instances_) out_.comm.push_back(sample);
@@ -63,6 +65,37 @@ class TraceReader {
   }
 
   void leave_out(const std::string& why) { ++left_out_[why]; }
+
+  // When the rank had a collective in flight on a communication stream (not the blocking TP/EP
+  // collectives on the compute stream, during which no compute runs): merged [start, end).
+  static std::vector<std::pair<double, double>> communication_in_flight(const pb::RankGraph& rank) {
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& n : rank.nodes()) {
+      if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() != kCompute && n.has_start_s() &&
+          n.has_duration_s() && n.duration_s() > 0) {
+        spans.emplace_back(n.start_s(), n.start_s() + n.duration_s());
+      }
+    }
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& s : spans) {
+      if (!merged.empty() && s.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, s.second);
+      } else {
+        merged.push_back(s);
+      }
+    }
+    return merged;
+  }
+
+  // Fraction of [start, start + duration) covered by in_flight_.
+  double overlap_fraction(const pb::ExecNode& node) const {
+    if (!node.has_start_s() || in_flight_.empty()) return 0;
+    const double a = node.start_s(), b = node.start_s() + node.duration_s();
+    double covered = 0;
+    for (const auto& [s, e] : in_flight_) covered += std::max(0.0, std::min(b, e) - std::max(a, s));
+    return std::clamp(covered / (b - a), 0.0, 1.0);
+  }
 
   // The device spec of a name: the trace's cluster, --cluster, the database, nvidia-smi names.
   const pb::DeviceSpec& device_spec(const std::string& name, const std::string& field) {
@@ -159,6 +192,9 @@ class TraceReader {
     s.memory_bytes_per_s = spec.memory_bandwidth_bytes_per_s();
     s.seconds = node.duration_s();
     s.source = file_ + ": " + node.name();
+    s.shape.assign(node.shape().begin(), node.shape().end());
+    s.phase = node.phase();
+    s.overlap = overlap_fraction(node);
     out_.compute.push_back(std::move(s));
   }
 
@@ -225,6 +261,7 @@ class TraceReader {
   TraceSamples& out_;
   std::unique_ptr<topologies::Topology> topology_;
   std::unique_ptr<CollectiveCostModel> collectives_;
+  std::vector<std::pair<double, double>> in_flight_;  // of the rank being read
   std::map<std::string, std::string>
       resolved_;  // device names as the trace gives them -> spec names
   std::map<std::string, int64_t> left_out_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "compute_defaults.hpp"
 #include "orrery/topologies/device_db.hpp"
@@ -23,7 +24,49 @@ double from_points(const pb::ComputeCurve& c, double flops) {
   return p[p.size() - 1].efficiency();
 }
 
+// Corrections by shape (docs/calibration.md): inverse-distance weighting (Shepard's method, power
+// 2) of the points' log ratios over the distance between shapes in log2 space (octaves), so a
+// measured shape is priced exactly as measured and shapes between points interpolate; then
+// faded towards 1 (the curve alone) by exp(-(d / 2)^2), d the distance to the nearest point: a
+// shape one octave from every point keeps 78% of the correction, two octaves 37%, three 11%,
+// rather than extrapolating one shape's quirk.
+constexpr double kFadeOctaves = 2.0;
+
+pb::Phase pass_of(pb::Phase phase) {
+  // Recomputation re-runs the forward; an unspecified pass (a bench GEMM) is a forward.
+  return phase == pb::PHASE_BACKWARD ? pb::PHASE_BACKWARD : pb::PHASE_FORWARD;
+}
+
 }  // namespace
+
+double ComputeCostModel::shape_correction(const pb::ComputeCurve& curve,
+                                          std::span<const int64_t> shape, pb::Phase phase) {
+  if (curve.shape_points_size() == 0 || shape.empty()) return 1.0;
+  for (int64_t d : shape) {
+    if (d <= 0) return 1.0;
+  }
+  const pb::Phase pass = pass_of(phase);
+  double weights = 0, weighted_log = 0, nearest = std::numeric_limits<double>::infinity();
+  for (const pb::ShapePoint& p : curve.shape_points()) {
+    if (pass_of(p.phase()) != pass || p.shape_size() != static_cast<int>(shape.size()) ||
+        !(p.time_ratio() > 0)) {
+      continue;
+    }
+    double d2 = 0;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const int64_t at = std::max<int64_t>(p.shape(static_cast<int>(i)), 1);
+      const double octaves = std::log2(static_cast<double>(shape[i]) / static_cast<double>(at));
+      d2 += octaves * octaves;
+    }
+    if (d2 == 0) return p.time_ratio();  // measured: calibration keeps one point per shape
+    nearest = std::min(nearest, std::sqrt(d2));
+    weights += 1 / d2;
+    weighted_log += std::log(p.time_ratio()) / d2;
+  }
+  if (weights == 0) return 1.0;
+  const double fade = std::exp(-(nearest / kFadeOctaves) * (nearest / kFadeOctaves));
+  return std::exp(fade * weighted_log / weights);
+}
 
 ComputeCostModel::ComputeCostModel(std::string dtype, const pb::CalibrationProfile* calibration)
     : dtype_(std::move(dtype)), calibration_(calibration) {}
@@ -38,7 +81,8 @@ pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpCla
 }
 
 double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops,
-                                 double bytes) const {
+                                 double bytes, std::span<const int64_t> shape,
+                                 pb::Phase phase) const {
   if (flops <= 0 && bytes <= 0) return 0;
   const pb::ComputeCurve c = curve(device, op_class);
   double peak = topologies::peak_flops(device, dtype_);
@@ -53,7 +97,7 @@ double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_cl
   const double memory_s =
       bytes > 0 ? bytes / (device.memory_bandwidth_bytes_per_s() * std::max(c.memory_efficiency(), 1e-6))
                 : 0;
-  return c.overhead_s() + std::max(compute_s, memory_s);
+  return (c.overhead_s() + std::max(compute_s, memory_s)) * shape_correction(c, shape, phase);
 }
 
 }  // namespace orrery::sim

@@ -150,10 +150,8 @@ class Runner {
     if (n.kind() == pb::NODE_KIND_COLLECTIVE) {
       key = {n.process_group(), m_.seq_of_node[rank][static_cast<size_t>(j)]};
     } else {
-      const int64_t me = m_.graph.ranks(static_cast<int>(rank)).rank();
-      const bool send = n.kind() == pb::NODE_KIND_SEND;
-      const int64_t from = send ? me : n.peer(), to = send ? n.peer() : me;
-      key = {-1 - (from * m_.world_size + to), n.tag()};
+      // The (sender, receiver) pair, as build_model keyed it.
+      key = {-1 - m_.seq_of_node[rank][static_cast<size_t>(j)], n.tag()};
     }
     Rendezvous& rv = rendezvous_[key];
     if (rv.site < 0) rv.site = site;

@@ -3,7 +3,10 @@
 //   'O' <u64 size> <SimResult> <ExecGraph timeline>      success (serialized protobufs)
 //   'I' <field> '\n' <reason>                            InputError (deadlock, bad graph)
 //   'E' <message> / 'X' <message>                        EnvironmentError / anything else
-// The parent waits for the child and rethrows its errors as the same kind.
+// The parent waits for the child and rethrows its errors as the same kind. Several threads may
+// run simulations at once (the planner's des ranking): only the fork itself and the decoding of
+// results are serialized (fork_lock), so that no thread holds a library lock (protobuf parsing,
+// stream buffers) at the instant another forks, while the children run side by side.
 #include "orrery/sim/des_engine.hpp"
 
 #include <sys/wait.h>
@@ -17,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 
 #include "des_internal.hpp"
 #include "orrery/traces/error.hpp"
@@ -24,10 +28,12 @@
 namespace orrery::sim {
 namespace {
 
+std::mutex fork_lock;
+
 std::string run_child(const ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
   try {
     des::Router router(costs.topology());
-    des::Model model = des::build_model(plan, costs, options.graph, options.all_ranks, router);
+    des::Model model = des::build_model(plan, costs, options, router);
     const des::RunStats stats = des::run_engine(model, costs, plan, router);
     const pb::SimResult result = des::make_result(plan, model, stats);
     std::string r = result.SerializeAsString();
@@ -105,9 +111,16 @@ SimOutput decode(const std::string& data, int status) {
 
 }  // namespace
 
+int64_t des_simulated_ranks(const ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
+  if (options.graph != nullptr) return options.graph->ranks_size();
+  if (options.all_ranks || !plan.uniform_stages()) return plan.world_size();  // see build_model
+  return static_cast<int64_t>(des::representatives(plan, costs, options.fold_cp).ranks.size());
+}
+
 SimOutput simulate_des(const ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   int fds[2];
+  std::unique_lock<std::mutex> forking(fork_lock);
   if (::pipe(fds) != 0) throw EnvironmentError(std::string("des: pipe: ") + std::strerror(errno));
   std::cout.flush();
   std::cerr.flush();
@@ -125,6 +138,7 @@ SimOutput simulate_des(const ResolvedPlan& plan, const CostModels& costs, const 
     ::_exit(0);
   }
   ::close(fds[1]);
+  forking.unlock();
   std::optional<std::chrono::steady_clock::time_point> deadline;
   if (options.time_limit_s > 0) {
     deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -143,6 +157,7 @@ SimOutput simulate_des(const ResolvedPlan& plan, const CostModels& costs, const 
   }
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  const std::lock_guard<std::mutex> decoding(fork_lock);
   SimOutput out = decode(data, status);
   out.result.set_wall_time_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

@@ -1,7 +1,9 @@
 // The des engine's parts (see orrery/sim/des_engine.hpp for the model):
 //   des_routes.cpp       Router: the route each flow takes, as topology edge ids
 //   des_collectives.cpp  FlowPlan: what a collective or a transfer sends (alpha, beta, flows)
-//   des_symmetry.cpp     which ranks are simulated, mirror copies, the link multiset per operation
+//   des_representatives.cpp  which ranks a symmetric run simulates (tp = dp = 0; cp = 0 too
+//                        when the cp ring is uniform)
+//   des_symmetry.cpp     sites, mirror copies, the link multiset per operation
 //   des_platform.cpp     the SimGrid platform: configuration, hosts, links, the flow zone
 //   des_actors.cpp       the actors that run the graph; completion check
 //   des_timeline.cpp     SimResult from the timeline (breakdown of the critical rank)
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "orrery/pb/exec_graph.pb.h"
+#include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/resolved_plan.hpp"
 #include "orrery/topologies/topology.hpp"
@@ -77,16 +80,28 @@ struct Model {
   pb::ExecGraph graph;               // the simulated ranks (the timeline is written into it)
   std::vector<int64_t> device;       // per simulated rank (index into graph.ranks)
   std::vector<std::vector<int32_t>> site_of_node;  // per rank, per node: site or -1
-  std::vector<std::vector<int64_t>> seq_of_node;   // collectives: occurrence on their group
+  // Per rank, per node: a collective's occurrence on its group; a transfer's rendezvous pair
+  // sender x world_size + receiver (shifted along a folded cp ring, des_symmetry.cpp).
+  std::vector<std::vector<int64_t>> seq_of_node;
   std::vector<Site> sites;
   int64_t world_size = 0;
   int64_t mirror_copies = 0;
+  bool cp_folded = false;  // cp = 0 stands for its whole ring
 };
 
-// Lowers (or takes) the graph, picks the simulated ranks, plans and routes every operation and
-// decides its mirrors. `all_ranks` disables the symmetry.
-Model build_model(const ResolvedPlan& plan, const CostModels& costs, const pb::ExecGraph* given,
-                  bool all_ranks, Router& router);
+// --- symmetry --------------------------------------------------------------------------------
+// The ranks a symmetric run simulates: tp = dp = 0, one per (cp, pp) index; with `fold_cp`
+// (DesOptions::fold_cp) and a uniform cp ring, one per pp index (cp = 0; `fold_cp` says so).
+struct Representatives {
+  std::vector<int64_t> ranks;
+  bool fold_cp = false;
+};
+Representatives representatives(const ResolvedPlan& plan, const CostModels& costs, bool fold_cp);
+
+// Lowers (or takes, options.graph) the graph, picks the simulated ranks, plans and routes every
+// operation and decides its mirrors. options.all_ranks disables the symmetry.
+Model build_model(const ResolvedPlan& plan, const CostModels& costs, const DesOptions& options,
+                  Router& router);
 
 // --- running ---------------------------------------------------------------------------------
 struct RunStats {

@@ -1,13 +1,21 @@
 // build_model (des_internal.hpp): the simulated ranks, one Site per distinct communication
 // operation, and the symmetry's mirror copies (see des_engine.hpp).
 //
-// Mirrors. The translations (tp + a, dp + k) map the program of rank (tp, dp) onto the program
-// of every other rank with the same cp and pp. A site's copy under a translation is the group
-// (same dim) holding the translated first member, or the translated sender/receiver pair;
-// copies that contain a simulated rank are simulated in their own right and skipped. A copy is
-// added to its site's action when one of its links carries simulated traffic or an added
-// mirror (iterated to a fixed point): a copy on links of its own sees, by symmetry, exactly what
-// the simulated copy sees and would change nothing.
+// Mirrors. The translations (tp + a, dp + k), and cp + c when the cp ring is folded
+// (des_representatives.cpp), map the program of a simulated rank onto the program of every
+// other rank of its pipeline stage. A site's copy under a translation is the group (same dim)
+// holding the translated first member, or the translated sender/receiver pair; copies that a
+// simulated rank runs itself (a group with a simulated member, a transfer from a simulated
+// sender) are skipped. A copy is added to its site's action when one of its links carries
+// simulated traffic: a copy on links of its own sees, by symmetry, exactly what the simulated
+// copy sees and would change nothing.
+//
+// Folded cp rings. Only cp = 0 is simulated; its ring transfers go to its real successor, whose
+// receive is, by the symmetry, the simulated rank's own receive from its predecessor at the
+// same instant. So a transfer from a rank left out is shifted along the ring until its sender
+// is simulated: the receive from the predecessor meets the simulated rank's own send of the
+// same tag, both arrivals come from the one rank, and the flow runs on the real route to the
+// successor. The predecessor's flow into the simulated rank is a mirror copy like any other.
 //
 // Private links. A link that only one group (or one sender/receiver pair) ever uses carries one
 // of its operations at a time (a group's operations share a stream), so it can only bound that
@@ -55,11 +63,10 @@ struct GroupIndex {
 // Builds sites and mirrors over one graph.
 class ModelBuilder {
  public:
-  ModelBuilder(const ResolvedPlan& plan, const CostModels& costs, bool symmetric, Router& router,
-               Model& m)
-      : plan_(plan), costs_(costs), symmetric_(symmetric), router_(router), m_(m), groups_(m.graph),
-        layout_(plan.degrees, plan.placement,
-                plan.sharding() == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0) {
+  ModelBuilder(const ResolvedPlan& plan, const CostModels& costs, bool symmetric, bool fold_cp,
+               Router& router, Model& m)
+      : plan_(plan), costs_(costs), symmetric_(symmetric), fold_cp_(fold_cp), router_(router), m_(m),
+        groups_(m.graph), layout_(rank_layout(plan)) {
     for (int64_t r = 0; r < plan.world_size(); ++r) device_[r] = plan.device_of_rank[static_cast<size_t>(r)];
     for (int i = 0; i < m.graph.ranks_size(); ++i) {
       const auto& rg = m.graph.ranks(i);
@@ -111,16 +118,24 @@ class ModelBuilder {
         sites[static_cast<size_t>(j)] = collective_site(n, where);
       } else if (n.kind() == pb::NODE_KIND_SEND || n.kind() == pb::NODE_KIND_RECV) {
         const bool send = n.kind() == pb::NODE_KIND_SEND;
-        if (!index_.contains(n.peer())) {
+        auto [from, to] = send ? std::pair(rg.rank(), n.peer()) : std::pair(n.peer(), rg.rank());
+        if (fold_cp_ && !index_.contains(from)) std::tie(from, to) = along_ring(from, to);
+        if (!index_.contains(fold_cp_ ? from : n.peer())) {
           throw InputError("", 0, where + ".peer",
                            "peer rank " + std::to_string(n.peer()) + " of '" + n.name() +
                                "' is not simulated (not in the graph)");
         }
-        const int64_t from = send ? rg.rank() : n.peer(), to = send ? n.peer() : rg.rank();
         const bool cp = n.stream() == kCommCpSend || n.stream() == kCommCpRecv;
+        seqs[static_cast<size_t>(j)] = from * plan_.world_size() + to;
         sites[static_cast<size_t>(j)] = transfer_site(from, to, n.comm_bytes(), cp, where);
       }
     }
+  }
+
+  // The pair shifted along the cp ring until the sender has cp index 0 (see the top).
+  std::pair<int64_t, int64_t> along_ring(int64_t from, int64_t to) const {
+    const int64_t shift = (plan_.degrees.cp - layout_.coord(from).cp) % plan_.degrees.cp;
+    return {translate(from, 0, 0, shift), translate(to, 0, 0, shift)};
   }
 
   int32_t collective_site(const pb::ExecNode& n, const std::string& where) {
@@ -168,33 +183,56 @@ class ModelBuilder {
     return out;
   }
 
-  int64_t translate(int64_t rank, int64_t a, int64_t k) const {
+  int64_t translate(int64_t rank, int64_t a, int64_t k, int64_t shift) const {
     RankCoord c = layout_.coord(rank);
     c.tp = (c.tp + a) % plan_.degrees.tp;
     c.dp = (c.dp + k) % plan_.degrees.dp;
+    c.cp = (c.cp + shift) % plan_.degrees.cp;
     return layout_.rank(c);
   }
 
-  // Ranks of each copy of site `s` that no simulated rank covers.
-  std::vector<std::vector<int64_t>> copies(size_t s) const {
+  struct Copy {
+    std::vector<int64_t> ranks;
+    bool shifted = false;  // along the cp ring
+  };
+
+  // Whether a cp shift maps site `s`'s group onto itself (gradient groups over dp x cp).
+  bool cp_invariant(size_t s) const {
     const Pending& p = pending_[s];
-    std::vector<std::vector<int64_t>> out;
+    if (p.group < 0) return false;
+    const auto& of_rank = groups_.of_rank.at(p.dim);
+    for (int64_t c = 1; c < plan_.degrees.cp; ++c) {
+      auto it = of_rank.find(translate(p.members.front(), 0, 0, c));
+      if (it == of_rank.end() || it->second != p.group) return false;
+    }
+    return true;
+  }
+
+  // Ranks of each copy of site `s` that no simulated rank runs itself.
+  std::vector<Copy> copies(size_t s) const {
+    const Pending& p = pending_[s];
+    std::vector<Copy> out;
     std::set<std::vector<int64_t>> seen;
+    const int64_t shifts = fold_cp_ ? plan_.degrees.cp : 1;
     for (int64_t a = 0; a < plan_.degrees.tp; ++a) {
       for (int64_t k = 0; k < plan_.degrees.dp; ++k) {
-        if (a == 0 && k == 0) continue;
-        std::vector<int64_t> ranks;
-        if (p.group >= 0) {
-          const auto& of_rank = groups_.of_rank.at(p.dim);
-          auto it = of_rank.find(translate(p.members.front(), a, k));
-          if (it == of_rank.end()) continue;
-          const auto& pg = *groups_.by_id.at(it->second);
-          ranks.assign(pg.ranks().begin(), pg.ranks().end());
-        } else {
-          ranks = {translate(p.members[0], a, k), translate(p.members[1], a, k)};
+        for (int64_t c = 0; c < shifts; ++c) {
+          if (a == 0 && k == 0 && c == 0) continue;
+          std::vector<int64_t> ranks;
+          if (p.group >= 0) {
+            const auto& of_rank = groups_.of_rank.at(p.dim);
+            auto it = of_rank.find(translate(p.members.front(), a, k, c));
+            if (it == of_rank.end()) continue;
+            const auto& pg = *groups_.by_id.at(it->second);
+            ranks.assign(pg.ranks().begin(), pg.ranks().end());
+            const auto simulated = [&](int64_t r) { return index_.contains(r); };
+            if (std::any_of(ranks.begin(), ranks.end(), simulated)) continue;
+          } else {
+            ranks = {translate(p.members[0], a, k, c), translate(p.members[1], a, k, c)};
+            if (index_.contains(ranks[0])) continue;
+          }
+          if (seen.insert(ranks).second) out.push_back({std::move(ranks), c != 0});
         }
-        if (std::any_of(ranks.begin(), ranks.end(), [&](int64_t r) { return index_.contains(r); })) continue;
-        if (seen.insert(ranks).second) out.push_back(std::move(ranks));
       }
     }
     return out;
@@ -248,14 +286,15 @@ class ModelBuilder {
       size_t site;
       std::vector<int64_t> ranks;
       std::vector<int32_t> edges;
+      bool shifted;
       bool added = false;
     };
     std::vector<Candidate> candidates;
     for (size_t s = 0; s < m_.sites.size(); ++s) {
       if (m_.sites[s].plan.pairs.empty()) continue;
-      for (auto& ranks : copies(s)) {
-        std::vector<int32_t> edges = edges_of(m_.sites[s].plan, ranks);
-        candidates.push_back({s, std::move(ranks), std::move(edges)});
+      for (auto& copy : copies(s)) {
+        std::vector<int32_t> edges = edges_of(m_.sites[s].plan, copy.ranks);
+        candidates.push_back({s, std::move(copy.ranks), std::move(edges), copy.shifted});
       }
     }
     // One pass: a copy adds its load only on the links it shares with simulated traffic. Its
@@ -264,10 +303,24 @@ class ModelBuilder {
     // simulated ranks already see); leaving them out keeps each transfer's link list short,
     // which is what the max-min solver's cost grows with.
     const std::vector<char> simulated = busy;
+    // A copy shifted along a folded cp ring meets, on the links of a group that the shift maps
+    // onto itself (the gradient group over dp x cp), the image of what the simulated operation
+    // meets on its own links: the same constraint twice, which changes no max-min rate. Such a
+    // copy is added only where traffic that is not shift-invariant runs (pipeline transfers, the
+    // simulated rank's own ring and TP traffic), which keeps ring actions as short as they were
+    // with every cp rank simulated.
+    std::vector<char> variant(simulated.size(), 0);
+    if (fold_cp_) {
+      for (size_t s = 0; s < m_.sites.size(); ++s) {
+        if (cp_invariant(s)) continue;
+        for (int32_t e : m_.sites[s].links) variant[static_cast<size_t>(e)] = 1;
+      }
+    }
     for (auto& c : candidates) {
+      const std::vector<char>& meets = c.shifted ? variant : simulated;
       std::vector<int32_t> shared;
       for (int32_t e : c.edges) {
-        if (simulated[static_cast<size_t>(e)] != 0) shared.push_back(e);
+        if (meets[static_cast<size_t>(e)] != 0) shared.push_back(e);
       }
       if (shared.empty()) continue;
       c.added = true;
@@ -281,7 +334,7 @@ class ModelBuilder {
 
   const ResolvedPlan& plan_;
   const CostModels& costs_;
-  bool symmetric_;
+  bool symmetric_, fold_cp_;
   Router& router_;
   Model& m_;
   GroupIndex groups_;
@@ -297,26 +350,26 @@ class ModelBuilder {
 
 }  // namespace
 
-Model build_model(const ResolvedPlan& plan, const CostModels& costs, const pb::ExecGraph* given,
-                  bool all_ranks, Router& router) {
+Model build_model(const ResolvedPlan& plan, const CostModels& costs, const DesOptions& options,
+                  Router& router) {
   Model m;
   m.world_size = plan.world_size();
-  const bool symmetric = given == nullptr && !all_ranks;
+  const pb::ExecGraph* given = options.graph;
+  // Symmetry translates (tp, dp) inside a grid all stages share; stages with their own degrees
+  // have no such grid, so every rank is simulated.
+  const bool symmetric = given == nullptr && !options.all_ranks && plan.uniform_stages();
   if (given != nullptr) {
     m.graph = *given;
   } else {
     LowerOptions lo;
     if (symmetric) {
-      const RankLayout layout(plan.degrees, plan.placement,
-                              plan.sharding() == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0);
-      for (int64_t r = 0; r < plan.world_size(); ++r) {
-        const RankCoord c = layout.coord(r);
-        if (c.tp == 0 && c.dp == 0) lo.ranks.push_back(r);
-      }
+      Representatives r = representatives(plan, costs, options.fold_cp);
+      lo.ranks = std::move(r.ranks);
+      m.cp_folded = r.fold_cp;
     }
     m.graph = lower(plan, lo);
   }
-  ModelBuilder(plan, costs, symmetric, router, m).build();
+  ModelBuilder(plan, costs, symmetric, m.cp_folded, router, m).build();
   return m;
 }
 

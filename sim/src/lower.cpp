@@ -68,6 +68,36 @@ RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, c
     fsdp_group_ = layout.group_id(hsdp ? GroupKind::kDpShard : GroupKind::kDp, rank);
     if (hsdp) replica_group_ = layout.group_id(GroupKind::kDpReplica, rank);
   }
+  if (!plan.uniform_stages()) {
+    const int64_t p = coord_.pp;
+    if (p > 0) act_in_ = redistribute(plan, layout, p - 1, p), grad_out_ = redistribute(plan, layout, p, p - 1);
+    if (p + 1 < d.pp) act_out_ = redistribute(plan, layout, p, p + 1), grad_in_ = redistribute(plan, layout, p + 1, p);
+  }
+}
+
+int64_t RankLowering::receive_moved(const Site& site, bool forward) {
+  const Redistribution& move = forward ? act_in_ : grad_in_;
+  const std::string what = forward ? "recv.act" : "recv.grad";
+  int64_t last = -1;
+  for (const auto& t : move.receives_of(rank_)) {
+    last = b_.recv(site, forward ? kRecvPrev : kRecvNext, what + ".from" + std::to_string(t.from), t.from,
+                   tag(site.micro_batch, site.stage, forward), t.bytes, {});
+  }
+  // Same-stream receives finish in order, so the all-gather waits for the last one.
+  if (move.gather_bytes > 0 && tp_group_ >= 0) {
+    last = b_.collective(site, kCompute, what + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, tp_group_,
+                         move.gather_bytes, {last});
+  }
+  return last;
+}
+
+void RankLowering::send_moved(const Site& site, bool forward, int64_t input) {
+  const Redistribution& move = forward ? act_out_ : grad_out_;
+  const int64_t to_stage = site.stage + (forward ? 1 : -1);
+  for (const auto& t : move.sends_of(rank_)) {
+    b_.send(site, forward ? kSendNext : kSendPrev, std::string(forward ? "send.act" : "send.grad") + ".to" +
+            std::to_string(t.to), t.to, tag(site.micro_batch, to_stage, forward), t.bytes, {input});
+  }
 }
 
 bool RankLowering::fsdp() const {
@@ -100,6 +130,8 @@ void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
   int64_t last;
   if (s == 0) {
     last = run_program(ops_.embedding, {pb::PHASE_FORWARD, -1, mb, s}, -1);
+  } else if (!plan_.uniform_stages()) {
+    last = receive_moved(site, true);
   } else {
     last = b_.recv(site, kRecvPrev, "recv.act", pipeline_peer(coord_.pp - 1), tag(mb, s, true),
                    activation_bytes_per_mb(), {});
@@ -112,6 +144,8 @@ void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
   site.layer = -1;
   if (s == stages_ - 1) {
     run_program(ops_.head, site, last);
+  } else if (!plan_.uniform_stages()) {
+    send_moved(site, true, last);
   } else {
     b_.send(site, kSendNext, "send.act", pipeline_peer(coord_.pp + 1), tag(mb, s + 1, true),
             activation_bytes_per_mb(), {last});
@@ -126,6 +160,8 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
   if (s == stages_ - 1) {
     last = run_program(ops_.head, site, b_.last_on(kCompute));
     if (last_mb) record_grads("head", ops_.head, last);
+  } else if (!plan_.uniform_stages()) {
+    last = receive_moved(site, false);
   } else {
     last = b_.recv(site, kRecvNext, "recv.grad", pipeline_peer(coord_.pp + 1), tag(mb, s, false),
                    activation_bytes_per_mb(), {});
@@ -145,6 +181,8 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
   if (s == 0) {
     last = run_program(ops_.embedding, site, last);
     if (last_mb) record_grads("embed", ops_.embedding, last);
+  } else if (!plan_.uniform_stages()) {
+    send_moved(site, false, last);
   } else {
     b_.send(site, kSendPrev, "send.grad", pipeline_peer(coord_.pp - 1), tag(mb, s - 1, false),
             activation_bytes_per_mb(), {last});
@@ -169,16 +207,24 @@ void RankLowering::run() {
 }  // namespace detail
 
 std::vector<int64_t> representative_ranks(const ResolvedPlan& plan) {
-  RankLayout layout(plan.degrees, plan.placement, plan.plan.shard_group_size());
+  const RankLayout layout = rank_layout(plan);
   std::vector<int64_t> out;
   for (int64_t p = 0; p < plan.degrees.pp; ++p) out.push_back(layout.rank({0, 0, 0, p}));
   return out;
 }
 
 pb::ExecGraph lower(const ResolvedPlan& plan, const LowerOptions& options) {
-  const RankLayout layout(plan.degrees, plan.placement,
-                          plan.sharding() == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0);
+  const RankLayout layout = rank_layout(plan);
   const detail::OpTables ops = detail::make_op_tables(plan);
+  // Stages with their own degrees: each stage's view of the plan and its ops, made once.
+  std::vector<ResolvedPlan> views;
+  std::vector<detail::OpTables> view_ops;
+  if (!plan.uniform_stages()) {
+    for (int64_t p = 0; p < plan.degrees.pp; ++p) {
+      views.push_back(plan.for_stage(p));
+      view_ops.push_back(detail::make_op_tables(views.back()));
+    }
+  }
   pb::ExecGraph g;
   g.set_model(plan.model.name());
   g.set_cluster(plan.cluster.name());
@@ -192,7 +238,12 @@ pb::ExecGraph lower(const ResolvedPlan& plan, const LowerOptions& options) {
   }
   for (int64_t r : ranks) {
     ORRERY_CHECK(r >= 0 && r < plan.world_size(), "rank to lower out of range");
-    detail::RankLowering(plan, layout, ops, r, g.add_ranks()).run();
+    if (plan.uniform_stages()) {
+      detail::RankLowering(plan, layout, ops, r, g.add_ranks()).run();
+    } else {
+      const auto p = static_cast<size_t>(layout.coord(r).pp);
+      detail::RankLowering(views[p], layout, view_ops[p], r, g.add_ranks()).run();
+    }
   }
   return g;
 }

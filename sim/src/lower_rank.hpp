@@ -11,6 +11,7 @@
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/sim/rank_layout.hpp"
 #include "orrery/sim/resolved_plan.hpp"
+#include "orrery/sim/stage_redistribution.hpp"
 
 namespace orrery::sim::detail {
 
@@ -33,6 +34,8 @@ struct GradReady {
 
 class RankLowering {
  public:
+  // `plan`: the plan as this rank's stage sees it (ResolvedPlan::for_stage when the stages
+  // differ), `ops` that stage's op tables; `layout` the whole plan's.
   RankLowering(const ResolvedPlan& plan, const RankLayout& layout, const OpTables& ops,
                int64_t rank, pb::RankGraph* out);
   void run();
@@ -65,6 +68,10 @@ class RankLowering {
   int64_t stage_of(int64_t chunk) const;
   int64_t pipeline_peer(int64_t pp) const;
   int64_t tag(int64_t mb, int64_t stage, bool forward) const;
+  // Stages with their own degrees: this rank's receives of a redistribution (then the
+  // all-gather in its TP group when there is one), returning the last node; and its sends.
+  int64_t receive_moved(const Site& site, bool forward);
+  void send_moved(const Site& site, bool forward, int64_t input);
 
   const ResolvedPlan& plan_;
   const RankLayout& layout_;
@@ -77,6 +84,9 @@ class RankLowering {
   int64_t tp_group_, cp_group_, ep_group_, grad_group_, expert_grad_group_, fsdp_group_;
   int64_t replica_group_ = -1;  // HSDP: across shard groups
   std::vector<GradReady> grads_;  // in the order they become final
+  // Stages with their own degrees (stage_redistribution.hpp): activations from the previous
+  // stage and to the next, gradients from the next and to the previous.
+  Redistribution act_in_, act_out_, grad_in_, grad_out_;
   int64_t last_backward_ = -1;
   // ZeRO-1/2 with overlap_param_gather: parameter all-gathers of the previous step, which the
   // forward passes wait for, per layer (-1: embedding/head).

@@ -62,72 +62,83 @@ Stage stage_figures(const ResolvedPlan& plan, const detail::OpTables& t, int64_t
   return st;
 }
 
-}  // namespace
-
-std::vector<pb::RankMemory> memory_per_stage(const ResolvedPlan& plan) {
-  const auto t = detail::make_op_tables(plan);
+// Pipeline rank p's memory. `plan` is the plan as that stage sees it (ResolvedPlan::for_stage:
+// its tp, its dp for ZeRO sharding, its replicas' micro-batch for activations), `t` its ops.
+pb::RankMemory stage_memory(const ResolvedPlan& plan, const detail::OpTables& t, const RankLayout& layout,
+                            int64_t p) {
   const auto& d = plan.degrees;
   const auto& prec = plan.precision;
   const auto sharding = plan.sharding();
-  const RankLayout layout(d, plan.placement,
-                          sharding == pb::SHARDING_HSDP ? plan.plan.shard_group_size() : 0);
   const double shard_degree = sharding == pb::SHARDING_HSDP ? static_cast<double>(plan.plan.shard_group_size())
                                                            : static_cast<double>(d.dp);
   const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
                     sharding == pb::SHARDING_HSDP;
+  std::vector<Stage> chunks;
+  Stage total;
+  for (int64_t c = 0; c < d.vp; ++c) {
+    chunks.push_back(stage_figures(plan, t, c * d.pp + p));
+    total.params += chunks.back().params;
+    total.largest_layer_bytes = std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
+    total.largest_layer_params = std::max(total.largest_layer_params, chunks.back().largest_layer_params);
+  }
+  // Activations alive at the schedule's worst moment: forwards done, backwards not yet.
+  double live = 0, peak_live = 0;
+  for (const auto& step : pipeline_order(plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches)) {
+    const double a = chunks[static_cast<size_t>(step.chunk)].activation_bytes;
+    live += step.forward ? a : -a;
+    peak_live = std::max(peak_live, live);
+  }
+  pb::RankMemory m;
+  const int64_t rank = layout.rank({0, 0, 0, p});
+  m.set_rank(rank);
+  const double params = total.params;
+  double param_bytes = params * prec.param_bytes;
+  double grad_bytes = params * prec.grad_bytes;
+  double optimizer_bytes = params * (prec.master_param_bytes + prec.optimizer_state_bytes);
+  if (sharding != pb::SHARDING_NONE) optimizer_bytes /= shard_degree;
+  if (sharding == pb::SHARDING_ZERO2 || fsdp) grad_bytes /= shard_degree;
+  if (fsdp) {
+    // Sharded weights, plus the gathered layers in flight (current + prefetched) and one
+    // layer's full gradients before its reduce-scatter.
+    const double in_flight = static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets()));
+    param_bytes = param_bytes / shard_degree + in_flight * total.largest_layer_params * prec.param_bytes;
+    grad_bytes += total.largest_layer_params * prec.grad_bytes;
+  }
+  const double activations = peak_live + total.largest_layer_bytes;
+  // Pipeline send/receive buffers (two per direction) and, for DDP, the gradient buckets are
+  // the gradients themselves; the rest is the runtime's fixed share.
+  double tokens = static_cast<double>(plan.micro_batch_size * plan.seq_len / d.cp);
+  if (plan.sequence_parallel()) tokens /= static_cast<double>(d.tp);
+  const double p2p = d.pp > 1 ? 4 * tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes : 0;
+  const pb::DeviceSpec& device = device_of(plan, rank);
+  const double runtime = device.kind() == pb::DEVICE_KIND_GPU ? kGpuRuntimeBytes : 0;
+  m.set_parameters_bytes(param_bytes);
+  m.set_gradients_bytes(grad_bytes);
+  m.set_optimizer_bytes(optimizer_bytes);
+  m.set_activations_bytes(activations);
+  m.set_comm_buffers_bytes(p2p);
+  m.set_allocator_overhead_bytes(runtime + kAllocatorFragmentation * activations);
+  const double peak = param_bytes + grad_bytes + optimizer_bytes + activations + p2p +
+                      m.allocator_overhead_bytes();
+  m.set_peak_bytes(peak);
+  m.set_capacity_bytes(device.memory_bytes());
+  m.set_oom(peak > device.memory_bytes());
+  return m;
+}
+
+}  // namespace
+
+std::vector<pb::RankMemory> memory_per_stage(const ResolvedPlan& plan) {
+  const RankLayout layout = rank_layout(plan);
   std::vector<pb::RankMemory> out;
-  for (int64_t p = 0; p < d.pp; ++p) {
-    std::vector<Stage> chunks;
-    Stage total;
-    for (int64_t c = 0; c < d.vp; ++c) {
-      chunks.push_back(stage_figures(plan, t, c * d.pp + p));
-      total.params += chunks.back().params;
-      total.largest_layer_bytes = std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
-      total.largest_layer_params = std::max(total.largest_layer_params, chunks.back().largest_layer_params);
-    }
-    // Activations alive at the schedule's worst moment: forwards done, backwards not yet.
-    double live = 0, peak_live = 0;
-    for (const auto& step : pipeline_order(plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches)) {
-      const double a = chunks[static_cast<size_t>(step.chunk)].activation_bytes;
-      live += step.forward ? a : -a;
-      peak_live = std::max(peak_live, live);
-    }
-    pb::RankMemory m;
-    const int64_t rank = layout.rank({0, 0, 0, p});
-    m.set_rank(rank);
-    const double params = total.params;
-    double param_bytes = params * prec.param_bytes;
-    double grad_bytes = params * prec.grad_bytes;
-    double optimizer_bytes = params * (prec.master_param_bytes + prec.optimizer_state_bytes);
-    if (sharding != pb::SHARDING_NONE) optimizer_bytes /= shard_degree;
-    if (sharding == pb::SHARDING_ZERO2 || fsdp) grad_bytes /= shard_degree;
-    if (fsdp) {
-      // Sharded weights, plus the gathered layers in flight (current + prefetched) and one
-      // layer's full gradients before its reduce-scatter.
-      const double in_flight = static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets()));
-      param_bytes = param_bytes / shard_degree + in_flight * total.largest_layer_params * prec.param_bytes;
-      grad_bytes += total.largest_layer_params * prec.grad_bytes;
-    }
-    const double activations = peak_live + total.largest_layer_bytes;
-    // Pipeline send/receive buffers (two per direction) and, for DDP, the gradient buckets are
-    // the gradients themselves; the rest is the runtime's fixed share.
-    double tokens = static_cast<double>(plan.micro_batch_size * plan.seq_len / d.cp);
-    if (plan.sequence_parallel()) tokens /= static_cast<double>(d.tp);
-    const double p2p = d.pp > 1 ? 4 * tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes : 0;
-    const pb::DeviceSpec& device = device_of(plan, rank);
-    const double runtime = device.kind() == pb::DEVICE_KIND_GPU ? kGpuRuntimeBytes : 0;
-    m.set_parameters_bytes(param_bytes);
-    m.set_gradients_bytes(grad_bytes);
-    m.set_optimizer_bytes(optimizer_bytes);
-    m.set_activations_bytes(activations);
-    m.set_comm_buffers_bytes(p2p);
-    m.set_allocator_overhead_bytes(runtime + kAllocatorFragmentation * activations);
-    const double peak = param_bytes + grad_bytes + optimizer_bytes + activations + p2p +
-                        m.allocator_overhead_bytes();
-    m.set_peak_bytes(peak);
-    m.set_capacity_bytes(device.memory_bytes());
-    m.set_oom(peak > device.memory_bytes());
-    out.push_back(m);
+  if (plan.uniform_stages()) {
+    const auto t = detail::make_op_tables(plan);
+    for (int64_t p = 0; p < plan.degrees.pp; ++p) out.push_back(stage_memory(plan, t, layout, p));
+    return out;
+  }
+  for (int64_t p = 0; p < plan.degrees.pp; ++p) {
+    const ResolvedPlan stage = plan.for_stage(p);
+    out.push_back(stage_memory(stage, detail::make_op_tables(stage), layout, p));
   }
   return out;
 }

@@ -77,21 +77,24 @@ std::vector<Dim> parse_placement(const std::string& text, const SourceMap& where
   return dims;
 }
 
-void check_model_split(const ResolvedPlan& r, const SourceMap& where) {
+// `tp_field`: where the TP degree being checked came from (parallel.tp, or stage_tp[s] for a
+// stage of a plan whose stages differ, checked on that stage's view).
+void check_model_split(const ResolvedPlan& r, const SourceMap& where,
+                       const std::string& tp_field = "parallel.tp") {
   const auto& m = r.model;
   const auto& d = r.degrees;
   if (m.num_attention_heads() % d.tp != 0) {
-    broken(where, "parallel.tp", "tp-divides-heads",
+    broken(where, tp_field, "tp-divides-heads",
            "tp " + str(d.tp) + " must divide num_attention_heads " + str(m.num_attention_heads()));
   }
   if (!m.has_mla() && m.num_kv_heads() % d.tp != 0) {
-    broken(where, "parallel.tp", "tp-divides-kv-heads",
+    broken(where, tp_field, "tp-divides-kv-heads",
            "tp " + str(d.tp) + " must divide num_kv_heads " + str(m.num_kv_heads()));
   }
   const int64_t ffn = m.has_moe() && m.moe().first_dense_layers() == 0 ? m.moe().expert_ffn_hidden_size()
                                                                         : m.ffn_hidden_size();
   if (ffn % d.tp != 0) {
-    broken(where, "parallel.tp", "tp-divides-ffn",
+    broken(where, tp_field, "tp-divides-ffn",
            "tp " + str(d.tp) + " must divide the FFN hidden size " + str(ffn));
   }
   if (d.cp > 1 && r.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED) {
@@ -104,7 +107,7 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where) {
            "2 x cp (" + str(2 * d.cp) + ") must divide seq_len " + str(r.seq_len));
   }
   if (r.sequence_parallel() && r.seq_len / d.cp % d.tp != 0) {
-    broken(where, "parallel.sequence_parallel", "sp-divides-seq",
+    broken(where, tp_field == "parallel.tp" ? "parallel.sequence_parallel" : tp_field, "sp-divides-seq",
            "tp " + str(d.tp) + " must divide the tokens per CP rank " + str(r.seq_len / d.cp));
   }
   if (d.ep > 1) {
@@ -187,10 +190,142 @@ void check_sharding(const ResolvedPlan& r, const SourceMap& where) {
       broken(where, "shard_group_size", "hsdp-group",
              "hsdp needs shard_group_size dividing dp " + str(r.degrees.dp) + ", got " + str(g));
     }
+    for (size_t s = 0; s < r.stage_degrees.size(); ++s) {
+      if (r.stage_degrees[s].dp % g != 0) {
+        broken(where, "shard_group_size", "hsdp-group",
+               "hsdp needs shard_group_size dividing every stage's dp; stage_dp[" + str(static_cast<int64_t>(s)) +
+                   "] is " + str(r.stage_degrees[s].dp) + ", got " + str(g));
+      }
+    }
   }
   if (r.plan.moe_imbalance() != 0 && r.plan.moe_imbalance() < 1) {
     broken(where, "moe_imbalance", "imbalance-at-least-one",
            "got " + std::to_string(r.plan.moe_imbalance()) + ", the busiest expert has at least the mean");
+  }
+}
+
+// Devices of each node group, in global order, with the groups' names.
+struct NodeGroupDevices {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> devices;
+};
+
+NodeGroupDevices node_group_devices(const pb::ClusterSpec& cluster) {
+  NodeGroupDevices out;
+  int64_t next = 0;
+  for (const auto& g : cluster.node_groups()) {
+    int64_t per_node = 0;
+    for (const auto& t : cluster.node_types()) if (t.name() == g.node_type()) per_node = t.devices_per_node();
+    out.names.push_back(g.name());
+    out.devices.emplace_back();
+    for (int64_t i = 0; i < g.count() * per_node; ++i) out.devices.back().push_back(next++);
+  }
+  return out;
+}
+
+// Stages with their own tp and dp (plan.stage_tp / stage_dp). Fills r.stage_degrees when the
+// stages differ; lists that repeat the plan's degrees resolve to the uniform plan.
+void resolve_stages(ResolvedPlan& r, const SourceMap& where) {
+  const auto& tps = r.plan.stage_tp();
+  const auto& dps = r.plan.stage_dp();
+  if (tps.empty() && dps.empty()) return;
+  const int64_t pp = r.degrees.pp;
+  auto check_list = [&](const google::protobuf::RepeatedField<int64_t>& list, const std::string& field) {
+    if (list.empty()) return;
+    if (list.size() != pp) {
+      broken(where, field, "stage-degrees-per-stage",
+             "has " + str(list.size()) + " entries, expected pp = " + str(pp));
+    }
+    for (int i = 0; i < list.size(); ++i) {
+      if (list[i] < 1) {
+        broken(where, field + "[" + str(i) + "]", "stage-degrees-per-stage",
+               "got " + str(list[i]) + ", a degree is at least 1");
+      }
+    }
+  };
+  check_list(tps, "stage_tp");
+  check_list(dps, "stage_dp");
+  // One source for a stage's tp: parallel.tp would otherwise be a second, conflicting answer.
+  if (!tps.empty() && r.plan.parallel().has_tp()) {
+    broken(where, "parallel.tp", "stage-tp-replaces-tp",
+           "stage_tp gives every stage's tp; leave parallel.tp out");
+  }
+  std::vector<Degrees> stages(static_cast<size_t>(pp), r.degrees);
+  for (int64_t s = 0; s < pp; ++s) {
+    if (!tps.empty()) stages[static_cast<size_t>(s)].tp = tps[static_cast<int>(s)];
+    if (!dps.empty()) stages[static_cast<size_t>(s)].dp = dps[static_cast<int>(s)];
+  }
+  r.degrees.tp = stages[0].tp;
+  if (std::all_of(stages.begin(), stages.end(), [&](const Degrees& d) { return d == r.degrees; })) {
+    // The uniform plan, said the usual way (parallel.tp), so that resolving it again agrees.
+    r.plan.clear_stage_tp();
+    r.plan.clear_stage_dp();
+    return;
+  }
+  // The lowering's rank grid and p2p redistribution are written for stages of tp x dp ranks.
+  const auto& d = r.degrees;
+  if (d.cp > 1) broken(where, "parallel.cp", "stage-degrees-need-uniform", "stages with their own tp/dp need cp 1, got " + str(d.cp));
+  if (d.ep > 1) broken(where, "parallel.ep", "stage-degrees-need-uniform", "stages with their own tp/dp need ep 1, got " + str(d.ep));
+  if (d.vp > 1) broken(where, "parallel.vp", "stage-degrees-need-uniform", "stages with their own tp/dp need vp 1, got " + str(d.vp));
+  if (r.placement.back() != Dim::kPp) {
+    broken(where, "placement_order", "stage-degrees-placement",
+           "stages with their own tp/dp hold consecutive ranks: pp must be the outermost dimension");
+  }
+  const int64_t pipeline_mb = r.micro_batch_size * d.dp;
+  for (int64_t s = 0; s < pp; ++s) {
+    const int64_t sdp = stages[static_cast<size_t>(s)].dp;
+    if (pipeline_mb % sdp != 0) {
+      broken(where, "stage_dp[" + str(s) + "]", "stage-dp-divides-micro-batch",
+             "stage dp " + str(sdp) + " must divide the pipeline micro-batch micro_batch_size x dp = " +
+                 str(pipeline_mb) + " sequences");
+    }
+  }
+  r.stage_degrees = std::move(stages);
+}
+
+// Stages with their own degrees: stage s's ranks are consecutive (pp is outermost) and sit on
+// one node group, the one stage_node_groups names or, without it, the next devices in order.
+void place_stages(ResolvedPlan& r, const SourceMap& where) {
+  const auto& groups = r.plan.stage_node_groups();
+  const int64_t pp = r.degrees.pp;
+  if (!groups.empty() && groups.size() != pp) {
+    broken(where, "stage_node_groups", "stage-groups-per-stage",
+           "has " + str(groups.size()) + " entries, expected pp = " + str(pp));
+  }
+  const NodeGroupDevices ng = node_group_devices(r.cluster);
+  std::vector<size_t> used(ng.names.size(), 0);
+  int64_t rank = 0;
+  for (int64_t s = 0; s < pp; ++s) {
+    const int64_t n = r.stage(s).world_size() / pp;
+    if (groups.empty()) {
+      // Consecutive devices: the stage must not straddle two node groups (it would be costed on
+      // one representative device, missing the slower ones).
+      int64_t first = rank, g = 0;
+      while (first >= static_cast<int64_t>(ng.devices[static_cast<size_t>(g)].size())) {
+        first -= static_cast<int64_t>(ng.devices[static_cast<size_t>(g)].size());
+        ++g;
+      }
+      if (first + n > static_cast<int64_t>(ng.devices[static_cast<size_t>(g)].size())) {
+        broken(where, "stage_tp", "stage-degrees-one-group",
+               "stage " + str(s) + "'s " + str(n) + " devices would span node groups '" +
+                   ng.names[static_cast<size_t>(g)] + "' and the next; give stage_node_groups or change the degrees");
+      }
+      rank += n;
+      continue;
+    }
+    const std::string& want = groups[static_cast<int>(s)];
+    auto it = std::find(ng.names.begin(), ng.names.end(), want);
+    if (it == ng.names.end()) {
+      broken(where, "stage_node_groups[" + str(s) + "]", "stage-groups-exist",
+             "unknown node group '" + want + "'" + suggest(want, ng.names));
+    }
+    const size_t g = static_cast<size_t>(it - ng.names.begin());
+    if (used[g] + static_cast<size_t>(n) > ng.devices[g].size()) {
+      broken(where, "stage_node_groups[" + str(s) + "]", "stage-groups-fit",
+             "node group '" + want + "' has " + str(ng.devices[g].size()) +
+                 " devices, too few for the stages placed on it (stage " + str(s) + " needs " + str(n) + ")");
+    }
+    for (int64_t i = 0; i < n; ++i) r.device_of_rank[static_cast<size_t>(rank++)] = ng.devices[g][used[g]++];
   }
 }
 
@@ -199,28 +334,25 @@ void place_ranks(ResolvedPlan& r, const SourceMap& where) {
   const int64_t world = r.world_size();
   if (world != devices) {
     broken(where, "parallel", "world-size-matches-cluster",
-           "tp x cp x dp x pp = " + str(world) + " ranks, but the cluster has " + str(devices) +
+           (r.uniform_stages() ? "tp x cp x dp x pp = " : "the stages' stage_tp x stage_dp add up to ") +
+               str(world) + " ranks, but the cluster has " + str(devices) +
                " devices (size it with --nodes or change the degrees)");
   }
   r.device_of_rank.resize(static_cast<size_t>(world));
   std::iota(r.device_of_rank.begin(), r.device_of_rank.end(), 0);
   const auto& groups = r.plan.stage_node_groups();
+  if (!r.uniform_stages()) {
+    place_stages(r, where);
+    return;
+  }
   if (groups.empty()) return;
   if (groups.size() != r.degrees.pp) {
     broken(where, "stage_node_groups", "stage-groups-per-stage",
            "has " + str(groups.size()) + " entries, expected pp = " + str(r.degrees.pp));
   }
-  // Devices of each node group, in global order.
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> group_devices;
-  int64_t next = 0;
-  for (const auto& g : r.cluster.node_groups()) {
-    int64_t per_node = 0;
-    for (const auto& t : r.cluster.node_types()) if (t.name() == g.node_type()) per_node = t.devices_per_node();
-    names.push_back(g.name());
-    group_devices.emplace_back();
-    for (int64_t i = 0; i < g.count() * per_node; ++i) group_devices.back().push_back(next++);
-  }
+  const NodeGroupDevices ng = node_group_devices(r.cluster);
+  const std::vector<std::string>& names = ng.names;
+  const std::vector<std::vector<int64_t>>& group_devices = ng.devices;
   const int64_t per_stage = world / r.degrees.pp;
   std::vector<size_t> used(names.size(), 0);
   std::vector<std::vector<int64_t>> stage_devices(static_cast<size_t>(r.degrees.pp));
@@ -267,6 +399,26 @@ const char* to_string(Dim dim) {
   return "?";
 }
 
+int64_t ResolvedPlan::world_size() const {
+  if (stage_degrees.empty()) return degrees.world_size();
+  int64_t n = 0;
+  for (const auto& d : stage_degrees) n += d.tp * d.cp * d.dp;
+  return n;
+}
+
+const Degrees& ResolvedPlan::stage(int64_t p) const {
+  return stage_degrees.empty() ? degrees : stage_degrees.at(static_cast<size_t>(p));
+}
+
+ResolvedPlan ResolvedPlan::for_stage(int64_t p) const {
+  ResolvedPlan view = *this;
+  const Degrees& d = stage(p);
+  view.micro_batch_size = micro_batch_size * degrees.dp / d.dp;
+  view.degrees.tp = d.tp;
+  view.degrees.dp = d.dp;
+  return view;
+}
+
 const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank) {
   int64_t index = plan.device_of_rank.at(static_cast<size_t>(rank));
   for (const auto& g : plan.cluster.node_groups()) {
@@ -298,8 +450,9 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
   r.micro_batch_size = plan.micro_batch_size();
   r.placement = parse_placement(plan.placement_order(), where);
 
+  resolve_stages(r, where);
   auto* par = r.plan.mutable_parallel();
-  par->set_tp(r.degrees.tp);
+  if (r.uniform_stages()) par->set_tp(r.degrees.tp);
   par->set_pp(r.degrees.pp);
   par->set_dp(r.degrees.dp);
   par->set_cp(r.degrees.cp);
@@ -319,7 +472,11 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
                str(per_step));
   }
   r.num_micro_batches = plan.job().global_batch_size() / per_step;
-  check_model_split(r, where);
+  if (r.uniform_stages()) {
+    check_model_split(r, where);
+  } else {
+    for (int64_t s = 0; s < r.degrees.pp; ++s) check_model_split(r.for_stage(s), where, "stage_tp[" + str(s) + "]");
+  }
   check_pipeline(r, where);
   check_sharding(r, where);
   place_ranks(r, where);

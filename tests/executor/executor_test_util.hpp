@@ -46,17 +46,29 @@ struct Ran {
   std::string out;
 };
 
-// Runs `binary run args` under a 180 s `timeout`.
-inline Ran run_cli(const std::string& binary, const std::string& args) {
-  const std::string command = "timeout 180 " + binary + " run " + args + " 2>&1";
+// Runs a shell command line, stdout and stderr together; status -1 unless it exited.
+inline Ran run_shell(const std::string& command) {
   Ran r;
-  FILE* pipe = ::popen(command.c_str(), "r");
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
   const int status = ::pclose(pipe);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs `binary run args` under a 180 s `timeout`.
+inline Ran run_cli(const std::string& binary, const std::string& args) {
+  return run_shell("timeout 180 " + binary + " run " + args);
+}
+
+// `mpirun -np 2` on loopback as root (CI containers), under a `timeout` of `seconds`; the
+// command to run and its arguments follow.
+inline std::string mpirun_two_ranks(const std::string& mpirun, int seconds) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout " + std::to_string(seconds) + " " +
+         mpirun + " --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo" +
+         " --mca oob_tcp_if_include lo ";
 }
 
 // What a training run left under its directory: every step's results and the saved parameters.

@@ -4,9 +4,11 @@
 // model and cluster stored in the trace are lowered again and compared node by node.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -26,8 +28,9 @@ using test::Ran;
 
 Ran run_cli(const std::string& args) { return test::run_cli(ORRERY_RUN_CLI_BIN, args); }
 
-// Runs `args` for two steps and checks the trace against a fresh lowering of its own plan.
-void expect_trace_matches_lowering(const std::string& name, const std::string& args) {
+// Runs `args` for two steps and checks the trace against a fresh lowering of its own plan; the
+// measured graph goes to `out` when given.
+void expect_trace_matches_lowering(const std::string& name, const std::string& args, pb::ExecGraph* out = nullptr) {
   const std::string dir = test::fresh_dir("trace-" + name);
   std::filesystem::remove_all(dir);  // `orrery run` creates it
   const Ran r = run_cli(args + " --cluster local --steps 2 --seed 5 --out " + dir);
@@ -76,10 +79,69 @@ void expect_trace_matches_lowering(const std::string& name, const std::string& a
   EXPECT_GT(events.size(), static_cast<size_t>(predicted.ranks(0).nodes_size()));
   EXPECT_FALSE(std::filesystem::exists(dir + "/trace.rank0.json"));
   std::filesystem::remove_all(dir);
+  if (out != nullptr) *out = measured;
 }
 
 TEST(MeasuredTrace, DataParallel) {
   expect_trace_matches_lowering("dp2", "--model tiny --dp 2 --global-batch 4 --seq 32");
+}
+
+TEST(MeasuredTrace, DataParallelOverlappedWithBackward) {
+  // overlap_grad_reduce: the same nodes (the lowering changes only their dependencies), and the
+  // first buckets (the head's and the last layers' gradients) are launched while the rest of
+  // backward still runs: they start before the last backward op ends.
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("dp2overlap",
+                                "--model tiny --dp 2 --global-batch 4 --seq 32 --bucket '64 KiB' --overlap-grad-reduce",
+                                &measured);
+  ASSERT_EQ(measured.ranks_size(), 2);
+  for (const auto& rank : measured.ranks()) {
+    double backward_end = 0, bucket0_start = -1, last_bucket_start = -1;
+    int buckets = 0;
+    for (const auto& n : rank.nodes()) {
+      if (n.kind() == pb::NODE_KIND_COMPUTE && n.phase() == pb::PHASE_BACKWARD) {
+        backward_end = std::max(backward_end, n.start_s() + n.duration_s());
+      }
+      if (n.name() == "opt.dp.bucket0.all_reduce") bucket0_start = n.start_s();
+      if (n.name().rfind("opt.dp.bucket", 0) == 0) ++buckets, last_bucket_start = std::max(last_bucket_start, n.start_s());
+    }
+    EXPECT_GE(buckets, 3) << "rank " << rank.rank();
+    ASSERT_GE(bucket0_start, 0) << "rank " << rank.rank();
+    EXPECT_LT(bucket0_start, backward_end) << "rank " << rank.rank();
+    EXPECT_LE(bucket0_start, last_bucket_start) << "rank " << rank.rank();
+  }
+}
+
+TEST(MeasuredTrace, Zero1WithBothOverlaps) {
+  // ZeRO-1 with overlap_grad_reduce and overlap_param_gather: the lowering's nodes; the parameter
+  // gathers are launched at the step's start (the head's before layer 0 computes) and the
+  // reduce-scatters are timed with the algorithm that ran.
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("zero1overlap",
+                                "--model tiny --dp 2 --global-batch 4 --seq 32 --sharding zero1 --bucket '64 KiB' "
+                                "--overlap-grad-reduce --overlap-param-gather",
+                                &measured);
+  ASSERT_EQ(measured.ranks_size(), 2);
+  std::map<std::string, pb::ExecNode> nodes;
+  for (const auto& n : measured.ranks(0).nodes()) nodes[n.name()] = n;
+  ASSERT_TRUE(nodes.count("opt.head.param_all_gather") && nodes.count("L0.mb0.fwd.attn.qkv"));
+  EXPECT_LT(nodes.at("opt.head.param_all_gather").start_s(), nodes.at("L0.mb0.fwd.attn.qkv").start_s());
+  EXPECT_EQ(nodes.at("opt.dp.bucket0.reduce_scatter").algorithm(), "alltoall+sum");
+}
+
+TEST(MeasuredTrace, Bf16RecordsTheTypeEachOpRanIn) {
+  // Under bf16 autocast the GEMMs run in bf16 and the norms in fp32 (the residual stream is
+  // fp32); calibration divides each by the matching peak. Collectives carry no dtype.
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("bf16", "--model tiny --dp 2 --global-batch 4 --seq 32 --precision bf16", &measured);
+  ASSERT_EQ(measured.ranks_size(), 2);
+  std::map<std::string, std::string> dtype;
+  for (const auto& n : measured.ranks(1).nodes()) dtype[n.name()] = n.dtype();
+  EXPECT_EQ(dtype.at("L0.mb0.fwd.mlp.up"), "bf16");
+  EXPECT_EQ(dtype.at("L1.mb1.bwd.attn.qkv"), "bf16");
+  EXPECT_EQ(dtype.at("L0.mb0.fwd.mlp.norm"), "fp32");
+  EXPECT_EQ(dtype.at("mb0.fwd.head.loss"), "fp32");
+  EXPECT_EQ(dtype.at("opt.dp.bucket0.all_reduce"), "");
 }
 
 TEST(MeasuredTrace, TensorParallel) {

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   int64_t prefetch = 0;
   int64_t tp = 1, dp = 1, pp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
   double bucket = 0;
-  bool sp = false;
+  bool sp = false, overlap_grad = false, overlap_gather = false;
+  std::string precision = "fp32";
   executor::TrainConfig c;
   CLI::App app{"orrery executor test rank"};
   app.add_option("--model", model);
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--sharding", sharding, "none | zero1 | zero2 | zero3 | fsdp");
   app.add_option("--prefetch", prefetch, "FSDP buckets gathered ahead");
   app.add_option("--placement", placement);
+  app.add_flag("--overlap-grad-reduce", overlap_grad, "DP buckets reduced during backward");
+  app.add_flag("--overlap-param-gather", overlap_gather, "ZeRO-1/2 parameter gathers during the next forward");
+  app.add_option("--precision", precision, "fp32 | bf16");
   app.add_option("--steps", c.steps);
   app.add_option("--seed", c.seed);
   app.add_option("--timeout", c.timeout_s);
@@ -43,7 +47,10 @@ int main(int argc, char** argv) {
     c.plan.set_model(model);
     c.plan.mutable_job()->set_global_batch_size(gbs);
     c.plan.mutable_job()->set_seq_len(seq);
-    c.plan.mutable_job()->set_precision(pb::PRECISION_FP32);
+    if (precision != "fp32" && precision != "bf16") throw std::runtime_error("--precision " + precision + ": fp32 or bf16");
+    c.plan.mutable_job()->set_precision(precision == "bf16" ? pb::PRECISION_BF16 : pb::PRECISION_FP32);
+    c.plan.set_overlap_grad_reduce(overlap_grad);
+    c.plan.set_overlap_param_gather(overlap_gather);
     c.plan.mutable_parallel()->set_tp(tp);
     c.plan.mutable_parallel()->set_dp(dp);
     c.plan.mutable_parallel()->set_pp(pp);

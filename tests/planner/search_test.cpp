@@ -4,6 +4,7 @@
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
+#include "orrery/sim/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -257,6 +258,64 @@ TEST(Rerank, AnExhaustedBudgetKeepsTheAnalyticRanking) {
   EXPECT_EQ(r.rerank_skipped.rfind("the best 3 plans need ", 0), 0u) << r.rerank_skipped;
   EXPECT_NE(r.rerank_skipped.find("units of des work, over the budget of 100"), std::string::npos);
   EXPECT_EQ(ranking_bytes(r), ranking_bytes(analytic));
+}
+
+// des work as it was counted before cp rings were folded: one rank per (cp, pp) index through
+// every micro-batch of its layers.
+double unfolded_work(const sim::ResolvedPlan& plan) {
+  return static_cast<double>(plan.degrees.cp * plan.num_micro_batches * plan.model.num_layers());
+}
+
+// A cp-heavy job (tp8 cp4 on 4 nodes: each ring hop crosses the fabric, so the ring is uniform
+// and des folds it onto cp = 0) whose best plans' des work, counted unfolded, exceeds the
+// budget: counted as the engine now runs them they fit, and the plans are ranked with des.
+TEST(Rerank, FoldedCpRingsFitABudgetTheUnfoldedCountExceeded) {
+  SpaceOptions so = small_space();
+  so.tp = {8};
+  so.cp = {4};
+  so.pp = {1};
+  Fixture f("llama3-8b", "dgx-h100", 4, 16, 8192, so);
+  const DesEngine des(f.costs);
+  SearchOptions o;
+  o.threads = 1;
+  o.top_k = 3;
+  const SearchResult analytic = search(f.space, f.engine, o);
+  ASSERT_FALSE(analytic.ranked.empty());
+  double unfolded = 0, folded = 0;
+  for (const auto& p : analytic.ranked) {
+    const sim::ResolvedPlan plan = sim::resolve_plan(p.plan, f.job.model, f.job.cluster);
+    ASSERT_EQ(plan.degrees.cp, 4);
+    unfolded += unfolded_work(plan);
+    folded += des.work(plan);
+  }
+  // Folded: micro-batches x 32 layers x ring weight 1 + (4 - 1) / 5 = 1.6, against 4 x
+  // micro-batches x 32 layers unfolded.
+  EXPECT_NEAR(folded, unfolded * 1.6 / 4, 1e-9 * unfolded);
+  o.rerank = &des;
+  o.rerank_k = 3;
+  o.rerank_budget = (folded + unfolded) / 2;
+  const SearchResult r = search(f.space, f.engine, o);
+  EXPECT_TRUE(r.rerank_skipped.empty()) << r.rerank_skipped;
+  for (const auto& p : r.ranked) EXPECT_EQ(p.eval.result.engine(), "des");
+}
+
+// At scale: llama3-405b at seq 32k on 128 DGX H100 nodes, tp8 cp4 pp16 dp2 (1,024 GPUs), 32
+// micro-batches. Unfolded, five such plans needed 5 x 4 x 32 x 126 = 80,640 units, over the
+// default budget of 60,000 (cmd_plan.cpp), so `orrery plan` skipped the des ranking; folded
+// they need 5 x 32 x 126 x 1.6 = 32,256.
+TEST(Rerank, FiveCpHeavyPlansAt1024GpusFitTheDefaultBudget) {
+  Fixture f("llama3-405b", "dgx-h100", 128, 64, 32768);
+  pb::Plan p = f.job.base;
+  auto* q = p.mutable_parallel();
+  q->set_tp(8), q->set_cp(4), q->set_pp(16), q->set_dp(2), q->set_sequence_parallel(true);
+  p.set_micro_batch_size(1);
+  for (int s = 0; s < 16; ++s) p.add_layers_per_stage(s == 0 || s == 15 ? 7 : 8);
+  const sim::ResolvedPlan plan = sim::resolve_plan(p, f.job.model, f.job.cluster);
+  const DesEngine des(f.costs);
+  constexpr double kDefaultBudget = 60000;
+  EXPECT_GT(5 * unfolded_work(plan), kDefaultBudget);
+  EXPECT_DOUBLE_EQ(des.work(plan), 32 * 126 * 1.6);
+  EXPECT_LT(5 * des.work(plan), kDefaultBudget);
 }
 
 }  // namespace

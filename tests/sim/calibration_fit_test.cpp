@@ -207,6 +207,115 @@ TEST(CalibrationFit, TooFewSamplesKeepTheDefault) {
   EXPECT_EQ(fit.curves[1].what, "all_reduce");
 }
 
+// GEMM samples with shapes: squares n x n x n, and a family of "skinny" [128, n, 256] forward
+// GEMMs and their backward passes that run `skinny_factor` slower than the curve says.
+std::vector<ComputeSample> shaped_samples(const pb::ComputeCurve& truth, double skinny_factor) {
+  std::vector<ComputeSample> out;
+  for (int64_t n : {64, 128, 256, 512, 1024, 2048}) {
+    ComputeSample s = sample(2.0 * n * n * n, 12.0 * n * n);
+    s.shape = {n, n, n};
+    s.seconds = predict_compute_seconds(truth, s);
+    out.push_back(s);
+  }
+  for (int64_t n : {256, 512, 1024}) {
+    for (pb::Phase phase : {pb::PHASE_FORWARD, pb::PHASE_BACKWARD}) {
+      const double pass = phase == pb::PHASE_BACKWARD ? 2.0 : 1.0;
+      ComputeSample s = sample(pass * 2.0 * 128 * n * 256, pass * 4.0 * (128 * 256 + 256 * n + 128 * n));
+      s.shape = {128, n, 256};
+      s.phase = phase;
+      s.seconds = predict_compute_seconds(truth, s) * skinny_factor;
+      out.push_back(s);
+    }
+  }
+  for (auto& s : out) s.source = "test";
+  return out;
+}
+
+TEST(CalibrationFit, ShapePointsCarryWhatTheCurveMisses) {
+  const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
+  const CalibrationFit fit = fit_calibration(shaped_samples(truth, 1.5), {}, devices());
+  ASSERT_EQ(fit.profile.compute_size(), 1);
+  const pb::ComputeCurve& c = fit.profile.compute(0);
+  // One point per (shape, pass): 6 squares, 3 skinny shapes x 2 passes.
+  ASSERT_EQ(c.shape_points_size(), 12);
+  const ComputeCostModel model("fp32", &fit.profile);
+  // Every measured sample is priced exactly as measured (one sample per point: its own ratio),
+  // though the curve alone cannot fit both families.
+  for (const ComputeSample& s : shaped_samples(truth, 1.5)) {
+    const double predicted = model.seconds(test_device(), s.op_class, s.flops, s.bytes, s.shape, s.phase);
+    EXPECT_NEAR(predicted / s.seconds, 1.0, 1e-9) << s.shape[0] << "x" << s.shape[1] << "x" << s.shape[2];
+  }
+  // A skinny shape between two measured ones takes most of their ratio; a shape far from every
+  // point takes none; a pass with no points takes none.
+  const std::vector<int64_t> between = {128, 724, 256}, far = {65536, 65536, 65536};
+  const double mid = ComputeCostModel::shape_correction(c, between, pb::PHASE_FORWARD);
+  const double skinny = ComputeCostModel::shape_correction(c, std::vector<int64_t>{128, 512, 256}, pb::PHASE_FORWARD);
+  const double square = ComputeCostModel::shape_correction(c, std::vector<int64_t>{256, 256, 256}, pb::PHASE_FORWARD);
+  // The curve splits the difference between the families: it under-prices the skinny ones and
+  // over-prices the squares, which the points correct.
+  EXPECT_GT(skinny, 1.05);
+  EXPECT_LT(square, 1.0);
+  EXPECT_GT(mid, 1.0 + 0.8 * (skinny - 1.0));
+  EXPECT_NEAR(ComputeCostModel::shape_correction(c, far, pb::PHASE_FORWARD), 1.0, 1e-3);
+  pb::ComputeCurve forward_only = c;
+  forward_only.clear_shape_points();
+  *forward_only.add_shape_points() = c.shape_points(0);
+  forward_only.mutable_shape_points(0)->set_time_ratio(2.0);
+  forward_only.mutable_shape_points(0)->set_phase(pb::PHASE_FORWARD);
+  const std::vector<int64_t> at(c.shape_points(0).shape().begin(), c.shape_points(0).shape().end());
+  EXPECT_DOUBLE_EQ(ComputeCostModel::shape_correction(forward_only, at, pb::PHASE_BACKWARD), 1.0);
+  EXPECT_DOUBLE_EQ(ComputeCostModel::shape_correction(forward_only, at, pb::PHASE_FORWARD), 2.0);
+  // One octave away in one dimension: exp(-1/4) of the correction.
+  std::vector<int64_t> twice = at;
+  twice[0] *= 2;
+  EXPECT_NEAR(ComputeCostModel::shape_correction(forward_only, twice, pb::PHASE_FORWARD),
+              std::exp(std::exp(-0.25) * std::log(2.0)), 1e-9);
+  // Without shapes (the analytic engine's split ops) nothing changes.
+  EXPECT_DOUBLE_EQ(ComputeCostModel::shape_correction(c, {}, pb::PHASE_FORWARD), 1.0);
+}
+
+TEST(CalibrationFit, OverlapSlowdownFromOpsBesideCommunication) {
+  const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
+  std::vector<ComputeSample> samples = gemm_samples(truth, 0);
+  // Copies of the same ops that ran beside communication at 1/1.3 speed: fully overlapped ones
+  // 1.3x slower; half-overlapped ones m = p / (0.5 + 0.5 / 1.3) (half their time at full speed,
+  // half at 1/1.3); a barely overlapped one, much slower, that must not count anywhere.
+  const std::vector<ComputeSample> plain = samples;
+  for (const ComputeSample& p : plain) {
+    ComputeSample full = p, half = p;
+    full.overlap = 1.0, full.seconds = p.seconds * 1.3;
+    half.overlap = 0.5, half.seconds = p.seconds / (0.5 + 0.5 / 1.3);
+    samples.push_back(full);
+    samples.push_back(half);
+  }
+  ComputeSample barely = plain[0];
+  barely.overlap = 0.1, barely.seconds = plain[0].seconds * 5;
+  samples.push_back(barely);
+  const CalibrationFit fit = fit_calibration(samples, {}, devices());
+  ASSERT_TRUE(fit.overlap.fitted) << fit.overlap.note;
+  EXPECT_EQ(fit.overlap.samples, 2 * static_cast<int64_t>(plain.size()));
+  EXPECT_NEAR(fit.profile.overlap_compute_slowdown(), 1.3, 1e-6);
+  // The curve saw only the plain ops: it recovers the truth as if the others were absent.
+  ASSERT_EQ(fit.profile.compute_size(), 1);
+  EXPECT_EQ(fit.profile.compute(0).fit().samples(), static_cast<int64_t>(plain.size()));
+
+  // Overlapped ops no slower than predicted: no slowdown is written.
+  std::vector<ComputeSample> same = plain;
+  for (const ComputeSample& p : plain) {
+    ComputeSample o = p;
+    o.overlap = 1.0, o.seconds = p.seconds * 0.9;
+    same.push_back(o);
+  }
+  const CalibrationFit none = fit_calibration(same, {}, devices());
+  EXPECT_FALSE(none.overlap.fitted);
+  EXPECT_EQ(none.profile.overlap_compute_slowdown(), 0);
+  EXPECT_NE(none.overlap.note.find("no slower"), std::string::npos) << none.overlap.note;
+  // No overlapped ops at all: said so.
+  const CalibrationFit absent = fit_calibration(plain, {}, devices());
+  EXPECT_FALSE(absent.overlap.fitted);
+  EXPECT_NE(absent.overlap.note.find("0 compute op(s)"), std::string::npos) << absent.overlap.note;
+}
+
 TEST(CalibrationFit, SameSamplesSameBytes) {
   const auto samples = gemm_samples(curve(0.6, 2e6, 0.7, 15e-6), 0.02);
   std::vector<CommSample> c;

@@ -66,6 +66,24 @@ pb::ExecGraph measured_trace() {
   return g;
 }
 
+TEST(CalibrationSamples, OverlapIsTheShareOfTimeBesideAsyncCommunication) {
+  pb::ExecGraph g = measured_trace();
+  // Rank 0: the GEMM runs 0-2 ms; the TP all-reduce (compute stream, blocking) at 1-1.4 ms does
+  // not count; the gradient all-reduce on the comm.dp stream at 1.5-31.5 ms covers a quarter.
+  pb::RankGraph& rank = *g.mutable_ranks(0);
+  rank.mutable_nodes(0)->set_start_s(0);
+  rank.mutable_nodes(1)->set_start_s(1e-3);
+  rank.mutable_nodes(2)->set_start_s(1.5e-3);
+  rank.mutable_nodes(2)->set_stream(1);
+  TraceSamples out;
+  add_trace_samples(g, "t.json", {}, out);
+  ASSERT_FALSE(out.compute.empty());
+  EXPECT_EQ(out.compute[0].source, "t.json: L0.mb0.fwd.attn.qkv");
+  EXPECT_NEAR(out.compute[0].overlap, 0.25, 1e-12);
+  // Rank 1 has no comm-stream collective: nothing overlapped.
+  EXPECT_EQ(out.compute[1].overlap, 0);
+}
+
 TEST(CalibrationSamples, DevicesPeaksInstancesAndScopes) {
   TraceSamples out;
   add_trace_samples(measured_trace(), "run/trace.json", {}, out);

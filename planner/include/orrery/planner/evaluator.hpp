@@ -28,15 +28,19 @@ class Engine {
 // collective models are pure functions of the topology and calibration), so one instance serves
 // every thread.
 // The discrete-event engine (contention on the topology's links). Each call forks a SimGrid
-// engine; calls are serialized so that no other planner thread holds a lock across the fork.
+// engine; simulate_des serializes only the forks, so the planner's threads run several at once.
 class DesEngine : public Engine {
  public:
   explicit DesEngine(const sim::CostModels& costs) : costs_(costs) {}
   std::string name() const override { return "des"; }
   pb::SimResult simulate(const sim::ResolvedPlan& plan) const override;
-  // Layer passes it simulates: its symmetric mode runs one rank per (cp, pp) index, each through
-  // every micro-batch of its layers, so cp x micro-batches x layers (e.g. 2,560 for llama3-70b
-  // tp8 pp4 with 32 micro-batches: about 0.9 s on the development machine).
+  // Layer passes it simulates, weighted by what a context-parallel ring adds to each: its
+  // symmetric mode runs one rank per pp index (per (cp, pp) index when the cp ring does not
+  // fold), each through every micro-batch of its layers, so micro-batches x layers (x cp
+  // unfolded) x ring weight (1 at cp 1; e.g. 2,560 for llama3-70b tp8 pp4 with 32
+  // micro-batches: about 0.9 s on the development machine; docs/planner.md has the weights).
+  // Stages with their own degrees are simulated without symmetry: every rank through its
+  // stage's layers.
   double work(const sim::ResolvedPlan& plan) const override;
 
  private:

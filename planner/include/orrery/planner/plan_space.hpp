@@ -38,6 +38,11 @@ struct Knobs {
   std::string placement;    // "" = tp,cp,dp,pp
   // Node group of each pipeline stage on heterogeneous clusters (pp entries), else empty.
   std::vector<std::string> stage_groups;
+  // Stages with their own degrees (pp entries each, else empty): tp and dp of each stage; then
+  // tp is stage 0's and dp sizes the pipeline micro-batch (micro_batch x dp sequences, the
+  // largest stage dp). Searched on heterogeneous clusters, where one node group's stages may
+  // shard wider or replicate less than another's.
+  std::vector<int64_t> stage_tp, stage_dp;
   // Split layers by cost (first and last stages carry the embedding and the head) even when the
   // stages divide the layers; forced when they do not, or when stages differ in speed.
   bool balanced_split = false;
@@ -70,14 +75,25 @@ struct SpaceOptions {
   // Sequence parallelism whenever tp > 1 (it saves memory and the simulator costs its collectives
   // as the all-reduce's halves), or both ways.
   bool sp_both_ways = false;
+  // Heterogeneous clusters: also stages with their own tp and dp (one degree pair per node
+  // group, each group hosting whole stages), besides shapes whose stages all share the degrees.
+  bool stage_degrees = true;
+  // ... with at most this many stages (unless `pp` lists them): every stage count per group
+  // multiplies with every tp per group, so the deep pipelines of large clusters would swamp
+  // the search (llama3-70b on mixed-a100-h100 x 32 nodes: up to 2,048 shapes without it).
+  int64_t max_stage_degrees_pp = 8;
 };
 
 // A shape: the degrees and where the stages run; the rest of the knobs are "settings".
 struct Shape {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vp = 1;
   std::vector<std::string> stage_groups;
+  std::vector<int64_t> stage_tp, stage_dp;  // as in Knobs
   auto operator<=>(const Shape&) const = default;
 };
+
+// The shape of a point.
+Shape shape_of(const Knobs& k);
 
 // The space for one job: enumerates shapes and settings and turns knobs into plan files. Safe to
 // share between threads (the layer-split cache is guarded).
@@ -115,6 +131,8 @@ class PlanSpace {
     double speed = 0;  // peak FLOP/s of its device at the job's precision
   };
   std::vector<std::vector<std::string>> stage_assignments(int64_t pp, int64_t per_stage) const;
+  // Heterogeneous clusters: shapes whose node groups' stages have their own tp and dp.
+  void staged_shapes(std::vector<Shape>& out) const;
   std::vector<int64_t> layer_split(const Knobs& k) const;
 
   PlanningJob job_;

@@ -11,6 +11,13 @@
 // and in FitStats.fitted_params. A curve whose samples contradict the formula (an efficiency or
 // a bandwidth running off to its sanity bound: the time does not grow with the work) is not
 // written, and the default stays. Deterministic: the same samples give the same bytes.
+//
+// Every fitted curve then gets corrections by shape (ComputeCurve.shape_points): per op shape
+// (GEMM [m, n, k], attention [b, h, q, kv, d], [elements] ...) and pass (forward, backward), the
+// median of measured time / the curve's time over the samples of that shape, so that what one
+// saturation curve per class misses (skinny or transposed backward GEMMs, an elementwise op
+// whose backward is a pass-through) is priced as measured, and shapes near them by
+// interpolation (ComputeCostModel::shape_correction).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +41,12 @@ struct ComputeSample {
   double memory_bytes_per_s = 0;  // the device's memory bandwidth
   double seconds = 0;             // measured, > 0
   std::string source;             // "file: node name", for reports
+  std::vector<int64_t> shape;     // ExecNode.shape (GEMM: [m, n, k]); may be empty
+  pb::Phase phase = pb::PHASE_UNSPECIFIED;
+  // Fraction of its duration during which a collective of its rank on a communication stream
+  // (gradient reduction, parameter gathers) was in flight: such samples measure the overlap
+  // slowdown, not the curve.
+  double overlap = 0;
 };
 
 // One measured collective, with what CollectiveCostModel needs to predict it from a CommCurve.
@@ -69,10 +82,27 @@ struct CurveReport {
   std::string note;
 };
 
+// The overlap slowdown (CalibrationProfile.overlap_compute_slowdown): compute ops that ran at
+// least kOverlapMeasured of their time beside in-flight communication, each giving
+// s_i = overlap / (predicted / measured - 1 + overlap) (a share `overlap` of the measured time
+// ran at 1/s speed) with `predicted` from the fitted curves (with their shape corrections); the
+// slowdown is the median s_i. Ops overlapped less than that, but at all, are left out of both
+// the curves and the slowdown.
+inline constexpr double kOverlapMeasured = 0.5;
+
+struct OverlapReport {
+  int64_t samples = 0;           // ops overlapped >= kOverlapMeasured
+  double slowdown = 0;           // written to the profile when fitted
+  double q1 = 0, q3 = 0;         // quartiles of the per-op s_i
+  bool fitted = false;
+  std::string note;              // why not fitted
+};
+
 struct CalibrationFit {
   // Fitted curves only, compute sorted by (device, op class), comm by (scope, collective).
   pb::CalibrationProfile profile;
   std::vector<CurveReport> curves;  // in the same order, then the curves left at their defaults
+  OverlapReport overlap;
 };
 
 // `devices`: every device the compute samples name (defaults of held parameters come from

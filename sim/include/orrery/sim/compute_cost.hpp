@@ -3,9 +3,12 @@
 //                         bytes / (memory bandwidth * memory efficiency))
 //   efficiency(F) = max_efficiency * F / (F + half_saturation_flops)
 // with defaults per op class (compute_defaults.cpp, fitted to public data and documented there)
-// that a CalibrationProfile replaces per (device, op class).
+// that a CalibrationProfile replaces per (device, op class). A calibrated curve may carry
+// corrections by shape (ComputeCurve.shape_points): the time above is then multiplied by an
+// interpolation of the measured time ratios of nearby shapes of the same pass.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "orrery/pb/calibration.pb.h"
@@ -20,13 +23,25 @@ class ComputeCostModel {
   ComputeCostModel(std::string dtype, const pb::CalibrationProfile* calibration = nullptr);
 
   double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops,
-                 double bytes) const;
+                 double bytes) const {
+    return seconds(device, op_class, flops, bytes, {}, pb::PHASE_UNSPECIFIED);
+  }
+  // `shape` and `phase` select the shape corrections (ExecNode.shape; empty: none).
+  double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops, double bytes,
+                 std::span<const int64_t> shape, pb::Phase phase) const;
   double seconds(const pb::DeviceSpec& device, const pb::ExecNode& node) const {
-    return seconds(device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written());
+    return seconds(device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written(),
+                   std::span<const int64_t>(node.shape().data(), static_cast<size_t>(node.shape().size())),
+                   node.phase());
   }
   // The curve in force for a device and op class (calibrated or default).
   pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class) const;
   const std::string& dtype() const { return dtype_; }
+
+  // The factor a curve's shape points apply to an op of this shape and pass (1: none apply).
+  // Exposed for calibration's reports and tests.
+  static double shape_correction(const pb::ComputeCurve& curve, std::span<const int64_t> shape,
+                                 pb::Phase phase);
 
  private:
   std::string dtype_;

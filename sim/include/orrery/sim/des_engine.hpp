@@ -18,10 +18,14 @@
 //
 // Symmetry (default). Ranks that differ only in their tp index or their data-parallel replica
 // run the same program at the same times, so only the ranks with tp = dp = 0 (one per cp and pp
-// index) are simulated. Everything they do is simulated with all its flows: a TP or DP
-// collective launches the flows of every member, on the links those members really use. The
-// operations of the ranks left out (other replicas' TP and pipeline traffic, other tp indices'
-// DP rings...) are mirror copies: translated by (tp, dp) onto their own devices and routed; each
+// index) are simulated; when the context-parallel ring is uniform (every hop costs the same on
+// an idle fabric, no expert parallelism) its load-balanced ranks keep step too and cp = 0
+// stands for the ring: one rank per pp index, whose ring transfers still go to its real
+// neighbours on their real routes (des_representatives.cpp, des_symmetry.cpp). Everything they
+// do is simulated with all its flows: a TP or DP collective launches the flows of every member,
+// on the links those members really use. The operations of the ranks left out (other replicas'
+// TP and pipeline traffic, other tp indices' DP rings, other cp indices' ring hops...) are
+// mirror copies: translated by (tp, dp) (and cp, folded) onto their own devices and routed; each
 // copy adds its load to the simulated operation's action on the links it shares with simulated
 // flows, so contention that the topology really has on shared NIC, leaf, spine and core links is
 // kept. A copy's other links are left out: copies run in step with the operation they mirror,
@@ -44,8 +48,10 @@
 namespace orrery::sim {
 
 struct DesOptions {
-  // Simulate every rank instead of one representative per (cp, pp) with mirrored traffic.
+  // Simulate every rank instead of the representatives with mirrored traffic.
   bool all_ranks = false;
+  // Let cp = 0 stand for a uniform cp ring (see above); false: one rank per (cp, pp) index.
+  bool fold_cp = true;
   // Run this graph instead of lowering the plan (hand-made cases, imported traces). Its ranks
   // are all simulated; their devices come from RankGraph.device and their process groups from
   // ExecGraph.process_groups. The plan still gives the device specs, memory and throughput.
@@ -61,6 +67,11 @@ class DesTimedOut : public EnvironmentError {
  public:
   using EnvironmentError::EnvironmentError;
 };
+
+// How many ranks simulate_des(plan, costs, options) runs (what its cost grows with, together
+// with each rank's micro-batches and layers); cheap, nothing is simulated.
+int64_t des_simulated_ranks(const ResolvedPlan& plan, const CostModels& costs,
+                            const DesOptions& options = {});
 
 // Throws InputError when the graph cannot complete (a deadlock: the message names the stuck
 // nodes) or is malformed (a peer or group member that is not simulated), InternalError when the

@@ -32,10 +32,14 @@ const char* to_string(GroupKind kind);
 class RankLayout {
  public:
   // `shard_group_size` (HSDP) splits each dp group into shards of that size; 0 means no HSDP.
+  // `stages` (pp entries, ResolvedPlan::stage_degrees): stages with their own tp and dp; then
+  // pp must be the outermost dimension, stage p holds the consecutive ranks after stage p - 1's,
+  // numbered inside the stage by the placement of its own degrees, and there are no pp groups
+  // (stages of different shapes have no rank-to-rank pipeline pairing; see lower.cpp).
   RankLayout(const Degrees& degrees, const std::vector<Dim>& placement,
-             int64_t shard_group_size = 0);
+             int64_t shard_group_size = 0, std::vector<Degrees> stages = {});
 
-  int64_t world_size() const { return degrees_.world_size(); }
+  int64_t world_size() const;
   RankCoord coord(int64_t rank) const;
   int64_t rank(const RankCoord& coord) const;
 
@@ -53,11 +57,19 @@ class RankLayout {
  private:
   // HSDP groups exist only when a shard group size was given.
   bool active(GroupKind kind) const;
-  int64_t stride(Dim dim) const;
-  int64_t extent(Dim dim) const;
+  // Degrees of pipeline rank p (degrees_ unless the stages differ).
+  const Degrees& at(int64_t p) const;
+  // Stride and extent of `dim` in the grid of `d` (with stages: inside one stage, pp excluded).
+  int64_t stride(Dim dim, const Degrees& d) const;
+  int64_t extent(Dim dim, const Degrees& d) const;
   Degrees degrees_;
   std::vector<Dim> placement_;
   int64_t shard_ = 0;
+  std::vector<Degrees> stages_;
+  std::vector<int64_t> offset_;  // with stages: first rank of each stage, then the world size
 };
+
+// The layout of a resolved plan (its degrees, placement, HSDP group and stages).
+RankLayout rank_layout(const ResolvedPlan& plan);
 
 }  // namespace orrery::sim

@@ -20,7 +20,10 @@ const char* to_string(Dim dim);
 
 struct Degrees {
   int64_t tp = 1, cp = 1, dp = 1, pp = 1, ep = 1, vp = 1;
+  // Ranks of a grid where every pipeline stage has these degrees (see ResolvedPlan::world_size
+  // for plans whose stages differ).
   int64_t world_size() const { return tp * cp * dp * pp; }
+  bool operator==(const Degrees&) const = default;
 };
 
 // Bytes per element in each role, from the job's precision (Megatron mixed precision: bf16/fp16
@@ -38,7 +41,14 @@ struct ResolvedPlan {
   pb::Plan plan;  // as given, with defaults filled in (degrees, schedule, sharding, recompute)
   pb::ModelSpec model;
   pb::ClusterSpec cluster;
+  // The plan's degrees. When stages differ (stage_degrees not empty), tp is stage 0's and dp is
+  // parallel.dp, which then only sizes the pipeline micro-batch (micro_batch_size x dp
+  // sequences); each stage's own tp and dp are in stage_degrees.
   Degrees degrees;
+  // Heterogeneous stages (plan.stage_tp / stage_dp): the degrees of each pipeline rank, pp
+  // entries whose tp and dp are that stage's and the rest the plan's. Empty when every stage has
+  // `degrees` (lists equal to parallel.tp/dp resolve to empty: one code path for uniform plans).
+  std::vector<Degrees> stage_degrees;
   Precisions precision;
   int64_t seq_len = 0;
   int64_t micro_batch_size = 0;
@@ -55,9 +65,19 @@ struct ResolvedPlan {
   pb::Sharding sharding() const { return plan.sharding(); }
   pb::Recompute recompute() const { return plan.recompute(); }
   bool sequence_parallel() const { return plan.parallel().sequence_parallel(); }
-  int64_t world_size() const { return degrees.world_size(); }
+  // Devices used: the sum over pipeline stages of their tp x cp x dp.
+  int64_t world_size() const;
   // First model layer of virtual stage s.
   int64_t first_layer(int64_t stage) const;
+
+  bool uniform_stages() const { return stage_degrees.empty(); }
+  // Degrees of pipeline rank p (`degrees` when the stages are uniform).
+  const Degrees& stage(int64_t p) const;
+  // This plan as the ranks of pipeline rank p see it: degrees.tp/dp are the stage's and
+  // micro_batch_size is what one of its replicas processes (micro_batch_size x dp / stage dp),
+  // so the per-rank code (op shapes, layer programs, memory) reads the usual fields. The rank
+  // grid (stage_degrees, device_of_rank) and the micro-batch count stay the whole plan's.
+  ResolvedPlan for_stage(int64_t p) const;
 };
 
 // The device spec `rank` runs on.

@@ -1,0 +1,68 @@
+// What the executor refuses before any rank starts (unsupported_reason): plan features it does
+// not implement yet, each with its own message, which `orrery run` reports with exit status 2.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "orrery/executor/train_config.hpp"
+#include "orrery/models/model_catalog.hpp"
+
+namespace orrery::executor {
+namespace {
+
+TrainConfig tiny_pp2() {
+  TrainConfig c;
+  c.model = models::load_model("tiny");
+  c.plan.set_model("tiny");
+  c.plan.mutable_job()->set_global_batch_size(4);
+  c.plan.mutable_job()->set_seq_len(32);
+  c.plan.mutable_job()->set_precision(pb::PRECISION_FP32);
+  c.plan.mutable_parallel()->set_tp(1);
+  c.plan.mutable_parallel()->set_dp(1);
+  c.plan.mutable_parallel()->set_pp(2);
+  c.plan.set_micro_batch_size(1);
+  return c;
+}
+
+TEST(UnsupportedReason, PlainPipelineRuns) { EXPECT_EQ(unsupported_reason(tiny_pp2()), ""); }
+
+TEST(UnsupportedReason, PerStageDegreesAreNotImplementedYet) {
+  for (const bool tp : {true, false}) {
+    TrainConfig c = tiny_pp2();
+    for (int s = 0; s < 2; ++s) (tp ? c.plan.add_stage_tp(1) : c.plan.add_stage_dp(1));
+    EXPECT_NE(unsupported_reason(c).find("stage_tp/stage_dp: per-stage tensor- and data-parallel degrees are not "
+                                         "implemented in the executor yet"),
+              std::string::npos)
+        << unsupported_reason(c);
+  }
+}
+
+TEST(UnsupportedReason, Bf16WhereGlooAndTheLoweringAllow) {
+  TrainConfig c = tiny_pp2();
+  c.plan.mutable_job()->set_precision(pb::PRECISION_BF16);
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.plan.set_sharding(pb::SHARDING_ZERO1);
+  c.plan.mutable_parallel()->set_pp(1);
+  c.plan.mutable_parallel()->set_dp(2);
+  EXPECT_EQ(unsupported_reason(c),
+            "job.precision bf16 with sharding zero1: bf16 parameter gathers are not implemented in the executor yet "
+            "(bf16 runs with sharding none)");
+  c.plan.set_sharding(pb::SHARDING_NONE);
+  c.plan.mutable_parallel()->set_tp(2);
+  EXPECT_NE(unsupported_reason(c).find("Gloo 1.13 cannot reduce or exchange bf16 activations"), std::string::npos);
+  c.plan.mutable_job()->set_precision(pb::PRECISION_FP8);
+  EXPECT_EQ(unsupported_reason(c), "job.precision fp8: not implemented in the executor (fp32 and bf16 are)");
+}
+
+TEST(UnsupportedReason, OverlapFlagsRun) {
+  TrainConfig c = tiny_pp2();
+  c.plan.set_overlap_grad_reduce(true);
+  c.plan.set_overlap_param_gather(true);
+  for (auto s : {pb::SHARDING_NONE, pb::SHARDING_ZERO1, pb::SHARDING_ZERO2}) {
+    c.plan.set_sharding(s);
+    EXPECT_EQ(unsupported_reason(c), "") << pb::Sharding_Name(s);
+  }
+}
+
+}  // namespace
+}  // namespace orrery::executor
