@@ -84,7 +84,20 @@ double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_cl
                                  double bytes, std::span<const int64_t> shape,
                                  pb::Phase phase) const {
   if (flops <= 0 && bytes <= 0) return 0;
-  const pb::ComputeCurve c = curve(device, op_class);
+  // The calibrated curve by reference (its shape points can run to hundreds: no copy per op);
+  // the default one is built, as curve() does.
+  const pb::ComputeCurve* calibrated = nullptr;
+  if (calibration_ != nullptr) {
+    for (const auto& candidate : calibration_->compute()) {
+      if (candidate.device() == device.name() && candidate.op_class() == op_class) {
+        calibrated = &candidate;
+        break;
+      }
+    }
+  }
+  const pb::ComputeCurve fallback =
+      calibrated != nullptr ? pb::ComputeCurve() : detail::default_curve(device, op_class);
+  const pb::ComputeCurve& c = calibrated != nullptr ? *calibrated : fallback;
   double peak = topologies::peak_flops(device, dtype_);
   if (peak <= 0) peak = device.peak_flops().fp32();  // e.g. bf16 on a CPU without bf16 units
   double compute_s = 0;
