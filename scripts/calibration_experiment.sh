@@ -3,7 +3,10 @@
 # Llama-style model for real on the local CPU ranks, calibrate the simulator on five of them (and
 # on `orrery bench`), and predict the other five, which calibration never sees.
 # Usage: scripts/calibration_experiment.sh [OUT_DIR]   (default: build/calibration-experiment)
-# Run it on a quiet machine: the measurements are wall-clock times.
+# Run it on a quiet machine: the measurements are wall-clock times. Each plan runs REPEATS times
+# (default 3), the plans interleaved and their order rotated every round, so that a slow spell of
+# the machine lands on several plans rather than on all runs of one; a plan's measured step is
+# the median of its runs' (each itself the median of its steps after the first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ORRERY=path/to/orrery uses that binary instead of building build/cli/orrery.
@@ -14,7 +17,7 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
   echo "error: $out exists and is not empty; give another directory" >&2
   exit 2
 fi
-mkdir -p "$out"
+mkdir -p "$out/runs"
 model=scripts/calibration/small-llama.yaml
 job=(--model "$model" --cluster local --global-batch 8 --seq 128 --steps 11 --seed 1)
 
@@ -34,41 +37,60 @@ plans=(
 
 echo "== bench" >&2
 "$orrery" bench --out "$out/bench.json" > "$out/bench.txt"
+repeats="${REPEATS:-3}"
+n=${#plans[@]}
 train=() test=()
-for i in "${!plans[@]}"; do
-  name="${plans[$i]%%|*}"
-  flags="${plans[$i]#*|}"
-  echo "== run $name: $flags" >&2
-  # shellcheck disable=SC2086
-  "$orrery" run "${job[@]}" $flags --out "$out/$name" > "$out/$name.log" 2>&1
-  if [ "$i" -lt 5 ]; then train+=("$out/$name/trace.json"); else test+=("$out/$name/trace.json"); fi
+for ((r = 1; r <= repeats; r++)); do
+  for ((k = 0; k < n; k++)); do
+    i=$(( (k + (r - 1) * 3) % n ))  # round r starts three plans further on
+    name="${plans[$i]%%|*}"
+    flags="${plans[$i]#*|}"
+    echo "== round $r/$repeats, run $name: $flags" >&2
+    # shellcheck disable=SC2086
+    "$orrery" run "${job[@]}" $flags --out "$out/runs/$name.$r" > "$out/runs/$name.$r.log" 2>&1 ||
+      { echo "error: $name (round $r) failed, see $out/runs/$name.$r.log" >&2; exit 1; }
+    if [ "$i" -lt 5 ]; then train+=("$out/runs/$name.$r/trace.json"); else test+=("$out/runs/$name.$r/trace.json"); fi
+  done
 done
 
 echo "== calibrate on ${#train[@]} runs + bench" >&2
 "$orrery" calibrate --traces "$out/bench.json" "${train[@]}" --out "$out/profile.yaml" > "$out/calibrate.txt"
 
-# One line per run: set, name, measured and predicted step (seconds), with and without the profile.
+# One line per run: set, plan, round, measured and predicted step (seconds), with and without the
+# profile (the predictions are the same for every round of a plan).
 field() { grep -m1 "\"$1\"" | sed 's/.*: *//; s/,$//'; }
-summary="$out/summary.tsv"
-printf 'set\tplan\tmeasured_s\tpredicted_s\terror\tuncalibrated_s\tuncalibrated_error\n' > "$summary"
-for f in "${train[@]}" "${test[@]}"; do
-  name=$(basename "$(dirname "$f")")
-  set=train; for t in "${test[@]}"; do [ "$t" = "$f" ] && set=test; done
-  cal=$("$orrery" validate --trace "$f" --calibration "$out/profile.yaml" --json)
-  raw=$("$orrery" validate --trace "$f" --json)
-  "$orrery" validate --trace "$f" --calibration "$out/profile.yaml" > "$out/$name.validate.txt"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$name" "$(field measured_step_s <<<"$cal")" \
-    "$(field predicted_step_s <<<"$cal")" "$(field step_error <<<"$cal")" \
-    "$(field predicted_step_s <<<"$raw")" "$(field step_error <<<"$raw")" >> "$summary"
+runs="$out/runs.tsv"
+printf 'set\tplan\tround\tmeasured_s\tpredicted_s\tuncalibrated_s\n' > "$runs"
+for i in "${!plans[@]}"; do
+  name="${plans[$i]%%|*}"
+  set=train; [ "$i" -ge 5 ] && set=test
+  for ((r = 1; r <= repeats; r++)); do
+    f="$out/runs/$name.$r/trace.json"
+    cal=$("$orrery" validate --trace "$f" --calibration "$out/profile.yaml" --json)
+    raw=$("$orrery" validate --trace "$f" --json)
+    [ "$r" -eq 1 ] && "$orrery" validate --trace "$f" --calibration "$out/profile.yaml" > "$out/$name.validate.txt"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$name" "$r" "$(field measured_step_s <<<"$cal")" \
+      "$(field predicted_step_s <<<"$cal")" "$(field predicted_step_s <<<"$raw")" >> "$runs"
+  done
 done
 
-# The table for docs/calibration.md, the held-out errors, and Kendall's tau between the measured
-# and predicted orderings of the held-out runs (and of all ten).
+# The table for docs/calibration.md (per plan: the median measured step over its rounds and their
+# range), the held-out errors, and Kendall's tau between the measured and predicted orderings of
+# the held-out plans (and of all ten).
 awk -F'\t' '
-  NR == 1 { print "| set | plan | measured | predicted (calibrated) | error | predicted (defaults) | error |"; print "|---|---|---|---|---|---|---|"; next }
-  { printf "| %s | %s | %.3f s | %.3f s | %+.1f%% | %.3f s | %+.1f%% |\n", $1, $2, $3, $4, 100 * $5, $6, 100 * $7
-    n++; m[n] = $3; p[n] = $4; s[n] = $1; e = $5 < 0 ? -$5 : $5
-    if ($1 == "test") { t++; if (e > maxe) maxe = e; sum += e } }
+  function median(list,   a, k, i, j, v) {
+    k = split(list, a, " ")
+    for (i = 2; i <= k; i++) { v = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+  }
+  NR == 1 { next }
+  {
+    if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2; s[n] = $1; lo[n] = $4; hi[n] = $4 }
+    j = 0; for (q = 1; q <= n; q++) if (order[q] == $2) j = q
+    meas[j] = meas[j] " " $4; p[j] = $5; raw[j] = $6
+    if ($4 < lo[j]) lo[j] = $4
+    if ($4 > hi[j]) hi[j] = $4
+  }
   function tau(only,   i, j, c, d) {
     c = 0; d = 0
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) {
@@ -78,6 +100,13 @@ awk -F'\t' '
     return (c - d) / (c + d)
   }
   END {
-    printf "\nheld-out runs: %d, mean |error| %.1f%%, max |error| %.1f%%\n", t, 100 * sum / t, 100 * maxe
-    printf "Kendall tau, held-out runs: %.2f; all runs: %.2f\n", tau("test"), tau("")
-  }' "$summary" | tee "$out/summary.md"
+    print "| set | plan | measured (median) | range over rounds | predicted (calibrated) | error | predicted (defaults) | error |"
+    print "|---|---|---|---|---|---|---|---|"
+    for (i = 1; i <= n; i++) {
+      m[i] = median(meas[i]); e = p[i] / m[i] - 1; ae = e < 0 ? -e : e
+      printf "| %s | %s | %.3f s | %.3f-%.3f s | %.3f s | %+.1f%% | %.3f s | %+.1f%% |\n", s[i], order[i], m[i], lo[i], hi[i], p[i], 100 * e, raw[i], 100 * (raw[i] / m[i] - 1)
+      if (s[i] == "test") { t++; if (ae > maxe) maxe = ae; sum += ae } else { tr++; trsum += ae }
+    }
+    printf "\nheld-out plans: %d, mean |error| %.1f%%, max |error| %.1f%%; training plans: mean |error| %.1f%%\n", t, 100 * sum / t, 100 * maxe, 100 * trsum / tr
+    printf "Kendall tau, held-out plans: %.2f; all plans: %.2f\n", tau("test"), tau("")
+  }' "$runs" | tee "$out/summary.md"

@@ -162,6 +162,16 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   } else {
     std::cout << "overlap slowdown not fitted: " << o.note << "\n\n";
   }
+  for (const sim::BlockingReport& b : fit.blocking) {
+    if (b.fitted) {
+      std::cout << "blocking collectives (" << b.scope << "): +" << units::seconds(b.overhead_s)
+                << " each when issued in line with compute (median residual of " << b.samples
+                << " over their curves; quartiles " << units::seconds(b.q1_s) << " - " << units::seconds(b.q3_s)
+                << ")\n\n";
+    } else {
+      std::cout << "blocking collectives (" << b.scope << ") not fitted: " << b.note << "\n\n";
+    }
+  }
   if (!held.empty())
     std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
   if (!kept.empty())
@@ -194,10 +204,22 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
   } else {
     overlap["note"] = fit.overlap.note;
   }
+  nlohmann::ordered_json blocking = nlohmann::ordered_json::array();
+  for (const sim::BlockingReport& b : fit.blocking) {
+    nlohmann::ordered_json e{{"scope", b.scope}, {"samples", b.samples}, {"fitted", b.fitted}};
+    if (b.fitted) {
+      e["overhead_s"] = b.overhead_s;
+      e["quartiles_s"] = {b.q1_s, b.q3_s};
+    } else {
+      e["note"] = b.note;
+    }
+    blocking.push_back(e);
+  }
   nlohmann::ordered_json j{{"out", out_file},
                            {"profile", nlohmann::ordered_json::parse(to_json(profile))},
                            {"curves", curves},
                            {"overlap", overlap},
+                           {"blocking", blocking},
                            {"notes", notes}};
   std::cout << j.dump(2) << "\n";
 }

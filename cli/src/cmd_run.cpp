@@ -21,6 +21,7 @@
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/trainer.hpp"
+#include "orrery/topologies/device_db.hpp"
 #include "plan_args.hpp"
 #include "run_trace.hpp"
 #endif
@@ -66,6 +67,19 @@ void fit_local_cluster(LoadedJob& job) {
   node->set_devices_per_node(world);
 }
 
+// What the ranks train on (TrainConfig::device_kind): the kind of the cluster's devices.
+pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
+  pb::DeviceKind kind = pb::DEVICE_KIND_UNSPECIFIED;
+  for (const auto& node : cluster.node_types()) {
+    const pb::DeviceSpec* d = topologies::lookup_device(cluster, node.device());
+    if (d == nullptr) continue;
+    if (kind != pb::DEVICE_KIND_UNSPECIFIED && d->kind() != kind)
+      throw InputError("", 0, "--cluster", "mixes CPU and GPU devices; orrery run trains every rank on one kind");
+    kind = d->kind();
+  }
+  return kind;
+}
+
 void run(RunArgs& a) {
   if (!a.plan.precision) a.plan.precision = "fp32";  // bf16 is opt-in (docs/executor.md, mixed precision)
   LoadedJob job = load_job(a.plan);
@@ -73,6 +87,7 @@ void run(RunArgs& a) {
   executor::TrainConfig config = a.train;
   config.model = job.model;
   config.plan = job.plan;
+  config.device_kind = cluster_device_kind(job.cluster);
   if (const auto why = executor::unsupported_reason(config); !why.empty()) {
     throw InputError(a.plan.plan_file, 0, "plan", why);
   }

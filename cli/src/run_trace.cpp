@@ -8,6 +8,7 @@
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -38,15 +39,14 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
     rank_files.push_back(executor::trace_rank_file(dir, r));
     read_spec_file(rank_files.back(), g.add_ranks());
   }
-  double measured = 0;
-  int64_t counted = 0;
+  std::vector<double> measured;  // the steps the nodes' timings describe: all but the first
   for (int64_t s = 1; s <= steps; ++s) {
     const double seconds = executor::read_step_result(executor::step_file(dir, s)).seconds;
     g.add_step_seconds(seconds);
-    if (steps == 1 || s > 1) measured += seconds, ++counted;  // the nodes' timings skip step 1 too
+    if (steps == 1 || s > 1) measured.push_back(seconds);
   }
-  g.set_steps(counted);
-  g.set_measured_step_s(measured / static_cast<double>(counted));
+  g.set_steps(static_cast<int64_t>(measured.size()));
+  g.set_measured_step_s(median(measured));  // as the nodes' timings, a median (measured_trace.cpp)
   const auto trace = std::filesystem::path(dir) / "trace.json";
   const auto timeline = std::filesystem::path(dir) / "timeline.json";
   write_file_atomically(trace, to_json(g), true);

@@ -12,6 +12,8 @@
 
 namespace orrery::executor::cuda {
 
+int64_t device_count() { return static_cast<int64_t>(c10::cuda::device_count()); }
+
 bool usable(int64_t local_rank) {
   return local_rank >= 0 && static_cast<int64_t>(c10::cuda::device_count()) > local_rank;
 }
@@ -22,7 +24,11 @@ c10::Device select_device(int64_t local_rank) {
                            " but libtorch sees " + std::to_string(c10::cuda::device_count()) + " CUDA device(s)");
   }
   const auto index = static_cast<c10::DeviceIndex>(local_rank);
-  c10::cuda::set_device(index);
+  try {
+    c10::cuda::set_device(index);
+  } catch (const c10::Error& e) {  // a device libtorch counts but cannot use (busy, wrong driver)
+    throw EnvironmentError("cannot use cuda:" + std::to_string(local_rank) + ": " + e.what_without_backtrace());
+  }
   return {c10::DeviceType::CUDA, index};
 }
 
@@ -46,6 +52,7 @@ EventClock::~EventClock() = default;
 
 void EventClock::begin_step() {
   used_ = 0;
+  seconds_.clear();
   events_->origin.record(c10::cuda::getCurrentCUDAStream());
 }
 
@@ -55,13 +62,13 @@ size_t EventClock::mark() {
   return used_++;
 }
 
-std::vector<double> EventClock::resolve() {
-  std::vector<double> seconds(used_);
-  if (used_ == 0) return seconds;
-  // Events on one stream complete in order; with several streams, wait for each.
+void EventClock::resolve() {
+  seconds_.assign(used_, 0.0);
+  // Events on one stream complete in order, so this is one wait in practice; marks recorded on
+  // other streams (autograd's device thread uses the forward's stream, the default one) are each
+  // waited for all the same.
   for (size_t i = 0; i < used_; ++i) events_->marks[i].synchronize();
-  for (size_t i = 0; i < used_; ++i) seconds[i] = events_->origin.elapsed_time(events_->marks[i]) / 1e3;
-  return seconds;
+  for (size_t i = 0; i < used_; ++i) seconds_[i] = events_->origin.elapsed_time(events_->marks[i]) / 1e3;
 }
 
 }  // namespace orrery::executor::cuda

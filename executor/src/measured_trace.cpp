@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "orrery/traces/statistics.hpp"
+
 namespace orrery::executor {
 
 std::vector<size_t> measured_steps(size_t steps) {
@@ -37,16 +39,18 @@ std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& 
   list(missing, "in the graph but never ran");
   if (!problems.empty()) return problems;
 
+  // Each node's start and duration are medians over the measured steps: on shared cores one
+  // descheduled step would otherwise move every mean.
   const auto used = measured_steps(steps.size());
   for (auto& n : *graph.mutable_nodes()) {
-    double start = 0, duration = 0;
+    std::vector<double> starts, durations;
     for (size_t i : used) {
       const OpTiming& t = steps[i].at(n.name());
-      start += t.start_s;
-      duration += t.duration_s;
+      starts.push_back(t.start_s);
+      durations.push_back(t.duration_s);
     }
-    n.set_start_s(start / static_cast<double>(used.size()));
-    n.set_duration_s(duration / static_cast<double>(used.size()));
+    n.set_start_s(median(starts));
+    n.set_duration_s(median(durations));
     if (const auto& a = steps[used.back()].at(n.name()).algorithm; !a.empty()) n.set_algorithm(a);
     if (const auto& d = steps[used.back()].at(n.name()).dtype; !d.empty()) n.set_dtype(d);
   }

@@ -28,7 +28,7 @@ using StepTimings = std::map<std::string, OpTiming>;
 // initialisation) when there are several.
 std::vector<size_t> measured_steps(size_t steps);
 
-// Sets every node's start_s and duration_s to its mean over measured_steps(). Returns what does
+// Sets every node's start_s and duration_s to its median over measured_steps(). Returns what does
 // not match, one line each ("ran but not in the graph: X", "in the graph but never ran: Y", at
 // most `limit` of each), or "" when the executor ran exactly the graph's nodes in every step.
 std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps, size_t limit = 8);

@@ -154,7 +154,7 @@ class CollectiveBench {
         m.bytes = buffer_bytes(bytes, n);
         m.name = std::string(kind.name) + ".n" + std::to_string(n) + "." +
                  std::to_string(static_cast<int64_t>(m.bytes));
-        m.seconds = detail::median(slowest);
+        m.seconds = orrery::median(slowest);
         m.start_s = starts[i];
         out_.push_back(std::move(m));
         ++i;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "orrery/executor/microbench.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::executor::detail {
 
@@ -16,12 +17,6 @@ using BenchClock = std::chrono::steady_clock;
 
 inline double seconds_between(BenchClock::time_point a, BenchClock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct Timing {

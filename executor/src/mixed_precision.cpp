@@ -48,6 +48,21 @@ AutocastScope::~AutocastScope() {
   set_autocast_dtype(device_, previous_dtype_);
 }
 
+std::optional<at::ScalarType> autocast_type(c10::DeviceType device) {
+  if (!autocast_enabled(device)) return std::nullopt;
+  return autocast_dtype(device);
+}
+
+at::ScalarType activation_wire_type(const torch::Tensor& x) {
+  const auto autocast = autocast_type(x.device().type());
+  return autocast == at::kBFloat16 ? at::kBFloat16 : x.scalar_type();
+}
+
+torch::Tensor gloo_view(const torch::Tensor& t) {
+  // Same element size (2 bytes), so the view keeps the shape and the collective moves the bytes.
+  return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
+}
+
 std::string dtype_name(at::ScalarType type) {
   switch (type) {
     case at::kFloat: return "fp32";

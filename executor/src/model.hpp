@@ -5,7 +5,10 @@
 // GQA, RoPE) and GPT-style (LayerNorm, GeLU, learned positions, biases) both come from the spec.
 // Parameters are drawn full from `seed` in a fixed order and then sliced, so every TP degree
 // starts from the same weights as a single process. Under pipeline parallelism a rank draws them
-// all too and keeps its stage's: embeddings on the first stage, the head on the last.
+// all too and keeps its stage's: embeddings on the first stage, the head on the last. They are
+// drawn on the CPU (the seeded CPU generator) and then moved to the rank's device, so a GPU run
+// starts from exactly the CPU run's weights; every tensor the forward pass makes follows its
+// input's device.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +50,11 @@ class Transformer {
  public:
   // `sequence_parallel`: Megatron SP in the TP group (hidden states between the TP regions hold
   // seq / tp tokens; norms and row-parallel biases run on them).
-  // `ep`: the routed experts of MoE layers are split over it (model_moe.hpp).
+  // `ep`: the routed experts of MoE layers are split over it (model_moe.hpp). `device`: where
+  // the parameters live (and so where the forward pass runs).
   Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank, uint64_t seed,
-              const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep = {});
+              const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep = {},
+              c10::Device device = c10::kCPU);
 
   // This stage's part of the forward pass of `tokens` ([batch, seq + 1] int64: inputs and shifted
   // targets). `hidden` is the previous stage's output (ignored on the first stage). Returns the
@@ -102,7 +107,8 @@ class Transformer {
   bool materialized_attention_ = false;
   ExpertParallel ep_;
   StageLayers stage_;
-  torch::Generator gen_;
+  c10::Device device_;
+  torch::Generator gen_;  // CPU, seeded: the same draws whatever the device
   std::vector<ShardedParam> params_;
   std::vector<ParamMeta> all_;
   std::unordered_map<std::string, size_t> index_;

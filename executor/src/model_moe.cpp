@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "mixed_precision.hpp"
 #include "op_trace.hpp"
 #include "orrery/traces/error.hpp"
 
@@ -17,37 +18,54 @@ bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACT
 int64_t as_handle(const GroupPtr& g) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get())); }
 Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
 
+// Records on the trace that collective `name` carried bf16.
+void mark_bf16(const std::string& name, bool bf16) {
+  if (OpTrace* t = current_trace(); t != nullptr && bf16) t->set_dtype(name, "bf16");
+}
+
 std::vector<int64_t> as_vector(const torch::Tensor& t) {
-  const auto c = t.to(torch::kInt64).contiguous();
+  const auto c = t.to(torch::kCPU, torch::kInt64).contiguous();  // read on the host, wherever t lives
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
 // Rows [sum send[0..i), + send[i]) of `x` go to group rank i; `recv[i]` rows come from rank i.
+// `bf16`: they travel as bf16 (carried by Gloo as fp16 bytes, mixed_precision.hpp) and arrive in
+// x's type.
 torch::Tensor exchange_rows(const torch::Tensor& x, Group* group, std::vector<int64_t> send,
-                            std::vector<int64_t> recv) {
-  torch::Tensor in = x.contiguous();
+                            std::vector<int64_t> recv, bool bf16) {
+  torch::Tensor in = (bf16 ? x.to(at::kBFloat16) : x).contiguous();
   const int64_t rows = std::accumulate(recv.begin(), recv.end(), int64_t{0});
-  torch::Tensor out = torch::empty({rows, x.size(1)}, x.options());
-  group->alltoall_base(out, in, recv, send)->wait();
-  return out;
+  torch::Tensor out = torch::empty({rows, x.size(1)}, in.options());
+  auto out_view = gloo_view(out), in_view = gloo_view(in);
+  group->alltoall_base(out_view, in_view, recv, send)->wait();
+  return out.to(x.scalar_type());
 }
 
 // The EP all-to-all as an autograd function: backward sends the gradients back the way the rows
-// came (split sizes swapped).
+// came (split sizes swapped). Under bf16 autocast both directions carry bf16 (the lowering's
+// activation_bytes 2); dispatch sends the normalized fp32 hidden states, which the experts' GEMMs
+// round to bf16 anyway, and combine sends the experts' bf16 outputs: the values are those of one
+// process.
 struct AllToAll : torch::autograd::Function<AllToAll> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, std::vector<int64_t> send,
                                std::vector<int64_t> recv, const std::string& name, const std::string& grad_name) {
+    const bool bf16 = activation_wire_type(x) == at::kBFloat16;
     ctx->saved_data["group"] = group;
     ctx->saved_data["send"] = send;
     ctx->saved_data["recv"] = recv;
     ctx->saved_data["grad_name"] = grad_name;
+    ctx->saved_data["bf16"] = bf16;
     OpTrace::Scope scope(current_trace(), name);
-    return exchange_rows(x, from_handle(group), send, recv);
+    mark_bf16(name, bf16);
+    return exchange_rows(x, from_handle(group), send, recv, bf16);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    OpTrace::Scope scope(current_trace(), ctx->saved_data["grad_name"].toStringRef());
+    const std::string& name = ctx->saved_data["grad_name"].toStringRef();
+    const bool bf16 = ctx->saved_data["bf16"].toBool();
+    OpTrace::Scope scope(current_trace(), name);
+    mark_bf16(name, bf16);
     auto out = exchange_rows(grad[0], from_handle(ctx->saved_data["group"].toInt()),
-                             ctx->saved_data["recv"].toIntVector(), ctx->saved_data["send"].toIntVector());
+                             ctx->saved_data["recv"].toIntVector(), ctx->saved_data["send"].toIntVector(), bf16);
     return {out, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -182,7 +200,7 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
   // on its rows, and put the results back in arrival order.
   torch::Tensor by_expert;
   if (ep > 1) {
-    const auto local_ids = torch::arange(local, torch::kInt64).repeat({ep});
+    const auto local_ids = torch::arange(local, counts.options()).repeat({ep});
     const auto row_expert = torch::repeat_interleave(local_ids, counts.reshape({-1}));
     by_expert = std::get<1>(torch::sort(row_expert, true, 0, false));
     routed = routed.index_select(0, by_expert);
@@ -210,9 +228,9 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
 }
 
 torch::Tensor share_expert_tensor(const torch::Tensor& held, const std::vector<int64_t>& full_shape,
-                                  const GroupPtr& ep) {
+                                  const GroupPtr& ep, const torch::TensorOptions& options) {
   if (!ep) return held;
-  torch::Tensor t = held.defined() ? held.contiguous().clone() : torch::zeros(full_shape, torch::kFloat32);
+  torch::Tensor t = held.defined() ? held.contiguous().clone() : torch::zeros(full_shape, options);
   all_reduce_sum(ep, t);
   return t;
 }

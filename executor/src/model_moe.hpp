@@ -25,6 +25,8 @@
 //   the same experts) and divided by ep, which is the mean over all dp replicas, as the dense
 //   gradients' mean over dp (Megatron-Core's expert gradient scaling). The optimizer does it
 //   (parallel_sharding.cpp, ShardedParam::expert); the gradient norm sums experts over EP.
+// - bf16 mixed precision: dispatch and combine carry bf16 both ways (mixed_precision.hpp), the
+//   lowering's activation_bytes 2; the counts stay int64.
 #pragma once
 
 #include <cstdint>
@@ -77,8 +79,9 @@ torch::Tensor moe_ffn(const MoeContext& context, int64_t layer, const torch::Ten
 
 // Every EP rank's copy of a routed expert's full tensor (for saving): `held` is the tensor on the
 // rank holding it (TP shards already gathered) and undefined elsewhere. A sum over the EP group
-// of it and zeros, so exact.
+// of it and zeros, so exact. `options`: the zeros' type and device on the other ranks (those of
+// the model's parameters).
 torch::Tensor share_expert_tensor(const torch::Tensor& held, const std::vector<int64_t>& full_shape,
-                                  const GroupPtr& ep);
+                                  const GroupPtr& ep, const torch::TensorOptions& options = torch::kFloat32);
 
 }  // namespace orrery::executor

@@ -18,9 +18,10 @@ bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACT
 }  // namespace
 
 Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank, uint64_t seed,
-                         const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep)
+                         const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep, c10::Device device)
     : spec_(spec), tp_(std::move(tp)), tp_size_(tp_size), tp_rank_(tp_rank),
-      head_dim_(models::head_dim(spec)), sp_(sequence_parallel && tp_size > 1), ep_(ep), stage_(stage), gen_(at::detail::createCPUGenerator(seed)) {
+      head_dim_(models::head_dim(spec)), sp_(sequence_parallel && tp_size > 1), ep_(ep), stage_(stage), device_(device),
+      gen_(at::detail::createCPUGenerator(seed)) {
   const int64_t h = spec.hidden_size(), v = spec.vocab_size(), f = spec.ffn_hidden_size();
   const int64_t q = spec.num_attention_heads() * head_dim_, kv = spec.num_kv_heads() * head_dim_;
   const bool ln = spec.norm() == pb::NORM_LAYERNORM;
@@ -66,8 +67,9 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
   if (!spec.tied_embeddings()) add("head.lm.weight", {v, h}, 0, kInitStd, head);
 }
 
-// Draws the full tensor (normal(0, std_dev); std_dev 0: ones for norm weights, zeros for biases),
-// then keeps this rank's slice along shard_dim when this stage holds `layer`.
+// Draws the full tensor on the CPU (normal(0, std_dev); std_dev 0: ones for norm weights, zeros
+// for biases), then keeps this rank's slice along shard_dim when this stage holds `layer`, on the
+// model's device.
 void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64_t shard_dim, double std_dev,
                       int64_t layer, int64_t expert, bool tp_partial_grad) {
   all_.push_back({name, shape, layer, expert});
@@ -91,8 +93,10 @@ void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64
   // Under SP, replicated tensors inside the layers and the final norm see one sequence shard.
   // (Position embeddings too: they are added after the embedding's reduce-scatter.)
   const bool on_shard = (sp_ && shard_dim < 0 && name != "embed.tokens.weight") || (tp_partial_grad && tp_size_ > 1);
-  params_.push_back({name, full.contiguous().clone().set_requires_grad(true), tp_size_ > 1 ? shard_dim : -1, on_shard,
-                     head_copy, expert >= 0});
+  // A copy either way: the slice must not keep the full tensor alive.
+  auto tensor = device_.is_cpu() ? full.contiguous().clone() : full.contiguous().to(device_);
+  params_.push_back({name, tensor.set_requires_grad(true), tp_size_ > 1 ? shard_dim : -1, on_shard, head_copy,
+                     expert >= 0});
 }
 
 const ShardedParam* Transformer::find(const std::string& name) const {
@@ -116,8 +120,9 @@ torch::Tensor Transformer::norm(const torch::Tensor& x, const std::string& prefi
 // Rotary embedding, rotate-half form (GPT-NeoX, Hugging Face Llama), over the whole head.
 torch::Tensor Transformer::rope(const torch::Tensor& x) const {
   const int64_t s = x.size(2), d = x.size(3);
-  auto inv_freq = torch::pow(kRopeTheta, -torch::arange(0, d, 2, torch::kFloat64) / static_cast<double>(d));
-  auto angles = torch::outer(torch::arange(s, torch::kFloat64), inv_freq);  // [s, d/2]
+  const auto fp64 = x.options().dtype(torch::kFloat64);  // on x's device
+  auto inv_freq = torch::pow(kRopeTheta, -torch::arange(0, d, 2, fp64) / static_cast<double>(d));
+  auto angles = torch::outer(torch::arange(s, fp64), inv_freq);  // [s, d/2]
   angles = torch::cat({angles, angles}, -1).to(x.scalar_type());
   auto halves = x.chunk(2, -1);
   auto rotated = torch::cat({-halves[1], halves[0]}, -1);
@@ -174,7 +179,7 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   auto scores_of = [&] { return torch::matmul(q, k.transpose(-2, -1)) * scale; };
   auto softmax_of = [&](const torch::Tensor& scores) {
-    auto mask = torch::ones({s, s}, torch::kBool).triu(1);
+    auto mask = torch::ones({s, s}, scores.options().dtype(torch::kBool)).triu(1);
     return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
   };
   auto context_of = [&](const torch::Tensor& probs) {

@@ -11,6 +11,19 @@
 // is open around it, and time is summed per name, so an op split around a collective still gets
 // one duration that excludes the collective.
 //
+// Timestamps come from the trace's StepClock: the host's steady clock on the CPU, where an op
+// has finished when its call returns; on a GPU (cuda_runtime.hpp, EventClock) a CUDA event
+// recorded on the current stream at each scope boundary, because there a call only queues the
+// kernels and a host clock would measure the launch. An event completes when the stream reaches
+// it, so the time between two boundaries is the GPU time of the kernels queued between them
+// (plus any time the stream sat idle waiting for the host to queue more). The events are read
+// once per step, in end_step(), after waiting for the last one. Autograd runs CUDA backward
+// functions on its own device thread, but one node at a time and in the same order as on the
+// CPU, and it makes the forward op's stream current there, so the backward marks land on the
+// same stream in op order. Collectives are timed from the boundary before they are queued to the
+// one after the compute stream has been made to wait for them (NCCL's wait()), so on a GPU too
+// they include the wait for the slowest peer.
+//
 // One OpTrace per rank process, reached through current_trace() so the model and the collective
 // helpers need no extra parameters; null when the run records no trace.
 #pragma once
@@ -18,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,16 +42,54 @@
 
 namespace orrery::executor {
 
-class OpTrace {
+// Where an OpTrace's timestamps come from, one step at a time: mark() takes a timestamp (an
+// index into the step's marks); resolve(), once after the step's last mark, makes them readable
+// as seconds. Marks are only meaningful within the step that took them.
+class StepClock {
+ public:
+  virtual ~StepClock() = default;
+  virtual void begin_step() = 0;  // the step's time origin; forgets the previous step's marks
+  virtual size_t mark() = 0;
+  virtual void resolve() = 0;
+  // Seconds from the step's origin to mark i, and from mark a to mark b (after resolve()).
+  virtual double since_origin(size_t i) const = 0;
+  virtual double between(size_t a, size_t b) const = 0;
+};
+
+// The host's steady clock: on the CPU an op has finished when its call returns.
+class HostClock final : public StepClock {
  public:
   using Clock = std::chrono::steady_clock;
+  void begin_step() override;
+  size_t mark() override;
+  void resolve() override {}
+  double since_origin(size_t i) const override;
+  double between(size_t a, size_t b) const override;
+
+ private:
+  Clock::time_point origin_{};
+  std::vector<Clock::time_point> marks_;
+};
+
+class OpTrace {
+ public:
+  // A timestamp of the current step on this trace's clock.
+  struct Stamp {
+    size_t mark = 0;
+    uint64_t step = 0;  // 0: taken with no trace recording (never added)
+  };
+
+  explicit OpTrace(std::unique_ptr<StepClock> clock = std::make_unique<HostClock>());
 
   void begin_step();
-  // The timings of the step that just ended; clears them.
+  // The timings of the step that just ended; clears them. Reads the clock once (on a GPU: waits
+  // for the step's last event).
   std::map<std::string, OpTiming> end_step();
 
-  // Adds [start, end) to `name`.
-  void add(const std::string& name, Clock::time_point start, Clock::time_point end);
+  // Now, on this trace's clock.
+  Stamp now();
+  // Adds [start, end) to `name`; both stamps of the current step.
+  void add(const std::string& name, Stamp start, Stamp end);
   // The algorithm collective `name` really ran (OpTiming::algorithm).
   void set_algorithm(const std::string& name, const std::string& algorithm);
   // The element type op `name` computed in (OpTiming::dtype), kept only if `name` runs.
@@ -64,16 +116,31 @@ class OpTrace {
  private:
   struct Open {
     std::string name;
-    Clock::time_point start;
+    Stamp start;
     bool segment;
+  };
+  // A timed interval of `timing`'s op, read from the clock at end_step().
+  struct Piece {
+    OpTiming* timing;
+    size_t start, end;
   };
   void push(std::string name, bool segment);
   void pop();  // adds the top's last piece, resumes the one below
 
-  Clock::time_point step_start_{};
-  std::map<std::string, OpTiming> timings_;
+  std::unique_ptr<StepClock> clock_;
+  uint64_t step_ = 0;  // steps begun, so stamps from an earlier step are caught
+  std::map<std::string, OpTiming> timings_;  // std::map: Piece::timing stays valid
+  std::vector<Piece> pieces_;
   std::map<std::string, std::string> dtypes_;
   std::vector<Open> open_;
+};
+
+// The current trace's clock, shaped like a std::chrono clock for code that keeps a start time
+// and adds [start, now) later (asynchronous sends and collectives): TraceClock::now() is a stamp
+// on current_trace()'s clock, or an inert one when nothing is recorded.
+struct TraceClock {
+  using time_point = OpTrace::Stamp;
+  static time_point now();
 };
 
 // This process's trace (null: not recording).

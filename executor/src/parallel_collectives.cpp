@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "mixed_precision.hpp"
 #include "op_trace.hpp"
 #include "parallel.hpp"
 
@@ -13,10 +14,69 @@ using torch::autograd::variable_list;
 int64_t as_handle(const GroupPtr& g) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get())); }
 Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
 
-torch::Tensor summed(const torch::Tensor& x, Group* group) {
-  std::vector<torch::Tensor> t{x.contiguous().clone()};
-  group->allreduce(t)->wait();
-  return t[0];
+// How a TP/SP collective carries its tensor: fp32 runs move and reduce the tensor as it is; under
+// bf16 autocast it travels as bf16 (the lowering's activation_bytes 2), reductions run as an
+// all-to-all of bf16 pieces plus a local fp32 sum (Gloo 1.13 reduces no bf16; mixed_precision.hpp),
+// and the result comes back in the input's type, so the residual stream and the norms stay fp32.
+// Decided in forward (under autocast) and kept for backward (which runs outside it).
+bool bf16_wire(const torch::Tensor& x) { return activation_wire_type(x) == at::kBFloat16; }
+
+// Notes on the trace how collective `name` ran: its algorithm when it differs from the lowering's
+// collective (Gloo has no reduce-scatter), and "bf16" when it carried bf16.
+void describe(const std::string& name, bool bf16, const char* algorithm) {
+  OpTrace* t = current_trace();
+  if (t == nullptr || name.empty()) return;
+  if (algorithm != nullptr) t->set_algorithm(name, algorithm);
+  if (bf16) t->set_dtype(name, "bf16");
+}
+
+// The two reductions' algorithms on Gloo, as the trace records them.
+constexpr const char* kReduceScatterAlgorithm = "alltoall+sum";
+constexpr const char* kBf16AllReduceAlgorithm = "alltoall+sum+allgather";
+
+// Row j of `rows` ([n, ...], n the group size) is sent to rank j; returns the n rows received.
+torch::Tensor exchange_rows(const torch::Tensor& rows, Group* group) {
+  auto output = torch::empty_like(rows);
+  auto out = gloo_view(output), in = gloo_view(rows);
+  std::vector<int64_t> equal_splits;  // empty: n equal parts
+  group->alltoall_base(out, in, equal_splits, equal_splits)->wait();
+  return output;
+}
+
+// The bf16 reduce-scatter of `rows` ([n, ...] as exchange_rows takes it): each rank receives the
+// n ranks' bf16 copies of its row, sums them in fp32 and rounds the sum to bf16 once (what NCCL's
+// bf16 ring does up to its summation order).
+torch::Tensor reduce_rows_bf16(const torch::Tensor& rows, Group* group) {
+  return exchange_rows(rows.to(at::kBFloat16).contiguous(), group).to(at::kFloat).sum(0).to(at::kBFloat16);
+}
+
+// The n ranks' `local` tensors concatenated along `dim` (bf16 carried as fp16 bytes).
+torch::Tensor gathered(const torch::Tensor& local, int64_t dim, Group* group) {
+  const torch::Tensor in = local.contiguous();
+  std::vector<std::vector<torch::Tensor>> out(1);
+  std::vector<torch::Tensor> full;
+  for (int i = 0; i < group->getSize(); ++i) {
+    full.push_back(torch::empty_like(in));
+    out[0].push_back(gloo_view(full.back()));
+  }
+  std::vector<torch::Tensor> views{gloo_view(in)};
+  group->allgather(out, views)->wait();
+  return torch::cat(full, dim);
+}
+
+torch::Tensor summed(const torch::Tensor& x, Group* group, bool bf16) {
+  if (!bf16) {
+    std::vector<torch::Tensor> t{x.contiguous().clone()};
+    group->allreduce(t)->wait();
+    return t[0];
+  }
+  // A ring all-reduce's two halves: reduce-scatter the flat tensor (padded to n equal pieces),
+  // then all-gather the reduced bf16 pieces; 2 (n - 1) / n of the tensor's bf16 bytes each way.
+  const int64_t n = group->getSize(), numel = x.numel(), piece = (numel + n - 1) / n;
+  auto flat = x.to(at::kBFloat16).reshape({-1});
+  if (piece * n > numel) flat = torch::cat({flat, torch::zeros({piece * n - numel}, flat.options())});
+  const auto mine = reduce_rows_bf16(flat.view({n, piece}), group);
+  return gathered(mine, 0, group).narrow(0, 0, numel).view(x.sizes()).to(x.scalar_type());
 }
 
 torch::Tensor seq_slice(const torch::Tensor& x, Group* group) {
@@ -29,23 +89,17 @@ torch::Tensor seq_slice(const torch::Tensor& x, Group* group) {
 // twice the bytes of one, which is not what the plan (or the simulator) says runs: each rank
 // sends every other rank that rank's chunk (alltoall_base) and sums what it receives, as the
 // ZeRO path does.
-torch::Tensor seq_reduce_scatter(const torch::Tensor& x, Group* group) {
+torch::Tensor seq_reduce_scatter(const torch::Tensor& x, Group* group, bool bf16) {
   const int64_t n = group->getSize();
   // Row j of `input` is the chunk rank j keeps: alltoall's equal splits of dim 0 send it there.
   auto input = torch::stack(x.chunk(n, 1), 0).contiguous();
-  auto output = torch::empty_like(input);
-  std::vector<int64_t> equal_splits;  // empty: n equal parts
-  group->alltoall_base(output, input, equal_splits, equal_splits)->wait();
-  return output.sum(0);
+  if (bf16) return reduce_rows_bf16(input, group).to(x.scalar_type());
+  return exchange_rows(input, group).sum(0);
 }
 
-torch::Tensor seq_gather(const torch::Tensor& x, Group* group) {
-  const torch::Tensor local = x.contiguous();
-  std::vector<std::vector<torch::Tensor>> out(1);
-  for (int i = 0; i < group->getSize(); ++i) out[0].push_back(torch::empty_like(local));
-  std::vector<torch::Tensor> in{local};
-  group->allgather(out, in)->wait();
-  return torch::cat(out[0], 1);
+torch::Tensor seq_gather(const torch::Tensor& x, Group* group, bool bf16) {
+  if (bf16) return gathered(x.to(at::kBFloat16), 1, group).to(x.scalar_type());
+  return gathered(x, 1, group);
 }
 
 // Each function carries the trace names of its forward and backward collectives (empty: not
@@ -58,15 +112,19 @@ struct GatherFromSeq : torch::autograd::Function<GatherFromSeq> {
     ctx->saved_data["group"] = group;
     ctx->saved_data["reduce"] = reduce_grad;
     ctx->saved_data["grad_name"] = grad_name;
+    const bool bf16 = bf16_wire(x);
+    ctx->saved_data["bf16"] = bf16;
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return seq_gather(x, from_handle(group));
+    describe(name, bf16, nullptr);
+    return seq_gather(x, from_handle(group), bf16);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     auto* g = from_handle(ctx->saved_data["group"].toInt());
-    const bool reduce = ctx->saved_data["reduce"].toBool();
+    const bool reduce = ctx->saved_data["reduce"].toBool(), bf16 = ctx->saved_data["bf16"].toBool();
     const std::string name = name_of(ctx, "grad_name");
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return {reduce ? seq_reduce_scatter(grad[0], g) : seq_slice(grad[0], g), torch::Tensor(), torch::Tensor(),
+    if (reduce) describe(name, bf16, kReduceScatterAlgorithm);
+    return {reduce ? seq_reduce_scatter(grad[0], g, bf16) : seq_slice(grad[0], g), torch::Tensor(), torch::Tensor(),
             torch::Tensor(), torch::Tensor()};
   }
 };
@@ -76,15 +134,20 @@ struct ReduceScatterToSeq : torch::autograd::Function<ReduceScatterToSeq> {
                                const std::string& grad_name) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["grad_name"] = grad_name;
+    const bool bf16 = bf16_wire(x);
+    ctx->saved_data["bf16"] = bf16;
     auto* g = from_handle(group);
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return seq_reduce_scatter(x, g);
+    describe(name, bf16, kReduceScatterAlgorithm);
+    return seq_reduce_scatter(x, g, bf16);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const std::string name = name_of(ctx, "grad_name");
+    const bool bf16 = ctx->saved_data["bf16"].toBool();
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return {seq_gather(grad[0], from_handle(ctx->saved_data["group"].toInt())), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    describe(name, bf16, nullptr);
+    return {seq_gather(grad[0], from_handle(ctx->saved_data["group"].toInt()), bf16), torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -92,19 +155,24 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, const std::string& grad_name) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["grad_name"] = grad_name;
+    ctx->saved_data["bf16"] = bf16_wire(x);
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const std::string name = name_of(ctx, "grad_name");
+    const bool bf16 = ctx->saved_data["bf16"].toBool();
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return {summed(grad[0], from_handle(ctx->saved_data["group"].toInt())), torch::Tensor(), torch::Tensor()};
+    describe(name, bf16, bf16 ? kBf16AllReduceAlgorithm : nullptr);
+    return {summed(grad[0], from_handle(ctx->saved_data["group"].toInt()), bf16), torch::Tensor(), torch::Tensor()};
   }
 };
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static torch::Tensor forward(AutogradContext*, torch::Tensor x, int64_t group, const std::string& name) {
+    const bool bf16 = bf16_wire(x);
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    return summed(x, from_handle(group));
+    describe(name, bf16, bf16 ? kBf16AllReduceAlgorithm : nullptr);
+    return summed(x, from_handle(group), bf16);
   }
   static variable_list backward(AutogradContext*, variable_list grad) {
     return {grad[0], torch::Tensor(), torch::Tensor()};
@@ -203,11 +271,14 @@ void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& par
 
 double clip_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp, const GroupPtr& pp,
                       double max_norm, const GroupPtr& ep) {
-  auto sharded = torch::zeros({1}, torch::kFloat64);
-  auto replicated = torch::zeros({1}, torch::kFloat64);
+  // fp64 sums on the gradients' device (the groups' collectives need them there).
+  const auto options = params.empty() ? torch::TensorOptions(torch::kFloat64)
+                                      : params.front().tensor.options().dtype(torch::kFloat64);
+  auto sharded = torch::zeros({1}, options);
+  auto replicated = torch::zeros({1}, options);
   // Routed experts split over EP (with ep == 1 they are replicated like the dense weights).
-  auto expert_sharded = torch::zeros({1}, torch::kFloat64);
-  auto expert_replicated = torch::zeros({1}, torch::kFloat64);
+  auto expert_sharded = torch::zeros({1}, options);
+  auto expert_replicated = torch::zeros({1}, options);
   for (const auto& p : params) {
     if (p.pipeline_copy) continue;
     auto& sum = p.expert && ep ? (p.shard_dim >= 0 ? expert_sharded : expert_replicated)

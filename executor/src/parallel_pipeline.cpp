@@ -12,7 +12,8 @@ class Schedule {
   Schedule(const PipelineStage& stage, int64_t micro_batches,
            const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward)
       : s_(stage), forward_(forward), inputs_(static_cast<size_t>(micro_batches)),
-        outputs_(static_cast<size_t>(micro_batches)) {}
+        outputs_(static_cast<size_t>(micro_batches)),
+        loss_(torch::zeros({1}, torch::dtype(torch::kFloat64).device(stage.device))) {}
 
   // Transfers are timed under the lowering's names: "mb<m>.fwd.recv.act", "mb<m>.fwd.send.act",
   // "mb<m>.bwd.recv.grad", "mb<m>.bwd.send.grad".
@@ -26,7 +27,10 @@ class Schedule {
     // The cast (a no-op in fp32) is in the graph, so input.grad() comes back in the wire type.
     torch::Tensor out = forward_(m, input.defined() ? input.to(torch::kFloat32) : input);
     if (s_.last()) {
-      loss_ += out.item<double>();
+      // Summed on the device in fp64 (the sum of the losses read back as doubles: the same
+      // values in the same order), not read: on a GPU that would stall the host, and with it
+      // the queueing of the next passes.
+      loss_ += out.detach().to(torch::kFloat64);
     } else {
       send(out.detach().to(s_.wire_dtype), s_.stage + 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "send.act"));
     }
@@ -51,7 +55,7 @@ class Schedule {
   }
 
   // Waits for the sends still in flight; returns the stage's summed loss.
-  double finish() {
+  torch::Tensor finish() {
     for (auto& s : sends_) {
       s.work->wait();
       record(s);
@@ -65,31 +69,34 @@ class Schedule {
 
   torch::Tensor receive(int64_t from, int t, const std::string& name) {
     OpTrace::Scope scope(current_trace(), name);
-    std::vector<torch::Tensor> buf{torch::empty(s_.activation_shape, s_.wire_dtype)};
+    std::vector<torch::Tensor> buf{torch::empty(s_.activation_shape, torch::dtype(s_.wire_dtype).device(s_.device))};
     s_.pp->recv(buf, static_cast<int>(from), t)->wait();
     return buf[0];
   }
 
   // A send in flight: its buffer is kept alive until it completes; its end is the first time
-  // it is seen completed (polled between passes) or waited at the end of the step.
+  // it is seen completed (polled between passes) or waited at the end of the step. On a GPU
+  // both ends are events on the compute stream (op_trace.hpp): the start is before the send is
+  // queued, the end where the compute stream is when the host sees the send complete, so no
+  // earlier than its completion, as on the CPU.
   struct Pending {
     c10::intrusive_ptr<c10d::Work> work;
     torch::Tensor buffer;
     std::string name;
-    OpTrace::Clock::time_point start;
+    TraceClock::time_point start;
     bool recorded = false;
   };
 
   void send(const torch::Tensor& t, int64_t to, int tg, const std::string& name) {
     std::vector<torch::Tensor> buf{t.contiguous()};
-    const auto start = OpTrace::Clock::now();
+    const auto start = TraceClock::now();
     sends_.push_back({s_.pp->send(buf, static_cast<int>(to), tg), buf[0], name, start});
   }
 
   void record(Pending& s) {
     if (s.recorded) return;
     s.recorded = true;
-    if (OpTrace* t = current_trace()) t->add(s.name, s.start, OpTrace::Clock::now());
+    if (OpTrace* t = current_trace()) t->add(s.name, s.start, TraceClock::now());
   }
 
   void poll_sends() {
@@ -102,12 +109,12 @@ class Schedule {
   const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward_;
   std::vector<torch::Tensor> inputs_, outputs_;
   std::vector<Pending> sends_;
-  double loss_ = 0;
+  torch::Tensor loss_;  // the summed micro-batch losses, fp64 [1] (zero but on the last stage)
 };
 
 }  // namespace
 
-double run_pipeline(const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
+torch::Tensor run_pipeline(const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
                     const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward) {
   Schedule s(stage, micro_batches, forward);
   if (schedule == pb::PIPELINE_SCHEDULE_GPIPE) {

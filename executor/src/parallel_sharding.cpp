@@ -1,17 +1,15 @@
 #include "parallel_sharding.hpp"
 
-#include <ATen/native/Resize.h>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
 
 #include "grad_ready.hpp"
+#include "mixed_precision.hpp"
 #include "op_trace.hpp"
 #include "orrery/executor/data_parallel.hpp"
 #include "orrery/executor/rank_grid.hpp"
@@ -19,7 +17,7 @@
 
 namespace orrery::executor {
 
-using Clock = std::chrono::steady_clock;
+using Clock = TraceClock;  // op_trace.hpp: the trace's clock (CUDA events on a GPU)
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -100,6 +98,11 @@ std::vector<ModelPart> parts_of(const std::vector<ShardedParam>& params,
 // What a reduce-scatter really runs on Gloo 1.13 (recorded in the measured trace).
 constexpr const char* kReduceScatterAlgorithm = "alltoall+sum";
 
+// Bytes per parameter in the ZeRO/FSDP gathers, the lowering's param_bytes: fp32 runs gather
+// their fp32 weights, every other precision a 2-byte compute copy (bf16 here). FSDP buckets are
+// measured in these bytes too.
+double parameter_bytes(pb::Precision p) { return p == pb::PRECISION_FP32 ? 4 : 2; }
+
 int64_t as_handle(DataParallelOptimizer* o) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(o)); }
 DataParallelOptimizer* from_handle(int64_t h) { return reinterpret_cast<DataParallelOptimizer*>(static_cast<intptr_t>(h)); }
 
@@ -116,12 +119,20 @@ void wait_timed(c10d::Work& work, const std::string& name, Clock::time_point lau
 }
 
 // Frees a tensor's memory, keeping its shape, and gives it back. Autograd's saved references
-// share the storage and see it again once refilled; neither bumps the version counter.
-void free_storage(const torch::Tensor& t) { at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), 0); }
+// share the storage and see it again once refilled; neither bumps their version counter. The
+// storage's own allocator (the CPU's, or CUDA's caching allocator) serves both, so this works on
+// any device.
+void set_storage_bytes(const torch::Tensor& t, size_t bytes) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+void free_storage(const torch::Tensor& t) { set_storage_bytes(t, 0); }
 void refill_storage(const torch::Tensor& t, const torch::Tensor& values) {
-  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
-  at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), bytes);
-  std::memcpy(t.data_ptr(), values.contiguous().data_ptr(), bytes);
+  set_storage_bytes(t, static_cast<size_t>(t.numel()) * t.element_size());
+  // Written through a second tensor over the same storage: it has a version counter of its own.
+  torch::NoGradGuard no_grad;
+  torch::empty({0}, t.options()).set_(t.storage(), t.storage_offset(), t.sizes(), t.strides()).copy_(values.reshape(t.sizes()));
 }
 
 // Gradient of `p` flattened (zeros when it got none).
@@ -181,7 +192,7 @@ struct DataParallelOptimizer::Flat {
   torch::Tensor padded_grad(const std::vector<ShardedParam>& all) const {
     std::vector<torch::Tensor> pieces;
     for (size_t i : params) pieces.push_back(flat_grad(all[i]));
-    if (chunk * size > numel) pieces.push_back(torch::zeros({chunk * size - numel}, torch::kFloat32));
+    if (chunk * size > numel) pieces.push_back(torch::zeros({chunk * size - numel}, shard.options()));
     return torch::cat(pieces);
   }
   // Writes the full flat vector `values` ([>= numel]) into the parameters.
@@ -245,7 +256,7 @@ DataParallelOptimizer::Flat make_flat(const std::vector<ShardedParam>& params, c
     values.push_back(params[i].tensor.detach().reshape(-1));
   }
   f.chunk = (f.numel + size - 1) / size;
-  if (f.chunk * size > f.numel) values.push_back(torch::zeros({f.chunk * size - f.numel}, torch::kFloat32));
+  if (f.chunk * size > f.numel) values.push_back(torch::zeros({f.chunk * size - f.numel}, values.front().options()));
   f.shard = torch::cat(values).narrow(0, rank * f.chunk, f.chunk).clone().set_requires_grad(true);
   const int64_t lo = rank * f.chunk, hi = lo + f.chunk;
   for (size_t j = 0; j < indices.size(); ++j) {
@@ -257,6 +268,33 @@ DataParallelOptimizer::Flat make_flat(const std::vector<ShardedParam>& params, c
     if (p.sequence_parallel) f.tp_summed.push_back({a - lo, b - a, kind});
   }
   return f;
+}
+
+// Launches the all-gather of `f`'s chunks over `group`: the fp32 masters as they are, or (`bf16`)
+// their bf16 copies, carried as fp16 bytes (mixed_precision.hpp), as the lowering's param_bytes 2
+// has it.
+std::unique_ptr<DataParallelOptimizer::Pending> launch_gather(const DataParallelOptimizer::Flat& f, const GroupPtr& group,
+                                                              bool bf16) {
+  auto p = std::make_unique<DataParallelOptimizer::Pending>();
+  const torch::Tensor chunk = bf16 ? f.shard.detach().to(at::kBFloat16) : f.shard.detach();
+  p->outputs.resize(1);
+  for (int64_t i = 0; i < f.size; ++i) p->outputs[0].push_back(gloo_view(torch::empty_like(chunk)));
+  p->inputs = {gloo_view(chunk)};
+  p->launched = Clock::now();
+  p->work = group->allgather(p->outputs, p->inputs);
+  return p;
+}
+
+// A finished gather's flat vector in the masters' type: under bf16 the bf16-rounded parameters,
+// which the model computes with (autocast's casts of them to bf16 are then exact).
+torch::Tensor gathered_flat(const DataParallelOptimizer::Pending& p, const DataParallelOptimizer::Flat& f, bool bf16) {
+  const torch::Tensor all = torch::cat(p.outputs[0]);
+  return bf16 ? all.view(at::kBFloat16).to(f.shard.scalar_type()) : all;
+}
+
+// The values the model computes with for master values `t`: bf16-rounded under `bf16`.
+torch::Tensor compute_copy(const torch::Tensor& t, bool bf16) {
+  return bf16 ? t.to(at::kBFloat16).to(t.scalar_type()) : t;
 }
 
 // One bucket's FSDP gather: forward all-gathers the parameters (waiting for a prefetched gather),
@@ -312,6 +350,8 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
   // Without a DP group there is nothing to shard: the lowering has no data-parallel collectives.
   mode_ = !groups.dp ? Mode::kReplicated : fsdp ? Mode::kFsdp : zero ? Mode::kZero : Mode::kReplicated;
   zero2_ = sharding == pb::SHARDING_ZERO2;
+  // Sharded bf16: the model computes with bf16 copies of the fp32 master chunks (see the header).
+  bf16_ = c.plan.job().precision() == pb::PRECISION_BF16 && mode_ != Mode::kReplicated;
   overlap_grad_ = c.plan.overlap_grad_reduce() && mode_ != Mode::kFsdp;  // FSDP reduces in backward anyway
   overlap_param_gather_ = c.plan.overlap_param_gather() && mode_ == Mode::kZero;  // only ZeRO-1/2 gather after the step
   last_micro_batch_ = c.plan.job().global_batch_size() / (group_size(groups.dp) * c.plan.micro_batch_size()) - 1;
@@ -333,8 +373,9 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
       fsdp_part_index_[fsdp_parts_[i].name] = i;
       sizes.push_back(fsdp_parts_[i].numel);
     }
-    // Units gathered together, up to bucket_bytes of fp32 parameters (the lowering's rule).
-    const double limit = c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / 4 : 0;
+    // Units gathered together, up to bucket_bytes of gathered parameters (the lowering's rule).
+    const double limit =
+        c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / parameter_bytes(c.plan.job().precision()) : 0;
     fsdp_bucket_of_part_.assign(fsdp_parts_.size(), 0);
     const bool has_head = fsdp_part_index_.count("head") != 0;
     for (const auto& run : fill_fsdp_buckets(sizes, limit)) {
@@ -372,6 +413,12 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
         for (const ModelPart& part : r->parts) {
           r->flats.push_back(make_flat(params_, part.params, group_size(r->group), group_rank(r->group), ep_ != nullptr));
           optimized.push_back(r->flats.back().shard);
+        }
+        // The first step computes with the bf16 copies too, as every later one does.
+        if (bf16_) {
+          for (const Flat& f : r->flats) {
+            for (size_t i : f.params) params_[i].tensor.detach().copy_(compute_copy(params_[i].tensor.detach(), true));
+          }
         }
       } else {
         for (const ModelPart& part : r->parts) {
@@ -649,16 +696,7 @@ void DataParallelOptimizer::launch_zero_gathers() {
     g.name = "opt." + g.part + (o.experts ? ".expert_param_all_gather" : ".param_all_gather");
     g.reduction = o.r;
     g.index = o.part;
-    if (o.r->group) {
-      const Flat& f = o.r->flats[o.part];
-      g.pending = std::make_unique<Pending>();
-      Pending& p = *g.pending;
-      p.outputs.resize(1);
-      for (int64_t i = 0; i < f.size; ++i) p.outputs[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
-      p.inputs = {f.shard.detach()};
-      p.launched = Clock::now();
-      p.work = o.r->group->allgather(p.outputs, p.inputs);
-    }
+    if (o.r->group) g.pending = launch_gather(o.r->flats[o.part], o.r->group, bf16_);
     zero_gathers_.push_back(std::move(g));
   }
 }
@@ -671,12 +709,13 @@ void DataParallelOptimizer::finish_zero_gathers(const std::string& part) {
       continue;
     }
     const Flat& f = g.reduction->flats[g.index];
-    if (!g.pending) {
-      f.scatter_into(params_, f.shard.detach());
+    if (!g.pending) {  // a one-member group: its own chunk is the whole part
+      f.scatter_into(params_, compute_copy(f.shard.detach(), bf16_));
       continue;
     }
     wait_timed(*g.pending->work, g.name, g.pending->launched);
-    f.scatter_into(params_, torch::cat(g.pending->outputs[0]));
+    if (OpTrace* t = current_trace(); t != nullptr && bf16_) t->set_dtype(g.name, "bf16");
+    f.scatter_into(params_, gathered_flat(*g.pending, f, bf16_));
   }
   zero_gathers_ = std::move(left);
 }
@@ -684,9 +723,9 @@ void DataParallelOptimizer::finish_zero_gathers(const std::string& part) {
 double DataParallelOptimizer::clip_chunks(double max_norm) {
   // Sums of squares per kind (clip_gradients' four sums), each over its reduction's group, whose
   // ranks hold disjoint chunks.
-  auto sums = torch::zeros({4}, torch::kFloat64);
+  auto sums = torch::zeros({4}, sum_options());
   for (auto& r : reductions_) {
-    auto local = torch::zeros({4}, torch::kFloat64);
+    auto local = torch::zeros({4}, sum_options());
     for (const auto& f : r->flats) {
       if (!f.shard.grad().defined()) continue;
       for (const auto& s : f.segments) {
@@ -720,16 +759,38 @@ double DataParallelOptimizer::clip_chunks(double max_norm) {
   return norm;
 }
 
+torch::TensorOptions DataParallelOptimizer::sum_options() const {
+  for (const auto& r : reductions_) {
+    if (!r->flats.empty()) return r->flats.front().shard.options().dtype(torch::kFloat64);
+  }
+  return torch::TensorOptions(torch::kFloat64);
+}
+
 void DataParallelOptimizer::gather_parameters() {
+  if (mode_ == Mode::kZero && bf16_) {
+    // The fp32 masters, not the bf16 copies the model computed with (as Megatron's checkpoints
+    // hold the distributed optimizer's fp32 parameters): an fp32 gather outside the steps.
+    finish_zero_gathers("");
+    for (const auto& r : reductions_) {
+      for (const Flat& f : r->flats) {
+        if (!r->group) {
+          f.scatter_into(params_, f.shard.detach());
+          continue;
+        }
+        const auto p = launch_gather(f, r->group, false);
+        p->work->wait();
+        f.scatter_into(params_, gathered_flat(*p, f, false));
+      }
+    }
+    return;
+  }
   if (overlap_param_gather_) gather_zero();  // the last step's updates were not gathered yet
   if (mode_ != Mode::kFsdp) return;
   const Reduction& r = *reductions_.front();
   for (const Flat& f : r.flats) {
-    std::vector<std::vector<torch::Tensor>> out(1);
-    for (int64_t i = 0; i < f.size; ++i) out[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
-    std::vector<torch::Tensor> in{f.shard.detach()};
-    r.group->allgather(out, in)->wait();
-    const auto values = torch::cat(out[0]);
+    const auto p = launch_gather(f, r.group, false);  // the fp32 masters
+    p->work->wait();
+    const auto values = gathered_flat(*p, f, false);
     for (size_t j = 0; j < f.params.size(); ++j) {
       const int64_t n = std::accumulate(f.shapes[j].begin(), f.shapes[j].end(), int64_t{1}, std::multiplies<>());
       params_[f.params[j]].tensor = values.narrow(0, f.offsets[j], n).view(f.shapes[j]).clone();
@@ -786,12 +847,7 @@ void DataParallelOptimizer::launch_fsdp_gather(Instance& inst, size_t bucket, bo
   if (slot || (backward && fsdp_resident_[bucket])) return;
   const Reduction& r = *reductions_.front();
   const Flat& f = r.flats[bucket];
-  slot = std::make_unique<Pending>();
-  slot->outputs.resize(1);
-  for (int64_t i = 0; i < f.size; ++i) slot->outputs[0].push_back(torch::empty({f.chunk}, torch::kFloat32));
-  slot->inputs = {f.shard.detach()};
-  slot->launched = Clock::now();
-  slot->work = r.group->allgather(slot->outputs, slot->inputs);
+  slot = launch_gather(f, r.group, bf16_);
 }
 
 torch::Tensor DataParallelOptimizer::finish_fsdp_gather(Instance& inst, size_t bucket, bool backward) {
@@ -803,7 +859,9 @@ torch::Tensor DataParallelOptimizer::finish_fsdp_gather(Instance& inst, size_t b
   const std::string name = fsdp_node_name(fsdp_parts_[backward ? last : first], inst.micro_batch,
                                           backward ? "bwd" : "fwd", "fsdp.all_gather");
   torch::Tensor values;
-  wait_timed(*slot->work, name, slot->launched, [&] { values = torch::cat(slot->outputs[0]); });
+  const Flat& f = reductions_.front()->flats[bucket];
+  wait_timed(*slot->work, name, slot->launched, [&] { values = gathered_flat(*slot, f, bf16_); });
+  if (OpTrace* t = current_trace(); t != nullptr && bf16_) t->set_dtype(name, "bf16");
   slot.reset();
   return values;
 }
@@ -849,9 +907,9 @@ torch::Tensor DataParallelOptimizer::fsdp_reduce_scatter(int64_t bucket, int64_t
   std::vector<torch::Tensor> pieces;
   for (size_t j = 0; j < f.params.size(); ++j) {
     const auto& t = inst.gathered[b][j];
-    pieces.push_back(j < grads.size() && grads[j].defined() ? grads[j].reshape(-1) : torch::zeros({t.numel()}));
+    pieces.push_back(j < grads.size() && grads[j].defined() ? grads[j].reshape(-1) : torch::zeros({t.numel()}, t.options()));
   }
-  if (f.chunk * f.size > f.numel) pieces.push_back(torch::zeros({f.chunk * f.size - f.numel}, torch::kFloat32));
+  if (f.chunk * f.size > f.numel) pieces.push_back(torch::zeros({f.chunk * f.size - f.numel}, f.shard.options()));
   auto input = torch::cat(pieces);
   auto output = torch::empty_like(input);
   std::vector<int64_t> equal_splits;
@@ -906,7 +964,8 @@ std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig&
     const auto parts = parts_of(params, [](const ShardedParam&) { return true; });
     std::vector<int64_t> sizes;
     for (const auto& p : parts) sizes.push_back(p.numel);
-    const double limit = c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / 4 : 0;
+    const double limit =
+        c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / parameter_bytes(c.plan.job().precision()) : 0;
     for (const auto& run : fill_fsdp_buckets(sizes, limit)) {
       std::vector<const ModelPart*> members;
       for (size_t i : run) members.push_back(&parts[i]);

@@ -37,6 +37,15 @@
 // of the embedding matrix is in no bucket (data_parallel.hpp): after the two stages sum its
 // gradient it is averaged over dp with its own all-reduce and updated whole, never sharded.
 //
+// bf16 mixed precision (mixed_precision.hpp), as Megatron's distributed optimizer with bf16 and
+// the lowering (grad_bytes 4, param_bytes 2): gradients are reduced in fp32 as in fp32 runs; the
+// chunks AdamW updates are fp32 masters (its state fp32 too); the parameter gathers (ZeRO's
+// "opt.<part>.param_all_gather", FSDP's "fsdp.all_gather") carry the chunks' bf16 copies, and the
+// model computes with those bf16-rounded values (in its fp32 tensors, so that autocast's casts are
+// exact and the norms still run in fp32), from the first step on. FSDP buckets are measured in
+// bf16 bytes (bucket_bytes / 2 parameters, the lowering's rule). The trace marks those gathers
+// "bf16". Saved parameters are the fp32 masters.
+//
 // The gradient norm for clipping comes from the reduced gradients (the chunks when sharded): sums
 // of squares over the data-parallel group, TP-split tensors summed over TP, experts over EP,
 // stages over PP; clipping, the norm's all-reduces and AdamW are timed together as "opt.adamw".
@@ -137,6 +146,7 @@ class DataParallelOptimizer final : public PartHooks {
   void launch_zero_gathers();                 // ... launched, parts in forward order
   void finish_zero_gathers(const std::string& part);  // waits for `part`'s ("": all of them)
   double clip_chunks(double max_norm);        // global norm from the chunks, clipped
+  torch::TensorOptions sum_options() const;   // fp64 on the chunks' device, for the norm's sums
   void launch_fsdp_gather(Instance& inst, size_t bucket, bool backward);
   torch::Tensor finish_fsdp_gather(Instance& inst, size_t bucket, bool backward);
 
@@ -145,6 +155,7 @@ class DataParallelOptimizer final : public PartHooks {
   GroupPtr tp_, pp_, embedding_, ep_, dp_;
   Mode mode_ = Mode::kReplicated;
   bool zero2_ = false;
+  bool bf16_ = false;            // sharded bf16: parameters gathered and computed with as bf16 copies
   bool overlap_grad_ = false;    // buckets launched during the last backward (grad_ready.hpp)
   int64_t last_micro_batch_ = 0; // that backward's micro-batch
   bool overlap_param_gather_ = false;  // ZeRO: gathers launched at the step's start

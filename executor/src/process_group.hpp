@@ -1,6 +1,7 @@
-// c10d process groups of one rank, built from the plan's placement: a Gloo group per parallel
-// dimension the rank takes part in (size-1 dimensions get none), all rendezvousing through one
-// TCPStore under a per-group prefix.
+// c10d process groups of one rank, built from the plan's placement: a group per parallel
+// dimension the rank takes part in (size-1 dimensions get none), Gloo when the rank trains on the
+// CPU and NCCL on a GPU (run_device.hpp), all rendezvousing through one TCPStore under a
+// per-group prefix.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,15 @@ using Group = c10d::ProcessGroup;
 #endif
 using GroupPtr = c10::intrusive_ptr<Group>;
 
+// Which c10d implementation carries the rank's tensors: Gloo for CPU tensors, NCCL for CUDA ones
+// (NCCL only in an executor built with CUDA).
+enum class GroupBackend { kGloo, kNccl };
+
 struct RankGroups {
   c10::intrusive_ptr<c10d::Store> store;
-  GroupPtr world;  // null when the job has one rank
+  // Null when the job has one rank. Gloo whatever the backend: it only runs the end-of-job
+  // barrier, which carries no tensor (NCCL's would guess a device from the rank).
+  GroupPtr world;
   GroupPtr tp;     // null when tp == 1
   GroupPtr dp;     // null when dp == 1
   GroupPtr pp;     // null when pp == 1
@@ -44,7 +51,8 @@ struct RankGroups {
   GridCoord coord;
 };
 
-RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_s, bool tied_embeddings);
+RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_s, bool tied_embeddings,
+                       GroupBackend backend = GroupBackend::kGloo);
 
 // In-place sum over `group` (no-op for a null group).
 void all_reduce_sum(const GroupPtr& group, at::Tensor& tensor);

@@ -12,37 +12,26 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// An enum value as plan files spell it: "zero1" for SHARDING_ZERO1, "fp8" for PRECISION_FP8.
+// An enum value as plan files spell it: "fp8" for PRECISION_FP8.
 std::string lower_name(const std::string& full, size_t prefix) {
   std::string name = full.substr(prefix);
   for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return name;
 }
-std::string sharding_name(pb::Sharding s) { return lower_name(pb::Sharding_Name(s), 9); }
 
-// fp32, or bf16 mixed precision (mixed_precision.hpp) where Gloo and the executor can follow the
-// lowering: Gloo 1.13 reduces no bf16 tensors (TP's and SP's activation reductions), and the
-// lowering gathers bf16 parameters (ZeRO, FSDP) where the executor would gather its fp32 masters.
+// fp32, or bf16 mixed precision (mixed_precision.hpp) with every parallelism the executor runs:
+// bf16 activations cross ranks as the lowering's activation_bytes 2 say (Gloo 1.13's missing bf16
+// support worked around, mixed_precision.hpp), gradients are reduced in fp32 and ZeRO/FSDP gather
+// bf16 copies of fp32 masters (parallel_sharding.hpp). fp16 needs loss scaling (and libtorch
+// 1.13's CPU autocast has no fp16).
 std::string precision_problem(const pb::Plan& plan) {
   const auto precision = plan.job().precision();
-  if (precision == pb::PRECISION_FP32) return "";
+  if (precision == pb::PRECISION_FP32 || precision == pb::PRECISION_BF16) return "";
   if (precision == pb::PRECISION_FP16) {
     return "job.precision fp16: needs loss scaling, not implemented in the executor yet (fp32 and bf16 are)";
   }
-  if (precision != pb::PRECISION_BF16) {
-    return "job.precision " + lower_name(pb::Precision_Name(precision), 10) +
-           ": not implemented in the executor (fp32 and bf16 are)";
-  }
-  const auto& p = plan.parallel();
-  if ((p.has_tp() && p.tp() > 1) || (p.has_ep() && p.ep() > 1)) {
-    return "job.precision bf16 with tp > 1 or ep > 1: Gloo 1.13 cannot reduce or exchange bf16 activations; not "
-           "implemented in the executor yet (bf16 runs with dp and pp)";
-  }
-  if (plan.sharding() != pb::SHARDING_NONE && plan.sharding() != pb::SHARDING_UNSPECIFIED) {
-    return "job.precision bf16 with sharding " + sharding_name(plan.sharding()) +
-           ": bf16 parameter gathers are not implemented in the executor yet (bf16 runs with sharding none)";
-  }
-  return "";
+  return "job.precision " + lower_name(pb::Precision_Name(precision), 10) +
+         ": not implemented in the executor (fp32 and bf16 are)";
 }
 
 std::string plan_problem(const pb::Plan& plan) {

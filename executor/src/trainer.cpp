@@ -10,6 +10,7 @@
 #include "op_trace.hpp"
 #include "parallel_sharding.hpp"
 #include "pipeline.hpp"
+#include "run_device.hpp"
 #include "orrery/executor/rank_grid.hpp"
 #include "orrery/executor/results.hpp"
 #include "orrery/executor/trainer.hpp"
@@ -66,9 +67,16 @@ int64_t stage_of(const TrainConfig& c, int64_t layer) {
   return static_cast<int64_t>(split.size()) - 1;
 }
 
+// The torch device of a RunDevice (run_device.hpp).
+c10::Device torch_device(const RunDevice& d) {
+  return d.cuda ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.index))
+                : c10::Device(c10::DeviceType::CPU);
+}
+
 struct Run {
   const TrainConfig& c;
   const RankEnv& env;
+  c10::Device device;  // every tensor of the step lives here; NCCL groups when it is a GPU
   RankGroups groups;
   Transformer model;
   DataParallelOptimizer optimizer;  // DP gradient reduction, clipping, AdamW (parallel_sharding.hpp)
@@ -76,11 +84,13 @@ struct Run {
   PipelineStage pipe;
   std::vector<std::map<std::string, OpTiming>> timings;  // per step, when tracing
 
-  Run(const TrainConfig& config, const RankEnv& e, const RankGrid& grid)
-      : c(config), env(e), groups(make_groups(e, grid, config.timeout_s, config.model.tied_embeddings())),
+  Run(const TrainConfig& config, const RankEnv& e, const RankGrid& grid, const RunDevice& run_device)
+      : c(config), env(e), device(torch_device(run_device)),
+        groups(make_groups(e, grid, config.timeout_s, config.model.tied_embeddings(),
+                           run_device.cuda ? GroupBackend::kNccl : GroupBackend::kGloo)),
         model(config.model, groups.tp, grid.degrees().tp, groups.coord.tp, config.seed,
               stage_layers(config, groups.coord.pp, grid.degrees().pp), config.plan.parallel().sequence_parallel(),
-              ExpertParallel{groups.ep, grid.degrees().ep, groups.ep_index}),
+              ExpertParallel{groups.ep, grid.degrees().ep, groups.ep_index}, device),
         optimizer(model, groups, config, grid.degrees().ep),
         dp_size(grid.degrees().dp),
         micro_batches(config.plan.job().global_batch_size() / (dp_size * config.plan.micro_batch_size())) {
@@ -90,6 +100,7 @@ struct Run {
     const int64_t seq = config.plan.job().seq_len() / (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
     pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
     pipe.wire_dtype = bf16() ? torch::kBFloat16 : torch::kFloat32;
+    pipe.device = device;
     model.set_materialized_attention(config.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED);
   }
 
@@ -99,16 +110,18 @@ struct Run {
     if (OpTrace* t = current_trace()) t->begin_step();
     const auto start = std::chrono::steady_clock::now();
     const int64_t mbs = c.plan.micro_batch_size(), local = mbs * micro_batches;
+    // Drawn on the CPU (the same tokens whatever the device), this rank's rows then moved.
     const auto batch = synthetic_batch(c.seed, n, c.plan.job().global_batch_size(), c.plan.job().seq_len(),
                                        c.model.vocab_size());
-    const auto mine = batch.narrow(0, groups.coord.dp * local, local);
+    const auto mine = batch.narrow(0, groups.coord.dp * local, local).to(device);
     optimizer.zero_grad();
     auto forward = [&](int64_t m, const torch::Tensor& hidden) {
-      const AutocastScope autocast(bf16(), c10::DeviceType::CPU);  // mixed_precision.hpp
+      const AutocastScope autocast(bf16(), device.type());  // mixed_precision.hpp
       auto out = model.forward(mine.narrow(0, m * mbs, mbs), hidden);
       return pipe.last() ? out / static_cast<double>(micro_batches) : out;
     };
-    const double loss_sum = run_pipeline(pipe, micro_batches, c.plan.parallel().schedule(), forward);
+    // The last stage's summed loss, zero on the others (fp64, on the device).
+    auto loss = run_pipeline(pipe, micro_batches, c.plan.parallel().schedule(), forward);
     StepResult r;
     r.step = n;
     // Megatron's finalize-gradients all-reduces (SP norms over TP, tied embeddings over the first
@@ -117,7 +130,8 @@ struct Run {
     // timed under the lowering's names (parallel_sharding.hpp).
     r.grad_norm = optimizer.step();
     if (OpTrace* t = current_trace()) timings.push_back(t->end_step());
-    auto loss = torch::full({1}, loss_sum, torch::kFloat64);  // 0 but on the last stage
+    // Reading the loss back waits for the step's last kernels on a GPU, so the step's wall time
+    // below is the GPU's too.
     all_reduce_sum(groups.pp, loss);
     all_reduce_sum(groups.dp, loss);
     r.loss = loss.item<double>() / static_cast<double>(dp_size);
@@ -136,17 +150,19 @@ struct Run {
       torch::Tensor full;
       if (const ShardedParam* p = model.find(all[i].name)) full = gather_full(*p, groups.tp);
       // A routed expert lives on one rank of the EP group.
-      if (all[i].expert >= 0 && pipe.stage == owner) full = share_expert_tensor(full, all[i].full_shape, groups.ep);
+      if (all[i].expert >= 0 && pipe.stage == owner) {
+        full = share_expert_tensor(full, all[i].full_shape, groups.ep, torch::dtype(torch::kFloat32).device(device));
+      }
       if (groups.pp && owner != 0 && pipe.stage == owner) {
         std::vector<torch::Tensor> buf{full.contiguous()};
         groups.pp->send(buf, 0, static_cast<int>(i))->wait();
       } else if (groups.pp && owner != 0 && pipe.stage == 0) {
-        std::vector<torch::Tensor> buf{torch::empty(all[i].full_shape, torch::kFloat32)};
+        std::vector<torch::Tensor> buf{torch::empty(all[i].full_shape, torch::dtype(torch::kFloat32).device(device))};
         groups.pp->recv(buf, static_cast<int>(owner), static_cast<int>(i))->wait();
         full = buf[0];
       }
       if (pipe.stage != 0) continue;
-      full = full.to(torch::kFloat64).contiguous();
+      full = full.to(torch::dtype(torch::kFloat64).device(torch::kCPU)).contiguous();  // read on the host
       NamedArray a;
       a.name = all[i].name;
       a.shape = full.sizes().vec();
@@ -192,13 +208,15 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
   // predicts the machine that really ran.
   if (std::getenv("OMP_NUM_THREADS") == nullptr) torch::set_num_threads(1);
   if (!config.out_dir.empty()) std::filesystem::create_directories(config.out_dir);
-  OpTrace trace;
+  // The cluster's devices say where the rank trains (run_device.hpp has the rule).
+  const RunDevice device = select_run_device(device_request(config.device_kind), env.local_rank);
+  OpTrace trace(make_step_clock(device));
   const bool tracing = config.trace_graph.has_value() && !config.out_dir.empty();
   TraceGuard guard(tracing ? &trace : nullptr);
   std::vector<StepResult> results;
   int64_t step = 0;
   try {
-    Run run(config, env, grid);
+    Run run(config, env, grid, device);
     for (step = 1; step <= config.steps; ++step) {
       maybe_inject_fault(env.rank, step);
       const StepResult r = run.step(step);

@@ -110,7 +110,9 @@ class RankCoster {
         case Step::Kind::kCollective: {
           const auto& devs = s.expert_group ? ep_ : tp_;
           if (devs.size() < 2) break;
-          const double t = costs_.collectives().estimate(s.collective, devs, s.bytes).seconds;
+          // Issued in line with compute: the calibrated blocking overhead too (collective_cost.hpp).
+          const double t = costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
+                           costs_.collectives().blocking_overhead_s(devs);
           (s.expert_group ? c.ep_s : c.tp_s) += t;
           break;
         }
@@ -122,6 +124,13 @@ class RankCoster {
   double collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs, double bytes) const {
     if (devs.size() < 2 || bytes <= 0) return 0;
     return costs_.collectives().estimate(kind, devs, bytes).seconds;
+  }
+
+  // A collective issued in line with compute (on the compute stream): its time plus the
+  // calibrated blocking overhead.
+  double blocking_collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs, double bytes) const {
+    if (devs.size() < 2 || bytes <= 0) return 0;
+    return collective(kind, devs, bytes) + costs_.collectives().blocking_overhead_s(devs);
   }
 
   const pb::DeviceSpec& device() const { return device_; }
@@ -296,8 +305,8 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       // The all-gathers after receiving activations (forward) and gradients (backward).
       std::vector<int64_t> tp_devs;
       for (int64_t r : layout.group(GroupKind::kTp, rank)) tp_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
-      if (p > 0) fwd.tp_s += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, fwd_moves[static_cast<size_t>(p - 1)].gather_bytes);
-      if (p + 1 < d.pp) bwd.tp_s += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, bwd_moves[static_cast<size_t>(p)].gather_bytes);
+      if (p > 0) fwd.tp_s += rc.blocking_collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, fwd_moves[static_cast<size_t>(p - 1)].gather_bytes);
+      if (p + 1 < d.pp) bwd.tp_s += rc.blocking_collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, bwd_moves[static_cast<size_t>(p)].gather_bytes);
     }
     s.forward_s = fwd.total();
     s.backward_s = bwd.total();

@@ -35,6 +35,14 @@ bool enough(size_t samples, const FitOptions& options, CurveReport& report) {
   return false;
 }
 
+// Linear interpolation between order statistics of `sorted` (non-empty), q in [0, 1].
+double quantile(const std::vector<double>& sorted, double q) {
+  const double at = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
 // The overlap slowdown (calibration_fit.hpp): the median over the overlapped ops of the
 // slowdown that explains each one's time beyond the fitted cost model's.
 void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
@@ -67,13 +75,7 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
     return;
   }
   std::sort(slowdowns.begin(), slowdowns.end());
-  const auto quantile = [&](double q) {
-    const double at = q * static_cast<double>(slowdowns.size() - 1);
-    const size_t lo = static_cast<size_t>(at);
-    const size_t hi = std::min(lo + 1, slowdowns.size() - 1);
-    return slowdowns[lo] + (at - static_cast<double>(lo)) * (slowdowns[hi] - slowdowns[lo]);
-  };
-  r.slowdown = quantile(0.5), r.q1 = quantile(0.25), r.q3 = quantile(0.75);
+  r.slowdown = quantile(slowdowns, 0.5), r.q1 = quantile(slowdowns, 0.25), r.q3 = quantile(slowdowns, 0.75);
   if (r.slowdown < 1) {
     r.note = "overlapped compute ran no slower than the cost model predicts (median slowdown " +
              std::to_string(r.slowdown) + "): the simulator's 1 (no slowdown) stays";
@@ -81,6 +83,41 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
   }
   r.fitted = true;
   out.profile.set_overlap_compute_slowdown(r.slowdown);
+}
+
+// The blocking overhead of each scope (calibration_fit.hpp, BlockingReport): the median residual
+// of the blocking samples over the curves fitted without them.
+void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, const FitOptions& options,
+                            CalibrationFit& out) {
+  std::map<std::string, std::vector<double>> residuals;
+  for (const CommSample* s : blocking) {
+    for (const auto& c : out.profile.comm()) {
+      if (c.scope() == s->scope && c.collective() == s->collective)
+        residuals[s->scope].push_back(s->seconds - predict_comm_seconds(c, *s));
+    }
+  }
+  for (auto& [scope, r] : residuals) {
+    BlockingReport b;
+    b.scope = scope;
+    b.samples = static_cast<int64_t>(r.size());
+    std::sort(r.begin(), r.end());
+    b.overhead_s = quantile(r, 0.5), b.q1_s = quantile(r, 0.25), b.q3_s = quantile(r, 0.75);
+    if (b.samples < std::max<int64_t>(options.min_samples, 1)) {
+      b.note = std::to_string(b.samples) + " blocking collective(s), " + std::to_string(options.min_samples) +
+               " needed: nothing is added";
+    } else if (b.overhead_s <= 0) {
+      b.note = "collectives issued in line with compute took no longer than back to back: nothing is added";
+    } else {
+      b.fitted = true;
+      pb::BlockingOverhead* o = out.profile.add_blocking_overhead();
+      o->set_scope(scope);
+      o->set_overhead_s(b.overhead_s);
+      o->set_samples(b.samples);
+      o->set_q1_s(b.q1_s);
+      o->set_q3_s(b.q3_s);
+    }
+    out.blocking.push_back(std::move(b));
+  }
 }
 
 }  // namespace
@@ -142,12 +179,24 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
     }
   }
 
-  std::map<std::pair<std::string, int>, std::vector<const CommSample*>> by_comm;
+  // A kind's curve comes from its back-to-back and communication-stream samples when there are
+  // enough of them; its blocking samples then measure the blocking overhead. Otherwise the curve
+  // takes all of them (and the overhead none).
+  std::map<std::pair<std::string, int>, std::vector<const CommSample*>> by_comm, blocking_by_comm;
   for (const CommSample& s : comm) {
     check_sample(s.seconds, s.source);
     ORRERY_CHECK(s.bytes > 0 && s.ranks > 1,
                  "sample " + s.source + " moves no bytes between ranks");
-    by_comm[{s.scope, s.collective}].push_back(&s);
+    (s.blocking ? blocking_by_comm : by_comm)[{s.scope, s.collective}].push_back(&s);
+  }
+  std::vector<const CommSample*> blocking;
+  for (auto& [key, samples] : blocking_by_comm) {
+    auto& own = by_comm[key];
+    if (static_cast<int64_t>(own.size()) >= options.min_samples) {
+      blocking.insert(blocking.end(), samples.begin(), samples.end());
+    } else {
+      own.insert(own.end(), samples.begin(), samples.end());
+    }
   }
   for (const auto& [key, samples] : by_comm) {
     CurveReport report;
@@ -167,6 +216,7 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
   }
   out.curves.insert(out.curves.end(), defaults_kept.begin(), defaults_kept.end());
   fit_overlap_slowdown(overlapped, devices, options, out);
+  fit_blocking_overheads(blocking, options, out);
   return out;
 }
 

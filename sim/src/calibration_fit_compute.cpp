@@ -10,6 +10,7 @@
 #include "calibration_fit_curves.hpp"
 #include "calibration_solver.hpp"
 #include "orrery/sim/compute_cost.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -33,12 +34,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-double exact_median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Corrections by shape (calibration_fit.hpp): one point per shape and pass, the median ratio of
 // its samples' measured times to the fitted curve's, in (shape, pass) order.
 void add_shape_points(pb::ComputeCurve& c, const std::vector<const ComputeSample*>& samples) {
@@ -55,7 +50,7 @@ void add_shape_points(pb::ComputeCurve& c, const std::vector<const ComputeSample
     pb::ShapePoint* p = c.add_shape_points();
     for (int64_t d : key.first) p->add_shape(d);
     p->set_phase(static_cast<pb::Phase>(key.second));
-    p->set_time_ratio(exact_median(r));
+    p->set_time_ratio(orrery::median(r));
     p->set_samples(static_cast<int64_t>(r.size()));
   }
 }

@@ -42,7 +42,8 @@ class TraceReader {
     check_measured();
     for (int r = 0; r < trace_.ranks_size(); ++r) {
       const pb::RankGraph& rank = trace_.ranks(r);
-      in_flight_ = communication_in_flight(rank);
+      in_flight_ = busy_spans(rank, communication_stream_collective);
+      computing_ = busy_spans(rank, [](const pb::ExecNode& n) { return n.kind() == pb::NODE_KIND_COMPUTE; });
       for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
     }
     for (const auto& [key, sample] : instances_) out_.comm.push_back(sample);
@@ -66,15 +67,13 @@ class TraceReader {
 
   void leave_out(const std::string& why) { ++left_out_[why]; }
 
-  // When the rank had a collective in flight on a communication stream (not the blocking TP/EP
-  // collectives on the compute stream, during which no compute runs): merged [start, end).
-  static std::vector<std::pair<double, double>> communication_in_flight(const pb::RankGraph& rank) {
+  // Merged [start, end) spans of the rank's timed nodes that `pick` selects.
+  template <typename Pick>
+  static std::vector<std::pair<double, double>> busy_spans(const pb::RankGraph& rank, Pick pick) {
     std::vector<std::pair<double, double>> spans;
     for (const auto& n : rank.nodes()) {
-      if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() != kCompute && n.has_start_s() &&
-          n.has_duration_s() && n.duration_s() > 0) {
+      if (pick(n) && n.has_start_s() && n.has_duration_s() && n.duration_s() > 0)
         spans.emplace_back(n.start_s(), n.start_s() + n.duration_s());
-      }
     }
     std::sort(spans.begin(), spans.end());
     std::vector<std::pair<double, double>> merged;
@@ -88,12 +87,18 @@ class TraceReader {
     return merged;
   }
 
-  // Fraction of [start, start + duration) covered by in_flight_.
-  double overlap_fraction(const pb::ExecNode& node) const {
-    if (!node.has_start_s() || in_flight_.empty()) return 0;
+  // A collective on a communication stream (not the blocking TP/EP collectives on the compute
+  // stream, during which no compute runs).
+  static bool communication_stream_collective(const pb::ExecNode& n) {
+    return n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() != kCompute;
+  }
+
+  // Fraction of `node`'s [start, start + duration) covered by `spans`.
+  static double covered_fraction(const pb::ExecNode& node, const std::vector<std::pair<double, double>>& spans) {
+    if (!node.has_start_s() || spans.empty() || node.duration_s() <= 0) return 0;
     const double a = node.start_s(), b = node.start_s() + node.duration_s();
     double covered = 0;
-    for (const auto& [s, e] : in_flight_) covered += std::max(0.0, std::min(b, e) - std::max(a, s));
+    for (const auto& [s, e] : spans) covered += std::max(0.0, std::min(b, e) - std::max(a, s));
     return std::clamp(covered / (b - a), 0.0, 1.0);
   }
 
@@ -194,7 +199,7 @@ class TraceReader {
     s.source = file_ + ": " + node.name();
     s.shape.assign(node.shape().begin(), node.shape().end());
     s.phase = node.phase();
-    s.overlap = overlap_fraction(node);
+    s.overlap = covered_fraction(node, in_flight_);
     out_.compute.push_back(std::move(s));
   }
 
@@ -237,6 +242,12 @@ class TraceReader {
     if (node.comm_bytes() <= 0) return leave_out("collectives moving no bytes (barriers)");
     const pb::ProcessGroup& g = group(node.process_group(), node_path(r, i) + ".process_group");
     if (g.ranks_size() < 2) return leave_out("collectives on a one-rank group");
+    // The curves describe collectives that ran alone. One with compute beside it measures the
+    // contention too, and the executor sees an overlapped collective end only when the rank
+    // waits for it (its time then includes the compute in between), as compute beside
+    // communication measures the overlap slowdown rather than the compute curve.
+    if (communication_stream_collective(node) && covered_fraction(node, computing_) > 0)
+      return leave_out("collectives that ran beside compute on their rank (not communication alone)");
     // The same collective on several ranks is one instance, timed by its fastest rank.
     const int occurrence = occurrences_[{r, g.id(), node.name()}]++;
     const auto key = std::make_tuple(g.id(), node.name(), occurrence);
@@ -252,6 +263,7 @@ class TraceReader {
     s.ranks = g.ranks_size();
     s.seconds = node.duration_s();
     s.source = file_ + ": " + node.name();
+    s.blocking = node.stream() == kCompute;
     instances_.emplace(key, std::move(s));
   }
 
@@ -261,7 +273,8 @@ class TraceReader {
   TraceSamples& out_;
   std::unique_ptr<topologies::Topology> topology_;
   std::unique_ptr<CollectiveCostModel> collectives_;
-  std::vector<std::pair<double, double>> in_flight_;  // of the rank being read
+  // Of the rank being read: when a communication-stream collective was in flight, when compute ran.
+  std::vector<std::pair<double, double>> in_flight_, computing_;
   std::map<std::string, std::string>
       resolved_;  // device names as the trace gives them -> spec names
   std::map<std::string, int64_t> left_out_;

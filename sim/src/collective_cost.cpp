@@ -119,6 +119,15 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
   return cost;
 }
 
+double CollectiveCostModel::blocking_overhead_s(const std::vector<int64_t>& devices) const {
+  if (calibration_ == nullptr || devices.size() < 2) return 0;
+  const std::string scope = scope_of(group(devices));
+  for (const auto& o : calibration_->blocking_overhead()) {
+    if (o.scope() == scope) return o.overhead_s();
+  }
+  return 0;
+}
+
 std::string CollectiveCostModel::calibration_scope(const std::vector<int64_t>& devices) const {
   return scope_of(group(devices));
 }

@@ -142,14 +142,19 @@ class ModelBuilder {
     uint64_t bits;
     const double bytes = n.comm_bytes();
     std::memcpy(&bits, &bytes, sizeof bits);
-    const auto key = std::make_tuple(0, n.process_group(), static_cast<int64_t>(n.collective()), bits);
+    // Collectives issued in line with compute (kind 2) pay the calibrated blocking overhead too
+    // (collective_cost.hpp), so they are sites apart from the same collective on a comm stream.
+    const bool blocking = n.stream() == kCompute;
+    const auto key = std::make_tuple(blocking ? 2 : 0, n.process_group(), static_cast<int64_t>(n.collective()), bits);
     if (auto it = keys_.find(key); it != keys_.end()) return it->second;
     const pb::ProcessGroup& pg = groups_.at(n.process_group(), where);
     Pending p{{pg.ranks().begin(), pg.ranks().end()}, pg.dim(), pg.id()};
     Site s;
     s.dim = breakdown_dim(pg.dim());
     for (int64_t r : p.members) s.simulated_members += index_.contains(r) ? 1 : 0;
-    s.plan = collective_plan(costs_.collectives(), n.collective(), devices(p.members, where), bytes);
+    const std::vector<int64_t> group_devices = devices(p.members, where);
+    s.plan = collective_plan(costs_.collectives(), n.collective(), group_devices, bytes);
+    if (blocking) s.plan.alpha_s += costs_.collectives().blocking_overhead_s(group_devices);
     return add(key, std::move(s), std::move(p));
   }
 

@@ -107,15 +107,18 @@ inline Outcome train(const std::string& prefix, const std::string& model, const 
   return o;
 }
 
-// The same losses (absolute `loss_tolerance`), gradient norms (1e-4 relative) and parameters
-// (absolute `param_tolerance`) as the reference run; prints the largest differences.
-inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_tolerance, double param_tolerance) {
+// The same losses (absolute `loss_tolerance`), gradient norms (`grad_norm_tolerance` relative) and
+// parameters (absolute `param_tolerance`) as the reference run; prints the largest differences.
+inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_tolerance, double param_tolerance,
+                           double grad_norm_tolerance = 1e-4) {
   ASSERT_EQ(ref.steps.size(), got.steps.size());
-  double loss_diff = 0, param_diff = 0;
+  double loss_diff = 0, param_diff = 0, norm_diff = 0;
   for (size_t s = 0; s < ref.steps.size(); ++s) {
     loss_diff = std::max(loss_diff, std::abs(ref.steps[s].loss - got.steps[s].loss));
+    norm_diff = std::max(norm_diff, std::abs(ref.steps[s].grad_norm - got.steps[s].grad_norm) / ref.steps[s].grad_norm);
     EXPECT_NEAR(ref.steps[s].loss, got.steps[s].loss, loss_tolerance) << "step " << s + 1;
-    EXPECT_NEAR(ref.steps[s].grad_norm, got.steps[s].grad_norm, 1e-4 * ref.steps[s].grad_norm) << "step " << s + 1;
+    EXPECT_NEAR(ref.steps[s].grad_norm, got.steps[s].grad_norm, grad_norm_tolerance * ref.steps[s].grad_norm)
+        << "step " << s + 1;
   }
   ASSERT_EQ(ref.params.size(), got.params.size());
   std::string worst;
@@ -130,7 +133,8 @@ inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_t
     }
   }
   EXPECT_LE(param_diff, param_tolerance) << "worst: " << worst;
-  std::cout << "max |loss diff| " << loss_diff << ", max |param diff| " << param_diff << " (" << worst << ")\n";
+  std::cout << "max |loss diff| " << loss_diff << ", max relative grad norm diff " << norm_diff << ", max |param diff| "
+            << param_diff << " (" << worst << ")\n";
 }
 
 }  // namespace orrery::executor::test

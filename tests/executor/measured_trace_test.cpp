@@ -131,7 +131,8 @@ TEST(MeasuredTrace, Zero1WithBothOverlaps) {
 
 TEST(MeasuredTrace, Bf16RecordsTheTypeEachOpRanIn) {
   // Under bf16 autocast the GEMMs run in bf16 and the norms in fp32 (the residual stream is
-  // fp32); calibration divides each by the matching peak. Collectives carry no dtype.
+  // fp32); calibration divides each by the matching peak. The gradient reductions (fp32) carry no
+  // dtype; the collectives that carry bf16 say so (mixed_precision_parallel_test.cpp).
   pb::ExecGraph measured;
   expect_trace_matches_lowering("bf16", "--model tiny --dp 2 --global-batch 4 --seq 32 --precision bf16", &measured);
   ASSERT_EQ(measured.ranks_size(), 2);

@@ -1,7 +1,8 @@
 // bf16 mixed precision (executor/src/mixed_precision.hpp): bf16 GEMMs under autocast with fp32
 // master weights, fp32 AdamW state and fp32 gradient reduction. A one-process bf16 run tracks the
 // fp32 run within what bf16's 8-bit mantissa allows, and parallel bf16 runs match the one-process
-// bf16 run: DP changes only the order of the fp32 gradient sums, PP sends bf16 activations.
+// bf16 run: DP changes only the order of the fp32 gradient sums, PP sends bf16 activations. TP,
+// SP, EP, ZeRO and FSDP with bf16: mixed_precision_parallel_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

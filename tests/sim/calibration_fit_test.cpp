@@ -316,6 +316,62 @@ TEST(CalibrationFit, OverlapSlowdownFromOpsBesideCommunication) {
   EXPECT_NE(absent.overlap.note.find("0 compute op(s)"), std::string::npos) << absent.overlap.note;
 }
 
+TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
+  // Back to back: 40 us + bytes x 2(n-1)/n / 2 GB/s, 4 KiB to 4 MiB. In line with compute, the
+  // same collectives took 1.5 ms longer, give or take 0.2 ms (one sample much slower).
+  std::vector<CommSample> samples;
+  for (double b = 4096; b <= 4.0 * 1024 * 1024; b *= 4) samples.push_back(comm(b, 2, 40e-6, 2e9));
+  const size_t back_to_back = samples.size();
+  const double extra[] = {1.3e-3, 1.5e-3, 1.7e-3, 1.5e-3, 9e-3};
+  for (double e : extra) {
+    CommSample s = comm(65536, 2, 40e-6 + e, 2e9);
+    s.blocking = true;
+    samples.push_back(s);
+  }
+  const CalibrationFit fit = fit_calibration({}, samples, {});
+  // The curve saw only the back-to-back samples, and recovers them exactly.
+  ASSERT_EQ(fit.profile.comm_size(), 1);
+  EXPECT_EQ(fit.profile.comm(0).fit().samples(), static_cast<int64_t>(back_to_back));
+  EXPECT_NEAR(fit.profile.comm(0).latency_s(), 40e-6, 1e-12);
+  // The overhead is the median residual, which the slow sample does not move.
+  ASSERT_EQ(fit.blocking.size(), 1u);
+  ASSERT_TRUE(fit.blocking[0].fitted) << fit.blocking[0].note;
+  ASSERT_EQ(fit.profile.blocking_overhead_size(), 1);
+  const pb::BlockingOverhead& o = fit.profile.blocking_overhead(0);
+  EXPECT_EQ(o.scope(), "intra_node");
+  EXPECT_EQ(o.samples(), 5);
+  EXPECT_NEAR(o.overhead_s(), 1.5e-3, 1e-12);
+  EXPECT_NEAR(o.q1_s(), 1.5e-3, 1e-12);
+  EXPECT_NEAR(o.q3_s(), 1.7e-3, 1e-12);
+}
+
+TEST(CalibrationFit, BlockingSamplesFitTheCurveWhenTheyAreAllThereIs) {
+  // Only blocking samples of a kind: they make its curve, and no overhead is claimed.
+  std::vector<CommSample> samples;
+  for (double b = 4096; b <= 4.0 * 1024 * 1024; b *= 4) {
+    samples.push_back(comm(b, 2, 2e-3, 2e9));
+    samples.back().blocking = true;
+  }
+  const CalibrationFit fit = fit_calibration({}, samples, {});
+  ASSERT_EQ(fit.profile.comm_size(), 1);
+  EXPECT_NEAR(fit.profile.comm(0).latency_s(), 2e-3, 1e-9);
+  EXPECT_EQ(fit.profile.blocking_overhead_size(), 0);
+  EXPECT_TRUE(fit.blocking.empty());
+
+  // Blocking collectives no slower than back to back: said so, nothing written.
+  std::vector<CommSample> same;
+  for (double b = 4096; b <= 4.0 * 1024 * 1024; b *= 4) same.push_back(comm(b, 2, 40e-6, 2e9));
+  for (int i = 0; i < 3; ++i) {
+    same.push_back(comm(65536, 2, 30e-6, 2e9));
+    same.back().blocking = true;
+  }
+  const CalibrationFit none = fit_calibration({}, same, {});
+  EXPECT_EQ(none.profile.blocking_overhead_size(), 0);
+  ASSERT_EQ(none.blocking.size(), 1u);
+  EXPECT_FALSE(none.blocking[0].fitted);
+  EXPECT_NE(none.blocking[0].note.find("no longer than back to back"), std::string::npos) << none.blocking[0].note;
+}
+
 TEST(CalibrationFit, SameSamplesSameBytes) {
   const auto samples = gemm_samples(curve(0.6, 2e6, 0.7, 15e-6), 0.02);
   std::vector<CommSample> c;

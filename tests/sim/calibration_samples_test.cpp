@@ -84,6 +84,35 @@ TEST(CalibrationSamples, OverlapIsTheShareOfTimeBesideAsyncCommunication) {
   EXPECT_EQ(out.compute[1].overlap, 0);
 }
 
+TEST(CalibrationSamples, CollectivesBesideComputeFitNoCurveAndInLineOnesAreBlocking) {
+  pb::ExecGraph g = measured_trace();
+  // The DP all-reduce on the comm.dp stream: rank 0's copy (20 ms) starts at 1.5 ms, beside its
+  // GEMM (0-2 ms); rank 2's (30 ms) starts when its GEMM ends.
+  for (int r : {0, 2}) {
+    pb::RankGraph& rank = *g.mutable_ranks(r);
+    pb::ExecNode& grad = *rank.mutable_nodes(r == 0 ? 2 : 1);
+    ASSERT_EQ(grad.name(), "dp.bucket0.all_reduce");
+    rank.mutable_nodes(0)->set_start_s(0);
+    grad.set_stream(1);
+    grad.set_start_s(r == 0 ? 1.5e-3 : 2e-3);
+    if (r == 0) grad.set_duration_s(20e-3);
+  }
+  TraceSamples out;
+  add_trace_samples(g, "t.json", {}, out);
+  ASSERT_EQ(out.comm.size(), 2u);
+  // The TP all-reduce sits on the compute stream: a blocking sample.
+  EXPECT_EQ(out.comm[0].source, "t.json: L0.mb0.fwd.attn.tp_all_reduce");
+  EXPECT_TRUE(out.comm[0].blocking);
+  // The DP instance is timed by rank 2's copy alone: rank 0's ran beside compute.
+  EXPECT_FALSE(out.comm[1].blocking);
+  EXPECT_DOUBLE_EQ(out.comm[1].seconds, 30e-3);
+  bool said = false;
+  for (const auto& n : out.notes)
+    said = said || n == "t.json: 1 node(s) left out: collectives that ran beside compute on their rank (not "
+                        "communication alone)";
+  EXPECT_TRUE(said);
+}
+
 TEST(CalibrationSamples, DevicesPeaksInstancesAndScopes) {
   TraceSamples out;
   add_trace_samples(measured_trace(), "run/trace.json", {}, out);

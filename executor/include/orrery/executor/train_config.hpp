@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "orrery/pb/cluster.pb.h"
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
@@ -19,6 +20,10 @@ struct TrainConfig {
   // Read: job (global batch, seq_len, precision), parallel (tp, dp, pp, cp, sp), micro_batch_size,
   // bucket_bytes, placement_order, sharding.
   pb::Plan plan;
+  // The kind of the cluster's devices: CPU trains on the CPU with Gloo, GPU on cuda:LOCAL_RANK
+  // with NCCL (an error when that device is missing), unspecified on this machine's GPUs when it
+  // has any, else its CPU (executor/src/run_device.hpp).
+  pb::DeviceKind device_kind = pb::DEVICE_KIND_UNSPECIFIED;
   int64_t steps = 1;
   uint64_t seed = 0;
   // AdamW, then gradient clipping by global norm (torch semantics).

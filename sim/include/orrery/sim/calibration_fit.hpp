@@ -57,6 +57,10 @@ struct CommSample {
   int64_t ranks = 0;  // group size
   double seconds = 0;
   std::string source;
+  // Issued in line with compute (ExecNode.stream is the compute stream: Megatron's TP/EP
+  // collectives), not back to back (bench) nor on a communication stream. Such samples measure
+  // the blocking overhead on top of the curve, not the curve (see BlockingReport).
+  bool blocking = false;
 };
 
 struct FitOptions {
@@ -98,11 +102,26 @@ struct OverlapReport {
   std::string note;              // why not fitted
 };
 
+// The blocking overhead of one scope (CalibrationProfile.blocking_overhead): each blocking sample
+// whose collective kind has a curve fitted from non-blocking samples gives the residual
+// r_i = measured - curve; the overhead is the median r_i (at least 0). A kind with too few
+// non-blocking samples for its own curve fits it from all its samples instead, blocking ones
+// included, and gives no residuals.
+struct BlockingReport {
+  std::string scope;
+  int64_t samples = 0;      // residuals
+  double overhead_s = 0;    // written to the profile when fitted
+  double q1_s = 0, q3_s = 0;
+  bool fitted = false;
+  std::string note;         // why not fitted
+};
+
 struct CalibrationFit {
   // Fitted curves only, compute sorted by (device, op class), comm by (scope, collective).
   pb::CalibrationProfile profile;
   std::vector<CurveReport> curves;  // in the same order, then the curves left at their defaults
   OverlapReport overlap;
+  std::vector<BlockingReport> blocking;  // by scope
 };
 
 // `devices`: every device the compute samples name (defaults of held parameters come from

@@ -7,7 +7,9 @@
 // collective instance: the same node name in the same process group on several ranks is one
 // instance, timed by its fastest rank (the others also waited for late peers). Its scope is the
 // one CollectiveCostModel looks up for its group on the trace's cluster (cluster_spec), or
-// `comm_scope` for traces that carry no cluster.
+// `comm_scope` for traces that carry no cluster. Collectives on the compute stream are blocking
+// samples; a copy on a communication stream that ran beside compute on its rank is left out (it
+// does not measure communication alone).
 #pragma once
 
 #include <map>

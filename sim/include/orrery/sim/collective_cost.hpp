@@ -57,6 +57,12 @@ class CollectiveCostModel {
   CollectiveCost estimate(pb::CollectiveKind kind, const std::vector<int64_t>& devices,
                           double bytes, const CollectivePin& pin = {}) const;
 
+  // What a collective on `devices` costs beyond estimate() when a rank issues it in line with its
+  // compute (the blocking TP/EP collectives on the compute stream): the calibrated
+  // BlockingOverhead of the group's scope, 0 without one (uncalibrated, the simulator assumes
+  // balanced ranks and an idle communication engine).
+  double blocking_overhead_s(const std::vector<int64_t>& devices) const;
+
   // One point-to-point transfer (pipeline send/recv, ring-attention KV exchange).
   double p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const;
 
