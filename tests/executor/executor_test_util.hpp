@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -105,6 +106,18 @@ inline Outcome train(const std::string& prefix, const std::string& model, const 
   Outcome o = read_outcome(dir, steps);
   std::filesystem::remove_all(dir);
   return o;
+}
+
+// The one-process run of `model` (plan `name`, with `extra` flags such as a precision) that the
+// correctness tests compare their plans with, trained once per test program.
+inline const Outcome& one_process(const std::string& prefix, const std::string& model, int64_t steps,
+                                  const std::vector<std::string>& extra = {}, const std::string& name = "single") {
+  static std::map<std::string, Outcome> cache;
+  std::string key = prefix + name + "|" + model;
+  for (const auto& e : extra) key += "|" + e;
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, train(prefix, model, {name, 1, 1, 1, extra}, steps)).first;
+  return it->second;
 }
 
 // The same losses (absolute `loss_tolerance`), gradient norms (`grad_norm_tolerance` relative) and

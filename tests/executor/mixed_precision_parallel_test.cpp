@@ -66,12 +66,7 @@ std::vector<std::string> bf16(std::vector<std::string> extra) {
 Outcome train(const std::string& model, const Plan& plan) { return test::train("bf16par-", model, plan, kSteps); }
 
 // The one-process bf16 run of `model`, trained once per test program.
-const Outcome& reference(const std::string& model) {
-  static std::map<std::string, Outcome> cache;
-  auto it = cache.find(model);
-  if (it == cache.end()) it = cache.emplace(model, train(model, {"single", 1, 1, 1, bf16({})})).first;
-  return it->second;
-}
+const Outcome& reference(const std::string& model) { return test::one_process("bf16par-", model, kSteps, bf16({})); }
 
 void expect_close(const std::string& model, const Plan& plan) {
   test::expect_matches(reference(model), train(model, plan), kLossTolerance, kParamTolerance, kGradNormTolerance);

@@ -22,10 +22,7 @@ using test::Plan;
 Outcome train(const std::string& model, const Plan& plan) { return test::train("bf16-", model, plan, kSteps); }
 
 const Outcome& reference(const std::string& precision) {
-  static std::map<std::string, Outcome> cache;
-  auto it = cache.find(precision);
-  if (it == cache.end()) it = cache.emplace(precision, train("tiny", {"single-" + precision, 1, 1, 1, {"--precision", precision}})).first;
-  return it->second;
+  return test::one_process("bf16-", "tiny", kSteps, {"--precision", precision}, "single-" + precision);
 }
 
 TEST(MixedPrecision, Bf16TracksFp32) {

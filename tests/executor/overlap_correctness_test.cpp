@@ -28,12 +28,7 @@ std::string moe() { return std::string(ORRERY_EXECUTOR_TEST_DIR) + "/tiny-moe.ya
 
 Outcome train(const std::string& model, const Plan& plan) { return test::train("overlap-", model, plan, kSteps); }
 
-const Outcome& reference(const std::string& model) {
-  static std::map<std::string, Outcome> cache;
-  auto it = cache.find(model);
-  if (it == cache.end()) it = cache.emplace(model, train(model, {"single", 1, 1, 1, {}})).first;
-  return it->second;
-}
+const Outcome& reference(const std::string& model) { return test::one_process("overlap-", model, kSteps); }
 
 void expect_matches(const std::string& model, const Plan& plan) {
   test::expect_matches(reference(model), train(model, plan), kLossTolerance, kParamTolerance);

@@ -206,12 +206,7 @@ using test::Plan;
 Outcome train(const std::string& model, const Plan& plan) { return test::train("shard-", model, plan, kSteps); }
 
 // The one-process run of `model`, trained once per test program.
-const Outcome& reference(const std::string& model) {
-  static std::map<std::string, Outcome> cache;
-  auto it = cache.find(model);
-  if (it == cache.end()) it = cache.emplace(model, train(model, {"single", 1, 1, 1, {}})).first;
-  return it->second;
-}
+const Outcome& reference(const std::string& model) { return test::one_process("shard-", model, kSteps); }
 
 void expect_matches(const Outcome& ref, const Outcome& got) {
   test::expect_matches(ref, got, kLossTolerance, kParamTolerance);
