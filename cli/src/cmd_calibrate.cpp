@@ -172,6 +172,15 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
       std::cout << "blocking collectives (" << b.scope << ") not fitted: " << b.note << "\n\n";
     }
   }
+  for (const sim::DispatchReport& d : fit.dispatch) {
+    if (d.fitted) {
+      std::cout << "dispatch (" << d.device << "): +" << units::seconds(d.per_op_s)
+                << " before each op on the compute stream, time no op covers (median of " << d.samples
+                << " ranks; quartiles " << units::seconds(d.q1_s) << " - " << units::seconds(d.q3_s) << ")\n\n";
+    } else {
+      std::cout << "dispatch (" << d.device << ") not fitted: " << d.note << "\n\n";
+    }
+  }
   if (!held.empty())
     std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
   if (!kept.empty())
@@ -204,22 +213,35 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
   } else {
     overlap["note"] = fit.overlap.note;
   }
+  // A fitted per-event time: its subject and sample count, then its value and quartiles or why
+  // it was not written.
+  auto overhead = [](nlohmann::ordered_json e, bool fitted, const char* key, double value, double q1, double q3,
+                     const std::string& note) {
+    e["fitted"] = fitted;
+    if (fitted) {
+      e[key] = value;
+      e["quartiles_s"] = {q1, q3};
+    } else {
+      e["note"] = note;
+    }
+    return e;
+  };
   nlohmann::ordered_json blocking = nlohmann::ordered_json::array();
   for (const sim::BlockingReport& b : fit.blocking) {
-    nlohmann::ordered_json e{{"scope", b.scope}, {"samples", b.samples}, {"fitted", b.fitted}};
-    if (b.fitted) {
-      e["overhead_s"] = b.overhead_s;
-      e["quartiles_s"] = {b.q1_s, b.q3_s};
-    } else {
-      e["note"] = b.note;
-    }
-    blocking.push_back(e);
+    blocking.push_back(overhead({{"scope", b.scope}, {"samples", b.samples}}, b.fitted, "overhead_s", b.overhead_s,
+                                b.q1_s, b.q3_s, b.note));
+  }
+  nlohmann::ordered_json dispatch = nlohmann::ordered_json::array();
+  for (const sim::DispatchReport& d : fit.dispatch) {
+    dispatch.push_back(overhead({{"device", d.device}, {"samples", d.samples}}, d.fitted, "per_op_s", d.per_op_s,
+                                d.q1_s, d.q3_s, d.note));
   }
   nlohmann::ordered_json j{{"out", out_file},
                            {"profile", nlohmann::ordered_json::parse(to_json(profile))},
                            {"curves", curves},
                            {"overlap", overlap},
                            {"blocking", blocking},
+                           {"dispatch", dispatch},
                            {"notes", notes}};
   std::cout << j.dump(2) << "\n";
 }
@@ -252,8 +274,9 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   }
   sim::FitOptions fit_options;
   fit_options.min_samples = a.min_samples;
-  const sim::CalibrationFit fit =
+  sim::CalibrationFit fit =
       sim::fit_calibration(samples.compute, samples.comm, samples.devices, fit_options);
+  sim::fit_dispatch_overheads(samples.dispatch, fit_options, fit);
   if (fit.profile.compute_size() == 0 && fit.profile.comm_size() == 0) {
     throw InputError("", 0, "--traces",
                      "no curve has " + std::to_string(a.min_samples) +

@@ -46,7 +46,7 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
     if (steps == 1 || s > 1) measured.push_back(seconds);
   }
   g.set_steps(static_cast<int64_t>(measured.size()));
-  g.set_measured_step_s(median(measured));  // as the nodes' timings, a median (measured_trace.cpp)
+  g.set_measured_step_s(clipped_mean(measured));  // as the nodes' timings (measured_trace.cpp)
   const auto trace = std::filesystem::path(dir) / "trace.json";
   const auto timeline = std::filesystem::path(dir) / "timeline.json";
   write_file_atomically(trace, to_json(g), true);

@@ -73,6 +73,7 @@ std::string render_result(const sim::ResolvedPlan& plan, const pb::SimResult& r)
   for (const auto& c : b.exposed_comm()) row("exposed " + c.name() + " communication", c.seconds());
   row("pipeline bubble", b.pipeline_bubble_s());
   row("optimizer", b.optimizer_s());
+  row("dispatch between ops (calibrated)", b.dispatch_s());
   out += "\n" + breakdown.render();
   Table memory({"rank", "params", "grads", "optimizer", "activations", "other", "peak", "capacity", "fits"});
   for (const auto& m : r.memory()) {

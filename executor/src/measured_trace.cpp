@@ -12,7 +12,8 @@ std::vector<size_t> measured_steps(size_t steps) {
   return out;
 }
 
-std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps, size_t limit) {
+std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps,
+                          const std::vector<double>& untimed_s, size_t limit) {
   std::set<std::string> in_graph;
   for (const auto& n : graph.nodes()) in_graph.insert(n.name());
   std::set<std::string> extra, missing;
@@ -39,9 +40,14 @@ std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& 
   list(missing, "in the graph but never ran");
   if (!problems.empty()) return problems;
 
-  // Each node's start and duration are medians over the measured steps: on shared cores one
-  // descheduled step would otherwise move every mean.
+  // Clipped means over the measured steps: on shared cores one descheduled step would move a
+  // plain mean, and medians do not add up to the step (see statistics.hpp).
   const auto used = measured_steps(steps.size());
+  if (untimed_s.size() == steps.size()) {
+    std::vector<double> untimed;
+    for (size_t i : used) untimed.push_back(untimed_s[i]);
+    graph.set_untimed_s(clipped_mean(untimed));
+  }
   for (auto& n : *graph.mutable_nodes()) {
     std::vector<double> starts, durations;
     for (size_t i : used) {
@@ -49,8 +55,8 @@ std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& 
       starts.push_back(t.start_s);
       durations.push_back(t.duration_s);
     }
-    n.set_start_s(median(starts));
-    n.set_duration_s(median(durations));
+    n.set_start_s(clipped_mean(starts));
+    n.set_duration_s(clipped_mean(durations));
     if (const auto& a = steps[used.back()].at(n.name()).algorithm; !a.empty()) n.set_algorithm(a);
     if (const auto& d = steps[used.back()].at(n.name()).dtype; !d.empty()) n.set_dtype(d);
   }

@@ -12,7 +12,9 @@
 namespace orrery::executor {
 
 struct OpTiming {
-  double start_s = 0;     // first start in the step, from the step's start
+  // From the step's start; an op timed in several pieces is placed so that its longest piece
+  // sits where it ran (op_trace.cpp).
+  double start_s = 0;
   double duration_s = 0;  // summed over the pieces
   int64_t pieces = 0;
   // A collective that ran otherwise than the lowering models it (Gloo's reduce-scatter:
@@ -28,9 +30,13 @@ using StepTimings = std::map<std::string, OpTiming>;
 // initialisation) when there are several.
 std::vector<size_t> measured_steps(size_t steps);
 
-// Sets every node's start_s and duration_s to its median over measured_steps(). Returns what does
-// not match, one line each ("ran but not in the graph: X", "in the graph but never ran: Y", at
-// most `limit` of each), or "" when the executor ran exactly the graph's nodes in every step.
-std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps, size_t limit = 8);
+// Sets every node's start_s and duration_s, and the graph's untimed_s from `untimed_s` (one per
+// step, OpTrace::untimed_s), to their clipped means over measured_steps() (statistics.hpp: they
+// add up to the step as the simulator adds them, and one descheduled step moves none of them).
+// Returns what does not match, one line each ("ran but not in the graph: X", "in the graph but
+// never ran: Y", at most `limit` of each), or "" when the executor ran exactly the graph's nodes
+// in every step.
+std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps,
+                          const std::vector<double>& untimed_s, size_t limit = 8);
 
 }  // namespace orrery::executor

@@ -1,5 +1,7 @@
 #include "op_trace.hpp"
 
+#include <algorithm>
+
 #include "orrery/traces/error.hpp"
 
 namespace orrery::executor {
@@ -64,16 +66,48 @@ void OpTrace::begin_step() {
 
 std::map<std::string, OpTiming> OpTrace::end_step() {
   while (!open_.empty()) pop();
-  // Pieces in the order they were added, each op's summed as it was timed.
+  const size_t end = clock_->mark();  // the step's last boundary: what the rank did after its last op counts
   clock_->resolve();
+  // Each op's pieces (an op split around a collective it issued has several) in time order, and
+  // every piece as an interval for the untimed time below.
+  std::map<OpTiming*, std::vector<std::pair<double, double>>> by_op;  // (start, duration)
+  std::vector<std::pair<double, double>> intervals;                   // (start, end)
   for (const Piece& p : pieces_) {
-    OpTiming& t = *p.timing;
-    const double s = clock_->since_origin(p.start);
-    t.start_s = t.pieces == 0 ? s : std::min(t.start_s, s);
-    t.duration_s += clock_->between(p.start, p.end);
-    ++t.pieces;
+    const double s = clock_->since_origin(p.start), d = clock_->between(p.start, p.end);
+    by_op[p.timing].emplace_back(s, d);
+    intervals.emplace_back(s, s + d);
   }
   pieces_.clear();
+  // One interval per op in the trace: its summed duration, placed so that its longest piece sits
+  // where it ran (the pieces before it just ahead). An optimizer step whose first piece is a few
+  // microseconds before the gradient reduction then does not appear to run beside it.
+  for (auto& [timing, pieces] : by_op) {
+    std::sort(pieces.begin(), pieces.end());
+    size_t longest = 0;
+    double before = 0, total = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (pieces[i].second > pieces[longest].second) longest = i;
+      total += pieces[i].second;
+    }
+    for (size_t i = 0; i < longest; ++i) before += pieces[i].second;
+    timing->start_s = pieces[longest].first - before;
+    timing->duration_s = total;
+    timing->pieces = static_cast<int64_t>(pieces.size());
+  }
+  // The step's time that no piece covers: the host between ops.
+  std::sort(intervals.begin(), intervals.end());
+  double covered = 0, open_start = 0, open_end = 0;
+  bool open = false;
+  for (const auto& [s, e] : intervals) {
+    if (open && s <= open_end) {
+      open_end = std::max(open_end, e);
+      continue;
+    }
+    if (open) covered += open_end - open_start;
+    open_start = s, open_end = e, open = true;
+  }
+  if (open) covered += open_end - open_start;
+  untimed_s_ = std::max(0.0, clock_->since_origin(end) - covered);
   for (const auto& [name, dtype] : dtypes_) {
     if (auto it = timings_.find(name); it != timings_.end()) it->second.dtype = dtype;
   }

@@ -85,6 +85,9 @@ class OpTrace {
   // The timings of the step that just ended; clears them. Reads the clock once (on a GPU: waits
   // for the step's last event).
   std::map<std::string, OpTiming> end_step();
+  // The seconds of the step end_step() ended that no timed piece covers (from begin_step() to
+  // end_step(): dispatch between ops, autograd bookkeeping, drawing the batch, zeroing gradients).
+  double untimed_s() const { return untimed_s_; }
 
   // Now, on this trace's clock.
   Stamp now();
@@ -128,6 +131,7 @@ class OpTrace {
   void pop();  // adds the top's last piece, resumes the one below
 
   std::unique_ptr<StepClock> clock_;
+  double untimed_s_ = 0;
   uint64_t step_ = 0;  // steps begun, so stamps from an earlier step are caught
   std::map<std::string, OpTiming> timings_;  // std::map: Piece::timing stays valid
   std::vector<Piece> pieces_;

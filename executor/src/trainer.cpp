@@ -83,6 +83,7 @@ struct Run {
   int64_t dp_size, micro_batches;
   PipelineStage pipe;
   std::vector<std::map<std::string, OpTiming>> timings;  // per step, when tracing
+  std::vector<double> untimed;                           // per step, when tracing (OpTrace::untimed_s)
 
   Run(const TrainConfig& config, const RankEnv& e, const RankGrid& grid, const RunDevice& run_device)
       : c(config), env(e), device(torch_device(run_device)),
@@ -129,7 +130,10 @@ struct Run {
     // in backward), the MoE experts' over the expert-data-parallel group, clipping and AdamW, all
     // timed under the lowering's names (parallel_sharding.hpp).
     r.grad_norm = optimizer.step();
-    if (OpTrace* t = current_trace()) timings.push_back(t->end_step());
+    if (OpTrace* t = current_trace()) {
+      timings.push_back(t->end_step());
+      untimed.push_back(t->untimed_s());
+    }
     // Reading the loss back waits for the step's last kernels on a GPU, so the step's wall time
     // below is the GPU's too.
     all_reduce_sum(groups.pp, loss);
@@ -183,9 +187,10 @@ struct TraceGuard {
 
 // The rank's measured graph, written for the launcher to merge. A mismatch with the predicted
 // graph is a bug in the executor or the lowering, never the user's: InternalError.
-void write_rank_trace(const TrainConfig& c, const RankEnv& env, const std::vector<StepTimings>& timings) {
+void write_rank_trace(const TrainConfig& c, const RankEnv& env, const std::vector<StepTimings>& timings,
+                      const std::vector<double>& untimed) {
   pb::RankGraph measured = *c.trace_graph;
-  if (const auto problems = fill_measured(measured, timings); !problems.empty()) {
+  if (const auto problems = fill_measured(measured, timings, untimed); !problems.empty()) {
     throw InternalError("rank " + std::to_string(env.rank) +
                         ": the executor and the simulator's lowering disagree about the plan's ops:\n" + problems);
   }
@@ -229,7 +234,7 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
       if (!config.out_dir.empty() && env.rank == 0) write_step_result(config.out_dir, r);
     }
     set_current_trace(nullptr);  // what follows is not part of a step
-    if (tracing) write_rank_trace(config, env, run.timings);
+    if (tracing) write_rank_trace(config, env, run.timings, run.untimed);
     if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
     if (run.groups.world) run.groups.world->barrier()->wait();
   } catch (const c10::Error& e) {

@@ -41,6 +41,7 @@ std::vector<Term> step_terms(const pb::SimResult& r) {
   for (const auto& c : b.exposed_comm()) add("exposed " + c.name(), c.seconds());
   add("bubble", b.pipeline_bubble_s());
   add("optimizer", b.optimizer_s());
+  add("dispatch", b.dispatch_s());
   std::stable_sort(terms.begin(), terms.end(), [](const Term& a, const Term& b) {
     return a.seconds != b.seconds ? a.seconds > b.seconds : a.name < b.name;
   });

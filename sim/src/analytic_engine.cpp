@@ -12,7 +12,9 @@
 // transfers, the DP reduction under the last backward, overlapped ZeRO gathers) runs
 // overlap_slowdown (s) times slower (1 unless a calibration profile says otherwise), as in des:
 // while a transfer of T seconds is in flight the compute does only T / s of work, so the step
-// grows by T (1 - 1/s), counted with the communication that caused it.
+// grows by T (1 - 1/s), counted with the communication that caused it. A calibrated dispatch
+// overhead (ComputeCostModel::dispatch_s) is added once per op the lowering puts on the compute
+// stream, as des adds it before each of them.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -37,17 +39,18 @@ struct PassCost {
   double compute_s = 0;
   double recompute_s = 0;  // part of compute_s
   double tp_s = 0, ep_s = 0, cp_s = 0;
+  double dispatch_s = 0;  // the dispatch overhead of the pass's compute-stream ops
   double flops = 0, recompute_flops = 0;
-  double total() const { return compute_s + tp_s + ep_s + cp_s; }
+  double total() const { return compute_s + tp_s + ep_s + cp_s + dispatch_s; }
   PassCost& operator+=(const PassCost& o) {
     compute_s += o.compute_s, recompute_s += o.recompute_s, tp_s += o.tp_s, ep_s += o.ep_s;
-    cp_s += o.cp_s, flops += o.flops, recompute_flops += o.recompute_flops;
+    cp_s += o.cp_s, dispatch_s += o.dispatch_s, flops += o.flops, recompute_flops += o.recompute_flops;
     return *this;
   }
   PassCost scaled(double k) const {
     PassCost c = *this;
-    c.compute_s *= k, c.recompute_s *= k, c.tp_s *= k, c.ep_s *= k, c.cp_s *= k, c.flops *= k;
-    c.recompute_flops *= k;
+    c.compute_s *= k, c.recompute_s *= k, c.tp_s *= k, c.ep_s *= k, c.cp_s *= k, c.dispatch_s *= k;
+    c.flops *= k, c.recompute_flops *= k;
     return c;
   }
 };
@@ -90,6 +93,7 @@ class RankCoster {
           const double t = op_seconds(*s.op, s.phase, 1.0);
           const double f = detail::op_work(*s.op, s.phase).flops;
           c.compute_s += t;
+          c.dispatch_s += dispatch_s();
           c.flops += f;
           if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += t, c.recompute_flops += f;
           break;
@@ -99,6 +103,7 @@ class RankCoster {
           const double piece = op_seconds(*s.op, s.phase, 1.0 / cp);
           const double exchange = costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
           c.compute_s += cp * piece;
+          c.dispatch_s += cp * dispatch_s();  // one compute node per piece
           c.cp_s += (cp - 1) * std::max(0.0, exchange - piece);
           // The pieces that ran beside an exchange run overlap_slowdown times slower (as in des).
           c.cp_s += (1 - 1 / costs_.overlap_slowdown()) * (cp - 1) * std::min(exchange, piece);
@@ -114,6 +119,7 @@ class RankCoster {
           const double t = costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
                            costs_.collectives().blocking_overhead_s(devs);
           (s.expert_group ? c.ep_s : c.tp_s) += t;
+          c.dispatch_s += dispatch_s();
           break;
         }
       }
@@ -134,6 +140,8 @@ class RankCoster {
   }
 
   const pb::DeviceSpec& device() const { return device_; }
+  // The calibrated host time before each op on this rank's compute stream.
+  double dispatch_s() const { return costs_.compute().dispatch_s(device_); }
   int64_t device_index() const { return my_device_; }
 
  private:
@@ -186,6 +194,7 @@ struct StageResult {
   double forward_s = 0, backward_s = 0;  // one micro-batch, all chunks
   PassCost per_micro_batch;
   double dp_exposed_s = 0, optimizer_s = 0;
+  double optimizer_dispatch_s = 0;  // the dispatch overhead before the optimizer node
   double fsdp_exposed_s = 0;  // per micro-batch
 };
 
@@ -305,8 +314,13 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       // The all-gathers after receiving activations (forward) and gradients (backward).
       std::vector<int64_t> tp_devs;
       for (int64_t r : layout.group(GroupKind::kTp, rank)) tp_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
-      if (p > 0) fwd.tp_s += rc.blocking_collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, fwd_moves[static_cast<size_t>(p - 1)].gather_bytes);
-      if (p + 1 < d.pp) bwd.tp_s += rc.blocking_collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, bwd_moves[static_cast<size_t>(p)].gather_bytes);
+      auto gather = [&](PassCost& pass, double bytes) {
+        const double t = rc.blocking_collective(pb::COLLECTIVE_KIND_ALL_GATHER, tp_devs, bytes);
+        pass.tp_s += t;
+        if (t > 0) pass.dispatch_s += rc.dispatch_s();
+      };
+      if (p > 0) gather(fwd, fwd_moves[static_cast<size_t>(p - 1)].gather_bytes);
+      if (p + 1 < d.pp) gather(bwd, bwd_moves[static_cast<size_t>(p)].gather_bytes);
     }
     s.forward_s = fwd.total();
     s.backward_s = bwd.total();
@@ -393,6 +407,7 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     s.optimizer_s = costs.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER, 12.0 * shard,
                                             shard * (read + written), optimizer_shape,
                                             pb::PHASE_OPTIMIZER);
+    s.optimizer_dispatch_s = rc.dispatch_s();  // the optimizer node, on the compute stream
     if (dist_opt) {
       // Each part's updated weights, as the lowering gathers them (gather_part).
       std::vector<int64_t> dense_devs, expert_devs;
@@ -456,14 +471,15 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     pipeline = (M - 1) * slowest + sum + p2p;
   }
   double step = 0;
-  for (const auto& s : st) step = std::max(step, pipeline + s.dp_exposed_s + s.optimizer_s);
+  for (const auto& s : st) step = std::max(step, pipeline + s.dp_exposed_s + s.optimizer_dispatch_s + s.optimizer_s);
   // The breakdown follows the pipeline rank with the most work of its own; whatever the step
   // holds beyond that rank's work and tail is its bubble, so the terms add up to the step.
   size_t critical = 0;
   double most = -1;
   for (size_t p = 0; p < st.size(); ++p) {
     const auto& s = st[p];
-    const double own = M * (s.forward_s + s.backward_s + s.fsdp_exposed_s) + s.dp_exposed_s + s.optimizer_s;
+    const double own = M * (s.forward_s + s.backward_s + s.fsdp_exposed_s) + s.dp_exposed_s +
+                       s.optimizer_dispatch_s + s.optimizer_s;
     if (own > most) most = own, critical = p;
   }
 
@@ -478,6 +494,7 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
   b->set_compute_s(M * c.per_micro_batch.compute_s);
   b->set_recompute_s(M * c.per_micro_batch.recompute_s);
   b->set_optimizer_s(c.optimizer_s);
+  b->set_dispatch_s(M * c.per_micro_batch.dispatch_s + c.optimizer_dispatch_s);
   auto add_comm = [&](const char* name, double seconds) {
     if (seconds <= 0) return;
     auto* e = b->add_exposed_comm();
@@ -490,7 +507,7 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
   add_comm("pp", p2p);
   add_comm("dp", c.dp_exposed_s + M * c.fsdp_exposed_s);
   const double accounted = M * (c.forward_s + c.backward_s + c.fsdp_exposed_s) + p2p +
-                          c.dp_exposed_s + c.optimizer_s;
+                          c.dp_exposed_s + c.optimizer_dispatch_s + c.optimizer_s;
   b->set_pipeline_bubble_s(std::max(0.0, step - accounted));
   for (auto& m : memory_per_stage(plan)) *r.add_memory() = std::move(m);
   fill_throughput(plan, recompute_flops_rank_sum, r);

@@ -85,6 +85,43 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
   out.profile.set_overlap_compute_slowdown(r.slowdown);
 }
 
+// A time the profile adds per event (a blocking collective, an op's dispatch): the median of its
+// samples with their quartiles, or in `note` why nothing is written (too few samples, a median
+// at or below 0).
+struct MedianOverhead {
+  int64_t samples = 0;
+  double median = 0, q1 = 0, q3 = 0;
+  std::string note;
+
+  // Into a report (BlockingReport, DispatchReport): its spread and note; whether it is fitted.
+  template <typename Report>
+  bool report_to(Report& r) const {
+    r.samples = samples, r.q1_s = q1, r.q3_s = q3, r.note = note, r.fitted = note.empty();
+    return r.fitted;
+  }
+  // Into the profile's message: its spread.
+  template <typename Proto>
+  Proto* write_spread(Proto& p) const {
+    p.set_samples(samples), p.set_q1_s(q1), p.set_q3_s(q3);
+    return &p;
+  }
+};
+
+MedianOverhead median_overhead(std::vector<double> v, const FitOptions& options, const std::string& samples_are,
+                               const std::string& when_not_positive) {
+  MedianOverhead m;
+  m.samples = static_cast<int64_t>(v.size());
+  std::sort(v.begin(), v.end());
+  m.median = quantile(v, 0.5), m.q1 = quantile(v, 0.25), m.q3 = quantile(v, 0.75);
+  if (m.samples < std::max<int64_t>(options.min_samples, 1)) {
+    m.note = std::to_string(m.samples) + " " + samples_are + ", " + std::to_string(options.min_samples) +
+             " needed: nothing is added";
+  } else if (m.median <= 0) {
+    m.note = when_not_positive + ": nothing is added";
+  }
+  return m;
+}
+
 // The blocking overhead of each scope (calibration_fit.hpp, BlockingReport): the median residual
 // of the blocking samples over the curves fitted without them.
 void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, const FitOptions& options,
@@ -99,22 +136,13 @@ void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, cons
   for (auto& [scope, r] : residuals) {
     BlockingReport b;
     b.scope = scope;
-    b.samples = static_cast<int64_t>(r.size());
-    std::sort(r.begin(), r.end());
-    b.overhead_s = quantile(r, 0.5), b.q1_s = quantile(r, 0.25), b.q3_s = quantile(r, 0.75);
-    if (b.samples < std::max<int64_t>(options.min_samples, 1)) {
-      b.note = std::to_string(b.samples) + " blocking collective(s), " + std::to_string(options.min_samples) +
-               " needed: nothing is added";
-    } else if (b.overhead_s <= 0) {
-      b.note = "collectives issued in line with compute took no longer than back to back: nothing is added";
-    } else {
-      b.fitted = true;
-      pb::BlockingOverhead* o = out.profile.add_blocking_overhead();
+    const MedianOverhead m = median_overhead(std::move(r), options, "blocking collective(s)",
+                                             "collectives issued in line with compute took no longer than back to back");
+    b.overhead_s = m.median;
+    if (m.report_to(b)) {
+      pb::BlockingOverhead* o = m.write_spread(*out.profile.add_blocking_overhead());
       o->set_scope(scope);
-      o->set_overhead_s(b.overhead_s);
-      o->set_samples(b.samples);
-      o->set_q1_s(b.q1_s);
-      o->set_q3_s(b.q3_s);
+      o->set_overhead_s(m.median);
     }
     out.blocking.push_back(std::move(b));
   }
@@ -218,6 +246,29 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
   fit_overlap_slowdown(overlapped, devices, options, out);
   fit_blocking_overheads(blocking, options, out);
   return out;
+}
+
+void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const FitOptions& options,
+                            CalibrationFit& fit) {
+  std::map<std::string, std::vector<double>> by_device;
+  for (const DispatchSample& s : samples) {
+    ORRERY_CHECK(std::isfinite(s.per_op_s) && s.per_op_s >= 0,
+                 "dispatch sample " + s.source + " has no valid time");
+    by_device[s.device].push_back(s.per_op_s);
+  }
+  for (auto& [device, v] : by_device) {
+    DispatchReport d;
+    d.device = device;
+    const MedianOverhead m = median_overhead(std::move(v), options, "rank(s) measured their untimed time",
+                                             "no time between ops");
+    d.per_op_s = m.median;
+    if (m.report_to(d)) {
+      pb::DispatchOverhead* o = m.write_spread(*fit.profile.add_dispatch_overhead());
+      o->set_device(device);
+      o->set_per_op_s(m.median);
+    }
+    fit.dispatch.push_back(std::move(d));
+  }
 }
 
 }  // namespace orrery::sim

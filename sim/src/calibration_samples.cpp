@@ -45,6 +45,7 @@ class TraceReader {
       in_flight_ = busy_spans(rank, communication_stream_collective);
       computing_ = busy_spans(rank, [](const pb::ExecNode& n) { return n.kind() == pb::NODE_KIND_COMPUTE; });
       for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
+      add_dispatch(rank, r);
     }
     for (const auto& [key, sample] : instances_) out_.comm.push_back(sample);
     for (const auto& [why, count] : left_out_) {
@@ -66,6 +67,20 @@ class TraceReader {
   }
 
   void leave_out(const std::string& why) { ++left_out_[why]; }
+
+  // The rank's untimed time per step spread over the ops it issued on its compute stream (the
+  // ops the engines charge the dispatch overhead to).
+  void add_dispatch(const pb::RankGraph& rank, int r) {
+    if (rank.untimed_s() <= 0) return;  // not measured (bench files, profiler traces, older runs)
+    const auto ops = std::count_if(rank.nodes().begin(), rank.nodes().end(),
+                                   [](const pb::ExecNode& n) { return n.stream() == kCompute; });
+    if (ops == 0) return;
+    DispatchSample d;
+    d.device = device_spec(device_name(rank, r), "ranks[" + std::to_string(r) + "].device").name();
+    d.per_op_s = rank.untimed_s() / static_cast<double>(ops);
+    d.source = file_ + ": rank " + std::to_string(rank.rank());
+    out_.dispatch.push_back(std::move(d));
+  }
 
   // Merged [start, end) spans of the rank's timed nodes that `pick` selects.
   template <typename Pick>

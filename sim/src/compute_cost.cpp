@@ -71,6 +71,14 @@ double ComputeCostModel::shape_correction(const pb::ComputeCurve& curve,
 ComputeCostModel::ComputeCostModel(std::string dtype, const pb::CalibrationProfile* calibration)
     : dtype_(std::move(dtype)), calibration_(calibration) {}
 
+double ComputeCostModel::dispatch_s(const pb::DeviceSpec& device) const {
+  if (calibration_ == nullptr) return 0;
+  for (const auto& d : calibration_->dispatch_overhead()) {
+    if (d.device() == device.name()) return d.per_op_s();
+  }
+  return 0;
+}
+
 pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpClass op_class) const {
   if (calibration_ != nullptr) {
     for (const auto& c : calibration_->compute()) {

@@ -107,6 +107,7 @@ Model build_model(const ResolvedPlan& plan, const CostModels& costs, const DesOp
 struct RunStats {
   int64_t events = 0;
   double makespan_s = 0;
+  std::vector<double> dispatch_s;  // per simulated rank: the dispatch overhead it slept
 };
 // Runs the SimGrid engine on the model (once per process) and writes start_s/duration_s into
 // model.graph. Throws InputError naming the stuck nodes when the graph cannot complete.

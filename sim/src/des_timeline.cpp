@@ -43,8 +43,9 @@ size_t critical_rank(const pb::ExecGraph& g) {
   return best;
 }
 
-void fill_breakdown(const Model& m, double step, pb::StepBreakdown& b) {
+void fill_breakdown(const Model& m, const RunStats& stats, pb::StepBreakdown& b) {
   if (m.graph.ranks_size() == 0) return;
+  const double step = stats.makespan_s;
   const size_t rank = critical_rank(m.graph);
   struct Mark {
     double t;
@@ -88,7 +89,10 @@ void fill_breakdown(const Model& m, double step, pb::StepBreakdown& b) {
     e->set_name(kCommNames[static_cast<size_t>(c - kTp)]);
     e->set_seconds(time[static_cast<size_t>(c)]);
   }
-  b.set_pipeline_bubble_s(std::max(0.0, step - busy));
+  // The dispatch overhead is idle time between the rank's ops, not the bubble's.
+  const double dispatch = rank < stats.dispatch_s.size() ? stats.dispatch_s[rank] : 0;
+  b.set_dispatch_s(dispatch);
+  b.set_pipeline_bubble_s(std::max(0.0, step - busy - dispatch));
 }
 
 }  // namespace
@@ -99,7 +103,7 @@ pb::SimResult make_result(const ResolvedPlan& plan, const Model& model, const Ru
   r.set_model(plan.model.name());
   r.set_cluster(plan.cluster.name());
   r.set_step_time_s(stats.makespan_s);
-  fill_breakdown(model, stats.makespan_s, *r.mutable_breakdown());
+  fill_breakdown(model, stats, *r.mutable_breakdown());
   for (auto& mem : memory_per_stage(plan)) *r.add_memory() = std::move(mem);
   double recompute_flops = 0;
   for (const auto& rg : model.graph.ranks()) {

@@ -152,6 +152,26 @@ TEST(OpTraceClock, ScopesSegmentsAndAsyncOpsReadTheClockOnceAtTheEnd) {
   EXPECT_DOUBLE_EQ(t.at("bwd.mlp.up").duration_s, 1);
   EXPECT_DOUBLE_EQ(t.at("send.act").start_s, 10);
   EXPECT_DOUBLE_EQ(t.at("send.act").duration_s, 2);
+  // From the origin (10) to end_step (22) only [10, 11) and [16, 17) had no op running.
+  EXPECT_DOUBLE_EQ(trace.untimed_s(), 2);
+}
+
+TEST(OpTraceClock, AnOpTimedInPiecesSitsAtItsLongestPiece) {
+  // An optimizer step with a tiny first piece before the gradient reduction it waits for: placed
+  // at its first start, it would seem to run beside the reduction.
+  double now = 0;
+  int resolves = 0;
+  OpTrace trace(std::make_unique<ScriptedClock>(&now, &resolves));
+  trace.begin_step();
+  { OpTrace::Scope step(&trace, "opt.adamw"); now = 0.5; }
+  { OpTrace::Scope reduce(&trace, "opt.dp.bucket0.all_reduce"); now = 10; }
+  { OpTrace::Scope step(&trace, "opt.adamw"); now = 14; }
+  now = 15;
+  const auto t = trace.end_step();
+  EXPECT_DOUBLE_EQ(t.at("opt.adamw").duration_s, 4.5);
+  EXPECT_DOUBLE_EQ(t.at("opt.adamw").start_s, 9.5);  // ends where its longest piece ended
+  EXPECT_DOUBLE_EQ(t.at("opt.dp.bucket0.all_reduce").start_s, 0.5);
+  EXPECT_DOUBLE_EQ(trace.untimed_s(), 1);  // [14, 15)
 }
 
 TEST(OpTraceClock, StampsBelongToTheirStep) {

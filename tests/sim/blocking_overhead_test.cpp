@@ -3,27 +3,13 @@
 // that much more, in both engines, and collectives on communication streams cost nothing more.
 #include <gtest/gtest.h>
 
-#include "orrery/models/model_catalog.hpp"
+#include "dgx_h100_plans.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/lower.hpp"
-#include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
 namespace {
-
-ResolvedPlan plan_of(int64_t tp, int64_t dp) {
-  pb::Plan p;
-  p.set_model("llama3-8b");
-  p.set_cluster("dgx-h100");
-  p.mutable_job()->set_global_batch_size(2 * dp);
-  p.mutable_job()->set_seq_len(2048);
-  p.mutable_job()->set_precision(pb::PRECISION_BF16);
-  p.mutable_parallel()->set_tp(tp);
-  p.mutable_parallel()->set_dp(dp);
-  p.set_micro_batch_size(1);
-  return resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", 1));
-}
 
 struct Steps {
   double analytic = 0, des = 0;
@@ -53,7 +39,7 @@ int64_t blocking_collectives(const ResolvedPlan& plan) {
 }
 
 TEST(BlockingOverhead, EveryInLineCollectiveCostsItInBothEngines) {
-  const ResolvedPlan plan = plan_of(8, 1);
+  const ResolvedPlan plan = test::dgx_h100_plan(8, 1);
   const int64_t n = blocking_collectives(plan);
   ASSERT_GT(n, 100);  // 32 layers x 2 micro-batches x (2 forward + 2 backward) and the head's
   const Steps none = steps(plan, 0), slow = steps(plan, 1e-3);
@@ -64,7 +50,7 @@ TEST(BlockingOverhead, EveryInLineCollectiveCostsItInBothEngines) {
 
 TEST(BlockingOverhead, CollectivesOnCommunicationStreamsPayNothing) {
   // dp 8, tp 1: the only collectives are the DP reduction's, on the DP stream.
-  const ResolvedPlan plan = plan_of(1, 8);
+  const ResolvedPlan plan = test::dgx_h100_plan(1, 8);
   EXPECT_EQ(blocking_collectives(plan), 0);
   const Steps none = steps(plan, 0), slow = steps(plan, 1e-3);
   EXPECT_DOUBLE_EQ(slow.analytic, none.analytic);

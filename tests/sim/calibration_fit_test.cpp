@@ -345,6 +345,29 @@ TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
   EXPECT_NEAR(o.q3_s(), 1.7e-3, 1e-12);
 }
 
+TEST(CalibrationFit, DispatchOverheadIsTheMedianPerOpUntimedTimePerDevice) {
+  std::vector<DispatchSample> samples;
+  for (double us : {50.0, 60.0, 70.0, 400.0, 65.0}) samples.push_back({"cpu-a", us * 1e-6, "t.json: rank 0"});
+  samples.push_back({"cpu-b", 80e-6, "u.json: rank 0"});  // one rank: too few
+  CalibrationFit fit;
+  fit_dispatch_overheads(samples, {}, fit);
+  ASSERT_EQ(fit.dispatch.size(), 2u);
+  ASSERT_TRUE(fit.dispatch[0].fitted) << fit.dispatch[0].note;
+  ASSERT_EQ(fit.profile.dispatch_overhead_size(), 1);
+  const pb::DispatchOverhead& d = fit.profile.dispatch_overhead(0);
+  EXPECT_EQ(d.device(), "cpu-a");
+  EXPECT_NEAR(d.per_op_s(), 65e-6, 1e-15);  // the slow rank does not move it
+  EXPECT_NEAR(d.q1_s(), 60e-6, 1e-15);
+  EXPECT_NEAR(d.q3_s(), 70e-6, 1e-15);
+  EXPECT_EQ(d.samples(), 5);
+  EXPECT_FALSE(fit.dispatch[1].fitted);
+  EXPECT_NE(fit.dispatch[1].note.find("1 rank(s)"), std::string::npos) << fit.dispatch[1].note;
+  // Refitting the same samples gives the same profile.
+  CalibrationFit again;
+  fit_dispatch_overheads(samples, {}, again);
+  EXPECT_EQ(again.profile.SerializeAsString(), fit.profile.SerializeAsString());
+}
+
 TEST(CalibrationFit, BlockingSamplesFitTheCurveWhenTheyAreAllThereIs) {
   // Only blocking samples of a kind: they make its curve, and no overhead is claimed.
   std::vector<CommSample> samples;

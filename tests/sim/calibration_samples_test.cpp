@@ -113,6 +113,22 @@ TEST(CalibrationSamples, CollectivesBesideComputeFitNoCurveAndInLineOnesAreBlock
   EXPECT_TRUE(said);
 }
 
+TEST(CalibrationSamples, UntimedTimeIsSpreadOverTheComputeStreamsOps) {
+  pb::ExecGraph g = measured_trace();
+  g.mutable_ranks(0)->set_untimed_s(0.9e-3);
+  g.mutable_ranks(0)->mutable_nodes(2)->set_stream(1);  // the DP all-reduce: not on the compute stream
+  g.mutable_ranks(1)->set_untimed_s(0.6e-3);            // rank 2 did not measure it
+  TraceSamples out;
+  add_trace_samples(g, "t.json", {}, out);
+  ASSERT_EQ(out.dispatch.size(), 2u);
+  // Rank 0: the GEMM, the TP all-reduce and the norm; rank 1 the same three.
+  EXPECT_DOUBLE_EQ(out.dispatch[0].per_op_s, 0.3e-3);
+  EXPECT_DOUBLE_EQ(out.dispatch[1].per_op_s, 0.2e-3);
+  EXPECT_EQ(out.dispatch[0].source, "t.json: rank 0");
+  EXPECT_EQ(out.dispatch[0].device, out.compute[0].device);
+  EXPECT_EQ(out.devices.count(out.dispatch[0].device), 1u);
+}
+
 TEST(CalibrationSamples, DevicesPeaksInstancesAndScopes) {
   TraceSamples out;
   add_trace_samples(measured_trace(), "run/trace.json", {}, out);

@@ -22,5 +22,21 @@ TEST(Statistics, MedianIgnoresOneOutlierWhereTheMeanDoesNot) {
 
 TEST(Statistics, MedianOfNothingIsNaN) { EXPECT_TRUE(std::isnan(median({}))); }
 
+TEST(Statistics, ClippedMeanDropsTheDescheduledStepAndKeepsTheSpread) {
+  // Op times that lean right (1.0-1.4 s) and one descheduled step (5 s): the median (1.1)
+  // falls short of what the steps take on average, the plain mean is pulled up by the outlier;
+  // the clipped mean is the mean of the six others.
+  const std::vector<double> v{1.0, 1.0, 1.0, 1.1, 1.3, 1.4, 5.0};
+  EXPECT_DOUBLE_EQ(clipped_mean(v), (1.0 + 1.0 + 1.0 + 1.1 + 1.3 + 1.4) / 6);
+  EXPECT_GT(clipped_mean(v), median(v) + 0.03);
+}
+
+TEST(Statistics, ClippedMeanIsTheMeanWithoutOutliers) {
+  EXPECT_DOUBLE_EQ(clipped_mean({1, 2, 3, 4}), 2.5);
+  EXPECT_DOUBLE_EQ(clipped_mean({2, 2, 2, 9}), 3.75);  // MAD 0: every value
+  EXPECT_DOUBLE_EQ(clipped_mean({7}), 7);
+  EXPECT_TRUE(std::isnan(clipped_mean({})));
+}
+
 }  // namespace
 }  // namespace orrery

@@ -63,6 +63,14 @@ struct CommSample {
   bool blocking = false;
 };
 
+// One rank of a measured run: its time per step that no op covers, per op it issued on its
+// compute stream (RankGraph.untimed_s / those ops).
+struct DispatchSample {
+  std::string device;  // DeviceSpec name
+  double per_op_s = 0;
+  std::string source;  // "file: rank 0"
+};
+
 struct FitOptions {
   // A curve needs this many samples (and at least one more than the parameters it fits);
   // with fewer the simulator's default stays.
@@ -116,12 +124,24 @@ struct BlockingReport {
   std::string note;         // why not fitted
 };
 
+// The dispatch overhead of one device (CalibrationProfile.dispatch_overhead): the median of its
+// samples' per-op untimed time.
+struct DispatchReport {
+  std::string device;
+  int64_t samples = 0;
+  double per_op_s = 0;  // written to the profile when fitted
+  double q1_s = 0, q3_s = 0;
+  bool fitted = false;
+  std::string note;  // why not fitted
+};
+
 struct CalibrationFit {
   // Fitted curves only, compute sorted by (device, op class), comm by (scope, collective).
   pb::CalibrationProfile profile;
   std::vector<CurveReport> curves;  // in the same order, then the curves left at their defaults
   OverlapReport overlap;
   std::vector<BlockingReport> blocking;  // by scope
+  std::vector<DispatchReport> dispatch;  // by device (fit_dispatch_overheads)
 };
 
 // `devices`: every device the compute samples name (defaults of held parameters come from
@@ -131,6 +151,11 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
                                const std::vector<CommSample>& comm,
                                const std::map<std::string, pb::DeviceSpec>& devices,
                                const FitOptions& options = {});
+
+// Adds the dispatch overhead of every device with at least options.min_samples samples to
+// `fit` (profile and report); with fewer, nothing is added for it.
+void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const FitOptions& options,
+                            CalibrationFit& fit);
 
 // The time ComputeCostModel predicts for `s` under `curve` (the formula the fit fits).
 double predict_compute_seconds(const pb::ComputeCurve& curve, const ComputeSample& s);

@@ -9,7 +9,8 @@
 // one CollectiveCostModel looks up for its group on the trace's cluster (cluster_spec), or
 // `comm_scope` for traces that carry no cluster. Collectives on the compute stream are blocking
 // samples; a copy on a communication stream that ran beside compute on its rank is left out (it
-// does not measure communication alone).
+// does not measure communication alone). A rank that measured its untimed time
+// (RankGraph.untimed_s) gives a dispatch sample: that time over the ops on its compute stream.
 #pragma once
 
 #include <map>
@@ -35,6 +36,7 @@ struct SampleOptions {
 struct TraceSamples {
   std::vector<ComputeSample> compute;
   std::vector<CommSample> comm;
+  std::vector<DispatchSample> dispatch;  // one per rank that measured its untimed time
   // The specs of the devices the samples name.
   std::map<std::string, pb::DeviceSpec> devices;
   // Per file, what was left out and why ("3 nodes without duration_s").

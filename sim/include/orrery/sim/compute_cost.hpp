@@ -34,6 +34,10 @@ class ComputeCostModel {
                    std::span<const int64_t>(node.shape().data(), static_cast<size_t>(node.shape().size())),
                    node.phase());
   }
+  // The calibrated host time between consecutive ops on a device's compute stream that no op's
+  // time covers (CalibrationProfile.dispatch_overhead): both engines add it before every op they
+  // issue on the compute stream. 0 without a profile that measured it for this device.
+  double dispatch_s(const pb::DeviceSpec& device) const;
   // The curve in force for a device and op class (calibrated or default).
   pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class) const;
   const std::string& dtype() const { return dtype_; }
