@@ -165,7 +165,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   for (const sim::BlockingReport& b : fit.blocking) {
     if (b.fitted) {
       std::cout << "blocking collectives (" << b.scope << "): +" << units::seconds(b.overhead_s)
-                << " each when issued in line with compute (median residual of " << b.samples
+                << " each when issued in line with compute (clipped mean residual of " << b.samples
                 << " over their curves; quartiles " << units::seconds(b.q1_s) << " - " << units::seconds(b.q3_s)
                 << ")\n\n";
     } else {
@@ -175,7 +175,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   for (const sim::DispatchReport& d : fit.dispatch) {
     if (d.fitted) {
       std::cout << "dispatch (" << d.device << "): +" << units::seconds(d.per_op_s)
-                << " before each op on the compute stream, time no op covers (median of " << d.samples
+                << " before each op on the compute stream, time no op covers (clipped mean of " << d.samples
                 << " ranks; quartiles " << units::seconds(d.q1_s) << " - " << units::seconds(d.q3_s) << ")\n\n";
     } else {
       std::cout << "dispatch (" << d.device << ") not fitted: " << d.note << "\n\n";

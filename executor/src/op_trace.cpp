@@ -60,6 +60,7 @@ void OpTrace::begin_step() {
   pieces_.clear();
   dtypes_.clear();
   open_.clear();
+  watches_.clear();  // a watch's stamps belong to the step that took them
   ++step_;
   clock_->begin_step();
 }
@@ -130,15 +131,36 @@ void OpTrace::set_algorithm(const std::string& name, const std::string& algorith
 // One timestamp per boundary: it ends the piece below and starts the new one.
 void OpTrace::push(std::string name, bool segment) {
   const Stamp t = now();
+  poll(t);
   if (!open_.empty()) add(open_.back().name, open_.back().start, t);
   open_.push_back({std::move(name), t, segment});
 }
 
 void OpTrace::pop() {
   const Stamp t = now();
+  poll(t);
   add(open_.back().name, open_.back().start, t);
   open_.pop_back();
   if (!open_.empty()) open_.back().start = t;
+}
+
+std::shared_ptr<const OpTrace::Watch> OpTrace::watch(std::function<bool()> done) {
+  auto w = std::make_shared<Watch>();
+  w->done = std::move(done);
+  watches_.push_back(w);
+  return w;
+}
+
+void OpTrace::poll(Stamp boundary) {
+  std::erase_if(watches_, [&](const std::weak_ptr<Watch>& weak) {
+    const auto w = weak.lock();
+    if (w == nullptr) return true;  // its op was waited for and forgotten
+    if (w->done()) {
+      w->ended = boundary;
+      return true;
+    }
+    return false;
+  });
 }
 
 void OpTrace::open_segment(const std::string& name) {

@@ -30,8 +30,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,16 @@ class OpTrace {
   Stamp now();
   // Adds [start, end) to `name`; both stamps of the current step.
   void add(const std::string& name, Stamp start, Stamp end);
+  // An asynchronous op in flight (an overlapped collective, a pipeline send): `ended` is the
+  // first op boundary (a scope's start or end, a backward segment's) at which `done()` returned
+  // true, so its end is when the rank could first have seen it finish, not when it waited for it.
+  struct Watch {
+    std::function<bool()> done;
+    std::optional<Stamp> ended;
+  };
+  // Polls `done` at every boundary from now until the handle is dropped or the step ends.
+  std::shared_ptr<const Watch> watch(std::function<bool()> done);
+
   // The algorithm collective `name` really ran (OpTiming::algorithm).
   void set_algorithm(const std::string& name, const std::string& algorithm);
   // The element type op `name` computed in (OpTiming::dtype), kept only if `name` runs.
@@ -128,6 +140,7 @@ class OpTrace {
     size_t start, end;
   };
   void push(std::string name, bool segment);
+  void poll(Stamp boundary);  // the watches still waiting
   void pop();  // adds the top's last piece, resumes the one below
 
   std::unique_ptr<StepClock> clock_;
@@ -137,6 +150,7 @@ class OpTrace {
   std::vector<Piece> pieces_;
   std::map<std::string, std::string> dtypes_;
   std::vector<Open> open_;
+  std::vector<std::weak_ptr<Watch>> watches_;
 };
 
 // The current trace's clock, shaped like a std::chrono clock for code that keeps a start time

@@ -74,8 +74,8 @@ class Schedule {
     return buf[0];
   }
 
-  // A send in flight: its buffer is kept alive until it completes; its end is the first time
-  // it is seen completed (polled between passes) or waited at the end of the step. On a GPU
+  // A send in flight: its buffer is kept alive until it completes; its end is the first op
+  // boundary at which it is seen completed (OpTrace::watch) or when waited at the end of the step. On a GPU
   // both ends are events on the compute stream (op_trace.hpp): the start is before the send is
   // queued, the end where the compute stream is when the host sees the send complete, so no
   // earlier than its completion, as on the CPU.
@@ -84,19 +84,25 @@ class Schedule {
     torch::Tensor buffer;
     std::string name;
     TraceClock::time_point start;
+    std::shared_ptr<const OpTrace::Watch> watch;
     bool recorded = false;
   };
 
   void send(const torch::Tensor& t, int64_t to, int tg, const std::string& name) {
     std::vector<torch::Tensor> buf{t.contiguous()};
     const auto start = TraceClock::now();
-    sends_.push_back({s_.pp->send(buf, static_cast<int>(to), tg), buf[0], name, start});
+    auto work = s_.pp->send(buf, static_cast<int>(to), tg);
+    std::shared_ptr<const OpTrace::Watch> watch;
+    if (OpTrace* t = current_trace()) watch = t->watch([work] { return work->isCompleted(); });
+    sends_.push_back({std::move(work), buf[0], name, start, std::move(watch)});
   }
 
   void record(Pending& s) {
     if (s.recorded) return;
     s.recorded = true;
-    if (OpTrace* t = current_trace()) t->add(s.name, s.start, TraceClock::now());
+    if (OpTrace* t = current_trace()) {
+      t->add(s.name, s.start, s.watch && s.watch->ended ? *s.watch->ended : TraceClock::now());
+    }
   }
 
   void poll_sends() {

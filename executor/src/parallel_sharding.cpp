@@ -106,18 +106,6 @@ double parameter_bytes(pb::Precision p) { return p == pb::PRECISION_FP32 ? 4 : 2
 int64_t as_handle(DataParallelOptimizer* o) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(o)); }
 DataParallelOptimizer* from_handle(int64_t h) { return reinterpret_cast<DataParallelOptimizer*>(static_cast<intptr_t>(h)); }
 
-// Waits for `work`, launched at `launched`, then runs `then` (the local part of the collective),
-// and times [launched, end) as `name`: the wait as a scope (which pauses an open backward segment)
-// and the time before it, while the collective ran behind other work, with add().
-void wait_timed(c10d::Work& work, const std::string& name, Clock::time_point launched,
-                const std::function<void()>& then = {}) {
-  OpTrace* trace = current_trace();
-  if (trace != nullptr) trace->add(name, launched, Clock::now());
-  OpTrace::Scope scope(trace, name);
-  work.wait();
-  if (then) then();
-}
-
 // Frees a tensor's memory, keeping its shape, and gives it back. Autograd's saved references
 // share the storage and see it again once refilled; neither bumps their version counter. The
 // storage's own allocator (the CPU's, or CUDA's caching allocator) serves both, so this works on
@@ -209,9 +197,30 @@ struct DataParallelOptimizer::Pending {
   std::vector<std::vector<torch::Tensor>> outputs;
   std::vector<torch::Tensor> inputs;
   Clock::time_point launched;
-  // First seen complete while backward still ran (overlapped buckets are polled at each launch).
-  std::optional<Clock::time_point> completed;
+  // Polled at every op boundary while it is in flight (OpTrace::watch): where it was first seen
+  // complete, when that was before the rank waited for it.
+  std::shared_ptr<const OpTrace::Watch> watch;
+
+  // Once `work` and `launched` are set: polls the work from the next boundary on.
+  void watch_work() {
+    if (OpTrace* t = current_trace()) watch = t->watch([w = work] { return w->isCompleted(); });
+  }
 };
+
+namespace {
+
+// Waits for `p`, then runs `then` (the local part of the collective), and times it as `name`:
+// from its launch to the first op boundary it was seen complete at (or to now, when it was not),
+// then the wait and `then` as a scope (which pauses an open backward segment).
+void wait_timed(DataParallelOptimizer::Pending& p, const std::string& name, const std::function<void()>& then = {}) {
+  OpTrace* trace = current_trace();
+  if (trace != nullptr) trace->add(name, p.launched, p.watch && p.watch->ended ? *p.watch->ended : Clock::now());
+  OpTrace::Scope scope(trace, name);
+  p.work->wait();
+  if (then) then();
+}
+
+}  // namespace
 
 struct DataParallelOptimizer::Reduction {
   bool experts = false;
@@ -282,6 +291,7 @@ std::unique_ptr<DataParallelOptimizer::Pending> launch_gather(const DataParallel
   p->inputs = {gloo_view(chunk)};
   p->launched = Clock::now();
   p->work = group->allgather(p->outputs, p->inputs);
+  p->watch_work();
   return p;
 }
 
@@ -598,10 +608,6 @@ void DataParallelOptimizer::reduce(Reduction& r) {
 }
 
 void DataParallelOptimizer::launch_bucket(Reduction& r, size_t k) {
-  // Buckets launched earlier that have finished meanwhile end now, not when waited for.
-  for (auto& earlier : r.inflight) {
-    if (earlier && !earlier->completed && earlier->work->isCompleted()) earlier->completed = Clock::now();
-  }
   const GradBucket& b = r.buckets[k];
   auto p = std::make_unique<Pending>();
   {
@@ -630,21 +636,17 @@ void DataParallelOptimizer::launch_bucket(Reduction& r, size_t k) {
     }
   }
   p->launched = Clock::now();
+  p->watch_work();
   r.inflight[k] = std::move(p);
 }
 
 void DataParallelOptimizer::finish_bucket(Reduction& r, size_t k) {
   const GradBucket& b = r.buckets[k];
   Pending& p = *r.inflight[k];
-  if (p.completed) {  // finished during backward: timed from launch to then; the wait is instant
-    if (OpTrace* t = current_trace()) t->add(b.name, p.launched, *p.completed);
-    p.work->wait();
-    p.launched = Clock::now();  // what follows (the local sum, the copy back) is timed from here
-  }
   if (mode_ == Mode::kZero) {
     torch::Tensor reduced;
     // The reduce-scatter's own reduction: the size rows received, summed in rank order.
-    wait_timed(*p.work, b.name, p.launched, [&] { reduced = p.outputs[0][0].sum(0).div_(r.divisor); });
+    wait_timed(p, b.name, [&] { reduced = p.outputs[0][0].sum(0).div_(r.divisor); });
     if (OpTrace* t = current_trace()) t->set_algorithm(b.name, kReduceScatterAlgorithm);
     int64_t at = 0;
     for (size_t part : b.parts) {
@@ -653,18 +655,20 @@ void DataParallelOptimizer::finish_bucket(Reduction& r, size_t k) {
       at += f.chunk;
     }
   } else {
-    wait_timed(*p.work, b.name, p.launched);
-    const torch::Tensor& flat = p.inputs[0];
-    flat.div_(r.divisor);
-    int64_t at = 0;
-    for (size_t part : b.parts) {
-      for (size_t i : r.parts[part].params) {
-        auto& param = params_[i];
-        if (!param.tensor.grad().defined()) param.tensor.mutable_grad() = torch::zeros_like(param.tensor);
-        param.tensor.mutable_grad().copy_(flat.narrow(0, at, param.tensor.numel()).view_as(param.tensor));
-        at += param.tensor.numel();
+    // The averaged bucket back into the gradients: the collective's local part, timed with it.
+    wait_timed(p, b.name, [&] {
+      const torch::Tensor& flat = p.inputs[0];
+      flat.div_(r.divisor);
+      int64_t at = 0;
+      for (size_t part : b.parts) {
+        for (size_t i : r.parts[part].params) {
+          auto& param = params_[i];
+          if (!param.tensor.grad().defined()) param.tensor.mutable_grad() = torch::zeros_like(param.tensor);
+          param.tensor.mutable_grad().copy_(flat.narrow(0, at, param.tensor.numel()).view_as(param.tensor));
+          at += param.tensor.numel();
+        }
       }
-    }
+    });
   }
   r.inflight[k].reset();
 }
@@ -713,7 +717,7 @@ void DataParallelOptimizer::finish_zero_gathers(const std::string& part) {
       f.scatter_into(params_, compute_copy(f.shard.detach(), bf16_));
       continue;
     }
-    wait_timed(*g.pending->work, g.name, g.pending->launched);
+    wait_timed(*g.pending, g.name);
     if (OpTrace* t = current_trace(); t != nullptr && bf16_) t->set_dtype(g.name, "bf16");
     f.scatter_into(params_, gathered_flat(*g.pending, f, bf16_));
   }
@@ -860,7 +864,7 @@ torch::Tensor DataParallelOptimizer::finish_fsdp_gather(Instance& inst, size_t b
                                           backward ? "bwd" : "fwd", "fsdp.all_gather");
   torch::Tensor values;
   const Flat& f = reductions_.front()->flats[bucket];
-  wait_timed(*slot->work, name, slot->launched, [&] { values = gathered_flat(*slot, f, bf16_); });
+  wait_timed(*slot, name, [&] { values = gathered_flat(*slot, f, bf16_); });
   if (OpTrace* t = current_trace(); t != nullptr && bf16_) t->set_dtype(name, "bf16");
   slot.reset();
   return values;

@@ -10,6 +10,7 @@
 #include "orrery/sim/compute_cost.hpp"
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -85,12 +86,13 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
   out.profile.set_overlap_compute_slowdown(r.slowdown);
 }
 
-// A time the profile adds per event (a blocking collective, an op's dispatch): the median of its
-// samples with their quartiles, or in `note` why nothing is written (too few samples, a median
-// at or below 0).
-struct MedianOverhead {
+// A time the profile adds per event (a blocking collective, an op's dispatch): the clipped mean of
+// its samples (statistics.hpp: the simulator adds one per event, so their mean is what adds up,
+// and the samples lean right), with their quartiles, or in `note` why nothing is written (too few
+// samples, a value at or below 0).
+struct EventOverhead {
   int64_t samples = 0;
-  double median = 0, q1 = 0, q3 = 0;
+  double value = 0, q1 = 0, q3 = 0;
   std::string note;
 
   // Into a report (BlockingReport, DispatchReport): its spread and note; whether it is fitted.
@@ -107,23 +109,23 @@ struct MedianOverhead {
   }
 };
 
-MedianOverhead median_overhead(std::vector<double> v, const FitOptions& options, const std::string& samples_are,
-                               const std::string& when_not_positive) {
-  MedianOverhead m;
+EventOverhead event_overhead(std::vector<double> v, const FitOptions& options, const std::string& samples_are,
+                             const std::string& when_not_positive) {
+  EventOverhead m;
   m.samples = static_cast<int64_t>(v.size());
   std::sort(v.begin(), v.end());
-  m.median = quantile(v, 0.5), m.q1 = quantile(v, 0.25), m.q3 = quantile(v, 0.75);
+  m.value = clipped_mean(v), m.q1 = quantile(v, 0.25), m.q3 = quantile(v, 0.75);
   if (m.samples < std::max<int64_t>(options.min_samples, 1)) {
     m.note = std::to_string(m.samples) + " " + samples_are + ", " + std::to_string(options.min_samples) +
              " needed: nothing is added";
-  } else if (m.median <= 0) {
+  } else if (m.value <= 0) {
     m.note = when_not_positive + ": nothing is added";
   }
   return m;
 }
 
-// The blocking overhead of each scope (calibration_fit.hpp, BlockingReport): the median residual
-// of the blocking samples over the curves fitted without them.
+// The blocking overhead of each scope (calibration_fit.hpp, BlockingReport): the clipped mean
+// residual of the blocking samples over the curves fitted without them.
 void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, const FitOptions& options,
                             CalibrationFit& out) {
   std::map<std::string, std::vector<double>> residuals;
@@ -136,13 +138,13 @@ void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, cons
   for (auto& [scope, r] : residuals) {
     BlockingReport b;
     b.scope = scope;
-    const MedianOverhead m = median_overhead(std::move(r), options, "blocking collective(s)",
+    const EventOverhead m = event_overhead(std::move(r), options, "blocking collective(s)",
                                              "collectives issued in line with compute took no longer than back to back");
-    b.overhead_s = m.median;
+    b.overhead_s = m.value;
     if (m.report_to(b)) {
       pb::BlockingOverhead* o = m.write_spread(*out.profile.add_blocking_overhead());
       o->set_scope(scope);
-      o->set_overhead_s(m.median);
+      o->set_overhead_s(m.value);
     }
     out.blocking.push_back(std::move(b));
   }
@@ -259,13 +261,13 @@ void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const Fi
   for (auto& [device, v] : by_device) {
     DispatchReport d;
     d.device = device;
-    const MedianOverhead m = median_overhead(std::move(v), options, "rank(s) measured their untimed time",
+    const EventOverhead m = event_overhead(std::move(v), options, "rank(s) measured their untimed time",
                                              "no time between ops");
-    d.per_op_s = m.median;
+    d.per_op_s = m.value;
     if (m.report_to(d)) {
       pb::DispatchOverhead* o = m.write_spread(*fit.profile.add_dispatch_overhead());
       o->set_device(device);
-      o->set_per_op_s(m.median);
+      o->set_per_op_s(m.value);
     }
     fit.dispatch.push_back(std::move(d));
   }

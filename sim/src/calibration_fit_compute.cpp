@@ -34,8 +34,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Corrections by shape (calibration_fit.hpp): one point per shape and pass, the median ratio of
-// its samples' measured times to the fitted curve's, in (shape, pass) order.
+// Corrections by shape (calibration_fit.hpp): one point per shape and pass, the clipped mean
+// ratio of its samples' measured times to the fitted curve's, in (shape, pass) order. A mean,
+// because the simulator adds op times and the ratios lean right (a median would price every op
+// at its typical time, short of what the ops take together); clipped, so one descheduled op
+// moves nothing.
 void add_shape_points(pb::ComputeCurve& c, const std::vector<const ComputeSample*>& samples) {
   std::map<std::pair<std::vector<int64_t>, int>, std::vector<double>> ratios;
   for (const ComputeSample* s : samples) {
@@ -50,7 +53,7 @@ void add_shape_points(pb::ComputeCurve& c, const std::vector<const ComputeSample
     pb::ShapePoint* p = c.add_shape_points();
     for (int64_t d : key.first) p->add_shape(d);
     p->set_phase(static_cast<pb::Phase>(key.second));
-    p->set_time_ratio(orrery::median(r));
+    p->set_time_ratio(orrery::clipped_mean(r));
     p->set_samples(static_cast<int64_t>(r.size()));
   }
 }

@@ -258,9 +258,9 @@ class TraceReader {
     const pb::ProcessGroup& g = group(node.process_group(), node_path(r, i) + ".process_group");
     if (g.ranks_size() < 2) return leave_out("collectives on a one-rank group");
     // The curves describe collectives that ran alone. One with compute beside it measures the
-    // contention too, and the executor sees an overlapped collective end only when the rank
-    // waits for it (its time then includes the compute in between), as compute beside
-    // communication measures the overlap slowdown rather than the compute curve.
+    // contention too, and the executor sees an overlapped collective end only at an op boundary
+    // (up to one op late), as compute beside communication measures the overlap slowdown rather
+    // than the compute curve.
     if (communication_stream_collective(node) && covered_fraction(node, computing_) > 0)
       return leave_out("collectives that ran beside compute on their rank (not communication alone)");
     // The same collective on several ranks is one instance, timed by its fastest rank.

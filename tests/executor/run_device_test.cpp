@@ -174,6 +174,35 @@ TEST(OpTraceClock, AnOpTimedInPiecesSitsAtItsLongestPiece) {
   EXPECT_DOUBLE_EQ(trace.untimed_s(), 1);  // [14, 15)
 }
 
+TEST(OpTraceClock, AWatchedOpEndsAtTheFirstBoundaryItIsSeenDone) {
+  double now = 0;
+  int resolves = 0;
+  bool done = false;
+  OpTrace trace(std::make_unique<ScriptedClock>(&now, &resolves));
+  trace.begin_step();
+  const OpTrace::Stamp launched = trace.now();
+  const auto w = trace.watch([&] { return done; });
+  int polls = 0;
+  const auto counted = trace.watch([&] { return ++polls, false; });
+  now = 1;
+  { OpTrace::Scope op(&trace, "fwd.a"); now = 3; }  // boundaries at 1 and 3: still running
+  done = true;  // finishes during the gap before the next op
+  now = 4;
+  { OpTrace::Scope op(&trace, "fwd.b"); now = 6; }  // seen at 4
+  now = 9;
+  ASSERT_TRUE(w->ended.has_value());
+  trace.add("bucket0.all_reduce", launched, *w->ended);  // waited for at 9, ended at 4
+  const auto t = trace.end_step();
+  EXPECT_DOUBLE_EQ(t.at("bucket0.all_reduce").duration_s, 4);
+  EXPECT_EQ(polls, 4);  // every boundary while watched
+  EXPECT_FALSE(counted->ended.has_value());
+  // A new step forgets the watches of the last one.
+  trace.begin_step();
+  { OpTrace::Scope op(&trace, "fwd.a"); }
+  EXPECT_EQ(polls, 4);
+  trace.end_step();
+}
+
 TEST(OpTraceClock, StampsBelongToTheirStep) {
   double now = 0;
   int resolves = 0;

@@ -333,7 +333,7 @@ TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
   ASSERT_EQ(fit.profile.comm_size(), 1);
   EXPECT_EQ(fit.profile.comm(0).fit().samples(), static_cast<int64_t>(back_to_back));
   EXPECT_NEAR(fit.profile.comm(0).latency_s(), 40e-6, 1e-12);
-  // The overhead is the median residual, which the slow sample does not move.
+  // The overhead is the clipped mean residual, which the slow sample does not move.
   ASSERT_EQ(fit.blocking.size(), 1u);
   ASSERT_TRUE(fit.blocking[0].fitted) << fit.blocking[0].note;
   ASSERT_EQ(fit.profile.blocking_overhead_size(), 1);
@@ -345,7 +345,42 @@ TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
   EXPECT_NEAR(o.q3_s(), 1.7e-3, 1e-12);
 }
 
-TEST(CalibrationFit, DispatchOverheadIsTheMedianPerOpUntimedTimePerDevice) {
+TEST(CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {
+  // The squares price the curve exactly; six more samples of one skinny shape ran 1.0-1.4 times
+  // the curve (leaning right) and one 10 times (a descheduled op).
+  const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
+  std::vector<ComputeSample> samples = shaped_samples(truth, 1.0);
+  std::vector<ComputeSample> skinny;
+  for (double k : {1.0, 1.0, 1.0, 1.1, 1.3, 1.4, 10.0}) {
+    ComputeSample s = sample(2.0 * 128 * 4096 * 256, 4.0 * (128 * 256 + 256 * 4096 + 128 * 4096));
+    s.shape = {128, 4096, 256};
+    s.phase = pb::PHASE_FORWARD;
+    s.seconds = predict_compute_seconds(truth, s) * k;
+    s.source = "test";
+    skinny.push_back(s);
+  }
+  samples.insert(samples.end(), skinny.begin(), skinny.end());
+  const CalibrationFit fit = fit_calibration(samples, {}, devices());
+  ASSERT_EQ(fit.profile.compute_size(), 1);
+  const pb::ComputeCurve& c = fit.profile.compute(0);
+  // The six typical ops, priced one by one, add up to what they took together; a median would
+  // price each at 1.1 and fall 2% short.
+  const ComputeCostModel model("fp32", &fit.profile);
+  double measured = 0, predicted = 0;
+  for (size_t i = 0; i + 1 < skinny.size(); ++i) {
+    measured += skinny[i].seconds;
+    predicted += model.seconds(test_device(), skinny[i].op_class, skinny[i].flops, skinny[i].bytes, skinny[i].shape,
+                               skinny[i].phase);
+  }
+  EXPECT_NEAR(predicted / measured, 1.0, 1e-6);
+  int64_t behind = 0;  // the skinny shape's point: all seven samples, the slow one included
+  for (const auto& p : c.shape_points()) {
+    if (p.shape(1) == 4096) behind = p.samples();
+  }
+  EXPECT_EQ(behind, 7);
+}
+
+TEST(CalibrationFit, DispatchOverheadIsTheClippedMeanPerOpUntimedTimePerDevice) {
   std::vector<DispatchSample> samples;
   for (double us : {50.0, 60.0, 70.0, 400.0, 65.0}) samples.push_back({"cpu-a", us * 1e-6, "t.json: rank 0"});
   samples.push_back({"cpu-b", 80e-6, "u.json: rank 0"});  // one rank: too few
@@ -356,7 +391,7 @@ TEST(CalibrationFit, DispatchOverheadIsTheMedianPerOpUntimedTimePerDevice) {
   ASSERT_EQ(fit.profile.dispatch_overhead_size(), 1);
   const pb::DispatchOverhead& d = fit.profile.dispatch_overhead(0);
   EXPECT_EQ(d.device(), "cpu-a");
-  EXPECT_NEAR(d.per_op_s(), 65e-6, 1e-15);  // the slow rank does not move it
+  EXPECT_NEAR(d.per_op_s(), (50 + 60 + 70 + 65) / 4.0 * 1e-6, 1e-15);  // the clipped mean: the slow rank is out
   EXPECT_NEAR(d.q1_s(), 60e-6, 1e-15);
   EXPECT_NEAR(d.q3_s(), 70e-6, 1e-15);
   EXPECT_EQ(d.samples(), 5);

@@ -14,10 +14,11 @@
 //
 // Every fitted curve then gets corrections by shape (ComputeCurve.shape_points): per op shape
 // (GEMM [m, n, k], attention [b, h, q, kv, d], [elements] ...) and pass (forward, backward), the
-// median of measured time / the curve's time over the samples of that shape, so that what one
-// saturation curve per class misses (skinny or transposed backward GEMMs, an elementwise op
-// whose backward is a pass-through) is priced as measured, and shapes near them by
-// interpolation (ComputeCostModel::shape_correction).
+// clipped mean (orrery::clipped_mean) of measured time / the curve's time over the samples of
+// that shape, so that what one saturation curve per class misses (skinny or transposed backward
+// GEMMs, an elementwise op whose backward is a pass-through) is priced as measured, and shapes
+// near them by interpolation (ComputeCostModel::shape_correction). Means, not medians, wherever
+// the simulator adds one value per op or event: it then adds what the ops took together.
 #pragma once
 
 #include <cstdint>
@@ -112,9 +113,9 @@ struct OverlapReport {
 
 // The blocking overhead of one scope (CalibrationProfile.blocking_overhead): each blocking sample
 // whose collective kind has a curve fitted from non-blocking samples gives the residual
-// r_i = measured - curve; the overhead is the median r_i (at least 0). A kind with too few
-// non-blocking samples for its own curve fits it from all its samples instead, blocking ones
-// included, and gives no residuals.
+// r_i = measured - curve; the overhead is the clipped mean of the r_i (at least 0). A kind with
+// too few non-blocking samples for its own curve fits it from all its samples instead, blocking
+// ones included, and gives no residuals.
 struct BlockingReport {
   std::string scope;
   int64_t samples = 0;      // residuals
@@ -124,8 +125,8 @@ struct BlockingReport {
   std::string note;         // why not fitted
 };
 
-// The dispatch overhead of one device (CalibrationProfile.dispatch_overhead): the median of its
-// samples' per-op untimed time.
+// The dispatch overhead of one device (CalibrationProfile.dispatch_overhead): the clipped mean of
+// its samples' per-op untimed time.
 struct DispatchReport {
   std::string device;
   int64_t samples = 0;
