@@ -162,23 +162,23 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   } else {
     std::cout << "overlap slowdown not fitted: " << o.note << "\n\n";
   }
-  for (const sim::BlockingReport& b : fit.blocking) {
+  for (const sim::OverheadReport& b : fit.blocking) {
     if (b.fitted) {
-      std::cout << "blocking collectives (" << b.scope << "): +" << units::seconds(b.overhead_s)
+      std::cout << "blocking collectives (" << b.subject << "): +" << units::seconds(b.value_s)
                 << " each when issued in line with compute (clipped mean residual of " << b.samples
                 << " over their curves; quartiles " << units::seconds(b.q1_s) << " - " << units::seconds(b.q3_s)
                 << ")\n\n";
     } else {
-      std::cout << "blocking collectives (" << b.scope << ") not fitted: " << b.note << "\n\n";
+      std::cout << "blocking collectives (" << b.subject << ") not fitted: " << b.note << "\n\n";
     }
   }
-  for (const sim::DispatchReport& d : fit.dispatch) {
+  for (const sim::OverheadReport& d : fit.dispatch) {
     if (d.fitted) {
-      std::cout << "dispatch (" << d.device << "): +" << units::seconds(d.per_op_s)
+      std::cout << "dispatch (" << d.subject << "): +" << units::seconds(d.value_s)
                 << " before each op on the compute stream, time no op covers (clipped mean of " << d.samples
                 << " ranks; quartiles " << units::seconds(d.q1_s) << " - " << units::seconds(d.q3_s) << ")\n\n";
     } else {
-      std::cout << "dispatch (" << d.device << ") not fitted: " << d.note << "\n\n";
+      std::cout << "dispatch (" << d.subject << ") not fitted: " << d.note << "\n\n";
     }
   }
   if (!held.empty())
@@ -227,13 +227,13 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     return e;
   };
   nlohmann::ordered_json blocking = nlohmann::ordered_json::array();
-  for (const sim::BlockingReport& b : fit.blocking) {
-    blocking.push_back(overhead({{"scope", b.scope}, {"samples", b.samples}}, b.fitted, "overhead_s", b.overhead_s,
+  for (const sim::OverheadReport& b : fit.blocking) {
+    blocking.push_back(overhead({{"scope", b.subject}, {"samples", b.samples}}, b.fitted, "overhead_s", b.value_s,
                                 b.q1_s, b.q3_s, b.note));
   }
   nlohmann::ordered_json dispatch = nlohmann::ordered_json::array();
-  for (const sim::DispatchReport& d : fit.dispatch) {
-    dispatch.push_back(overhead({{"device", d.device}, {"samples", d.samples}}, d.fitted, "per_op_s", d.per_op_s,
+  for (const sim::OverheadReport& d : fit.dispatch) {
+    dispatch.push_back(overhead({{"device", d.subject}, {"samples", d.samples}}, d.fitted, "per_op_s", d.value_s,
                                 d.q1_s, d.q3_s, d.note));
   }
   nlohmann::ordered_json j{{"out", out_file},

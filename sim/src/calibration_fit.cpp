@@ -86,46 +86,45 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
   out.profile.set_overlap_compute_slowdown(r.slowdown);
 }
 
-// A time the profile adds per event (a blocking collective, an op's dispatch): the clipped mean of
-// its samples (statistics.hpp: the simulator adds one per event, so their mean is what adds up,
-// and the samples lean right), with their quartiles, or in `note` why nothing is written (too few
-// samples, a value at or below 0).
-struct EventOverhead {
-  int64_t samples = 0;
-  double value = 0, q1 = 0, q3 = 0;
-  std::string note;
-
-  // Into a report (BlockingReport, DispatchReport): its spread and note; whether it is fitted.
-  template <typename Report>
-  bool report_to(Report& r) const {
-    r.samples = samples, r.q1_s = q1, r.q3_s = q3, r.note = note, r.fitted = note.empty();
-    return r.fitted;
+// Per subject (a scope, a device), a time the profile adds per event (a blocking collective, an
+// op's dispatch): the clipped mean of its samples (statistics.hpp: the simulator adds one per
+// event, so their mean is what adds up, and the samples lean right), with their quartiles, or in
+// `note` why nothing is written (too few samples, a value at or below 0). `write(subject,
+// report)` adds a fitted one to the profile.
+template <typename Write>
+std::vector<OverheadReport> fit_overheads(std::map<std::string, std::vector<double>> by_subject,
+                                          const FitOptions& options, const std::string& samples_are,
+                                          const std::string& when_not_positive, Write write) {
+  std::vector<OverheadReport> out;
+  for (auto& [subject, v] : by_subject) {
+    OverheadReport r;
+    r.subject = subject;
+    r.samples = static_cast<int64_t>(v.size());
+    std::sort(v.begin(), v.end());
+    r.value_s = clipped_mean(v), r.q1_s = quantile(v, 0.25), r.q3_s = quantile(v, 0.75);
+    if (r.samples < std::max<int64_t>(options.min_samples, 1)) {
+      r.note = std::to_string(r.samples) + " " + samples_are + ", " + std::to_string(options.min_samples) +
+               " needed: nothing is added";
+    } else if (r.value_s <= 0) {
+      r.note = when_not_positive + ": nothing is added";
+    } else {
+      r.fitted = true;
+      write(subject, r);
+    }
+    out.push_back(std::move(r));
   }
-  // Into the profile's message: its spread.
-  template <typename Proto>
-  Proto* write_spread(Proto& p) const {
-    p.set_samples(samples), p.set_q1_s(q1), p.set_q3_s(q3);
-    return &p;
-  }
-};
-
-EventOverhead event_overhead(std::vector<double> v, const FitOptions& options, const std::string& samples_are,
-                             const std::string& when_not_positive) {
-  EventOverhead m;
-  m.samples = static_cast<int64_t>(v.size());
-  std::sort(v.begin(), v.end());
-  m.value = clipped_mean(v), m.q1 = quantile(v, 0.25), m.q3 = quantile(v, 0.75);
-  if (m.samples < std::max<int64_t>(options.min_samples, 1)) {
-    m.note = std::to_string(m.samples) + " " + samples_are + ", " + std::to_string(options.min_samples) +
-             " needed: nothing is added";
-  } else if (m.value <= 0) {
-    m.note = when_not_positive + ": nothing is added";
-  }
-  return m;
+  return out;
 }
 
-// The blocking overhead of each scope (calibration_fit.hpp, BlockingReport): the clipped mean
-// residual of the blocking samples over the curves fitted without them.
+// A fitted overhead's spread, as every overhead message carries it.
+template <typename Proto>
+Proto* with_spread(Proto* p, const OverheadReport& r) {
+  p->set_samples(r.samples), p->set_q1_s(r.q1_s), p->set_q3_s(r.q3_s);
+  return p;
+}
+
+// The blocking overhead of each scope (calibration_fit.hpp): the clipped mean residual of the
+// blocking samples over the curves fitted without them.
 void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, const FitOptions& options,
                             CalibrationFit& out) {
   std::map<std::string, std::vector<double>> residuals;
@@ -135,19 +134,13 @@ void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, cons
         residuals[s->scope].push_back(s->seconds - predict_comm_seconds(c, *s));
     }
   }
-  for (auto& [scope, r] : residuals) {
-    BlockingReport b;
-    b.scope = scope;
-    const EventOverhead m = event_overhead(std::move(r), options, "blocking collective(s)",
-                                             "collectives issued in line with compute took no longer than back to back");
-    b.overhead_s = m.value;
-    if (m.report_to(b)) {
-      pb::BlockingOverhead* o = m.write_spread(*out.profile.add_blocking_overhead());
-      o->set_scope(scope);
-      o->set_overhead_s(m.value);
-    }
-    out.blocking.push_back(std::move(b));
-  }
+  out.blocking = fit_overheads(std::move(residuals), options, "blocking collective(s)",
+                               "collectives issued in line with compute took no longer than back to back",
+                               [&](const std::string& scope, const OverheadReport& r) {
+                                 auto* o = with_spread(out.profile.add_blocking_overhead(), r);
+                                 o->set_scope(scope);
+                                 o->set_overhead_s(r.value_s);
+                               });
 }
 
 }  // namespace
@@ -258,19 +251,12 @@ void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const Fi
                  "dispatch sample " + s.source + " has no valid time");
     by_device[s.device].push_back(s.per_op_s);
   }
-  for (auto& [device, v] : by_device) {
-    DispatchReport d;
-    d.device = device;
-    const EventOverhead m = event_overhead(std::move(v), options, "rank(s) measured their untimed time",
-                                             "no time between ops");
-    d.per_op_s = m.value;
-    if (m.report_to(d)) {
-      pb::DispatchOverhead* o = m.write_spread(*fit.profile.add_dispatch_overhead());
-      o->set_device(device);
-      o->set_per_op_s(m.value);
-    }
-    fit.dispatch.push_back(std::move(d));
-  }
+  fit.dispatch = fit_overheads(std::move(by_device), options, "rank(s) measured their untimed time",
+                               "no time between ops", [&](const std::string& device, const OverheadReport& r) {
+                                 auto* o = with_spread(fit.profile.add_dispatch_overhead(), r);
+                                 o->set_device(device);
+                                 o->set_per_op_s(r.value_s);
+                               });
 }
 
 }  // namespace orrery::sim

@@ -60,7 +60,7 @@ struct CommSample {
   std::string source;
   // Issued in line with compute (ExecNode.stream is the compute stream: Megatron's TP/EP
   // collectives), not back to back (bench) nor on a communication stream. Such samples measure
-  // the blocking overhead on top of the curve, not the curve (see BlockingReport).
+  // the blocking overhead on top of the curve, not the curve (see OverheadReport).
   bool blocking = false;
 };
 
@@ -111,26 +111,21 @@ struct OverlapReport {
   std::string note;              // why not fitted
 };
 
+// A time the profile adds per event, for one subject, for the report: the clipped mean of its
+// samples (orrery::clipped_mean; written when fitted) and their quartiles.
+//
 // The blocking overhead of one scope (CalibrationProfile.blocking_overhead): each blocking sample
 // whose collective kind has a curve fitted from non-blocking samples gives the residual
-// r_i = measured - curve; the overhead is the clipped mean of the r_i (at least 0). A kind with
-// too few non-blocking samples for its own curve fits it from all its samples instead, blocking
-// ones included, and gives no residuals.
-struct BlockingReport {
-  std::string scope;
-  int64_t samples = 0;      // residuals
-  double overhead_s = 0;    // written to the profile when fitted
-  double q1_s = 0, q3_s = 0;
-  bool fitted = false;
-  std::string note;         // why not fitted
-};
-
-// The dispatch overhead of one device (CalibrationProfile.dispatch_overhead): the clipped mean of
-// its samples' per-op untimed time.
-struct DispatchReport {
-  std::string device;
-  int64_t samples = 0;
-  double per_op_s = 0;  // written to the profile when fitted
+// r_i = measured - curve; the overhead is their clipped mean (at least 0). A kind with too few
+// non-blocking samples for its own curve fits it from all its samples instead, blocking ones
+// included, and gives no residuals.
+//
+// The dispatch overhead of one device (CalibrationProfile.dispatch_overhead): the clipped mean
+// of its samples' per-op untimed time.
+struct OverheadReport {
+  std::string subject;  // the scope (blocking) or the device (dispatch)
+  int64_t samples = 0;  // residuals (blocking), ranks (dispatch)
+  double value_s = 0;
   double q1_s = 0, q3_s = 0;
   bool fitted = false;
   std::string note;  // why not fitted
@@ -141,8 +136,8 @@ struct CalibrationFit {
   pb::CalibrationProfile profile;
   std::vector<CurveReport> curves;  // in the same order, then the curves left at their defaults
   OverlapReport overlap;
-  std::vector<BlockingReport> blocking;  // by scope
-  std::vector<DispatchReport> dispatch;  // by device (fit_dispatch_overheads)
+  std::vector<OverheadReport> blocking;  // by scope
+  std::vector<OverheadReport> dispatch;  // by device (fit_dispatch_overheads)
 };
 
 // `devices`: every device the compute samples name (defaults of held parameters come from
