@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "orrery/traces/error.hpp"
+#include "orrery/traces/intervals.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -96,18 +97,8 @@ std::map<std::string, OpTiming> OpTrace::end_step() {
     timing->pieces = static_cast<int64_t>(pieces.size());
   }
   // The step's time that no piece covers: the host between ops.
-  std::sort(intervals.begin(), intervals.end());
-  double covered = 0, open_start = 0, open_end = 0;
-  bool open = false;
-  for (const auto& [s, e] : intervals) {
-    if (open && s <= open_end) {
-      open_end = std::max(open_end, e);
-      continue;
-    }
-    if (open) covered += open_end - open_start;
-    open_start = s, open_end = e, open = true;
-  }
-  if (open) covered += open_end - open_start;
+  double covered = 0;
+  for (const auto& [s, e] : merge_intervals(std::move(intervals))) covered += e - s;
   untimed_s_ = std::max(0.0, clock_->since_origin(end) - covered);
   for (const auto& [name, dtype] : dtypes_) {
     if (auto it = timings_.find(name); it != timings_.end()) it->second.dtype = dtype;
@@ -150,6 +141,8 @@ std::shared_ptr<const OpTrace::Watch> OpTrace::watch(std::function<bool()> done)
   watches_.push_back(w);
   return w;
 }
+
+OpTrace::Stamp OpTrace::Watch::end_or_now() const { return ended ? *ended : TraceClock::now(); }
 
 void OpTrace::poll(Stamp boundary) {
   std::erase_if(watches_, [&](const std::weak_ptr<Watch>& weak) {

@@ -101,6 +101,7 @@ class OpTrace {
   struct Watch {
     std::function<bool()> done;
     std::optional<Stamp> ended;
+    Stamp end_or_now() const;  // where the op ended as far as the trace knows
   };
   // Polls `done` at every boundary from now until the handle is dropped or the step ends.
   std::shared_ptr<const Watch> watch(std::function<bool()> done);

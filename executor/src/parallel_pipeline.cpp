@@ -75,10 +75,10 @@ class Schedule {
   }
 
   // A send in flight: its buffer is kept alive until it completes; its end is the first op
-  // boundary at which it is seen completed (OpTrace::watch) or when waited at the end of the step. On a GPU
-  // both ends are events on the compute stream (op_trace.hpp): the start is before the send is
-  // queued, the end where the compute stream is when the host sees the send complete, so no
-  // earlier than its completion, as on the CPU.
+  // boundary at which it is seen completed (OpTrace::watch) or when waited at the end of the
+  // step. On a GPU both ends are events on the compute stream (op_trace.hpp): the start is before
+  // the send is queued, the end where the compute stream is when the host sees the send
+  // complete, so no earlier than its completion, as on the CPU.
   struct Pending {
     c10::intrusive_ptr<c10d::Work> work;
     torch::Tensor buffer;
@@ -101,7 +101,7 @@ class Schedule {
     if (s.recorded) return;
     s.recorded = true;
     if (OpTrace* t = current_trace()) {
-      t->add(s.name, s.start, s.watch && s.watch->ended ? *s.watch->ended : TraceClock::now());
+      t->add(s.name, s.start, s.watch ? s.watch->end_or_now() : TraceClock::now());
     }
   }
 

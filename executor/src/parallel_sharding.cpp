@@ -214,7 +214,7 @@ namespace {
 // then the wait and `then` as a scope (which pauses an open backward segment).
 void wait_timed(DataParallelOptimizer::Pending& p, const std::string& name, const std::function<void()>& then = {}) {
   OpTrace* trace = current_trace();
-  if (trace != nullptr) trace->add(name, p.launched, p.watch && p.watch->ended ? *p.watch->ended : Clock::now());
+  if (trace != nullptr) trace->add(name, p.launched, p.watch ? p.watch->end_or_now() : Clock::now());
   OpTrace::Scope scope(trace, name);
   p.work->wait();
   if (then) then();

@@ -14,6 +14,7 @@
 #include "orrery/topologies/discover.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/error.hpp"
+#include "orrery/traces/intervals.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::sim {
@@ -84,22 +85,13 @@ class TraceReader {
 
   // Merged [start, end) spans of the rank's timed nodes that `pick` selects.
   template <typename Pick>
-  static std::vector<std::pair<double, double>> busy_spans(const pb::RankGraph& rank, Pick pick) {
-    std::vector<std::pair<double, double>> spans;
+  static std::vector<Interval> busy_spans(const pb::RankGraph& rank, Pick pick) {
+    std::vector<Interval> spans;
     for (const auto& n : rank.nodes()) {
       if (pick(n) && n.has_start_s() && n.has_duration_s() && n.duration_s() > 0)
         spans.emplace_back(n.start_s(), n.start_s() + n.duration_s());
     }
-    std::sort(spans.begin(), spans.end());
-    std::vector<std::pair<double, double>> merged;
-    for (const auto& s : spans) {
-      if (!merged.empty() && s.first <= merged.back().second) {
-        merged.back().second = std::max(merged.back().second, s.second);
-      } else {
-        merged.push_back(s);
-      }
-    }
-    return merged;
+    return merge_intervals(std::move(spans));
   }
 
   // A collective on a communication stream (not the blocking TP/EP collectives on the compute
