@@ -4,9 +4,10 @@
 # on `orrery bench`), and predict the other five, which calibration never sees.
 # Usage: scripts/calibration_experiment.sh [OUT_DIR]   (default: build/calibration-experiment)
 # Run it on a quiet machine: the measurements are wall-clock times. Each plan runs REPEATS times
-# (default 3), the plans interleaved and their order rotated every round, so that a slow spell of
+# (default 5), the plans interleaved and their order rotated every round, so that a slow spell of
 # the machine lands on several plans rather than on all runs of one; a plan's measured step is
-# the median of its runs' (each itself the median of its steps after the first).
+# the median of its runs' (each itself the mean over the steps after the first that a clipped
+# mean of the step times keeps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ORRERY=path/to/orrery uses that binary instead of building build/cli/orrery.
@@ -37,7 +38,7 @@ plans=(
 
 echo "== bench" >&2
 "$orrery" bench --out "$out/bench.json" > "$out/bench.txt"
-repeats="${REPEATS:-3}"
+repeats="${REPEATS:-5}"
 n=${#plans[@]}
 train=() test=()
 for ((r = 1; r <= repeats; r++)); do

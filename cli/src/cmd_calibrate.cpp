@@ -181,6 +181,15 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
       std::cout << "dispatch (" << d.subject << ") not fitted: " << d.note << "\n\n";
     }
   }
+  for (const sim::SkewReport& k : fit.skew) {
+    if (k.fitted) {
+      std::cout << "rank skew (" << k.device << "): cv " << short_number(k.cv)
+                << ", a rank's compute between synchronizations varies this much (waits beyond the fastest member at "
+                << k.samples << " collectives; quartiles " << short_number(k.q1) << " - " << short_number(k.q3) << ")\n\n";
+    } else {
+      std::cout << "rank skew (" << k.device << ") not fitted: " << k.note << "\n\n";
+    }
+  }
   if (!held.empty())
     std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
   if (!kept.empty())
@@ -236,12 +245,24 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     dispatch.push_back(overhead({{"device", d.subject}, {"samples", d.samples}}, d.fitted, "per_op_s", d.value_s,
                                 d.q1_s, d.q3_s, d.note));
   }
+  nlohmann::ordered_json skew = nlohmann::ordered_json::array();
+  for (const sim::SkewReport& k : fit.skew) {
+    nlohmann::ordered_json e{{"device", k.device}, {"samples", k.samples}, {"fitted", k.fitted}};
+    if (k.fitted) {
+      e["cv"] = k.cv;
+      e["quartiles"] = {k.q1, k.q3};
+    } else {
+      e["note"] = k.note;
+    }
+    skew.push_back(e);
+  }
   nlohmann::ordered_json j{{"out", out_file},
                            {"profile", nlohmann::ordered_json::parse(to_json(profile))},
                            {"curves", curves},
                            {"overlap", overlap},
                            {"blocking", blocking},
                            {"dispatch", dispatch},
+                           {"rank_skew", skew},
                            {"notes", notes}};
   std::cout << j.dump(2) << "\n";
 }
@@ -277,6 +298,7 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   sim::CalibrationFit fit =
       sim::fit_calibration(samples.compute, samples.comm, samples.devices, fit_options);
   sim::fit_dispatch_overheads(samples.dispatch, fit_options, fit);
+  sim::fit_rank_skew(samples.skew, fit_options, fit);
   if (fit.profile.compute_size() == 0 && fit.profile.comm_size() == 0) {
     throw InputError("", 0, "--traces",
                      "no curve has " + std::to_string(a.min_samples) +

@@ -12,8 +12,19 @@ std::vector<size_t> measured_steps(size_t steps) {
   return out;
 }
 
+std::vector<size_t> kept_steps(const std::vector<double>& step_seconds, size_t steps) {
+  const auto used = measured_steps(steps);
+  if (step_seconds.size() != steps) return used;
+  std::vector<double> seconds;
+  for (size_t i : used) seconds.push_back(step_seconds[i]);
+  std::vector<size_t> kept;
+  for (size_t k : within_clip(seconds)) kept.push_back(used[k]);
+  return kept;
+}
+
 std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps,
-                          const std::vector<double>& untimed_s, size_t limit) {
+                          const std::vector<double>& untimed_s, const std::vector<double>& step_seconds,
+                          size_t limit) {
   std::set<std::string> in_graph;
   for (const auto& n : graph.nodes()) in_graph.insert(n.name());
   std::set<std::string> extra, missing;
@@ -40,25 +51,22 @@ std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& 
   list(missing, "in the graph but never ran");
   if (!problems.empty()) return problems;
 
-  // Clipped means over the measured steps: on shared cores one descheduled step would move a
-  // plain mean, and medians do not add up to the step (see statistics.hpp).
-  const auto used = measured_steps(steps.size());
-  if (untimed_s.size() == steps.size()) {
-    std::vector<double> untimed;
-    for (size_t i : used) untimed.push_back(untimed_s[i]);
-    graph.set_untimed_s(clipped_mean(untimed));
-  }
+  // Means over the steps a clipped mean of the step time keeps: on shared cores one descheduled
+  // step would move a plain mean, and medians do not add up to the step (see statistics.hpp).
+  if (steps.empty()) return "";
+  const auto kept = kept_steps(step_seconds, steps.size());
+  auto mean = [&](auto value) {
+    double sum = 0;
+    for (size_t i : kept) sum += value(i);
+    return sum / static_cast<double>(kept.size());
+  };
+  if (untimed_s.size() == steps.size()) graph.set_untimed_s(mean([&](size_t i) { return untimed_s[i]; }));
+  const size_t last = measured_steps(steps.size()).back();
   for (auto& n : *graph.mutable_nodes()) {
-    std::vector<double> starts, durations;
-    for (size_t i : used) {
-      const OpTiming& t = steps[i].at(n.name());
-      starts.push_back(t.start_s);
-      durations.push_back(t.duration_s);
-    }
-    n.set_start_s(clipped_mean(starts));
-    n.set_duration_s(clipped_mean(durations));
-    if (const auto& a = steps[used.back()].at(n.name()).algorithm; !a.empty()) n.set_algorithm(a);
-    if (const auto& d = steps[used.back()].at(n.name()).dtype; !d.empty()) n.set_dtype(d);
+    n.set_start_s(mean([&](size_t i) { return steps[i].at(n.name()).start_s; }));
+    n.set_duration_s(mean([&](size_t i) { return steps[i].at(n.name()).duration_s; }));
+    if (const auto& a = steps[last].at(n.name()).algorithm; !a.empty()) n.set_algorithm(a);
+    if (const auto& d = steps[last].at(n.name()).dtype; !d.empty()) n.set_dtype(d);
   }
   return "";
 }

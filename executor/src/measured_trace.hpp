@@ -31,12 +31,19 @@ using StepTimings = std::map<std::string, OpTiming>;
 std::vector<size_t> measured_steps(size_t steps);
 
 // Sets every node's start_s and duration_s, and the graph's untimed_s from `untimed_s` (one per
-// step, OpTrace::untimed_s), to their clipped means over measured_steps() (statistics.hpp: they
-// add up to the step as the simulator adds them, and one descheduled step moves none of them).
-// Returns what does not match, one line each ("ran but not in the graph: X", "in the graph but
-// never ran: Y", at most `limit` of each), or "" when the executor ran exactly the graph's nodes
-// in every step.
+// step, OpTrace::untimed_s), to their means over the measured_steps() whose wall time
+// (`step_seconds`, one per step) a clipped mean keeps (statistics.hpp: within_clip). Whole steps
+// are left out, never single ops: an op's own hiccups are part of the steps it ran in, and the
+// ops' means then add up to the mean step (clipping each op on its own left them 5-7% short on a
+// shared VM). Returns what does not match, one line each ("ran but not in the graph: X", "in the
+// graph but never ran: Y", at most `limit` of each), or "" when the executor ran exactly the
+// graph's nodes in every step.
 std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps,
-                          const std::vector<double>& untimed_s, size_t limit = 8);
+                          const std::vector<double>& untimed_s, const std::vector<double>& step_seconds,
+                          size_t limit = 8);
+
+// The measured_steps() a clipped mean of their wall times keeps (all of them when `step_seconds`
+// does not have one per step).
+std::vector<size_t> kept_steps(const std::vector<double>& step_seconds, size_t steps);
 
 }  // namespace orrery::executor

@@ -188,9 +188,11 @@ struct TraceGuard {
 // The rank's measured graph, written for the launcher to merge. A mismatch with the predicted
 // graph is a bug in the executor or the lowering, never the user's: InternalError.
 void write_rank_trace(const TrainConfig& c, const RankEnv& env, const std::vector<StepTimings>& timings,
-                      const std::vector<double>& untimed) {
+                      const std::vector<double>& untimed, const std::vector<StepResult>& results) {
   pb::RankGraph measured = *c.trace_graph;
-  if (const auto problems = fill_measured(measured, timings, untimed); !problems.empty()) {
+  std::vector<double> seconds;
+  for (const auto& r : results) seconds.push_back(r.seconds);
+  if (const auto problems = fill_measured(measured, timings, untimed, seconds); !problems.empty()) {
     throw InternalError("rank " + std::to_string(env.rank) +
                         ": the executor and the simulator's lowering disagree about the plan's ops:\n" + problems);
   }
@@ -234,7 +236,7 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
       if (!config.out_dir.empty() && env.rank == 0) write_step_result(config.out_dir, r);
     }
     set_current_trace(nullptr);  // what follows is not part of a step
-    if (tracing) write_rank_trace(config, env, run.timings, run.untimed);
+    if (tracing) write_rank_trace(config, env, run.timings, run.untimed, results);
     if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
     if (run.groups.world) run.groups.world->barrier()->wait();
   } catch (const c10::Error& e) {

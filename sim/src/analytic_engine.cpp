@@ -14,7 +14,9 @@
 // while a transfer of T seconds is in flight the compute does only T / s of work, so the step
 // grows by T (1 - 1/s), counted with the communication that caused it. A calibrated dispatch
 // overhead (ComputeCostModel::dispatch_s) is added once per op the lowering puts on the compute
-// stream, as des adds it before each of them.
+// stream, as des adds it before each of them. A calibrated rank skew (ComputeCostModel::
+// skew_wait_s) makes every group wait for its slowest member: in-line TP/EP collectives after the
+// compute since the previous one, the data-parallel tail after the step's compute.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -87,6 +89,12 @@ class RankCoster {
 
   PassCost program(const std::vector<models::LayerOp>& ops, pb::Phase phase) const {
     PassCost c;
+    // The compute since the last in-line collective: its group waits for its slowest member
+    // that much skew (ComputeCostModel::skew_wait_s). What follows the last collective is the
+    // next layer's, charged to the first one (the next layer's first collective).
+    double since = 0;
+    const std::vector<int64_t>* first_group = nullptr;
+    double* first_term = nullptr;
     for (const Step& s : detail::layer_program(ops, plan_, phase)) {
       switch (s.kind) {
         case Step::Kind::kCompute: {
@@ -95,6 +103,7 @@ class RankCoster {
           c.compute_s += t;
           c.dispatch_s += dispatch_s();
           c.flops += f;
+          since += t;
           if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += t, c.recompute_flops += f;
           break;
         }
@@ -104,6 +113,7 @@ class RankCoster {
           const double exchange = costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
           c.compute_s += cp * piece;
           c.dispatch_s += cp * dispatch_s();  // one compute node per piece
+          since += cp * piece;
           c.cp_s += (cp - 1) * std::max(0.0, exchange - piece);
           // The pieces that ran beside an exchange run overlap_slowdown times slower (as in des).
           c.cp_s += (1 - 1 / costs_.overlap_slowdown()) * (cp - 1) * std::min(exchange, piece);
@@ -115,14 +125,23 @@ class RankCoster {
         case Step::Kind::kCollective: {
           const auto& devs = s.expert_group ? ep_ : tp_;
           if (devs.size() < 2) break;
+          double& term = s.expert_group ? c.ep_s : c.tp_s;
           // Issued in line with compute: the calibrated blocking overhead too (collective_cost.hpp).
-          const double t = costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
-                           costs_.collectives().blocking_overhead_s(devs);
-          (s.expert_group ? c.ep_s : c.tp_s) += t;
+          term += costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
+                  costs_.collectives().blocking_overhead_s(devs) + skew_wait_s(devs.size(), since);
+          since = 0;
+          if (first_group == nullptr) first_group = &devs, first_term = &term;
           c.dispatch_s += dispatch_s();
           break;
         }
       }
+    }
+    if (first_group != nullptr) {
+      *first_term += skew_wait_s(first_group->size(), since);
+    } else if (tp_.size() > 1) {  // a part without collectives: the next TP collective's
+      c.tp_s += skew_wait_s(tp_.size(), since);
+    } else if (ep_.size() > 1) {  // a dense layer of an MoE model: the next EP collective's
+      c.ep_s += skew_wait_s(ep_.size(), since);
     }
     return c;
   }
@@ -142,6 +161,10 @@ class RankCoster {
   const pb::DeviceSpec& device() const { return device_; }
   // The calibrated host time before each op on this rank's compute stream.
   double dispatch_s() const { return costs_.compute().dispatch_s(device_); }
+  // The expected wait for the slowest of `ranks` ranks after `compute_s` of compute.
+  double skew_wait_s(size_t ranks, double compute_s) const {
+    return costs_.compute().skew_wait_s(device_, static_cast<int64_t>(ranks), compute_s);
+  }
   int64_t device_index() const { return my_device_; }
 
  private:
@@ -162,13 +185,16 @@ double params_of(const std::vector<models::LayerOp>& ops, bool expert) {
 }
 
 // The serialized DP stream after the last backward: bucket i becomes ready at (i + 1) / n of the
-// window (the last micro-batch's backward) and waits for the stream; returns the time past the
+// window (the last micro-batch's backward), or `late[i]` after that when its group's slowest
+// member launches it late (rank skew), and waits for the stream; returns the time past the
 // window's end.
-double dp_tail(const std::vector<double>& buckets, double window, bool overlap) {
+double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
+               const std::vector<double>& late = {}) {
   double t = 0;
   const double n = static_cast<double>(buckets.size());
   for (size_t i = 0; i < buckets.size(); ++i) {
-    const double ready = overlap ? window * static_cast<double>(i + 1) / n : window;
+    const double ready = (overlap ? window * static_cast<double>(i + 1) / n : window) +
+                         (i < late.size() ? late[i] : 0);
     t = std::max(t, ready) + buckets[i];
   }
   return std::max(0.0, t - window);
@@ -328,6 +354,11 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     s.per_micro_batch += bwd;
     recompute_flops_rank_sum += s.per_micro_batch.recompute_flops * M * static_cast<double>(plan.stage(p).world_size() / d.pp);
 
+    // Rank skew: a data-parallel group waits for its slowest member at the step's end, after all
+    // of the step's compute (ComputeCostModel::skew_wait_s; des: the counter since the rank last
+    // waited on the group).
+    const double step_compute = M * s.per_micro_batch.compute_s;
+    double fsdp_skew = 0;
     // FSDP: each layer's gather (forward and backward) and gradient reduce-scatter, overlapped
     // with neighbouring layers' compute when prefetching.
     if (fsdp) {
@@ -350,6 +381,7 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       const double unit_fwd = n_units > 0 ? s.forward_s / n_units : 0;
       const double unit_bwd = n_units > 0 ? s.backward_s / n_units : 0;
       const bool prefetch = plan.plan.prefetch_buckets() > 0;
+      fsdp_skew = rc.skew_wait_s(group_devs.size(), step_compute);
       for (const auto& [bp, bu] : buckets) {
         const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, bp * prec.param_bytes);
         const double rs = rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, bp * prec.grad_bytes);
@@ -367,6 +399,7 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     // Data-parallel tail after the last backward.
     const bool overlap = plan.plan.overlap_grad_reduce();
     std::vector<double> buckets;
+    std::vector<size_t> bucket_ranks;  // the size of each bucket's group
     if (!fsdp) {
       const auto kind = dist_opt ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE;
       std::vector<int64_t> dense_devs, expert_devs;
@@ -378,22 +411,35 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       }
       for (double b : fill_buckets(part_params, false, bucket_params)) {
         buckets.push_back(rc.collective(kind, dense_devs, b * prec.grad_bytes));
+        bucket_ranks.push_back(dense_devs.size());
       }
       for (double b : fill_buckets(part_params, true, bucket_params)) {
         buckets.push_back(rc.collective(kind, expert_devs, b * prec.grad_bytes));
+        bucket_ranks.push_back(expert_devs.size());
       }
     } else if (sharding == pb::SHARDING_HSDP) {
       std::vector<int64_t> replica_devs;
       for (int64_t r : layout.group(GroupKind::kDpReplica, rank)) replica_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       buckets.push_back(rc.collective(pb::COLLECTIVE_KIND_ALL_REDUCE, replica_devs,
                                       (dense_params + expert_params) / static_cast<double>(plan.plan.shard_group_size()) * prec.grad_bytes));
+      bucket_ranks.push_back(replica_devs.size());
     }
-    s.dp_exposed_s = dp_tail(buckets, s.backward_s, overlap && !fsdp);
+    // Each bucket's slowest member launches it late by the skew of the compute it ran before
+    // (overlapped: up to its share of the last backward, as dp_tail places it).
+    const bool overlapped = overlap && !fsdp;
+    std::vector<double> late;
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const double share = overlapped ? static_cast<double>(i + 1) / static_cast<double>(buckets.size()) : 1.0;
+      const double before = step_compute - (1 - share) * bwd.compute_s;
+      late.push_back(rc.skew_wait_s(bucket_ranks[i], before));
+    }
+    const double unskewed = dp_tail(buckets, s.backward_s, overlapped);
+    s.dp_exposed_s = dp_tail(buckets, s.backward_s, overlapped, late) + fsdp_skew;
     {
       // The reduction hidden under the last backward slows that backward's compute.
       double reduced = 0;
       for (double b : buckets) reduced += b;
-      s.dp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * std::max(0.0, reduced - s.dp_exposed_s);
+      s.dp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * std::max(0.0, reduced - unskewed);
     }
     double shard = dense_params + expert_params;
     if (sharding != pb::SHARDING_NONE) {
@@ -420,8 +466,11 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
         gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_p * prec.param_bytes);
         gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_p * prec.param_bytes);
       }
-      // Overlapped with the next step's first forward when asked; otherwise at the step's end.
-      s.dp_exposed_s += plan.plan.overlap_param_gather() ? std::max(0.0, gather - s.forward_s) : gather;
+      // Overlapped with the next step's first forward when asked; otherwise at the step's end,
+      // after the optimizer's compute (its skew).
+      s.dp_exposed_s += plan.plan.overlap_param_gather()
+                            ? std::max(0.0, gather - s.forward_s)
+                            : gather + rc.skew_wait_s(dense_devs.size(), s.optimizer_s);
       if (plan.plan.overlap_param_gather()) {
         s.dp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * std::min(gather, s.forward_s);
       }

@@ -259,4 +259,45 @@ void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const Fi
                                });
 }
 
+void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options, CalibrationFit& fit) {
+  struct Sums {
+    double wait = 0, expected = 0;  // sum of waits; of compute x expected_max_of_normals(ranks)
+    std::vector<double> own;        // each sample's own cv
+    int64_t samples = 0;
+  };
+  std::map<std::string, Sums> by_device;
+  std::map<int64_t, double> factor;  // expected_max_of_normals by group size
+  for (const SkewSample& s : samples) {
+    ORRERY_CHECK(std::isfinite(s.wait_s) && s.wait_s >= 0 && std::isfinite(s.compute_s) && s.compute_s >= 0 &&
+                     s.ranks > 1,
+                 "skew sample " + s.source + " has no valid wait, compute or group");
+    if (factor.count(s.ranks) == 0) factor[s.ranks] = expected_max_of_normals(s.ranks);
+    Sums& d = by_device[s.device];
+    const double expected = s.compute_s * factor[s.ranks];
+    d.wait += s.wait_s, d.expected += expected, ++d.samples;
+    if (expected > 0) d.own.push_back(s.wait_s / expected);
+  }
+  for (auto& [device, d] : by_device) {
+    SkewReport r;
+    r.device = device;
+    r.samples = d.samples;
+    std::sort(d.own.begin(), d.own.end());
+    if (!d.own.empty()) r.q1 = quantile(d.own, 0.25), r.q3 = quantile(d.own, 0.75);
+    if (d.samples < std::max<int64_t>(options.min_samples, 1)) {
+      r.note = std::to_string(d.samples) + " collective(s) measured on several ranks, " +
+               std::to_string(options.min_samples) + " needed: ranks are taken to arrive together";
+    } else if (d.expected <= 0) {
+      r.note = "no collective came after compute: ranks are taken to arrive together";
+    } else if (d.wait <= 0) {
+      r.note = "no member ever waited for another: ranks are taken to arrive together";
+    } else {
+      r.cv = d.wait / d.expected;
+      r.fitted = true;
+      auto* k = fit.profile.add_rank_skew();
+      k->set_device(device), k->set_cv(r.cv), k->set_samples(r.samples), k->set_q1(r.q1), k->set_q3(r.q3);
+    }
+    fit.skew.push_back(std::move(r));
+  }
+}
+
 }  // namespace orrery::sim

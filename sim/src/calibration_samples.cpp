@@ -16,6 +16,7 @@
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/intervals.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "skew_count.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -47,8 +48,10 @@ class TraceReader {
       computing_ = busy_spans(rank, [](const pb::ExecNode& n) { return n.kind() == pb::NODE_KIND_COMPUTE; });
       for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
       add_dispatch(rank, r);
+      add_arrivals(r);
     }
     for (const auto& [key, sample] : instances_) out_.comm.push_back(sample);
+    add_skew();
     for (const auto& [why, count] : left_out_) {
       out_.notes.push_back(file_ + ": " + std::to_string(count) + " node(s) left out: " + why);
     }
@@ -81,6 +84,54 @@ class TraceReader {
     d.per_op_s = rank.untimed_s() / static_cast<double>(ops);
     d.source = file_ + ": rank " + std::to_string(rank.rank());
     out_.dispatch.push_back(std::move(d));
+  }
+
+  // The rank's collectives, each with its time and the compute the rank ran since it last waited
+  // on the collective's group (skew_count.hpp).
+  void add_arrivals(int r) {
+    const pb::RankGraph& rank = trace_.ranks(r);
+    const std::vector<double> since =
+        detail::compute_since_group_wait(rank, [](const pb::ExecNode& n) { return n.duration_s(); });
+    std::map<std::pair<int64_t, std::string>, int> seen;
+    for (int i = 0; i < rank.nodes_size(); ++i) {
+      if (since[static_cast<size_t>(i)] < 0) continue;
+      const pb::ExecNode& n = rank.nodes(i);
+      const std::string device =
+          device_spec(device_name(rank, r), "ranks[" + std::to_string(r) + "].device").name();
+      const int occurrence = seen[{n.process_group(), n.name()}]++;
+      arrivals_[std::make_tuple(n.process_group(), n.name(), occurrence)].push_back(
+          {device, n.duration_s(), since[static_cast<size_t>(i)]});
+    }
+  }
+
+  // One skew sample per collective instance that every member of its group timed on one device.
+  void add_skew() {
+    for (const auto& [key, members] : arrivals_) {
+      const auto& [group_id, name, occurrence] = key;
+      const pb::ProcessGroup* g = nullptr;
+      for (const auto& candidate : trace_.process_groups()) {
+        if (candidate.id() == group_id) g = &candidate;
+      }
+      if (g == nullptr || g->ranks_size() < 2 || static_cast<int>(members.size()) != g->ranks_size()) continue;
+      double fastest = members.front().seconds, wait = 0, compute = 0;
+      bool one_device = true;
+      for (const Arrival& m : members) {
+        fastest = std::min(fastest, m.seconds);
+        one_device = one_device && m.device == members.front().device;
+      }
+      if (!one_device) {
+        leave_out("rank skew: collectives across devices of different kinds");
+        continue;
+      }
+      for (const Arrival& m : members) wait += m.seconds - fastest, compute += m.compute_s;
+      SkewSample s;
+      s.device = members.front().device;
+      s.ranks = g->ranks_size();
+      s.wait_s = wait / static_cast<double>(members.size());
+      s.compute_s = compute / static_cast<double>(members.size());
+      s.source = file_ + ": " + name;
+      out_.skew.push_back(std::move(s));
+    }
   }
 
   // Merged [start, end) spans of the rank's timed nodes that `pick` selects.
@@ -287,6 +338,12 @@ class TraceReader {
   std::map<std::string, int64_t> left_out_;
   std::map<std::tuple<int, int64_t, std::string>, int> occurrences_;
   std::map<std::tuple<int64_t, std::string, int>, CommSample> instances_;
+  struct Arrival {
+    std::string device;
+    double seconds = 0;
+    double compute_s = 0;  // since the rank last waited on the group
+  };
+  std::map<std::tuple<int64_t, std::string, int>, std::vector<Arrival>> arrivals_;  // per instance
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "compute_defaults.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -77,6 +78,20 @@ double ComputeCostModel::dispatch_s(const pb::DeviceSpec& device) const {
     if (d.device() == device.name()) return d.per_op_s();
   }
   return 0;
+}
+
+double ComputeCostModel::rank_skew_cv(const pb::DeviceSpec& device) const {
+  if (calibration_ == nullptr) return 0;
+  for (const auto& k : calibration_->rank_skew()) {
+    if (k.device() == device.name()) return k.cv();
+  }
+  return 0;
+}
+
+double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const {
+  if (ranks < 2 || compute_s <= 0) return 0;
+  const double cv = rank_skew_cv(device);
+  return cv > 0 ? cv * compute_s * expected_max_of_normals(ranks) : 0;
 }
 
 pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpClass op_class) const {

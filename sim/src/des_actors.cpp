@@ -6,13 +6,17 @@
 // a rank runs, the rank's host sits in its slowed-down pstate, so its compute slows by
 // overlap_slowdown. Waiting is a per-actor semaphore, so a wake-up is never lost. Before each
 // node of the compute stream the actor sleeps the rank's calibrated dispatch overhead (the host
-// between ops), which is no node's time.
+// between ops), which is no node's time. With a calibrated rank skew a collective starts no
+// earlier than its members launched it plus the expected lag of the slowest
+// (ComputeCostModel::skew_wait_s) after the compute each ran since it last waited on the group:
+// at a collective on its compute stream, or for one its compute stream needed unfinished.
 #include <cmath>
 #include <sstream>
 
 #include "des_platform.hpp"
 #include "orrery/sim/lower.hpp"
 #include "orrery/traces/error.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::sim::des {
 namespace {
@@ -35,6 +39,7 @@ class Runner {
       rs.waiters.resize(static_cast<size_t>(rg.nodes_size()));
       rs.spec = &device_of(plan, rg.rank());
       rs.dispatch_s = costs.compute().dispatch_s(*rs.spec);
+      rs.skew_cv = costs.compute().rank_skew_cv(*rs.spec);
       std::map<int32_t, size_t> by_stream;
       for (int j = 0; j < rg.nodes_size(); ++j) {
         const int32_t s = rg.nodes(j).stream();
@@ -42,6 +47,11 @@ class Runner {
         if (fresh) streams_.push_back({static_cast<size_t>(i), s, {}});
         streams_[it->second].nodes.push_back(j);
       }
+    }
+    for (const auto& g : m.graph.process_groups()) {
+      group_size_[g.id()] = g.ranks_size();
+      if (skew_factor_.count(g.ranks_size()) == 0)
+        skew_factor_[g.ranks_size()] = expected_max_of_normals(g.ranks_size());
     }
   }
 
@@ -80,6 +90,9 @@ class Runner {
     const pb::DeviceSpec* spec = nullptr;
     double dispatch_s = 0;        // before each compute-stream node (ComputeCostModel::dispatch_s)
     double dispatch_total_s = 0;  // slept so far
+    double skew_cv = 0;           // ComputeCostModel::rank_skew_cv
+    double computed_s = 0;        // compute run so far
+    std::unordered_map<int64_t, double> waited_at;  // per group: computed_s when it last waited on it
   };
   struct Rendezvous {
     int32_t site = -1;
@@ -87,6 +100,8 @@ class Runner {
     bool done = false;
     double start = 0, end = 0;
     std::vector<size_t> ranks, waiters;
+    double launched = 0;  // the latest member's launch (its data dependencies met)
+    double lag_s = 0;     // sum over the members of cv x compute since they last waited on the group
   };
 
   pb::ExecNode& node(size_t rank, int32_t j) {
@@ -107,12 +122,20 @@ class Runner {
     RankState& rs = ranks_[st.rank];
     for (; st.next < st.nodes.size(); ++st.next) {
       const int32_t j = st.nodes[st.next];
+      double launched = s4u::Engine::get_clock();  // when its inputs were ready
+      if (!node(st.rank, j).data_deps().empty()) launched = 0;
       for (int64_t d : node(st.rank, j).data_deps()) {
         if (d < 0 || d >= static_cast<int64_t>(rs.done.size())) {
           errors_.emplace_back(where(st.rank, j) + ".data_deps", "dependency " + std::to_string(d) + " is not a node of this rank");
           return;
         }
-        while (!rs.done[static_cast<size_t>(d)]) block(rs.waiters[static_cast<size_t>(d)], a);
+        bool blocked = false;
+        while (!rs.done[static_cast<size_t>(d)]) block(rs.waiters[static_cast<size_t>(d)], a), blocked = true;
+        const pb::ExecNode& dep = node(st.rank, static_cast<int32_t>(d));
+        launched = std::max(launched, dep.start_s() + dep.duration_s());
+        // The compute stream waited for a collective of another stream: its group is together.
+        if (blocked && st.stream == kCompute && dep.kind() == pb::NODE_KIND_COLLECTIVE && dep.stream() != kCompute)
+          rs.waited_at[dep.process_group()] = rs.computed_s;
       }
       if (st.stream == kCompute && rs.dispatch_s > 0) {
         s4u::this_actor::sleep_for(rs.dispatch_s);
@@ -125,13 +148,14 @@ class Runner {
         case pb::NODE_KIND_COMPUTE: op_end = compute(st.rank, j); break;
         case pb::NODE_KIND_COLLECTIVE:
         case pb::NODE_KIND_SEND:
-        case pb::NODE_KIND_RECV: std::tie(op_start, op_end) = rendezvous(a, st.rank, j); break;
+        case pb::NODE_KIND_RECV: std::tie(op_start, op_end) = rendezvous(a, st.rank, j, launched); break;
         default:
           errors_.emplace_back(where(st.rank, j) + ".kind", "a node needs a kind");
           return;
       }
       if (!errors_.empty()) return;
       pb::ExecNode& n = node(st.rank, j);
+      if (st.stream == kCompute && n.kind() == pb::NODE_KIND_COLLECTIVE) rs.waited_at[n.process_group()] = rs.computed_s;
       n.set_start_s(op_start);
       n.set_duration_s(op_end - op_start);
       makespan_ = std::max(makespan_, op_end);
@@ -146,6 +170,7 @@ class Runner {
 
   double compute(size_t rank, int32_t j) {
     const double seconds = costs_.compute().seconds(*ranks_[rank].spec, node(rank, j));
+    ranks_[rank].computed_s += seconds;
     if (seconds > 0) {
       s4u::this_actor::execute(seconds * kFlopsPerSecond);
       ++events_;
@@ -153,7 +178,7 @@ class Runner {
     return s4u::Engine::get_clock();
   }
 
-  std::pair<double, double> rendezvous(size_t a, size_t rank, int32_t j) {
+  std::pair<double, double> rendezvous(size_t a, size_t rank, int32_t j, double launched) {
     const pb::ExecNode& n = node(rank, j);
     const int32_t site = m_.site_of_node[rank][static_cast<size_t>(j)];
     if (site < 0) return {s4u::Engine::get_clock(), s4u::Engine::get_clock()};  // a group of one
@@ -173,10 +198,26 @@ class Runner {
       return {0, 0};
     }
     rv.ranks.push_back(rank);
+    if (n.kind() == pb::NODE_KIND_COLLECTIVE) {
+      const RankState& rs = ranks_[rank];
+      const auto waited = rs.waited_at.find(n.process_group());
+      rv.lag_s += rs.skew_cv * (rs.computed_s - (waited == rs.waited_at.end() ? 0.0 : waited->second));
+      rv.launched = std::max(rv.launched, launched);
+    }
     if (++rv.arrived < m_.sites[static_cast<size_t>(site)].simulated_members) {
       while (!rv.done && errors_.empty()) block(rv.waiters, a);
     } else {
-      rv.start = s4u::Engine::get_clock();
+      rv.start = s4u::Engine::get_clock();  // the wait for the slowest member is the collective's
+      if (rv.lag_s > 0) {
+        // The slowest of the group's members launches it the expected maximum lag late.
+        const auto size = group_size_.find(n.process_group());
+        const double factor = size == group_size_.end() ? 0 : skew_factor_.at(size->second);
+        const double wait = rv.launched + factor * rv.lag_s / static_cast<double>(rv.arrived) - s4u::Engine::get_clock();
+        if (wait > 0) {
+          s4u::this_actor::sleep_for(wait);
+          ++events_;
+        }
+      }
       communicate(a, site, rv.ranks);
       rv.end = s4u::Engine::get_clock();
       rv.done = true;
@@ -241,6 +282,8 @@ class Runner {
   std::vector<s4u::SemaphorePtr> wake_;
   std::vector<s4u::ActorPtr> actors_;
   std::unordered_map<std::pair<int64_t, int64_t>, Rendezvous, PairHash> rendezvous_;
+  std::unordered_map<int64_t, int64_t> group_size_;  // process group id -> its ranks
+  std::unordered_map<int64_t, double> skew_factor_;  // group size -> expected_max_of_normals
   std::vector<std::pair<std::string, std::string>> errors_;
   int64_t events_ = 0;
   double makespan_ = 0;

@@ -12,6 +12,7 @@
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "skew_count.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -181,6 +182,14 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
     match(measured, r, predicted, file);
     std::map<int64_t, const pb::ExecNode*> timed;
     for (const auto& n : measured.nodes()) timed[n.id()] = &n;
+    // A collective's prediction includes the expected wait for its group's slowest member after
+    // the predicted compute since the rank last waited on the group (skew_count.hpp), as the
+    // measured time includes the real one.
+    const pb::DeviceSpec& device = device_of(plan, measured.rank());
+    const std::vector<double> since = detail::compute_since_group_wait(
+        measured, [&](const pb::ExecNode& n) { return costs.compute().seconds(device, n); });
+    std::map<int64_t, double> since_by_id;
+    for (int i = 0; i < measured.nodes_size(); ++i) since_by_id[measured.nodes(i).id()] = since[static_cast<size_t>(i)];
     for (const auto& p : predicted.nodes()) {
       NodeComparison c;
       c.rank = measured.rank();
@@ -202,6 +211,10 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
       }
       c.measured_s = timed.at(p.id())->duration_s();
       c.predicted_s = predicted_seconds(p, measured.rank(), plan, lowered, costs);
+      if (p.kind() == pb::NODE_KIND_COLLECTIVE && since_by_id.at(p.id()) > 0) {
+        c.predicted_s += costs.compute().skew_wait_s(device, group_of(lowered, p.process_group()).ranks_size(),
+                                                     since_by_id.at(p.id()));
+      }
       v.nodes.push_back(std::move(c));
     }
   }

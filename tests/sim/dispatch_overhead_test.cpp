@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/des_engine.hpp"
-#include "orrery/sim/engine.hpp"
 #include "orrery/sim/lower.hpp"
 
 namespace orrery::sim {
@@ -18,16 +16,13 @@ struct Sims {
 };
 
 Sims run(const ResolvedPlan& plan, const std::string& device, double per_op_s) {
-  const topologies::Topology topology(plan.cluster);
   pb::CalibrationProfile profile;
   if (per_op_s > 0) {
     pb::DispatchOverhead* d = profile.add_dispatch_overhead();
     d->set_device(device);
     d->set_per_op_s(per_op_s);
   }
-  const CostModels costs(topology, plan.precision.dtype, &profile);
-  const pb::SimResult a = simulate_analytic(plan, costs).result;
-  const pb::SimResult d = simulate_des(plan, costs).result;
+  const auto [a, d] = test::simulate_both(plan, profile);
   return {a.step_time_s(), d.step_time_s(), a.breakdown().dispatch_s(), d.breakdown().dispatch_s()};
 }
 

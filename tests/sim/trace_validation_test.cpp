@@ -8,6 +8,7 @@
 #include "orrery/sim/trace_validation.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/error.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -73,6 +74,41 @@ TEST(TraceValidation, ReportsTheKnownErrors) {
   EXPECT_DOUBLE_EQ(v.measured_step_s, 0.5);
   EXPECT_GT(v.predicted_step_s, 0);
   EXPECT_DOUBLE_EQ(v.step_error, v.predicted_step_s / 0.5 - 1);
+}
+
+// With a calibrated rank skew a collective's prediction carries the expected wait for its
+// group's slowest member: cv x e(n) x the predicted compute since the rank last waited on it.
+TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
+  pb::ExecGraph trace = fake_measurement(1.0, 0.5);
+  for (auto& r : *trace.mutable_ranks()) {  // one node after another, in the lowering's order
+    double t = 0;
+    for (auto& n : *r.mutable_nodes()) n.set_start_s(t), t += n.duration_s();
+  }
+  pb::CalibrationProfile profile;
+  pb::RankSkew* k = profile.add_rank_skew();
+  k->set_device(trace.cluster_spec().node_types(0).device());
+  k->set_cv(0.1);
+  const TraceValidation plain = validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
+  const TraceValidation skewed = validate_trace(trace, "t.json", EngineKind::kAnalytic, &profile);
+  ASSERT_EQ(plain.nodes.size(), skewed.nodes.size());
+  // Rank 0's first collective on its compute stream (a TP all-reduce, the pair's first): it
+  // waits for the compute before it. Compute nodes keep their prediction.
+  const pb::RankGraph& rank0 = trace.ranks(0);
+  double before = 0;
+  bool found = false;
+  for (int i = 0; i < rank0.nodes_size() && !found; ++i) {
+    const pb::ExecNode& n = rank0.nodes(i);
+    if (n.kind() == pb::NODE_KIND_COMPUTE) {
+      EXPECT_DOUBLE_EQ(skewed.nodes[static_cast<size_t>(i)].predicted_s, plain.nodes[static_cast<size_t>(i)].predicted_s);
+      before += plain.nodes[static_cast<size_t>(i)].predicted_s;
+    } else if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() == kCompute) {
+      found = true;
+      EXPECT_NEAR(skewed.nodes[static_cast<size_t>(i)].predicted_s - plain.nodes[static_cast<size_t>(i)].predicted_s,
+                  0.1 * expected_max_of_normals(2) * before, 1e-12) << n.name();
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_GT(before, 0);
 }
 
 TEST(TraceValidation, DesGivesTheTimelineOfEveryRank) {

@@ -31,6 +31,25 @@ TEST(Statistics, ClippedMeanDropsTheDescheduledStepAndKeepsTheSpread) {
   EXPECT_GT(clipped_mean(v), median(v) + 0.03);
 }
 
+// Closed forms: E[max of 2] = 1 / sqrt(pi), E[max of 3] = 3 / (2 sqrt(pi)); 4 and 8 from the
+// tables of normal order statistics (Harter 1961).
+TEST(Statistics, ExpectedMaximumOfNormals) {
+  EXPECT_EQ(expected_max_of_normals(0), 0);
+  EXPECT_EQ(expected_max_of_normals(1), 0);
+  EXPECT_NEAR(expected_max_of_normals(2), 1 / std::sqrt(M_PI), 1e-9);
+  EXPECT_NEAR(expected_max_of_normals(3), 1.5 / std::sqrt(M_PI), 1e-9);
+  EXPECT_NEAR(expected_max_of_normals(4), 1.02937537, 1e-8);
+  EXPECT_NEAR(expected_max_of_normals(8), 1.42360031, 1e-8);
+  // It grows like sqrt(2 ln n): slowly, but without bound.
+  double last = 0;
+  for (int64_t n : {16, 256, 4096, 65536}) {
+    const double e = expected_max_of_normals(n);
+    EXPECT_GT(e, last);
+    EXPECT_LT(e, std::sqrt(2 * std::log(static_cast<double>(n))));
+    last = e;
+  }
+}
+
 TEST(Statistics, ClippedMeanIsTheMeanWithoutOutliers) {
   EXPECT_DOUBLE_EQ(clipped_mean({1, 2, 3, 4}), 2.5);
   EXPECT_DOUBLE_EQ(clipped_mean({2, 2, 2, 9}), 3.75);  // MAD 0: every value

@@ -72,6 +72,17 @@ struct DispatchSample {
   std::string source;  // "file: rank 0"
 };
 
+// One collective instance of a measured run, for the rank skew: how long its members waited for
+// the last of them (the mean over the members of their time beyond the fastest member's), and
+// the compute each ran since it last waited on the group (their mean).
+struct SkewSample {
+  std::string device;  // DeviceSpec name (all members ran on it)
+  int64_t ranks = 0;   // the group's size
+  double wait_s = 0;
+  double compute_s = 0;
+  std::string source;  // "file: node name"
+};
+
 struct FitOptions {
   // A curve needs this many samples (and at least one more than the parameters it fits);
   // with fewer the simulator's default stays.
@@ -131,6 +142,19 @@ struct OverheadReport {
   std::string note;  // why not fitted
 };
 
+// The rank skew of one device (CalibrationProfile.rank_skew): the cv that makes the engines'
+// waits, cv x compute x expected_max_of_normals(ranks), add up to the measured ones over the
+// samples (sum of waits / sum of compute x that factor), with the quartiles of the samples' own
+// cv (those after some compute).
+struct SkewReport {
+  std::string device;
+  int64_t samples = 0;
+  double cv = 0;
+  double q1 = 0, q3 = 0;
+  bool fitted = false;
+  std::string note;  // why not fitted
+};
+
 struct CalibrationFit {
   // Fitted curves only, compute sorted by (device, op class), comm by (scope, collective).
   pb::CalibrationProfile profile;
@@ -138,6 +162,7 @@ struct CalibrationFit {
   OverlapReport overlap;
   std::vector<OverheadReport> blocking;  // by scope
   std::vector<OverheadReport> dispatch;  // by device (fit_dispatch_overheads)
+  std::vector<SkewReport> skew;          // by device (fit_rank_skew)
 };
 
 // `devices`: every device the compute samples name (defaults of held parameters come from
@@ -152,6 +177,10 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
 // `fit` (profile and report); with fewer, nothing is added for it.
 void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const FitOptions& options,
                             CalibrationFit& fit);
+
+// Adds the rank skew of every device with at least options.min_samples samples and a positive
+// fit to `fit` (profile and report); otherwise the report says why nothing is added.
+void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options, CalibrationFit& fit);
 
 // The time ComputeCostModel predicts for `s` under `curve` (the formula the fit fits).
 double predict_compute_seconds(const pb::ComputeCurve& curve, const ComputeSample& s);

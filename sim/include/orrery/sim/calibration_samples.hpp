@@ -11,6 +11,10 @@
 // samples; a copy on a communication stream that ran beside compute on its rank is left out (it
 // does not measure communication alone). A rank that measured its untimed time
 // (RankGraph.untimed_s) gives a dispatch sample: that time over the ops on its compute stream.
+// A collective instance timed on every member of its group, all on one device, gives a skew
+// sample: the members' mean time beyond the fastest, and the compute each ran since it last
+// waited on the group (at a collective on its compute stream, or for one of another stream that
+// its compute stream needed unfinished), as the engines count it.
 #pragma once
 
 #include <map>
@@ -37,6 +41,7 @@ struct TraceSamples {
   std::vector<ComputeSample> compute;
   std::vector<CommSample> comm;
   std::vector<DispatchSample> dispatch;  // one per rank that measured its untimed time
+  std::vector<SkewSample> skew;          // one per collective instance timed on all its members
   // The specs of the devices the samples name.
   std::map<std::string, pb::DeviceSpec> devices;
   // Per file, what was left out and why ("3 nodes without duration_s").

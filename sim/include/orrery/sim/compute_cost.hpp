@@ -38,6 +38,14 @@ class ComputeCostModel {
   // time covers (CalibrationProfile.dispatch_overhead): both engines add it before every op they
   // issue on the compute stream. 0 without a profile that measured it for this device.
   double dispatch_s(const pb::DeviceSpec& device) const;
+  // The calibrated rank skew of a device (CalibrationProfile.rank_skew: the relative standard
+  // deviation of a rank's compute time between synchronizations); 0 without one.
+  double rank_skew_cv(const pb::DeviceSpec& device) const;
+  // The expected wait for the slowest member at a collective of `ranks` ranks on this device,
+  // `compute_s` seconds of compute after the group last synchronized: cv x compute_s x the
+  // expected maximum of `ranks` standard normals (docs/calibration.md, "Rank skew"). Both engines
+  // add it to every collective of two or more ranks.
+  double skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const;
   // The curve in force for a device and op class (calibrated or default).
   pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class) const;
   const std::string& dtype() const { return dtype_; }

@@ -1,7 +1,8 @@
 // Re-simulating a measured run (`orrery validate --trace`): the trace of `orrery run --out`
 // carries its plan, model and cluster, so the simulator lowers exactly that run, costs every node
 // with the models the engines use (ComputeCostModel on the rank's device, CollectiveCostModel on
-// the group's devices, p2p for sends and receives), and an engine predicts the step. Nodes are
+// the group's devices plus the rank skew's expected wait, p2p for sends and receives), and an
+// engine predicts the step. Nodes are
 // matched by rank and node id (the executor times the lowering's own nodes); any node the two
 // do not share is an error naming the first one, since then simulator and executor disagree
 // about what the plan does.
