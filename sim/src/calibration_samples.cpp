@@ -93,11 +93,11 @@ class TraceReader {
     const std::vector<double> since =
         detail::compute_since_group_wait(rank, [](const pb::ExecNode& n) { return n.duration_s(); });
     std::map<std::pair<int64_t, std::string>, int> seen;
+    std::string device;  // looked up at the rank's first collective
     for (int i = 0; i < rank.nodes_size(); ++i) {
       if (since[static_cast<size_t>(i)] < 0) continue;
       const pb::ExecNode& n = rank.nodes(i);
-      const std::string device =
-          device_spec(device_name(rank, r), "ranks[" + std::to_string(r) + "].device").name();
+      if (device.empty()) device = device_spec(device_name(rank, r), "ranks[" + std::to_string(r) + "].device").name();
       const int occurrence = seen[{n.process_group(), n.name()}]++;
       arrivals_[std::make_tuple(n.process_group(), n.name(), occurrence)].push_back(
           {device, n.duration_s(), since[static_cast<size_t>(i)]});

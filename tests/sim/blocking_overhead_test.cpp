@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/des_engine.hpp"
-#include "orrery/sim/engine.hpp"
 #include "orrery/sim/lower.hpp"
 
 namespace orrery::sim {
@@ -16,15 +14,14 @@ struct Steps {
 };
 
 Steps steps(const ResolvedPlan& plan, double overhead_s) {
-  const topologies::Topology topology(plan.cluster);
   pb::CalibrationProfile profile;
   if (overhead_s > 0) {
     pb::BlockingOverhead* o = profile.add_blocking_overhead();
     o->set_scope("intra_node");
     o->set_overhead_s(overhead_s);
   }
-  const CostModels costs(topology, plan.precision.dtype, &profile);
-  return {simulate_analytic(plan, costs).result.step_time_s(), simulate_des(plan, costs).result.step_time_s()};
+  const auto [a, d] = test::simulate_both(plan, profile);
+  return {a.step_time_s(), d.step_time_s()};
 }
 
 // Collectives rank 0 issues on its compute stream in one step.
