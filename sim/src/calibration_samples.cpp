@@ -108,10 +108,7 @@ class TraceReader {
   void add_skew() {
     for (const auto& [key, members] : arrivals_) {
       const auto& [group_id, name, occurrence] = key;
-      const pb::ProcessGroup* g = nullptr;
-      for (const auto& candidate : trace_.process_groups()) {
-        if (candidate.id() == group_id) g = &candidate;
-      }
+      const pb::ProcessGroup* g = find_group(group_id);
       if (g == nullptr || g->ranks_size() < 2 || static_cast<int>(members.size()) != g->ranks_size()) continue;
       double fastest = members.front().seconds, wait = 0, compute = 0;
       bool one_device = true;
@@ -261,10 +258,16 @@ class TraceReader {
     out_.compute.push_back(std::move(s));
   }
 
-  const pb::ProcessGroup& group(int64_t id, const std::string& field) const {
+  // The trace's process group with this id, or null.
+  const pb::ProcessGroup* find_group(int64_t id) const {
     for (const auto& g : trace_.process_groups()) {
-      if (g.id() == id) return g;
+      if (g.id() == id) return &g;
     }
+    return nullptr;
+  }
+
+  const pb::ProcessGroup& group(int64_t id, const std::string& field) const {
+    if (const pb::ProcessGroup* g = find_group(id)) return *g;
     throw InputError(file_, 0, field,
                      "no process group with id " + std::to_string(id) + " in process_groups");
   }
