@@ -241,6 +241,13 @@ struct DataParallelOptimizer::ZeroGather {
   std::unique_ptr<Pending> pending;  // null: a one-member group, nothing to gather
 };
 
+// FSDP's reduce-scatter in flight (at most one): node name, bucket, the work.
+struct DataParallelOptimizer::FsdpReduce {
+  std::string name;
+  size_t bucket = 0;
+  Pending pending;
+};
+
 struct DataParallelOptimizer::Instance {
   int64_t micro_batch = 0;
   std::vector<std::vector<torch::Tensor>> gathered;  // per bucket: the parameters the forward used
@@ -500,6 +507,7 @@ void DataParallelOptimizer::zero_grad() {
 
 double DataParallelOptimizer::step() {
   finish_zero_gathers("");  // every part ran forward; none should be left, but AdamW must not race one
+  finish_fsdp_reduce();     // the last backward's reduce-scatter, still in flight
   if (overlap_grad_) {
     // The buckets launched in backward are in flight; the tied embedding's sum over stages
     // precedes the rest, the TP sums follow the DP reduction (data_parallel.hpp's order).
@@ -854,26 +862,31 @@ void DataParallelOptimizer::launch_fsdp_gather(Instance& inst, size_t bucket, bo
   slot = launch_gather(f, r.group, bf16_);
 }
 
-torch::Tensor DataParallelOptimizer::finish_fsdp_gather(Instance& inst, size_t bucket, bool backward) {
+std::string DataParallelOptimizer::fsdp_name(const Instance& inst, size_t bucket, Site site, const char* op) const {
+  const auto& [first, last] = fsdp_buckets_[bucket];
+  return fsdp_node_name(fsdp_parts_[site == Site::kBackwardGather ? last : first], inst.micro_batch,
+                        site == Site::kForward ? "fwd" : "bwd", op);
+}
+
+std::unique_ptr<DataParallelOptimizer::Pending> DataParallelOptimizer::finish_fsdp_gather(Instance& inst, size_t bucket,
+                                                                                          bool backward) {
   launch_fsdp_gather(inst, bucket, backward);
   auto& slot = (backward ? inst.backward : inst.forward)[bucket];
-  const auto& [first, last] = fsdp_buckets_[bucket];
-  // Named at the part where the lowering gathers: the bucket's first part in forward, its last
-  // (the first to run) in backward.
-  const std::string name = fsdp_node_name(fsdp_parts_[backward ? last : first], inst.micro_batch,
-                                          backward ? "bwd" : "fwd", "fsdp.all_gather");
-  torch::Tensor values;
-  const Flat& f = reductions_.front()->flats[bucket];
-  wait_timed(*slot, name, [&] { values = gathered_flat(*slot, f, bf16_); });
+  const std::string name =
+      fsdp_name(inst, bucket, backward ? Site::kBackwardGather : Site::kForward, "fsdp.all_gather");
+  wait_timed(*slot, name);
   if (OpTrace* t = current_trace(); t != nullptr && bf16_) t->set_dtype(name, "bf16");
-  slot.reset();
-  return values;
+  return std::move(slot);
 }
 
 std::vector<torch::Tensor> DataParallelOptimizer::fsdp_forward_gather(int64_t bucket, int64_t instance) {
   Instance& inst = *instances_[static_cast<size_t>(instance)];
-  const Flat& f = reductions_.front()->flats[static_cast<size_t>(bucket)];
-  const auto values = finish_fsdp_gather(inst, static_cast<size_t>(bucket), false);
+  const size_t b = static_cast<size_t>(bucket);
+  const Flat& f = reductions_.front()->flats[b];
+  const auto done = finish_fsdp_gather(inst, b, false);
+  // The copy-out: the gathered flat vector split into the parameters' own tensors.
+  OpTrace::Scope scope(current_trace(), fsdp_name(inst, b, Site::kForward, "fsdp.copy_out"));
+  const auto values = gathered_flat(*done, f, bf16_);
   std::vector<torch::Tensor> out;
   for (size_t j = 0; j < f.params.size(); ++j) {
     const int64_t n = std::accumulate(f.shapes[j].begin(), f.shapes[j].end(), int64_t{1}, std::multiplies<>());
@@ -891,7 +904,10 @@ void DataParallelOptimizer::fsdp_backward_gather(int64_t bucket, int64_t instanc
     launch_fsdp_gather(inst, b - static_cast<size_t>(k), true);
   }
   const Flat& f = reductions_.front()->flats[b];
-  const auto values = finish_fsdp_gather(inst, b, true);
+  const auto done = finish_fsdp_gather(inst, b, true);
+  // The copy-out, into the storages the forward's tensors (saved for backward) still point to.
+  OpTrace::Scope scope(current_trace(), fsdp_name(inst, b, Site::kBackwardGather, "fsdp.copy_out"));
+  const auto values = gathered_flat(*done, f, bf16_);
   for (size_t j = 0; j < f.params.size(); ++j) {
     const auto& t = inst.gathered[b][j];
     refill_storage(t, values.narrow(0, f.offsets[j], t.numel()));
@@ -904,25 +920,55 @@ torch::Tensor DataParallelOptimizer::fsdp_reduce_scatter(int64_t bucket, int64_t
   const size_t b = static_cast<size_t>(bucket);
   const Reduction& r = *reductions_.front();
   const Flat& f = r.flats[b];
-  const std::string name =
-      fsdp_node_name(fsdp_parts_[fsdp_buckets_[b].first], inst.micro_batch, "bwd", "fsdp.reduce_scatter");
-  OpTrace::Scope scope(current_trace(), name);
-  if (OpTrace* t = current_trace()) t->set_algorithm(name, kReduceScatterAlgorithm);
-  std::vector<torch::Tensor> pieces;
-  for (size_t j = 0; j < f.params.size(); ++j) {
-    const auto& t = inst.gathered[b][j];
-    pieces.push_back(j < grads.size() && grads[j].defined() ? grads[j].reshape(-1) : torch::zeros({t.numel()}, t.options()));
+  // One reduce-scatter in flight, as FSDP2 keeps it: the previous one finishes (into its shard's
+  // gradient) before this one's copy-in, which bounds the buffers to one bucket's.
+  finish_fsdp_reduce();
+  auto rs = std::make_unique<FsdpReduce>();
+  rs->bucket = b;
+  rs->name = fsdp_name(inst, b, Site::kReduction, "fsdp.reduce_scatter");
+  torch::Tensor input;
+  {
+    // The copy-in: the bucket's gradients packed into one flat vector, padded to the chunks.
+    OpTrace::Scope scope(current_trace(), fsdp_name(inst, b, Site::kReduction, "fsdp.copy_in"));
+    std::vector<torch::Tensor> pieces;
+    for (size_t j = 0; j < f.params.size(); ++j) {
+      const auto& t = inst.gathered[b][j];
+      pieces.push_back(j < grads.size() && grads[j].defined() ? grads[j].reshape(-1)
+                                                              : torch::zeros({t.numel()}, t.options()));
+    }
+    if (f.chunk * f.size > f.numel) pieces.push_back(torch::zeros({f.chunk * f.size - f.numel}, f.shard.options()));
+    input = torch::cat(pieces);
+    // The gathered copy is no longer needed: every use of it has run its backward.
+    for (const auto& t : inst.gathered[b]) free_storage(t);
   }
-  if (f.chunk * f.size > f.numel) pieces.push_back(torch::zeros({f.chunk * f.size - f.numel}, f.shard.options()));
-  auto input = torch::cat(pieces);
-  auto output = torch::empty_like(input);
+  // Reduce-scatter as alltoall_base + local sum (Gloo 1.13 has no reduce-scatter), launched and
+  // left in flight beside the next layers' backward, as the lowering has it on its own stream.
+  Pending& p = rs->pending;
+  p.inputs = {input};
+  p.outputs = {{torch::empty_like(input)}};
   std::vector<int64_t> equal_splits;
-  // Reduce-scatter as alltoall_base + local sum (Gloo 1.13 has no reduce-scatter).
-  r.group->alltoall_base(output, input, equal_splits, equal_splits)->wait();
-  auto reduced = output.view({f.size, f.chunk}).sum(0).div_(r.divisor);
-  // The gathered copy is no longer needed: every use of it has run its backward.
-  for (const auto& t : inst.gathered[b]) free_storage(t);
-  return reduced;
+  p.launched = Clock::now();
+  p.work = r.group->alltoall_base(p.outputs[0][0], p.inputs[0], equal_splits, equal_splits);
+  p.watch_work();
+  if (OpTrace* t = current_trace()) t->set_algorithm(rs->name, kReduceScatterAlgorithm);
+  fsdp_reduce_ = std::move(rs);
+  // The shard's gradient comes from finish_fsdp_reduce, not through autograd.
+  return torch::Tensor();
+}
+
+void DataParallelOptimizer::finish_fsdp_reduce() {
+  if (!fsdp_reduce_) return;
+  FsdpReduce& rs = *fsdp_reduce_;
+  Reduction& r = *reductions_.front();
+  Flat& f = r.flats[rs.bucket];
+  // The reduce-scatter's own reduction: the size rows received, summed in rank order, averaged,
+  // and accumulated into the shard's gradient (over the step's micro-batches).
+  wait_timed(rs.pending, rs.name, [&] {
+    auto reduced = rs.pending.outputs[0][0].view({f.size, f.chunk}).sum(0).div_(r.divisor);
+    if (f.shard.grad().defined()) f.shard.mutable_grad().add_(reduced);
+    else f.shard.mutable_grad() = reduced;
+  });
+  fsdp_reduce_.reset();
 }
 
 // ---- Layout query (data_parallel.hpp) ----

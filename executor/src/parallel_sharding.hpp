@@ -134,6 +134,7 @@ class DataParallelOptimizer final : public PartHooks {
   struct Reduction;
   struct Instance;
   struct Pending;
+  struct FsdpReduce;
 
  private:
   void finish_gradients();                    // SP/router gradients over TP, tied embeddings over stages
@@ -148,7 +149,14 @@ class DataParallelOptimizer final : public PartHooks {
   double clip_chunks(double max_norm);        // global norm from the chunks, clipped
   torch::TensorOptions sum_options() const;   // fp64 on the chunks' device, for the norm's sums
   void launch_fsdp_gather(Instance& inst, size_t bucket, bool backward);
-  torch::Tensor finish_fsdp_gather(Instance& inst, size_t bucket, bool backward);
+  // Waits for (and times) a bucket's gather; returns it, for the copy-out.
+  std::unique_ptr<Pending> finish_fsdp_gather(Instance& inst, size_t bucket, bool backward);
+  void finish_fsdp_reduce();  // waits for the reduce-scatter in flight, into its shard's gradient
+  // The lowering's node name of FSDP node `op` ("fsdp.all_gather", "fsdp.copy_out", ...) of a
+  // bucket, at the part where the lowering puts it: the bucket's first part in forward, its last
+  // (the first to run) for the backward gather, its first again for the gradients' reduction.
+  enum class Site { kForward, kBackwardGather, kReduction };
+  std::string fsdp_name(const Instance& inst, size_t bucket, Site site, const char* op) const;
 
   Transformer& model_;
   std::vector<ShardedParam>& params_;
@@ -172,6 +180,7 @@ class DataParallelOptimizer final : public PartHooks {
   std::vector<std::pair<size_t, size_t>> fsdp_buckets_;  // [first part, last part]
   std::vector<bool> fsdp_resident_;                      // stays gathered to its backward
   std::vector<std::unique_ptr<Instance>> instances_;     // one per forward of the step
+  std::unique_ptr<FsdpReduce> fsdp_reduce_;              // the reduce-scatter in flight, if any
 };
 
 }  // namespace orrery::executor

@@ -77,6 +77,12 @@ class RankCoster {
     }
   }
 
+  // FSDP's copy-in or copy-out (layer_program.hpp), as the lowering's node is costed.
+  double copy_seconds(const detail::CopyWork& w, pb::Phase phase) const {
+    return costs_.compute().seconds(device_, pb::OP_CLASS_ELEMENTWISE, 0, w.bytes_read + w.bytes_written, w.shape,
+                                    phase);
+  }
+
   double op_seconds(const models::LayerOp& op, pb::Phase phase, double scale) const {
     const auto w = detail::op_work(op, phase);
     // A scaled op (a CP ring's piece) no longer has the op's shape: no shape corrections.
@@ -315,26 +321,73 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     // backward order, whole parts at a time, as the lowering does).
     std::vector<std::pair<double, double>> part_params;  // (dense, expert)
     std::vector<int64_t> part_chunk;                      // the chunk of each part
+    enum class Part { kEmbed, kLayer, kHead };
+    std::vector<Part> part_kind;
     int64_t chunk = 0;
-    auto add = [&](const Costed& c, bool decoder_layer) {
+    auto add = [&](const Costed& c, Part kind) {
       fwd += c.fwd;
       bwd += c.bwd;
       // Full recomputation re-runs a decoder layer's forward inside its backward.
-      if (decoder_layer) bwd += c.rcp;
+      if (kind == Part::kLayer) bwd += c.rcp;
       dense_params += c.dense;
       expert_params += c.expert;
-      if (c.dense + c.expert > 0) part_params.emplace_back(c.dense, c.expert), part_chunk.push_back(chunk);
+      if (c.dense + c.expert > 0) {
+        part_params.emplace_back(c.dense, c.expert), part_chunk.push_back(chunk), part_kind.push_back(kind);
+      }
     };
     for (int64_t c = 0; c < d.vp; ++c) {
       chunk = c;
       const int64_t stage = c * d.pp + p;
-      if (stage == 0) add(embed, false);
+      if (stage == 0) add(embed, Part::kEmbed);
       const int64_t first = plan.first_layer(stage);
       for (int64_t l = first; l < first + plan.layers_per_stage[static_cast<size_t>(stage)]; ++l) {
         const bool is_moe = plan.model.has_moe() && l >= plan.model.moe().first_dense_layers();
-        add(is_moe ? moe : dense, true);
+        add(is_moe ? moe : dense, Part::kLayer);
       }
-      if (stage == stages - 1) add(head, false);
+      if (stage == stages - 1) add(head, Part::kHead);
+    }
+    // FSDP buckets as the lowering forms them (consecutive parts of a chunk up to bucket_bytes;
+    // one part each when it is 0): gathered before the forward and (unless it stays resident)
+    // before the backward, or its recompute, each gather followed by its copy-out, and
+    // reduce-scattered after the copy-in of its gradients. The copies run on the compute stream.
+    struct FsdpBucket {
+      double params = 0, units = 0;
+      int64_t chunk = 0;
+      bool backward_gather = true;
+      pb::Phase backward_phase = pb::PHASE_BACKWARD;  // where the backward gather's copy-out runs
+    };
+    std::vector<FsdpBucket> fsdp_buckets;
+    if (fsdp) {
+      const double limit = plan.plan.bucket_bytes() > 0 ? plan.plan.bucket_bytes() / prec.param_bytes : 0;
+      const bool full_recompute = plan.recompute() == pb::RECOMPUTE_FULL;
+      FsdpBucket b;
+      size_t begin = 0;
+      for (size_t i = 0; i < part_params.size(); ++i) {
+        b.params += part_params[i].first + part_params[i].second;
+        b.units += 1;
+        const bool chunk_ends = i + 1 == part_params.size() || part_chunk[i + 1] != part_chunk[i];
+        if (b.params < limit && !chunk_ends) continue;
+        // The lowering's rule: tied embeddings on a single-stage rank keep the embedding's bucket
+        // gathered to its backward, unless the head shares it.
+        b.backward_gather = !(plan.model.tied_embeddings() && stages == 1 && part_kind[begin] == Part::kEmbed &&
+                              part_kind[i] != Part::kHead);
+        b.backward_phase = full_recompute && part_kind[i] == Part::kLayer ? pb::PHASE_RECOMPUTE : pb::PHASE_BACKWARD;
+        b.chunk = part_chunk[i];
+        fsdp_buckets.push_back(b);
+        b = FsdpBucket{};
+        begin = i + 1;
+      }
+      for (const FsdpBucket& fb : fsdp_buckets) {
+        const auto out = detail::fsdp_copy(fb.params, prec.param_bytes);
+        fwd.compute_s += rc.copy_seconds(out, pb::PHASE_FORWARD);
+        fwd.dispatch_s += rc.dispatch_s();
+        if (fb.backward_gather) {
+          bwd.compute_s += rc.copy_seconds(out, fb.backward_phase);
+          bwd.dispatch_s += rc.dispatch_s();
+        }
+        bwd.compute_s += rc.copy_seconds(detail::fsdp_copy(fb.params, prec.grad_bytes), pb::PHASE_BACKWARD);
+        bwd.dispatch_s += rc.dispatch_s();
+      }
     }
     if (!plan.uniform_stages()) {
       // The all-gathers after receiving activations (forward) and gradients (backward).
@@ -366,34 +419,52 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       for (int64_t r : layout.group(sharding == pb::SHARDING_HSDP ? GroupKind::kDpShard : GroupKind::kDp, rank)) {
         group_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       }
-      // Buckets as the lowering forms them (consecutive parts of a chunk up to bucket_bytes;
-      // one part each when it is 0), each gathered once per pass and reduced once.
-      const double limit = plan.plan.bucket_bytes() > 0 ? plan.plan.bucket_bytes() / prec.param_bytes : 0;
-      std::vector<std::pair<double, double>> buckets;  // (params, units)
-      double filled = 0, units = 0;
-      for (size_t i = 0; i < part_params.size(); ++i) {
-        filled += part_params[i].first + part_params[i].second;
-        units += 1;
-        const bool chunk_ends = i + 1 == part_params.size() || part_chunk[i + 1] != part_chunk[i];
-        if (filled >= limit || chunk_ends) buckets.emplace_back(filled, units), filled = 0, units = 0;
-      }
       const double n_units = static_cast<double>(part_params.size());
       const double unit_fwd = n_units > 0 ? s.forward_s / n_units : 0;
       const double unit_bwd = n_units > 0 ? s.backward_s / n_units : 0;
       const bool prefetch = plan.plan.prefetch_buckets() > 0;
       fsdp_skew = rc.skew_wait_s(group_devs.size(), step_compute);
-      for (const auto& [bp, bu] : buckets) {
-        const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, bp * prec.param_bytes);
-        const double rs = rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, bp * prec.grad_bytes);
-        const double fwd_window = bu * unit_fwd, bwd_window = bu * unit_bwd;
-        const double passes = plan.recompute() == pb::RECOMPUTE_FULL ? 1.0 : 2.0;  // gathers per micro-batch
-        s.fsdp_exposed_s += prefetch ? std::max(0.0, g - fwd_window) + std::max(0.0, g + rs - bwd_window) * (passes - 1)
-                                     : g * passes + std::max(0.0, rs - bwd_window);
-        // Compute beside the hidden part of the transfers runs overlap_slowdown times slower.
-        const double hidden = prefetch ? std::min(g, fwd_window) + std::min(g + rs, bwd_window) * (passes - 1)
-                                       : std::min(rs, bwd_window);
-        s.fsdp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * hidden;
+      // Gathers and reduce-scatters share one stream (the lowering's kCommDp), in issue order.
+      // Without prefetching each gather is issued when its part is reached and queues behind the
+      // reduce-scatter issued just before it: all of them are exposed. Prefetching, a bucket's
+      // gather is issued when the bucket before it in the pass is reached, so it travels during
+      // that bucket's compute (in backward together with that bucket's reduce-scatter, issued
+      // after it); the first gather of each pass (per chunk) has nothing to hide behind, and the
+      // last reduce-scatter holds up the next pass's first gather (or the optimizer). What does
+      // not fit in its window is exposed; compute beside the hidden part runs overlap_slowdown
+      // times slower. A resident bucket has no backward gather; under full recomputation the
+      // backward gather comes before the recompute, inside the backward window.
+      struct Costed { double g = 0, gb = 0, rs = 0, fwd = 0, bwd = 0; };
+      std::vector<Costed> c;
+      for (const FsdpBucket& fb : fsdp_buckets) {
+        const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, fb.params * prec.param_bytes);
+        c.push_back({g, fb.backward_gather ? g : 0,
+                     rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, fb.params * prec.grad_bytes),
+                     fb.units * unit_fwd, fb.units * unit_bwd});
       }
+      double hidden = 0;
+      for (size_t i = 0; i < c.size(); ++i) {
+        if (!prefetch) {
+          s.fsdp_exposed_s += c[i].g + c[i].gb + c[i].rs;
+          continue;
+        }
+        const bool first = i == 0 || fsdp_buckets[i - 1].chunk != fsdp_buckets[i].chunk;         // in forward
+        const bool last = i + 1 == c.size() || fsdp_buckets[i + 1].chunk != fsdp_buckets[i].chunk;  // first in backward
+        if (first) {
+          s.fsdp_exposed_s += c[i].g + c[i].rs;
+        } else {
+          s.fsdp_exposed_s += std::max(0.0, c[i].g - c[i - 1].fwd);
+          hidden += std::min(c[i].g, c[i - 1].fwd);
+        }
+        if (last) {
+          s.fsdp_exposed_s += c[i].gb;
+        } else {
+          // Bucket i's backward gather and bucket i + 1's reduce-scatter, during bucket i + 1's backward.
+          s.fsdp_exposed_s += std::max(0.0, c[i].gb + c[i + 1].rs - c[i + 1].bwd);
+          hidden += std::min(c[i].gb + c[i + 1].rs, c[i + 1].bwd);
+        }
+      }
+      s.fsdp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * hidden;
     }
 
     // Data-parallel tail after the last backward.

@@ -17,6 +17,8 @@ struct Site {
   int64_t stage = -1;
 };
 
+struct CopyWork;  // layer_program.hpp
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(pb::RankGraph* rank) : rank_(rank) {}
@@ -24,6 +26,8 @@ class GraphBuilder {
   // Returns the new node's id. `deps` are data dependencies (ids of this rank's nodes).
   int64_t compute(const Site& site, const models::LayerOp& op, double flop_scale,
                   std::vector<int64_t> deps, const std::string& suffix = {});
+  // A memory-bound copy (an elementwise node named `what`, no FLOPs): FSDP's copy-in/copy-out.
+  int64_t copy(const Site& site, const std::string& what, const CopyWork& work, std::vector<int64_t> deps);
   int64_t optimizer(const std::string& name, double params, double bytes_per_param_read,
                     double bytes_per_param_written, std::vector<int64_t> deps);
   int64_t collective(const Site& site, int32_t stream, const std::string& what,

@@ -52,6 +52,10 @@ Work op_work(const models::LayerOp& op, pb::Phase phase) {
           op.forward_bytes_written * bytes_scale};
 }
 
+CopyWork fsdp_copy(double elements, double bytes_per_element) {
+  return {{static_cast<int64_t>(elements)}, elements * bytes_per_element, elements * bytes_per_element};
+}
+
 std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
                                 pb::Phase phase) {
   const bool tp = p.degrees.tp > 1;

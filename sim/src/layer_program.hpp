@@ -46,6 +46,19 @@ struct Work {
 };
 Work op_work(const models::LayerOp& op, pb::Phase phase);
 
+// FSDP's copies on the compute stream around its collectives (PyTorch FSDP2's copy-out and
+// copy-in): after an all-gather the gathered flat buffer is split into the parameters' tensors,
+// and before a reduce-scatter the gradients are packed into one flat buffer. Each reads and
+// writes `elements` values of `bytes_per_element`, in any phase (unlike op_work, no backward
+// doubling: a copy is the same copy in backward). Memory-bound elementwise kernels, costed by the
+// elementwise curve; the lowering's nodes and the analytic engine both use this.
+struct CopyWork {
+  std::vector<int64_t> shape;  // {elements}
+  double bytes_read = 0;
+  double bytes_written = 0;
+};
+CopyWork fsdp_copy(double elements, double bytes_per_element);
+
 // `phase`: FORWARD, RECOMPUTE (the same steps re-run) or BACKWARD (reverse order).
 std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& plan,
                                 pb::Phase phase);

@@ -5,15 +5,18 @@
 //                    this rank's 1/dp shard, then an all-gather of the updated parameters (at the
 //                    start of the next step, waited for by each layer's first forward, when
 //                    overlap_param_gather).
-//   zero3 / fsdp:    parameters all-gathered before each layer's forward and backward (prefetching
-//                    prefetch_buckets layers ahead), gradients reduce-scattered after each
-//                    layer's backward, every micro-batch (PyTorch FSDP's default).
+//   zero3 / fsdp:    parameters all-gathered before each bucket's forward and backward (the next
+//                    prefetch_buckets buckets of the pass issued with it), gradients
+//                    reduce-scattered after each bucket's backward, every micro-batch (PyTorch
+//                    FSDP's default); FSDP2's copy-out after each gather and copy-in before each
+//                    reduce-scatter run on the compute stream.
 //   hsdp:            fsdp inside shard groups, plus an all-reduce of the gradient shards across
 //                    replicas once per step.
 // Expert weights are reduced over the expert-data-parallel group instead of dp.
 #include <algorithm>
 #include <functional>
 
+#include "layer_program.hpp"
 #include "lower_rank.hpp"
 #include "orrery/sim/lower.hpp"
 
@@ -36,15 +39,41 @@ std::string fsdp_op_name(int64_t key, const char* what) {
 
 }  // namespace
 
-int64_t RankLowering::fsdp_gather(const Site& site, int64_t key, double params, int64_t input) {
-  if (fsdp_group_ < 0 || params <= 0) return input;
-  // Prefetch: a layer's gather may start once the compute of `prefetch_buckets` layers back has
-  // started, i.e. when that layer's input was ready; with no prefetch it waits for its own input.
-  unit_inputs_.push_back(input);
-  const size_t ahead = static_cast<size_t>(plan_.plan.prefetch_buckets());
-  const int64_t gate = unit_inputs_.size() > ahead ? unit_inputs_[unit_inputs_.size() - 1 - ahead] : -1;
-  return b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.all_gather"), pb::COLLECTIVE_KIND_ALL_GATHER,
-                       fsdp_group_, params * plan_.precision.param_bytes, {gate});
+int64_t RankLowering::issue_fsdp_gather(const FsdpBucket& b, bool forward, const Site& at, int64_t gate) {
+  const auto key = std::make_tuple(forward, at.micro_batch, b.chunk, b.index);
+  if (auto it = fsdp_gathers_.find(key); it != fsdp_gathers_.end()) return it->second;
+  // Named at the part where the bucket is gathered: its first in forward, its last in backward,
+  // in that part's phase (the recompute, for a decoder layer under full recomputation).
+  const int64_t part = forward ? b.first : b.last;
+  Site s = at;
+  s.layer = part >= 0 ? part : -1;
+  s.phase = forward ? pb::PHASE_FORWARD
+            : part >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL ? pb::PHASE_RECOMPUTE
+                                                                    : pb::PHASE_BACKWARD;
+  const int64_t id = b_.collective(s, kCommDp, fsdp_op_name(part, "fsdp.all_gather"), pb::COLLECTIVE_KIND_ALL_GATHER,
+                                   fsdp_group_, b.params * plan_.precision.param_bytes, {gate});
+  fsdp_gathers_[key] = id;
+  return id;
+}
+
+int64_t RankLowering::fsdp_gather(const Site& site, const FsdpBucket& bucket, int64_t input) {
+  if (fsdp_group_ < 0 || bucket.params <= 0) return input;
+  const bool forward = site.phase == pb::PHASE_FORWARD;
+  const int64_t gathered = issue_fsdp_gather(bucket, forward, site, input);
+  // Prefetch: the next buckets this pass reaches (forward: later ones; backward: earlier ones),
+  // launched now, behind this one on the stream and ahead of this bucket's reduce-scatter.
+  const auto& chunk = fsdp_chunks_[static_cast<size_t>(bucket.chunk)];
+  for (int64_t k = 1; k <= plan_.plan.prefetch_buckets(); ++k) {
+    const int64_t next = static_cast<int64_t>(bucket.index) + (forward ? k : -k);
+    if (next < 0 || next >= static_cast<int64_t>(chunk.size())) break;
+    const FsdpBucket& b = chunk[static_cast<size_t>(next)];
+    if (!forward && b.resident) continue;
+    issue_fsdp_gather(b, forward, site, input);
+  }
+  // The copy-out: the gathered buffer split into the parameters the part computes with.
+  const int64_t key = forward ? bucket.first : bucket.last;
+  return b_.copy(site, fsdp_op_name(key, "fsdp.copy_out"), fsdp_copy(bucket.params, plan_.precision.param_bytes),
+                 {gathered, input});
 }
 
 int64_t RankLowering::gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
@@ -106,11 +135,18 @@ void RankLowering::plan_fsdp_buckets() {
     if (s == stages_ - 1) add(-2, ops_.head);
     size_t begin = 0;
     double filled = 0;
+    fsdp_chunks_.emplace_back();
     for (size_t i = 0; i < units.size(); ++i) {
       filled += units[i].second;
       if (filled >= limit || i + 1 == units.size()) {
-        const FsdpBucket b{filled, units[begin].first, units[i].first};
+        FsdpBucket b{filled, units[begin].first, units[i].first, chunk, fsdp_chunks_.back().size()};
+        // Tied embeddings on a rank that also holds the head: the LM head reads the embedding
+        // matrix after the embedding's forward, so the embedding's bucket stays gathered from
+        // its forward gather until its backward (as FSDP keeps a root unit's shared weights),
+        // unless the head shares the bucket, which is then gathered as usual.
+        b.resident = plan_.model.tied_embeddings() && stages_ == 1 && b.first == -1 && b.last != -2;
         for (size_t j = begin; j <= i; ++j) fsdp_bucket_of_[units[j].first] = b;
+        fsdp_chunks_.back().push_back(b);
         begin = i + 1;
         filled = 0;
       }
@@ -133,8 +169,15 @@ void RankLowering::start_step() {
 
 void RankLowering::fsdp_reduce(const Site& site, int64_t key, double params, int64_t input) {
   if (fsdp_group_ < 0 || params <= 0) return;
-  b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.reduce_scatter"), pb::COLLECTIVE_KIND_REDUCE_SCATTER,
-                fsdp_group_, params * plan_.precision.grad_bytes, {input});
+  // The copy-in packs the gradients into the reduce-scatter's buffer once the previous
+  // reduce-scatter has finished with its own (FSDP2 keeps one in flight: the compute stream
+  // waits for it, which bounds the buffers to one bucket's).
+  const int64_t previous = fsdp_reduces_.empty() ? -1 : fsdp_reduces_.back();
+  const int64_t packed = b_.copy(site, fsdp_op_name(key, "fsdp.copy_in"), fsdp_copy(params, plan_.precision.grad_bytes),
+                                 {input, previous});
+  fsdp_reduces_.push_back(b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.reduce_scatter"),
+                                        pb::COLLECTIVE_KIND_REDUCE_SCATTER, fsdp_group_,
+                                        params * plan_.precision.grad_bytes, {packed}));
 }
 
 void RankLowering::record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
@@ -155,7 +198,9 @@ void RankLowering::finish_step() {
   for (const auto& g : grads_) params += g.dense_params, expert_params += g.expert_params;
 
   if (fsdp()) {
-    // Gradients were reduce-scattered layer by layer; HSDP adds one all-reduce of the shard.
+    // Gradients were reduce-scattered layer by layer (AdamW needs the last one); HSDP adds one
+    // all-reduce of the shard.
+    if (!fsdp_reduces_.empty()) reduced.push_back(fsdp_reduces_.back());
     if (replica_group_ >= 0) {
       const double shard = (params + expert_params) / static_cast<double>(plan_.plan.shard_group_size());
       reduced.push_back(b_.collective(site, kCommDp, "hsdp.replica_all_reduce",

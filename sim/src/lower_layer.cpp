@@ -26,16 +26,10 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
   if (bucket != nullptr) {
     const int64_t key = part_key(ops, site);
     const bool recomputed = site.layer >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL;
-    // Tied embeddings on a rank that also holds the head: the LM head reads the embedding
-    // matrix after the embedding's forward, so the embedding's bucket stays gathered from its
-    // forward gather until its backward (as FSDP keeps a root unit's shared weights): no
-    // backward gather (unless the head shares the bucket, which is then gathered as usual).
-    const bool resident = plan_.model.tied_embeddings() && stages_ == 1 && bucket->first == -1 &&
-                          bucket->last != -2;
     const bool gather = site.phase == pb::PHASE_FORWARD ? key == bucket->first
-                        : site.phase == pb::PHASE_RECOMPUTE ? key == bucket->last && !resident
-                                                            : key == bucket->last && !recomputed && !resident;
-    if (gather) last = fsdp_gather(site, key, bucket->params, last);
+                        : site.phase == pb::PHASE_RECOMPUTE ? key == bucket->last && !bucket->resident
+                                                            : key == bucket->last && !recomputed && !bucket->resident;
+    if (gather) last = fsdp_gather(site, *bucket, last);
   }
   // ZeRO-1/2 with overlapped parameter gathers: the first forward of a layer waits for its
   // parameters, all-gathered after the previous step's optimizer.

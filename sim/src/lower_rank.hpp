@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "graph_builder.hpp"
@@ -50,7 +51,7 @@ class RankLowering {
   // Data parallelism (lower_data_parallel.cpp).
   // `key`: the part the site is in (part_key); embedding and head (both layer -1) put their part
   // name in the node name, "mb0.fwd.embed.fsdp.all_gather", so names stay unique in a rank.
-  int64_t fsdp_gather(const Site& site, int64_t key, double params, int64_t input);
+  // fsdp_reduce packs the gradients (copy-in) and reduce-scatters them.
   void fsdp_reduce(const Site& site, int64_t key, double params, int64_t input);
   void record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
                     int64_t ready);
@@ -91,8 +92,8 @@ class RankLowering {
   // ZeRO-1/2 with overlap_param_gather: parameter all-gathers of the previous step, which the
   // forward passes wait for, per layer (-1: embedding/head).
   std::map<int64_t, int64_t> param_gather_;
-  // FSDP: the input node of each gather so far, to bound how far gathers prefetch.
-  std::vector<int64_t> unit_inputs_;
+  // FSDP: the reduce-scatters so far, in issue order.
+  std::vector<int64_t> fsdp_reduces_;
   // FSDP buckets: consecutive units (parts with weights, in forward order within a chunk)
   // gathered and reduced together, up to bucket_bytes (one unit per bucket when it is 0). Keyed
   // by part key (layer, -1 embedding, -2 head).
@@ -100,8 +101,19 @@ class RankLowering {
     double params = 0;
     int64_t first = 0;  // first part in forward order: gathered before its forward, reduced after its backward
     int64_t last = 0;   // last part in forward order: gathered before its backward
+    int64_t chunk = 0;
+    size_t index = 0;   // in its chunk's buckets, forward order
+    bool resident = false;  // stays gathered from its forward to its backward: no backward gather
   };
   std::map<int64_t, FsdpBucket> fsdp_bucket_of_;
+  std::vector<std::vector<FsdpBucket>> fsdp_chunks_;  // per chunk, forward order
+  // Gathers issued so far: (forward, micro-batch, chunk, bucket index) -> the all-gather's node.
+  std::map<std::tuple<bool, int64_t, int64_t, size_t>, int64_t> fsdp_gathers_;
+  int64_t issue_fsdp_gather(const FsdpBucket& b, bool forward, const Site& at, int64_t gate);
+  // Before a part's pass (site.phase) over `bucket`, at the part where the bucket is gathered:
+  // issues its gather and the next prefetch_buckets gathers of the same pass and chunk that are
+  // not issued yet (as the executor launches them), and returns the bucket's copy-out.
+  int64_t fsdp_gather(const Site& site, const FsdpBucket& bucket, int64_t input);
   void plan_fsdp_buckets();
   int64_t part_key(const std::vector<models::LayerOp>& ops, const Site& site) const;
 };

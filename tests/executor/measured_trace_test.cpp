@@ -129,6 +129,53 @@ TEST(MeasuredTrace, Zero1WithBothOverlaps) {
   EXPECT_EQ(nodes.at("opt.dp.bucket0.reduce_scatter").algorithm(), "alltoall+sum");
 }
 
+TEST(MeasuredTrace, FsdpTimesItsCopiesAndLeavesReduceScattersInFlight) {
+  // FSDP: the lowering's nodes, with a copy-out after every gather and a copy-in before every
+  // reduce-scatter, each timed as its own node (not folded into a neighbouring op's backward or
+  // left untimed); and the reduce-scatters are left in flight while the backward goes on (FSDP2,
+  // and the lowering, which puts them on their own stream): with the next bucket's gather
+  // prefetched, some compute op runs from start to end while a reduce-scatter is in flight, which
+  // a blocking reduce-scatter on the rank's one compute thread would rule out.
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("fsdp", "--model tiny --dp 2 --global-batch 8 --seq 32 --sharding fsdp --prefetch 1",
+                                &measured);
+  ASSERT_EQ(measured.ranks_size(), 2);
+  for (const auto& rank : measured.ranks()) {
+    SCOPED_TRACE("rank " + std::to_string(rank.rank()));
+    std::map<std::string, pb::ExecNode> nodes;
+    for (const auto& n : rank.nodes()) nodes[n.name()] = n;
+    auto with = [](std::string name, const std::string& from, const std::string& to) {
+      return name.replace(name.find(from), from.size(), to);
+    };
+    int gathers = 0, reductions = 0, ran_beside = 0;
+    for (const auto& [name, n] : nodes) {
+      if (name.find("fsdp.all_gather") != std::string::npos) {
+        ++gathers;
+        const std::string copy = with(name, "all_gather", "copy_out");
+        ASSERT_TRUE(nodes.count(copy)) << copy;
+        EXPECT_GE(nodes.at(copy).start_s(), n.start_s()) << copy;
+      }
+      if (name.find("fsdp.reduce_scatter") == std::string::npos) continue;
+      ++reductions;
+      const std::string copy = with(name, "reduce_scatter", "copy_in");
+      ASSERT_TRUE(nodes.count(copy)) << copy;
+      const pb::ExecNode& in = nodes.at(copy);
+      EXPECT_EQ(in.kind(), pb::NODE_KIND_COMPUTE);
+      EXPECT_LE(in.start_s() + in.duration_s(), n.start_s() + 1e-6) << name;
+      for (const auto& c : rank.nodes()) {
+        if (c.kind() == pb::NODE_KIND_COMPUTE && c.start_s() > n.start_s() &&
+            c.start_s() + c.duration_s() < n.start_s() + n.duration_s()) {
+          ++ran_beside;
+        }
+      }
+    }
+    // tiny: embedding, 2 layers, head, one unit per bucket; 4 micro-batches per rank.
+    EXPECT_EQ(gathers, 4 * 8);
+    EXPECT_EQ(reductions, 4 * 4);
+    EXPECT_GT(ran_beside, 0);
+  }
+}
+
 TEST(MeasuredTrace, Bf16RecordsTheTypeEachOpRanIn) {
   // Under bf16 autocast the GEMMs run in bf16 and the norms in fp32 (the residual stream is
   // fp32); calibration divides each by the matching peak. The gradient reductions (fp32) carry no
