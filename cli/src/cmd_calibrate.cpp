@@ -165,8 +165,8 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   for (const sim::OverheadReport& b : fit.blocking) {
     if (b.fitted) {
       std::cout << "blocking collectives (" << b.subject << "): +" << units::seconds(b.value_s)
-                << " each when issued in line with compute (clipped mean residual of " << b.samples
-                << " over their curves; quartiles " << units::seconds(b.q1_s) << " - " << units::seconds(b.q3_s)
+                << " per message round when issued in line with compute (clipped mean residual of "
+                << b.samples << " over their curves, per round; quartiles " << units::seconds(b.q1_s) << " - " << units::seconds(b.q3_s)
                 << ")\n\n";
     } else {
       std::cout << "blocking collectives (" << b.subject << ") not fitted: " << b.note << "\n\n";
@@ -237,7 +237,7 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
   };
   nlohmann::ordered_json blocking = nlohmann::ordered_json::array();
   for (const sim::OverheadReport& b : fit.blocking) {
-    blocking.push_back(overhead({{"scope", b.subject}, {"samples", b.samples}}, b.fitted, "overhead_s", b.value_s,
+    blocking.push_back(overhead({{"scope", b.subject}, {"samples", b.samples}}, b.fitted, "per_round_s", b.value_s,
                                 b.q1_s, b.q3_s, b.note));
   }
   nlohmann::ordered_json dispatch = nlohmann::ordered_json::array();

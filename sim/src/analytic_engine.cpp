@@ -134,7 +134,7 @@ class RankCoster {
           double& term = s.expert_group ? c.ep_s : c.tp_s;
           // Issued in line with compute: the calibrated blocking overhead too (collective_cost.hpp).
           term += costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
-                  costs_.collectives().blocking_overhead_s(devs) + skew_wait_s(devs.size(), since);
+                  costs_.collectives().blocking_overhead_s(s.collective, devs) + skew_wait_s(devs.size(), since);
           since = 0;
           if (first_group == nullptr) first_group = &devs, first_term = &term;
           c.dispatch_s += dispatch_s();
@@ -161,7 +161,7 @@ class RankCoster {
   // calibrated blocking overhead.
   double blocking_collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs, double bytes) const {
     if (devs.size() < 2 || bytes <= 0) return 0;
-    return collective(kind, devs, bytes) + costs_.collectives().blocking_overhead_s(devs);
+    return collective(kind, devs, bytes) + costs_.collectives().blocking_overhead_s(kind, devs);
   }
 
   const pb::DeviceSpec& device() const { return device_; }

@@ -7,6 +7,7 @@
 
 #include "calibration_fit_curves.hpp"
 #include "compute_defaults.hpp"
+#include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/compute_cost.hpp"
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -124,14 +125,16 @@ Proto* with_spread(Proto* p, const OverheadReport& r) {
 }
 
 // The blocking overhead of each scope (calibration_fit.hpp): the clipped mean residual of the
-// blocking samples over the curves fitted without them.
+// blocking samples over the curves fitted without them, per message round.
 void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, const FitOptions& options,
                             CalibrationFit& out) {
   std::map<std::string, std::vector<double>> residuals;
   for (const CommSample* s : blocking) {
+    const double rounds = static_cast<double>(message_rounds(s->collective, s->ranks));
+    if (rounds <= 0) continue;
     for (const auto& c : out.profile.comm()) {
       if (c.scope() == s->scope && c.collective() == s->collective)
-        residuals[s->scope].push_back(s->seconds - predict_comm_seconds(c, *s));
+        residuals[s->scope].push_back((s->seconds - predict_comm_seconds(c, *s)) / rounds);
     }
   }
   out.blocking = fit_overheads(std::move(residuals), options, "blocking collective(s)",
@@ -139,7 +142,7 @@ void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, cons
                                [&](const std::string& scope, const OverheadReport& r) {
                                  auto* o = with_spread(out.profile.add_blocking_overhead(), r);
                                  o->set_scope(scope);
-                                 o->set_overhead_s(r.value_s);
+                                 o->set_per_round_s(r.value_s);
                                });
 }
 

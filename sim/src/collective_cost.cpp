@@ -119,11 +119,24 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
   return cost;
 }
 
-double CollectiveCostModel::blocking_overhead_s(const std::vector<int64_t>& devices) const {
+int64_t message_rounds(pb::CollectiveKind kind, int64_t ranks) {
+  if (ranks < 2) return 0;
+  switch (kind) {
+    case pb::COLLECTIVE_KIND_ALL_REDUCE: return 2 * (ranks - 1);
+    case pb::COLLECTIVE_KIND_ALL_GATHER:
+    case pb::COLLECTIVE_KIND_REDUCE_SCATTER:
+    case pb::COLLECTIVE_KIND_ALL_TO_ALL: return ranks - 1;
+    default: return 1;
+  }
+}
+
+double CollectiveCostModel::blocking_overhead_s(pb::CollectiveKind kind, const std::vector<int64_t>& devices) const {
   if (calibration_ == nullptr || devices.size() < 2) return 0;
   const std::string scope = scope_of(group(devices));
   for (const auto& o : calibration_->blocking_overhead()) {
-    if (o.scope() == scope) return o.overhead_s();
+    if (o.scope() != scope) continue;
+    return o.overhead_s() +
+           o.per_round_s() * static_cast<double>(message_rounds(kind, static_cast<int64_t>(devices.size())));
   }
   return 0;
 }

@@ -154,7 +154,7 @@ class ModelBuilder {
     for (int64_t r : p.members) s.simulated_members += index_.contains(r) ? 1 : 0;
     const std::vector<int64_t> group_devices = devices(p.members, where);
     s.plan = collective_plan(costs_.collectives(), n.collective(), group_devices, bytes);
-    if (blocking) s.plan.alpha_s += costs_.collectives().blocking_overhead_s(group_devices);
+    if (blocking) s.plan.alpha_s += costs_.collectives().blocking_overhead_s(n.collective(), group_devices);
     return add(key, std::move(s), std::move(p));
   }
 

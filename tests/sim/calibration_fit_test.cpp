@@ -333,16 +333,18 @@ TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
   ASSERT_EQ(fit.profile.comm_size(), 1);
   EXPECT_EQ(fit.profile.comm(0).fit().samples(), static_cast<int64_t>(back_to_back));
   EXPECT_NEAR(fit.profile.comm(0).latency_s(), 40e-6, 1e-12);
-  // The overhead is the clipped mean residual, which the slow sample does not move.
+  // The overhead is the clipped mean residual per message round (an all-reduce on 2 ranks runs
+  // 2(n-1) = 2), which the slow sample does not move: 1.5 ms / 2.
   ASSERT_EQ(fit.blocking.size(), 1u);
   ASSERT_TRUE(fit.blocking[0].fitted) << fit.blocking[0].note;
   ASSERT_EQ(fit.profile.blocking_overhead_size(), 1);
   const pb::BlockingOverhead& o = fit.profile.blocking_overhead(0);
   EXPECT_EQ(o.scope(), "intra_node");
   EXPECT_EQ(o.samples(), 5);
-  EXPECT_NEAR(o.overhead_s(), 1.5e-3, 1e-12);
-  EXPECT_NEAR(o.q1_s(), 1.5e-3, 1e-12);
-  EXPECT_NEAR(o.q3_s(), 1.7e-3, 1e-12);
+  EXPECT_NEAR(o.per_round_s(), 0.75e-3, 1e-12);
+  EXPECT_EQ(o.overhead_s(), 0);
+  EXPECT_NEAR(o.q1_s(), 0.75e-3, 1e-12);
+  EXPECT_NEAR(o.q3_s(), 0.85e-3, 1e-12);
 }
 
 TEST(CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {

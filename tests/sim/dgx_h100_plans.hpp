@@ -14,7 +14,7 @@
 
 namespace orrery::sim::test {
 
-inline ResolvedPlan dgx_h100_plan(int64_t tp, int64_t dp) {
+inline ResolvedPlan dgx_h100_plan(int64_t tp, int64_t dp, bool sequence_parallel = false) {
   pb::Plan p;
   p.set_model("llama3-8b");
   p.set_cluster("dgx-h100");
@@ -23,6 +23,7 @@ inline ResolvedPlan dgx_h100_plan(int64_t tp, int64_t dp) {
   p.mutable_job()->set_precision(pb::PRECISION_BF16);
   p.mutable_parallel()->set_tp(tp);
   p.mutable_parallel()->set_dp(dp);
+  p.mutable_parallel()->set_sequence_parallel(sequence_parallel);
   p.set_micro_batch_size(1);
   return resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", 1));
 }

@@ -125,9 +125,10 @@ struct OverlapReport {
 // A time the profile adds per event, for one subject, for the report: the clipped mean of its
 // samples (orrery::clipped_mean; written when fitted) and their quartiles.
 //
-// The blocking overhead of one scope (CalibrationProfile.blocking_overhead): each blocking sample
-// whose collective kind has a curve fitted from non-blocking samples gives the residual
-// r_i = measured - curve; the overhead is their clipped mean (at least 0). A kind with too few
+// The blocking overhead of one scope (CalibrationProfile.blocking_overhead, per_round_s): each
+// blocking sample whose collective kind has a curve fitted from non-blocking samples gives the
+// residual per message round r_i = (measured - curve) / message_rounds(kind, ranks); the overhead
+// is their clipped mean (at least 0). A kind with too few
 // non-blocking samples for its own curve fits it from all its samples instead, blocking ones
 // included, and gives no residuals.
 //

@@ -21,6 +21,11 @@ namespace detail {
 struct CollectiveGroup;
 }
 
+// The message rounds of a collective of `kind` on `ranks` ranks, as a ring runs it: all-reduce
+// 2(n-1) (reduce-scatter then all-gather), all-gather, reduce-scatter and all-to-all n-1, any
+// other kind 1. Each round waits for a peer's message (BlockingOverhead.per_round_s).
+int64_t message_rounds(pb::CollectiveKind kind, int64_t ranks);
+
 enum class CollectiveAlgorithm { kRing, kTree, kNvls, kDirect };
 enum class CollectiveProtocol { kSimple, kLL, kLL128 };
 const char* to_string(CollectiveAlgorithm a);
@@ -57,11 +62,11 @@ class CollectiveCostModel {
   CollectiveCost estimate(pb::CollectiveKind kind, const std::vector<int64_t>& devices,
                           double bytes, const CollectivePin& pin = {}) const;
 
-  // What a collective on `devices` costs beyond estimate() when a rank issues it in line with its
-  // compute (the blocking TP/EP collectives on the compute stream): the calibrated
-  // BlockingOverhead of the group's scope, 0 without one (uncalibrated, the simulator assumes
-  // balanced ranks and an idle communication engine).
-  double blocking_overhead_s(const std::vector<int64_t>& devices) const;
+  // What a collective of `kind` on `devices` costs beyond estimate() when a rank issues it in line
+  // with its compute (the blocking TP/EP collectives on the compute stream): the calibrated
+  // BlockingOverhead of the group's scope, per message round of the kind (message_rounds), 0
+  // without one (uncalibrated, the simulator assumes an idle communication engine).
+  double blocking_overhead_s(pb::CollectiveKind kind, const std::vector<int64_t>& devices) const;
 
   // One point-to-point transfer (pipeline send/recv, ring-attention KV exchange).
   double p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const;
