@@ -125,11 +125,29 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
     EXPECT_LT(c.fit().median_abs_rel_error(), 0.5);
   }
   EXPECT_TRUE(gemm);
-  ASSERT_EQ(profile.comm_size(), 4);
+  // Every collective kind gets a curve from its three sizes, unless the machine's noise made its
+  // times contradict the model (a larger message no slower than a smaller one: seen once in a
+  // CI run with tests running beside the bench), which calibrate then reports for that kind,
+  // keeping the default. The timing of a loaded machine is not the test's to control; the
+  // report is.
+  ASSERT_GE(profile.comm_size(), 1);
+  ASSERT_LE(profile.comm_size(), 4);
+  std::set<pb::CollectiveKind> fitted;
   for (const auto& c : profile.comm()) {
     EXPECT_EQ(c.scope(), "intra_node");  // a single host: every group stays in one node
     EXPECT_EQ(c.fit().samples(), 3);
     EXPECT_GT(c.bandwidth_bytes_per_s(), 0);
+    fitted.insert(c.collective());
+  }
+  const std::pair<pb::CollectiveKind, const char*> kinds[] = {{pb::COLLECTIVE_KIND_ALL_REDUCE, "all_reduce"},
+                                                               {pb::COLLECTIVE_KIND_ALL_GATHER, "all_gather"},
+                                                               {pb::COLLECTIVE_KIND_REDUCE_SCATTER, "reduce_scatter"},
+                                                               {pb::COLLECTIVE_KIND_ALL_TO_ALL, "all_to_all"}};
+  for (const auto& [kind, name] : kinds) {
+    if (fitted.count(kind) != 0) continue;
+    const size_t at = fit.out.find(std::string("intra_node ") + name);
+    ASSERT_NE(at, std::string::npos) << name << " has no curve and no report:\n" << fit.out;
+    EXPECT_NE(fit.out.find("the samples contradict the model", at), std::string::npos) << fit.out;
   }
   // Deterministic: the same trace gives the same bytes.
   const std::string first = read(profile_file);
