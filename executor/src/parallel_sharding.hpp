@@ -23,7 +23,10 @@
 //                   its last part's backward, its gathered copy freed after its last part's
 //                   forward and after its gradient is reduce-scattered, which happens after its
 //                   first part's backward in every micro-batch ("<site>.fsdp.all_gather",
-//                   "<site>.fsdp.reduce_scatter", sites as the lowering names them). With
+//                   "<site>.fsdp.reduce_scatter", sites as the lowering names them); FSDP2's
+//                   copy-out follows each gather ("<site>.fsdp.copy_out") and its copy-in
+//                   precedes each reduce-scatter ("<site>.fsdp.copy_in"), which is left in
+//                   flight and waited for before the next one's copy-in or the optimizer. With
 //                   prefetch_buckets k, the next k buckets' gathers of the same pass are launched
 //                   before a bucket's own gather is waited for. Tied embeddings with the head on
 //                   the same rank: the embedding's bucket stays gathered from its forward to its

@@ -434,8 +434,9 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       // not fit in its window is exposed; compute beside the hidden part runs overlap_slowdown
       // times slower. A resident bucket has no backward gather; under full recomputation the
       // backward gather comes before the recompute, inside the backward window.
-      struct Costed { double g = 0, gb = 0, rs = 0, fwd = 0, bwd = 0; };
-      std::vector<Costed> c;
+      // Per bucket: its gathers (forward, backward), its reduce-scatter, and its compute windows.
+      struct Transfers { double g = 0, gb = 0, rs = 0, fwd = 0, bwd = 0; };
+      std::vector<Transfers> c;
       for (const FsdpBucket& fb : fsdp_buckets) {
         const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, fb.params * prec.param_bytes);
         c.push_back({g, fb.backward_gather ? g : 0,

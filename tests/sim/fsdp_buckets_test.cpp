@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -228,7 +227,6 @@ TEST(FsdpBuckets, EnginesAgreeWithAndWithoutPrefetch) {
     const ResolvedPlan plan = fsdp_plan(v.bucket_bytes, v.prefetch, v.model);
     const double analytic = simulate_analytic(plan, costs).result.step_time_s();
     const double des = simulate_des(plan, costs).result.step_time_s();
-    std::printf("%s %g %ld: analytic %.6f des %.6f\n", v.model.c_str(), v.bucket_bytes, (long)v.prefetch, analytic, des);
     EXPECT_NEAR(des, analytic, 0.02 * analytic);
   }
 }
