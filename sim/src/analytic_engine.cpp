@@ -346,8 +346,8 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       }
       if (stage == stages - 1) add(head, Part::kHead);
     }
-    // FSDP buckets as the lowering forms them (consecutive parts of a chunk up to bucket_bytes;
-    // one part each when it is 0): gathered before the forward and (unless it stays resident)
+    // FSDP buckets as the lowering forms them (detail::fsdp_buckets): gathered before the forward
+    // and (unless it stays resident)
     // before the backward, or its recompute, each gather followed by its copy-out, and
     // reduce-scattered after the copy-in of its gradients. The copies run on the compute stream.
     struct FsdpBucket {
@@ -360,22 +360,26 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     if (fsdp) {
       const double limit = plan.plan.bucket_bytes() > 0 ? plan.plan.bucket_bytes() / prec.param_bytes : 0;
       const bool full_recompute = plan.recompute() == pb::RECOMPUTE_FULL;
-      FsdpBucket b;
-      size_t begin = 0;
-      for (size_t i = 0; i < part_params.size(); ++i) {
-        b.params += part_params[i].first + part_params[i].second;
-        b.units += 1;
-        const bool chunk_ends = i + 1 == part_params.size() || part_chunk[i + 1] != part_chunk[i];
-        if (b.params < limit && !chunk_ends) continue;
-        // The lowering's rule: tied embeddings on a single-stage rank keep the embedding's bucket
-        // gathered to its backward, unless the head shares it.
-        b.backward_gather = !(plan.model.tied_embeddings() && stages == 1 && part_kind[begin] == Part::kEmbed &&
-                              part_kind[i] != Part::kHead);
-        b.backward_phase = full_recompute && part_kind[i] == Part::kLayer ? pb::PHASE_RECOMPUTE : pb::PHASE_BACKWARD;
-        b.chunk = part_chunk[i];
-        fsdp_buckets.push_back(b);
-        b = FsdpBucket{};
-        begin = i + 1;
+      const bool tied_single_stage = plan.model.tied_embeddings() && stages == 1;
+      // Chunk by chunk (part_chunk runs in order), with the lowering's part keys.
+      for (size_t begin = 0; begin < part_params.size();) {
+        size_t end = begin;
+        std::vector<int64_t> keys;
+        std::vector<double> params;
+        for (; end < part_params.size() && part_chunk[end] == part_chunk[begin]; ++end) {
+          keys.push_back(part_kind[end] == Part::kEmbed ? -1 : part_kind[end] == Part::kHead ? -2 : 0);
+          params.push_back(part_params[end].first + part_params[end].second);
+        }
+        for (const detail::FsdpBucketSpan& span : detail::fsdp_buckets(keys, params, limit, tied_single_stage)) {
+          FsdpBucket b;
+          b.params = span.params;
+          b.units = static_cast<double>(span.last - span.first + 1);
+          b.chunk = part_chunk[begin];
+          b.backward_gather = !span.resident;
+          b.backward_phase = full_recompute && keys[span.last] >= 0 ? pb::PHASE_RECOMPUTE : pb::PHASE_BACKWARD;
+          fsdp_buckets.push_back(b);
+        }
+        begin = end;
       }
       for (const FsdpBucket& fb : fsdp_buckets) {
         const auto out = detail::fsdp_copy(fb.params, prec.param_bytes);

@@ -56,6 +56,22 @@ CopyWork fsdp_copy(double elements, double bytes_per_element) {
   return {{static_cast<int64_t>(elements)}, elements * bytes_per_element, elements * bytes_per_element};
 }
 
+std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys, const std::vector<double>& params,
+                                         double limit, bool tied_single_stage) {
+  std::vector<FsdpBucketSpan> out;
+  FsdpBucketSpan b;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    b.params += params[i];
+    if (b.params < limit && i + 1 < keys.size()) continue;
+    b.last = i;
+    b.resident = tied_single_stage && keys[b.first] == -1 && keys[b.last] != -2;
+    out.push_back(b);
+    b = FsdpBucketSpan{};
+    b.first = i + 1;
+  }
+  return out;
+}
+
 std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
                                 pb::Phase phase) {
   const bool tp = p.degrees.tp > 1;

@@ -59,6 +59,22 @@ struct CopyWork {
 };
 CopyWork fsdp_copy(double elements, double bytes_per_element);
 
+// FSDP buckets of one chunk (Megatron/SimpleFSDP-style): consecutive units (parts with weights,
+// in forward order) share one gather and one reduce-scatter, filled up to `limit` parameters (one
+// unit each when it is 0). The lowering gathers and reduces them, the analytic engine costs them.
+// `keys`: each unit's part (its layer, -1 the embedding, -2 the head); `params`: its parameters.
+struct FsdpBucketSpan {
+  double params = 0;
+  size_t first = 0, last = 0;  // the bucket's first and last unit (indices into keys)
+  // Tied embeddings on a rank that also holds the head (`tied_single_stage`): the LM head reads
+  // the embedding matrix after the embedding's forward, so the embedding's bucket stays gathered
+  // from its forward gather until its backward (as FSDP keeps a root unit's shared weights),
+  // unless the head shares the bucket, which is then gathered as usual.
+  bool resident = false;
+};
+std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys, const std::vector<double>& params,
+                                         double limit, bool tied_single_stage);
+
 // `phase`: FORWARD, RECOMPUTE (the same steps re-run) or BACKWARD (reverse order).
 std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& plan,
                                 pb::Phase phase);

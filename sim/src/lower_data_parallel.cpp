@@ -116,16 +116,16 @@ int64_t RankLowering::part_key(const std::vector<models::LayerOp>& ops, const Si
 }
 
 void RankLowering::plan_fsdp_buckets() {
-  // Megatron/SimpleFSDP-style bucketing: consecutive units share one gather and one
-  // reduce-scatter, fewer and larger collectives that overlap neighbouring compute.
   const double limit = plan_.plan.bucket_bytes() > 0 ? plan_.plan.bucket_bytes() / plan_.precision.param_bytes : 0;
+  const bool tied_single_stage = plan_.model.tied_embeddings() && stages_ == 1;
   for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
-    std::vector<std::pair<int64_t, double>> units;  // (key, params) in forward order
+    std::vector<int64_t> keys;  // units in forward order
+    std::vector<double> params;
     const int64_t s = stage_of(chunk);
     auto add = [&](int64_t key, const std::vector<models::LayerOp>& ops) {
       double p = 0;
       for (const auto& op : ops) p += op.parameters;
-      if (p > 0) units.emplace_back(key, p);
+      if (p > 0) keys.push_back(key), params.push_back(p);
     };
     if (s == 0) add(-1, ops_.embedding);
     const int64_t first = plan_.first_layer(s);
@@ -133,23 +133,12 @@ void RankLowering::plan_fsdp_buckets() {
       add(l, ops_.layer(plan_.model, l));
     }
     if (s == stages_ - 1) add(-2, ops_.head);
-    size_t begin = 0;
-    double filled = 0;
     fsdp_chunks_.emplace_back();
-    for (size_t i = 0; i < units.size(); ++i) {
-      filled += units[i].second;
-      if (filled >= limit || i + 1 == units.size()) {
-        FsdpBucket b{filled, units[begin].first, units[i].first, chunk, fsdp_chunks_.back().size()};
-        // Tied embeddings on a rank that also holds the head: the LM head reads the embedding
-        // matrix after the embedding's forward, so the embedding's bucket stays gathered from
-        // its forward gather until its backward (as FSDP keeps a root unit's shared weights),
-        // unless the head shares the bucket, which is then gathered as usual.
-        b.resident = plan_.model.tied_embeddings() && stages_ == 1 && b.first == -1 && b.last != -2;
-        for (size_t j = begin; j <= i; ++j) fsdp_bucket_of_[units[j].first] = b;
-        fsdp_chunks_.back().push_back(b);
-        begin = i + 1;
-        filled = 0;
-      }
+    for (const FsdpBucketSpan& span : fsdp_buckets(keys, params, limit, tied_single_stage)) {
+      const FsdpBucket b{span.params, keys[span.first], keys[span.last], chunk, fsdp_chunks_.back().size(),
+                         span.resident};
+      for (size_t j = span.first; j <= span.last; ++j) fsdp_bucket_of_[keys[j]] = b;
+      fsdp_chunks_.back().push_back(b);
     }
   }
 }
