@@ -1,14 +1,13 @@
 // The compute microbenchmarks (see microbench.hpp): fp32 GEMMs, the attention core, memory-bound
 // ops. FLOPs and bytes as models/src/layer_ops_build.hpp counts them: GEMM 2mnk FLOPs reading
 // A and B and writing C; attention 2 x 2bhs^2d (QK^T and PV, no causal mask here) reading Q, K,
-// V and writing O; softmax 5, LayerNorm 8, RMSNorm 4, add 1 FLOP per element; norms read the
-// input and their weights, embedding lookups the gathered rows and the indices.
-#include <malloc.h>
-
+// V and writing O; softmax 5, LayerNorm 8, RMSNorm 4, add 1 FLOP per element, a copy none; norms
+// read the input and their weights, embedding lookups the gathered rows and the indices.
 #include <string>
 
 #include <torch/torch.h>
 
+#include "keep_freed_memory.hpp"
 #include "microbench_timing.hpp"
 #include "orrery/executor/microbench.hpp"
 #include "orrery/traces/error.hpp"
@@ -57,20 +56,6 @@ std::string dims(const std::vector<int64_t>& d) {
   return s;
 }
 
-// Freed memory stays in the heap while the bench runs: otherwise every large result is a fresh
-// mmap whose page faults (as long as the op itself for 64 MiB) would be measured as the op.
-class KeepFreedMemory {
- public:
-  KeepFreedMemory() {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, -1);
-  }
-  ~KeepFreedMemory() {
-    mallopt(M_MMAP_MAX, 65536);  // glibc's defaults
-    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-  }
-};
-
 class ComputeBench {
  public:
   explicit ComputeBench(const BenchOptions& options)
@@ -80,11 +65,11 @@ class ComputeBench {
     torch::NoGradGuard no_grad;
     const int threads = at::get_num_threads();
     at::set_num_threads(1);  // one `local` device is one core
-    KeepFreedMemory keep;
+    detail::KeepFreedMemory keep;  // no page faults measured as the op (keep_freed_memory.hpp)
     torch::manual_seed(0);
     total_ = static_cast<int64_t>(gemm_shapes(options_.quick).size() +
                                   4 * attention_lengths(options_.quick).size() +
-                                  5 * memory_elements(options_.quick).size());
+                                  6 * memory_elements(options_.quick).size());
     for (const GemmShape& g : gemm_shapes(options_.quick)) gemm(g);
     for (int64_t s : attention_lengths(options_.quick)) attention(s);
     for (int64_t n : memory_elements(options_.quick)) memory_bound(n);
@@ -195,6 +180,8 @@ class ComputeBench {
     const auto x = torch::randn({rows, kHidden}), y = torch::randn({rows, kHidden});
     const auto w = torch::randn({kHidden}), bias = torch::randn({kHidden});
     measure(pointwise("add", pb::OP_CLASS_ELEMENTWISE, n, 1, 2), [&] { return x + y; });
+    // A plain copy (FSDP's copy-in and copy-out are this): no FLOPs, so its curve is bytes alone.
+    measure(pointwise("copy", pb::OP_CLASS_COPY, n, 0, 1), [&] { return x.clone(); });
     OpMeasurement rms = pointwise("rmsnorm", pb::OP_CLASS_NORM, n, kRmsNormFlopsPerElement, 1);
     rms.bytes_read += kHidden * kFloatBytes;
     // As the executor's RMSNorm computes it (executor/src/model_transformer.cpp).

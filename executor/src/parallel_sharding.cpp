@@ -116,11 +116,13 @@ void set_storage_bytes(const torch::Tensor& t, size_t bytes) {
   s->set_nbytes(bytes);
 }
 void free_storage(const torch::Tensor& t) { set_storage_bytes(t, 0); }
-void refill_storage(const torch::Tensor& t, const torch::Tensor& values) {
+// Gives `t`'s freed storage its bytes back and returns a second tensor over it to write the
+// values through: that one has a version counter of its own, so autograd, which saved `t` for
+// backward, does not see it modified.
+torch::Tensor refill_storage(const torch::Tensor& t) {
   set_storage_bytes(t, static_cast<size_t>(t.numel()) * t.element_size());
-  // Written through a second tensor over the same storage: it has a version counter of its own.
   torch::NoGradGuard no_grad;
-  torch::empty({0}, t.options()).set_(t.storage(), t.storage_offset(), t.sizes(), t.strides()).copy_(values.reshape(t.sizes()));
+  return torch::empty({0}, t.options()).set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
 }
 
 // Gradient of `p` flattened (zeros when it got none).
@@ -307,6 +309,23 @@ std::unique_ptr<DataParallelOptimizer::Pending> launch_gather(const DataParallel
 torch::Tensor gathered_flat(const DataParallelOptimizer::Pending& p, const DataParallelOptimizer::Flat& f, bool bf16) {
   const torch::Tensor all = torch::cat(p.outputs[0]);
   return bf16 ? all.view(at::kBFloat16).to(f.shard.scalar_type()) : all;
+}
+
+// FSDP's copy-out of a finished gather: the gathered values [offset, offset + dst.numel()) of `f`
+// written into `dst` (contiguous, the masters' type) straight from the gather's per-rank chunks,
+// converted from bf16 on the way under `bf16`. One read and one write of the bytes, as the
+// lowering's fsdp.copy_out counts them; gathered_flat first would concatenate them, a second copy.
+void copy_gathered(const DataParallelOptimizer::Pending& p, const DataParallelOptimizer::Flat& f, bool bf16,
+                   int64_t offset, const torch::Tensor& dst) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor out = dst.view(-1);
+  const int64_t end = offset + out.numel();
+  for (int64_t k = offset / f.chunk; k < f.size && k * f.chunk < end; ++k) {
+    const int64_t a = std::max(offset, k * f.chunk), b = std::min(end, (k + 1) * f.chunk);
+    const torch::Tensor& chunk = p.outputs[0][static_cast<size_t>(k)];
+    const torch::Tensor values = bf16 ? chunk.view(at::kBFloat16) : chunk;
+    out.narrow(0, a - offset, b - a).copy_(values.narrow(0, a - k * f.chunk, b - a));
+  }
 }
 
 // The values the model computes with for master values `t`: bf16-rounded under `bf16`.
@@ -884,13 +903,12 @@ std::vector<torch::Tensor> DataParallelOptimizer::fsdp_forward_gather(int64_t bu
   const size_t b = static_cast<size_t>(bucket);
   const Flat& f = reductions_.front()->flats[b];
   const auto done = finish_fsdp_gather(inst, b, false);
-  // The copy-out: the gathered flat vector split into the parameters' own tensors.
+  // The copy-out: the gathered chunks copied into the parameters' own tensors.
   OpTrace::Scope scope(current_trace(), fsdp_name(inst, b, Site::kForward, "fsdp.copy_out"));
-  const auto values = gathered_flat(*done, f, bf16_);
   std::vector<torch::Tensor> out;
   for (size_t j = 0; j < f.params.size(); ++j) {
-    const int64_t n = std::accumulate(f.shapes[j].begin(), f.shapes[j].end(), int64_t{1}, std::multiplies<>());
-    out.push_back(values.narrow(0, f.offsets[j], n).view(f.shapes[j]).clone());
+    out.push_back(torch::empty(f.shapes[j], f.shard.options()));
+    copy_gathered(*done, f, bf16_, f.offsets[j], out.back());
   }
   return out;
 }
@@ -907,10 +925,9 @@ void DataParallelOptimizer::fsdp_backward_gather(int64_t bucket, int64_t instanc
   const auto done = finish_fsdp_gather(inst, b, true);
   // The copy-out, into the storages the forward's tensors (saved for backward) still point to.
   OpTrace::Scope scope(current_trace(), fsdp_name(inst, b, Site::kBackwardGather, "fsdp.copy_out"));
-  const auto values = gathered_flat(*done, f, bf16_);
   for (size_t j = 0; j < f.params.size(); ++j) {
     const auto& t = inst.gathered[b][j];
-    refill_storage(t, values.narrow(0, f.offsets[j], t.numel()));
+    copy_gathered(*done, f, bf16_, f.offsets[j], refill_storage(t));
   }
 }
 

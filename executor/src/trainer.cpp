@@ -1,9 +1,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "keep_freed_memory.hpp"
 #include "measured_trace.hpp"
 #include "mixed_precision.hpp"
 #include "model.hpp"
@@ -29,8 +31,9 @@ torch::Tensor synthetic_batch(uint64_t seed, int64_t step, int64_t batch, int64_
   return (start + stride * torch::arange(seq + 1, torch::kInt64)).remainder(vocab);
 }
 
-// Test hook, ORRERY_FAULT_INJECT="rank:step:exit|hang": that rank exits with status 17 or stops
-// making progress at the start of that step (see docs/executor.md).
+// Test hook, ORRERY_FAULT_INJECT="rank:step:exit|hang|error": at the start of that step, that rank
+// exits with status 17, stops making progress, or fails as a libtorch op does (a c10::Error; see
+// docs/executor.md).
 void maybe_inject_fault(int64_t rank, int64_t step) {
   const char* spec = std::getenv("ORRERY_FAULT_INJECT");
   if (spec == nullptr) return;
@@ -41,6 +44,7 @@ void maybe_inject_fault(int64_t rank, int64_t step) {
   if (std::string(kind) == "hang") {
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  TORCH_CHECK(std::string(kind) != "error", "fault injected: an op failed");
   std::_Exit(17);
 }
 
@@ -199,10 +203,18 @@ void write_rank_trace(const TrainConfig& c, const RankEnv& env, const std::vecto
   write_file_atomically(trace_rank_file(c.out_dir, env.rank), to_json(measured), true);
 }
 
+// A failure in communication: Gloo's errors (std::runtime_error: gloo::IoException for a closed
+// connection or a timeout), and the store's during setup (step 0, the rendezvous).
 std::string step_failed(const RankEnv& env, int64_t step, const TrainConfig& c, const std::string& why) {
   return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) +
          " failed (a peer died, or a collective waited longer than " + std::to_string(static_cast<int>(c.timeout_s)) +
          " s): " + why;
+}
+
+// Any other libtorch error in a step (c10::Error: an op refused its inputs, or memory ran out):
+// the rank's own failure, which says nothing about its peers.
+std::string op_failed(const RankEnv& env, int64_t step, const std::string& why) {
+  return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) + " failed in libtorch: " + why;
 }
 
 }  // namespace
@@ -217,6 +229,10 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
   if (!config.out_dir.empty()) std::filesystem::create_directories(config.out_dir);
   // The cluster's devices say where the rank trains (run_device.hpp has the rule).
   const RunDevice device = select_run_device(device_request(config.device_kind), env.local_rank);
+  // On the CPU, freed tensors stay in the heap, as the CUDA caching allocator keeps them on a GPU
+  // (keep_freed_memory.hpp): the simulator charges ops, not the allocator's page faults.
+  std::optional<detail::KeepFreedMemory> keep_freed;
+  if (!device.cuda) keep_freed.emplace();
   OpTrace trace(make_step_clock(device));
   const bool tracing = config.trace_graph.has_value() && !config.out_dir.empty();
   TraceGuard guard(tracing ? &trace : nullptr);
@@ -240,7 +256,8 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
     if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
     if (run.groups.world) run.groups.world->barrier()->wait();
   } catch (const c10::Error& e) {
-    throw EnvironmentError(step_failed(env, step, config, e.what_without_backtrace()));
+    if (step == 0) throw EnvironmentError(step_failed(env, step, config, e.what_without_backtrace()));
+    throw EnvironmentError(op_failed(env, step, e.what_without_backtrace()));
   } catch (const InputError&) {
     throw;
   } catch (const EnvironmentError&) {

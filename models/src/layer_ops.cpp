@@ -50,6 +50,16 @@ std::string ffn_problem(const pb::ModelSpec& spec, const ShardContext& ctx) {
   return divides("shared expert width", shared, "tp", ctx.tp);
 }
 
+// An embedding's backward (PyTorch's embedding_dense_backward, on CPU and GPU) allocates its
+// table's gradient, zeroes it and adds each token's gradient into its row; the parameter's
+// gradient accumulation (Megatron's main_grad hook, autograd's AccumulateGrad) then reads it
+// and reads and writes the fp32 gradient. The table is the rank's shard (`op.parameters`).
+void dense_table_gradient(LayerOp& op, const ShardContext& ctx) {
+  constexpr double kMainGradBytes = 4;
+  op.backward_extra_bytes_written = op.parameters * (ctx.param_bytes + kMainGradBytes);
+  op.backward_extra_bytes_read = op.parameters * (ctx.param_bytes + kMainGradBytes);
+}
+
 std::vector<LayerOp> embedding_ops(const View& v) {
   const auto& spec = v.spec;
   const auto& ctx = v.ctx;
@@ -67,6 +77,7 @@ std::vector<LayerOp> embedding_ops(const View& v) {
   tokens.parameters = static_cast<double>(detail::ceil_div(spec.vocab_size(), ctx.tp)) * h;
   tokens.forward_bytes_read = elements * ctx.param_bytes;
   tokens.forward_bytes_written = elements * ctx.activation_bytes;
+  dense_table_gradient(tokens, ctx);
   tokens.tp_comm_bytes = ctx.tp > 1 ? elements * ctx.activation_bytes : 0;
   ops.push_back(tokens);
   if (spec.position_embedding() == pb::POSITION_EMBEDDING_LEARNED) {
@@ -79,6 +90,7 @@ std::vector<LayerOp> embedding_ops(const View& v) {
     positions.parameters = static_cast<double>(spec.max_seq_len()) * h;  // not split by TP
     positions.forward_bytes_read = elements * (ctx.param_bytes + ctx.activation_bytes);
     positions.forward_bytes_written = elements * ctx.activation_bytes;
+    dense_table_gradient(positions, ctx);
     ops.push_back(positions);
   }
   if (spec.hidden_dropout() > 0) {

@@ -79,7 +79,7 @@ class RankCoster {
 
   // FSDP's copy-in or copy-out (layer_program.hpp), as the lowering's node is costed.
   double copy_seconds(const detail::CopyWork& w, pb::Phase phase) const {
-    return costs_.compute().seconds(device_, pb::OP_CLASS_ELEMENTWISE, 0, w.bytes_read + w.bytes_written, w.shape,
+    return costs_.compute().seconds(device_, pb::OP_CLASS_COPY, 0, w.bytes_read + w.bytes_written, w.shape,
                                     phase);
   }
 

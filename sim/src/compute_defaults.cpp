@@ -7,7 +7,8 @@
 // models: at 2 GFLOP (e.g. 1024 x 1024 x 1024) a GEMM reaches about half its asymptote on A100.
 // Attention: FlashAttention-2 reaches ~70% of A100 peak forward and ~55% backward; on H100 the
 // cuDNN / FlashAttention-3 kernels Megatron uses reach ~55-65%. Memory-bound kernels (norms,
-// activations, residual adds, optimizer) reach 75-85% of HBM bandwidth.
+// activations, residual adds, optimizer) and plain copies (device-to-device memcpy, which has no
+// FLOPs at all) reach 75-85% of HBM bandwidth.
 // Every kernel pays a launch + framework overhead of a few microseconds.
 #include "compute_defaults.hpp"
 

@@ -48,8 +48,9 @@ void add_core(std::vector<Step>& out, const models::LayerOp& op, const ResolvedP
 Work op_work(const models::LayerOp& op, pb::Phase phase) {
   const bool backward = phase == pb::PHASE_BACKWARD;
   const double bytes_scale = backward ? 2.0 : 1.0;
-  return {backward ? op.backward_flops : op.forward_flops, op.forward_bytes_read * bytes_scale,
-          op.forward_bytes_written * bytes_scale};
+  return {backward ? op.backward_flops : op.forward_flops,
+          op.forward_bytes_read * bytes_scale + (backward ? op.backward_extra_bytes_read : 0),
+          op.forward_bytes_written * bytes_scale + (backward ? op.backward_extra_bytes_written : 0)};
 }
 
 CopyWork fsdp_copy(double elements, double bytes_per_element) {

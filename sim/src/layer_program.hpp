@@ -50,8 +50,9 @@ Work op_work(const models::LayerOp& op, pb::Phase phase);
 // copy-in): after an all-gather the gathered flat buffer is split into the parameters' tensors,
 // and before a reduce-scatter the gradients are packed into one flat buffer. Each reads and
 // writes `elements` values of `bytes_per_element`, in any phase (unlike op_work, no backward
-// doubling: a copy is the same copy in backward). Memory-bound elementwise kernels, costed by the
-// elementwise curve; the lowering's nodes and the analytic engine both use this.
+// doubling: a copy is the same copy in backward). Plain copies with no FLOPs, costed by the copy
+// class's curve (OP_CLASS_COPY: bytes over the memory bandwidth, which calibration fits from
+// `orrery bench`'s copies); the lowering's nodes and the analytic engine both use this.
 struct CopyWork {
   std::vector<int64_t> shape;  // {elements}
   double bytes_read = 0;

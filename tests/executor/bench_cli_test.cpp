@@ -4,6 +4,7 @@
 // `validate --trace` and `calibrate`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -70,8 +71,8 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
     }
   }
   EXPECT_EQ(ops, (std::set<std::string>{"gemm", "attn.core", "attn.scores", "attn.softmax",
-                                        "attn.context", "add", "rmsnorm", "layernorm", "softmax",
-                                        "embedding"}));
+                                        "attn.context", "add", "copy", "rmsnorm", "layernorm",
+                                        "softmax", "embedding"}));
   // 4 collectives x 3 sizes on 2 ranks; busbw is algbw x nccl-tests' factor.
   ASSERT_EQ(j["collectives"].size(), 12u);
   for (const auto& c : j["collectives"]) {
@@ -98,6 +99,12 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
     if (n.op() == "gemm") {
       EXPECT_DOUBLE_EQ(n.flops(), 2.0 * n.shape(0) * n.shape(1) * n.shape(2)) << n.name();
     }
+    if (n.op() == "copy") {  // the copy class's samples: bytes, no FLOPs
+      EXPECT_EQ(n.op_class(), pb::OP_CLASS_COPY) << n.name();
+      EXPECT_EQ(n.flops(), 0) << n.name();
+      EXPECT_DOUBLE_EQ(n.bytes_read(), 4.0 * n.shape(0)) << n.name();
+      EXPECT_DOUBLE_EQ(n.bytes_written(), 4.0 * n.shape(0)) << n.name();
+    }
   }
   // Never over a file without --force, and refused before measuring anything.
   const auto again = run_command(orrery("bench --quick --out " + trace_file.string()));
@@ -118,6 +125,10 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   for (const auto& c : profile.compute()) {
     EXPECT_EQ(c.device(), "local-cpu-core");
     EXPECT_GT(c.max_efficiency(), 0);
+    if (c.op_class() == pb::OP_CLASS_COPY) {  // bytes alone: its FLOP parameters are held
+      EXPECT_EQ(c.fit().samples(), 3);
+      EXPECT_EQ(std::count(c.fit().fitted_params().begin(), c.fit().fitted_params().end(), "max_efficiency"), 0);
+    }
     if (c.op_class() != pb::OP_CLASS_GEMM) continue;
     gemm = true;
     EXPECT_EQ(c.fit().samples(), 9);

@@ -38,6 +38,19 @@ TEST(Launcher, RankThatHangsFailsTheJobWithinTheTimeout) {
   EXPECT_LT(waited, 30.0);
 }
 
+TEST(Launcher, AnOpsErrorIsTheRanksOwnNotItsPeers) {
+  // Rank 1 fails in libtorch at step 2 (a c10::Error, as an op refusing its inputs raises): its
+  // message says so and does not blame a peer or a timeout.
+  ::testing::internal::CaptureStderr();
+  const std::string m = failure_of("1:2:error", 30);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  // The job fails; which rank the launcher blames is whichever closed its output first (rank 0
+  // may, seeing its peer's connection close).
+  EXPECT_NE(m.find("stopped the job"), std::string::npos) << m;
+  EXPECT_NE(err.find("rank 1: step 2 failed in libtorch: fault injected: an op failed"), std::string::npos) << err;
+  EXPECT_EQ(err.find("rank 1: step 2 failed (a peer died"), std::string::npos) << err;
+}
+
 TEST(Launcher, MissingProgramIsReported) {
   LaunchOptions o;
   o.argv = {"/nonexistent/orrery-rank"};

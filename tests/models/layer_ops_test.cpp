@@ -115,6 +115,25 @@ TEST(LayerOps, EmbeddingAndHead) {
   EXPECT_DOUBLE_EQ(find(llama_head, "head.lm").parameters, 128256.0 * 4096);  // untied
 }
 
+TEST(LayerOps, EmbeddingBackwardPassesOverItsWholeTable) {
+  // llama3-8b at tp 2 (bf16 weights): each rank's table is ceil(128256 / 2) x 4096. Backward
+  // writes its gradient (zeroed, 2 bytes an element) and the fp32 accumulation (4), and reads
+  // both, on top of the rows forward moved, doubled; forward is the rows alone.
+  ShardContext c = context(8192);
+  c.tp = 2;
+  const auto embed = layer_ops(preset("llama3-8b"), LayerPart::kEmbedding, 0, c);
+  const LayerOp& tokens = find(embed, "embed.tokens");
+  const double table = 64128.0 * 4096;
+  EXPECT_DOUBLE_EQ(tokens.parameters, table);
+  EXPECT_DOUBLE_EQ(tokens.backward_extra_bytes_written, table * (2 + 4));
+  EXPECT_DOUBLE_EQ(tokens.backward_extra_bytes_read, table * (2 + 4));
+  EXPECT_DOUBLE_EQ(tokens.forward_bytes_read, 8192.0 * 4096 * 2);
+  // No other op of a layer has such a pass.
+  for (const auto& op : layer_ops(preset("llama3-8b"), LayerPart::kDecoder, 0, c)) {
+    EXPECT_EQ(op.backward_extra_bytes_read + op.backward_extra_bytes_written, 0) << op.name;
+  }
+}
+
 TEST(LayerOps, QwenQkNormHasOneWeightForQueriesAndOneForKeys) {
   const auto ops = layer_ops(preset("qwen3-235b-a22b"), LayerPart::kDecoder, 0, context(4096));
   EXPECT_DOUBLE_EQ(find(ops, "attn.q_norm").parameters, 128);

@@ -69,7 +69,9 @@ double pass_seconds(const CostModels& costs, const pb::DeviceSpec& device,
   double t = 0;
   for (const auto& op : ops) {
     const double flops = backward ? op.backward_flops : op.forward_flops;
-    const double bytes = (op.forward_bytes_read + op.forward_bytes_written) * (backward ? 2 : 1);
+    const double bytes = backward ? 2 * (op.forward_bytes_read + op.forward_bytes_written) +
+                                        op.backward_extra_bytes_read + op.backward_extra_bytes_written
+                                  : op.forward_bytes_read + op.forward_bytes_written;
     t += costs.compute().seconds(device, op.op_class, flops, bytes);
   }
   return t;
@@ -234,11 +236,14 @@ TEST(AnalyticEngine, OneFOneBBubbleIsTheOtherStagesWork) {
   EXPECT_NEAR(r.breakdown().pipeline_bubble_s(), expected_bubble(f, 8, step), 1e-12 * step);
   // With uniform stages the bubble is (pp - 1)(F + B). Stages 1 and 2 (8 layers each) are
   // uniform; stage 3 adds the LM head, so here the critical stage is 3 and the bubble is
-  // x_0 + x_1 + x_2, which is 3 x_1 up to the embedding's cost on stage 0.
+  // x_0 + x_1 + x_2, which is 3 x_1 plus the embedding's cost on stage 0.
   EXPECT_EQ(f.x[1], f.x[2]);
   EXPECT_GT(f.x[3], f.x[1]);
   EXPECT_NEAR(r.breakdown().pipeline_bubble_s(), f.x[0] + f.x[1] + f.x[2] + (max_tail - f.tail[3]), 1e-12 * step);
-  EXPECT_NEAR(f.x[0], f.x[1], 0.01 * f.x[1]);
+  // Stage 0 carries the embedding: its lookups are cheap, but its backward passes over the
+  // 525M-entry table's gradient (models' backward_extra_bytes), 6.3 GB a micro-batch: about 7%.
+  EXPECT_GT(f.x[0], 1.03 * f.x[1]);
+  EXPECT_LT(f.x[0], 1.10 * f.x[1]);
 }
 
 TEST(AnalyticEngine, InterleavingShrinksTheBubbleByVp) {

@@ -147,6 +147,36 @@ TEST(CalibrationFit, HoldsHalfSaturationWhenEverySampleIsComputeBound) {
   EXPECT_EQ(fit.curves[0].held[1].value, 0.5);  // the CPU default (compute_defaults.cpp)
 }
 
+TEST(CalibrationFit, CopiesFitTheirBandwidthFromBytesAlone) {
+  // `orrery bench`'s copies (x.clone(), no FLOPs) of 16 KiB to 64 MiB, timed 10 us + bytes /
+  // (20 GB/s x 0.3): the copy class gets that memory efficiency and overhead, its FLOP
+  // parameters are held, and the elementwise class (which no sample measured) keeps its default.
+  pb::ComputeCurve truth = curve(0.25, 0, 0.3, 10e-6);
+  truth.set_op_class(pb::OP_CLASS_COPY);
+  std::vector<ComputeSample> copies;
+  for (double elements : {4096.0, 262144.0, 1048576.0, 4194304.0, 16777216.0}) {
+    ComputeSample s = sample(0, 2 * 4 * elements);
+    s.op_class = pb::OP_CLASS_COPY;
+    s.seconds = predict_compute_seconds(truth, s);
+    s.source = "test";
+    copies.push_back(s);
+  }
+  const CalibrationFit fit = fit_calibration(copies, {}, devices());
+  ASSERT_EQ(fit.profile.compute_size(), 1);
+  const pb::ComputeCurve& c = fit.profile.compute(0);
+  EXPECT_EQ(c.op_class(), pb::OP_CLASS_COPY);
+  EXPECT_EQ(fitted(c.fit()), (std::vector<std::string>{"memory_efficiency", "overhead_s"}));
+  EXPECT_NEAR(c.memory_efficiency(), 0.3, 1e-6);
+  EXPECT_NEAR(c.overhead_s(), 10e-6, 1e-9);
+
+  // FSDP's copy-out of 4 MiB of fp32 (sim/src/layer_program.hpp's CopyWork) costs that curve.
+  const ComputeCostModel model("fp32", &fit.profile);
+  const double bytes = 2 * 4 * 1048576.0;
+  EXPECT_NEAR(model.seconds(test_device(), pb::OP_CLASS_COPY, 0, bytes), 10e-6 + bytes / (20e9 * 0.3), 1e-9);
+  EXPECT_NEAR(model.seconds(test_device(), pb::OP_CLASS_ELEMENTWISE, 0, bytes),
+              ComputeCostModel("fp32").seconds(test_device(), pb::OP_CLASS_ELEMENTWISE, 0, bytes), 1e-12);
+}
+
 CommSample comm(double bytes, int64_t ranks, double latency, double bus_bw) {
   CommSample s;
   s.scope = "intra_node";

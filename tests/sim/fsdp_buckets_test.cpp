@@ -175,7 +175,7 @@ TEST(FsdpBuckets, CopiesAroundEveryGatherAndReduceScatter) {
       ++copies_out;
       EXPECT_EQ(c.kind(), pb::NODE_KIND_COMPUTE);
       EXPECT_EQ(c.stream(), 0);
-      EXPECT_EQ(c.op_class(), pb::OP_CLASS_ELEMENTWISE);
+      EXPECT_EQ(c.op_class(), pb::OP_CLASS_COPY);
       EXPECT_EQ(c.flops(), 0);
       EXPECT_DOUBLE_EQ(c.bytes_read(), n.comm_bytes()) << copy;
       EXPECT_DOUBLE_EQ(c.bytes_written(), n.comm_bytes()) << copy;

@@ -171,6 +171,37 @@ TEST(Kineto, GpuTraceTakesKernelTimeAndRecordParamComms) {
   EXPECT_EQ(k.skipped.begin()->second, 1);
 }
 
+TEST(Kineto, CopiesAreTheirBytesWithoutFlops) {
+  // The op nesting PyTorch records for x.clone() (aten::clone around aten::empty_like and
+  // aten::copy_) and for a standalone bf16 copy_: one copy node each, the outermost op, reading
+  // and writing every element once. Written by hand in the schema of the CPU trace above.
+  const std::string trace = R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::clone", "pid": 1, "tid": 1, "ts": 100, "dur": 900,
+     "args": {"Input Dims": [[1024, 1024], []], "Input type": ["float", ""]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::empty_like", "pid": 1, "tid": 1, "ts": 110, "dur": 20,
+     "args": {"Input Dims": [[1024, 1024], [], [], [], [], []], "Input type": ["float", "", "", "", "", ""]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 140, "dur": 850,
+     "args": {"Input Dims": [[1024, 1024], [1024, 1024], []], "Input type": ["float", "float", "Scalar"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 1100, "dur": 300,
+     "args": {"Input Dims": [[4096], [4096], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]}}
+  ]})";
+  const KinetoImport k = import_kineto(trace, "copies.json");
+  ASSERT_EQ(k.graph.ranks_size(), 1);
+  const auto& nodes = k.graph.ranks(0).nodes();
+  ASSERT_EQ(nodes.size(), 2);
+  EXPECT_EQ(nodes[0].name(), "aten::clone");
+  EXPECT_EQ(nodes[1].name(), "aten::copy_");
+  const double bytes[] = {1024.0 * 1024 * 4, 4096.0 * 2};
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(nodes[i].op_class(), pb::OP_CLASS_COPY) << nodes[i].name();
+    EXPECT_EQ(nodes[i].flops(), 0) << nodes[i].name();
+    EXPECT_DOUBLE_EQ(nodes[i].bytes_read(), bytes[i]) << nodes[i].name();
+    EXPECT_DOUBLE_EQ(nodes[i].bytes_written(), bytes[i]) << nodes[i].name();
+  }
+  EXPECT_DOUBLE_EQ(nodes[0].duration_s(), 900e-6);
+  EXPECT_EQ(nodes[1].dtype(), "bf16");
+}
+
 TEST(Kineto, RecognisesItsFormat) {
   EXPECT_TRUE(is_kineto_trace(read(inputs() / "kineto/cpu_gloo_rank0.json")));
   EXPECT_TRUE(is_kineto_trace("  {\"traceEvents\": []}"));

@@ -1,6 +1,7 @@
 // FLOPs and bytes of the PyTorch ops the Kineto importer knows (see kineto_ops.hpp). The
 // per-element FLOP counts are models/src/layer_ops_build.hpp's: softmax 5 (max, subtract, exp,
-// sum, normalize), LayerNorm 8, RMSNorm 4, add and multiply 1; GEMMs 2mnk plus mn for a bias.
+// sum, normalize), LayerNorm 8, RMSNorm 4, add and multiply 1, copies none; GEMMs 2mnk plus mn
+// for a bias.
 #include "kineto_ops.hpp"
 
 #include <algorithm>
@@ -38,6 +39,8 @@ const std::map<std::string_view, pb::OpClass>& compute_ops() {
       {"aten::native_layer_norm", pb::OP_CLASS_NORM},
       {"aten::rms_norm", pb::OP_CLASS_NORM},
       {"aten::embedding", pb::OP_CLASS_EMBEDDING},
+      {"aten::clone", pb::OP_CLASS_COPY},
+      {"aten::copy_", pb::OP_CLASS_COPY},
   };
   return ops;
 }
@@ -206,6 +209,8 @@ std::optional<ComputeCount> count_memory_bound(std::string_view name, pb::OpClas
       read += numel(*y);
     }
     c.flops = out * kPointwiseFlopsPerElement;
+  } else if (op_class == pb::OP_CLASS_COPY) {
+    // clone(self) and copy_(self, src): every element read once and written once, no FLOPs.
   } else if (op_class == pb::OP_CLASS_NORM) {
     // layer_norm(input, normalized_shape, weight, bias, ...), rms_norm(input, shape, weight, eps).
     const bool rms = name == "aten::rms_norm";

@@ -42,6 +42,11 @@ struct LayerOp {
   double backward_flops = 0;  // data + weight gradients
   double forward_bytes_read = 0;
   double forward_bytes_written = 0;
+  // Backward moves twice the forward bytes, plus these: an embedding's backward materializes its
+  // whole table's gradient (zeroed, then the looked-up rows' gradients added in) and accumulates
+  // it into the parameter's fp32 gradient, a pass over the table however few tokens used it.
+  double backward_extra_bytes_read = 0;
+  double backward_extra_bytes_written = 0;
   double parameters = 0;       // elements of this rank's shard of the op's weights
   double saved_activation_bytes = 0;  // kept from forward for backward (no recomputation)
   // Part of the attention core that selective recomputation drops and recomputes.
