@@ -190,6 +190,16 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
       std::cout << "rank skew (" << k.device << ") not fitted: " << k.note << "\n\n";
     }
   }
+  for (const sim::SharingReport& h : fit.sharing) {
+    if (h.fitted) {
+      std::cout << "host sharing (" << h.device << "): compute runs " << short_number(h.slowdown) << "x slower with "
+                << h.ranks << " ranks on the host than alone (median over " << h.shapes
+                << " op shapes measured both ways; quartiles " << short_number(h.q1) << " - " << short_number(h.q3)
+                << ")\n\n";
+    } else {
+      std::cout << "host sharing (" << h.device << ") not fitted: " << h.note << "\n\n";
+    }
+  }
   if (!held.empty())
     std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
   if (!kept.empty())
@@ -256,6 +266,17 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     }
     skew.push_back(e);
   }
+  nlohmann::ordered_json sharing = nlohmann::ordered_json::array();
+  for (const sim::SharingReport& h : fit.sharing) {
+    nlohmann::ordered_json e{{"device", h.device}, {"ranks", h.ranks}, {"shapes", h.shapes}, {"fitted", h.fitted}};
+    if (h.fitted) {
+      e["slowdown"] = h.slowdown;
+      e["quartiles"] = {h.q1, h.q3};
+    } else {
+      e["note"] = h.note;
+    }
+    sharing.push_back(e);
+  }
   nlohmann::ordered_json j{{"out", out_file},
                            {"profile", nlohmann::ordered_json::parse(to_json(profile))},
                            {"curves", curves},
@@ -263,6 +284,7 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
                            {"blocking", blocking},
                            {"dispatch", dispatch},
                            {"rank_skew", skew},
+                           {"host_sharing", sharing},
                            {"notes", notes}};
   std::cout << j.dump(2) << "\n";
 }

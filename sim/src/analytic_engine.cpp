@@ -62,7 +62,8 @@ bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.experts
 class RankCoster {
  public:
   RankCoster(const ResolvedPlan& plan, const CostModels& costs, const RankLayout& layout, int64_t rank)
-      : plan_(plan), costs_(costs), device_(device_of(plan, rank)), my_device_(plan.device_of_rank[static_cast<size_t>(rank)]) {
+      : plan_(plan), costs_(costs), device_(device_of(plan, rank)), my_device_(plan.device_of_rank[static_cast<size_t>(rank)]),
+        sharing_(costs.host_sharing(plan, rank)) {
     auto devices = [&](GroupKind k) {
       std::vector<int64_t> out;
       for (int64_t r : layout.group(k, rank)) out.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
@@ -79,19 +80,21 @@ class RankCoster {
 
   // FSDP's copy-in or copy-out (layer_program.hpp), as the lowering's node is costed.
   double copy_seconds(const detail::CopyWork& w, pb::Phase phase) const {
-    return costs_.compute().seconds(device_, pb::OP_CLASS_COPY, 0, w.bytes_read + w.bytes_written, w.shape,
-                                    phase);
+    return sharing_ * costs_.compute().seconds(device_, pb::OP_CLASS_COPY, 0, w.bytes_read + w.bytes_written,
+                                               w.shape, phase);
   }
 
   double op_seconds(const models::LayerOp& op, pb::Phase phase, double scale) const {
     const auto w = detail::op_work(op, phase);
     // A scaled op (a CP ring's piece) no longer has the op's shape: no shape corrections.
-    return costs_.compute().seconds(device_, op.op_class, w.flops * scale,
-                                    (w.bytes_read + w.bytes_written) * scale,
-                                    scale == 1.0 ? std::span<const int64_t>(op.shape)
-                                                 : std::span<const int64_t>(),
-                                    phase);
+    return sharing_ * costs_.compute().seconds(device_, op.op_class, w.flops * scale,
+                                               (w.bytes_read + w.bytes_written) * scale,
+                                               scale == 1.0 ? std::span<const int64_t>(op.shape)
+                                                            : std::span<const int64_t>(),
+                                               phase);
   }
+  // The slowdown from the plan's other ranks on this rank's host (CostModels::host_sharing).
+  double sharing() const { return sharing_; }
 
   PassCost program(const std::vector<models::LayerOp>& ops, pb::Phase phase) const {
     PassCost c;
@@ -178,6 +181,7 @@ class RankCoster {
   const CostModels& costs_;
   const pb::DeviceSpec& device_;
   int64_t my_device_;
+  double sharing_;
   std::vector<int64_t> tp_, ep_;
   int64_t cp_next_ = -1;
 };
@@ -238,6 +242,16 @@ CostModels::CostModels(const topologies::Topology& topology, std::string dtype,
                        const pb::CalibrationProfile* calibration)
     : compute_(std::move(dtype), calibration), collectives_(topology, calibration),
       calibration_(calibration) {}
+
+double CostModels::host_sharing(const ResolvedPlan& plan, int64_t rank) const {
+  const pb::HostSharing* h = compute_.host_sharing(device_of(plan, rank));
+  if (h == nullptr) return 1;
+  const auto& topology = collectives_.topology();
+  const int64_t node = topology.device(plan.device_of_rank[static_cast<size_t>(rank)]).node;
+  int64_t ranks = 0;
+  for (int64_t d : plan.device_of_rank) ranks += topology.device(d).node == node ? 1 : 0;
+  return host_sharing_factor(*h, ranks);
+}
 
 double CostModels::overlap_slowdown() const {
   if (calibration_ != nullptr && calibration_->overlap_compute_slowdown() > 0) {
@@ -526,9 +540,9 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     const double written = prec.master_param_bytes + prec.optimizer_state_bytes + prec.param_bytes;
     // Shaped as the lowering's optimizer node ([parameters]), so shape corrections apply alike.
     const int64_t optimizer_shape[] = {static_cast<int64_t>(shard)};
-    s.optimizer_s = costs.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER, 12.0 * shard,
-                                            shard * (read + written), optimizer_shape,
-                                            pb::PHASE_OPTIMIZER);
+    s.optimizer_s = rc.sharing() * costs.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER, 12.0 * shard,
+                                                           shard * (read + written), optimizer_shape,
+                                                           pb::PHASE_OPTIMIZER);
     s.optimizer_dispatch_s = rc.dispatch_s();  // the optimizer node, on the compute stream
     if (dist_opt) {
       // Each part's updated weights, as the lowering gathers them (gather_part).

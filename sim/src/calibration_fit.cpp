@@ -45,6 +45,57 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
+// Ranks sharing a host (pb::HostSharing), per device: the op keys (class, shape, pass) measured
+// outside communication both alone (one rank on the host) and with k ranks on it (the k > 1 most
+// samples have); the slowdown is the median over the keys of the ratio of their clipped mean
+// times. Every sample of a rank that shared its host is then divided by its factor, so that what
+// is fitted next describes a rank computing alone there. A median of 1 or less adds nothing.
+void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& options, CalibrationFit& out) {
+  std::map<std::string, std::map<int64_t, int64_t>> shared_ranks;  // device -> k -> samples
+  for (const ComputeSample& s : samples) {
+    if (s.host_ranks > 1) ++shared_ranks[s.device][s.host_ranks];
+  }
+  for (const auto& [device, counts] : shared_ranks) {
+    SharingReport r;
+    r.device = device;
+    r.ranks = std::max_element(counts.begin(), counts.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; })
+                  ->first;
+    using Key = std::tuple<int, std::vector<int64_t>, int>;
+    std::map<Key, std::pair<std::vector<double>, std::vector<double>>> times;  // alone, shared
+    for (const ComputeSample& s : samples) {
+      if (s.device != device || s.overlap > 0 || s.shape.empty()) continue;
+      if (s.host_ranks != 1 && s.host_ranks != r.ranks) continue;
+      auto& t = times[{s.op_class, s.shape, s.phase}];
+      (s.host_ranks == 1 ? t.first : t.second).push_back(s.seconds);
+    }
+    std::vector<double> ratios;
+    for (const auto& [key, t] : times) {
+      if (t.first.size() >= 2 && t.second.size() >= 2) ratios.push_back(clipped_mean(t.second) / clipped_mean(t.first));
+    }
+    r.shapes = static_cast<int64_t>(ratios.size());
+    std::sort(ratios.begin(), ratios.end());
+    if (!ratios.empty()) r.slowdown = quantile(ratios, 0.5), r.q1 = quantile(ratios, 0.25), r.q3 = quantile(ratios, 0.75);
+    if (r.shapes < std::max<int64_t>(options.min_samples, 1)) {
+      r.note = std::to_string(r.shapes) + " op shape(s) measured both alone and with " + std::to_string(r.ranks) +
+               " ranks on the host, " + std::to_string(options.min_samples) + " needed: sharing is taken to cost nothing";
+      r.slowdown = 1;
+    } else if (r.slowdown <= 1) {
+      r.note = "ops were no slower with " + std::to_string(r.ranks) + " ranks on the host (median ratio " +
+               std::to_string(r.slowdown) + "): sharing is taken to cost nothing";
+    } else {
+      r.fitted = true;
+      auto* h = out.profile.add_host_sharing();
+      h->set_device(device), h->set_slowdown(r.slowdown), h->set_ranks(r.ranks), h->set_shapes(r.shapes);
+      h->set_q1(r.q1), h->set_q3(r.q3);
+      for (ComputeSample& s : samples) {
+        if (s.device == device && s.host_ranks > 1) s.seconds /= host_sharing_factor(*h, s.host_ranks);
+      }
+    }
+    out.sharing.push_back(std::move(r));
+  }
+}
+
 // The overlap slowdown (calibration_fit.hpp): the median over the overlapped ops of the
 // slowdown that explains each one's time beyond the fitted cost model's.
 void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
@@ -172,9 +223,11 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
   CalibrationFit out;
   std::vector<CurveReport> defaults_kept;
 
+  std::vector<ComputeSample> alone = compute;  // shared hosts' samples divided by their slowdown
+  fit_host_sharing(alone, options, out);
   std::map<std::pair<std::string, int>, std::vector<const ComputeSample*>> by_curve;
   std::vector<const ComputeSample*> overlapped;
-  for (const ComputeSample& s : compute) {
+  for (const ComputeSample& s : alone) {
     check_sample(s.seconds, s.source);
     ORRERY_CHECK(devices.count(s.device),
                  "sample " + s.source + " names device " + s.device + " without its spec");

@@ -45,6 +45,7 @@ class TraceReader {
     for (int r = 0; r < trace_.ranks_size(); ++r) {
       const pb::RankGraph& rank = trace_.ranks(r);
       in_flight_ = busy_spans(rank, communication_stream_collective);
+      host_ranks_ = host_ranks(rank);
       computing_ = busy_spans(rank, [](const pb::ExecNode& n) { return n.kind() == pb::NODE_KIND_COMPUTE; });
       for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
       add_dispatch(rank, r);
@@ -58,6 +59,22 @@ class TraceReader {
   }
 
  private:
+  // ComputeSample.host_ranks of `rank`'s samples: `orrery bench` runs its compute ops alone; in a
+  // run's trace every rank computes, so the trace's ranks on the same node of its cluster; 0
+  // (unknown) for other traces.
+  int64_t host_ranks(const pb::RankGraph& rank) const {
+    if (trace_.producer().rfind("orrery bench", 0) == 0) return 1;
+    if (!trace_.has_plan() || topology_ == nullptr) return 0;
+    auto node = [&](int64_t device) {
+      return device >= 0 && device < topology_->num_devices() ? topology_->device(device).node : int64_t{-1};
+    };
+    const int64_t mine = node(rank.device());
+    if (mine < 0) return 0;
+    int64_t n = 0;
+    for (const auto& other : trace_.ranks()) n += node(other.device()) == mine ? 1 : 0;
+    return n;
+  }
+
   void check_measured() const {
     for (const auto& rank : trace_.ranks()) {
       for (const auto& node : rank.nodes()) {
@@ -255,6 +272,7 @@ class TraceReader {
     s.shape.assign(node.shape().begin(), node.shape().end());
     s.phase = node.phase();
     s.overlap = covered_fraction(node, in_flight_);
+    s.host_ranks = host_ranks_;
     out_.compute.push_back(std::move(s));
   }
 
@@ -336,6 +354,7 @@ class TraceReader {
   std::unique_ptr<CollectiveCostModel> collectives_;
   // Of the rank being read: when a communication-stream collective was in flight, when compute ran.
   std::vector<std::pair<double, double>> in_flight_, computing_;
+  int64_t host_ranks_ = 0;  // of the rank being read
   std::map<std::string, std::string>
       resolved_;  // device names as the trace gives them -> spec names
   std::map<std::string, int64_t> left_out_;

@@ -88,6 +88,19 @@ double ComputeCostModel::rank_skew_cv(const pb::DeviceSpec& device) const {
   return 0;
 }
 
+double host_sharing_factor(const pb::HostSharing& h, int64_t ranks_on_host) {
+  if (ranks_on_host < 2 || h.ranks() < 2 || !(h.slowdown() > 1)) return 1;
+  return 1 + (h.slowdown() - 1) * static_cast<double>(ranks_on_host - 1) / static_cast<double>(h.ranks() - 1);
+}
+
+const pb::HostSharing* ComputeCostModel::host_sharing(const pb::DeviceSpec& device) const {
+  if (calibration_ == nullptr) return nullptr;
+  for (const auto& h : calibration_->host_sharing()) {
+    if (h.device() == device.name()) return &h;
+  }
+  return nullptr;
+}
+
 double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const {
   if (ranks < 2 || compute_s <= 0) return 0;
   const double cv = rank_skew_cv(device);

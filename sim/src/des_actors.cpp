@@ -40,6 +40,7 @@ class Runner {
       rs.spec = &device_of(plan, rg.rank());
       rs.dispatch_s = costs.compute().dispatch_s(*rs.spec);
       rs.skew_cv = costs.compute().rank_skew_cv(*rs.spec);
+      rs.sharing = costs.host_sharing(plan, rg.rank());
       std::map<int32_t, size_t> by_stream;
       for (int j = 0; j < rg.nodes_size(); ++j) {
         const int32_t s = rg.nodes(j).stream();
@@ -91,6 +92,7 @@ class Runner {
     double dispatch_s = 0;        // before each compute-stream node (ComputeCostModel::dispatch_s)
     double dispatch_total_s = 0;  // slept so far
     double skew_cv = 0;           // ComputeCostModel::rank_skew_cv
+    double sharing = 1;           // CostModels::host_sharing: on every compute node
     double computed_s = 0;        // compute run so far
     std::unordered_map<int64_t, double> waited_at;  // per group: computed_s when it last waited on it
   };
@@ -169,7 +171,7 @@ class Runner {
   }
 
   double compute(size_t rank, int32_t j) {
-    const double seconds = costs_.compute().seconds(*ranks_[rank].spec, node(rank, j));
+    const double seconds = ranks_[rank].sharing * costs_.compute().seconds(*ranks_[rank].spec, node(rank, j));
     ranks_[rank].computed_s += seconds;
     if (seconds > 0) {
       s4u::this_actor::execute(seconds * kFlopsPerSecond);

@@ -94,13 +94,14 @@ const pb::ProcessGroup& group_of(const pb::ExecGraph& lowered, int64_t id) {
       false, "the lowering references process group " + std::to_string(id) + " it does not define");
 }
 
-// What the engines charge a node when it runs alone.
+// What the engines charge a node when it runs alone; `sharing` is the rank's
+// CostModels::host_sharing.
 double predicted_seconds(const pb::ExecNode& n, int64_t rank, const ResolvedPlan& plan,
-                         const pb::ExecGraph& lowered, const CostModels& costs) {
+                         const pb::ExecGraph& lowered, const CostModels& costs, double sharing) {
   const int64_t device = plan.device_of_rank[static_cast<size_t>(rank)];
   switch (n.kind()) {
     case pb::NODE_KIND_COMPUTE:
-      return costs.compute().seconds(device_of(plan, rank), n);
+      return sharing * costs.compute().seconds(device_of(plan, rank), n);
     case pb::NODE_KIND_COLLECTIVE: {
       std::vector<int64_t> devices;
       for (int64_t r : group_of(lowered, n.process_group()).ranks())
@@ -186,8 +187,9 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
     // the predicted compute since the rank last waited on the group (skew_count.hpp), as the
     // measured time includes the real one.
     const pb::DeviceSpec& device = device_of(plan, measured.rank());
+    const double sharing = costs.host_sharing(plan, measured.rank());
     const std::vector<double> since = detail::compute_since_group_wait(
-        measured, [&](const pb::ExecNode& n) { return costs.compute().seconds(device, n); });
+        measured, [&](const pb::ExecNode& n) { return sharing * costs.compute().seconds(device, n); });
     std::map<int64_t, double> since_by_id;
     for (int i = 0; i < measured.nodes_size(); ++i) since_by_id[measured.nodes(i).id()] = since[static_cast<size_t>(i)];
     for (const auto& p : predicted.nodes()) {
@@ -210,7 +212,7 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
           break;
       }
       c.measured_s = timed.at(p.id())->duration_s();
-      c.predicted_s = predicted_seconds(p, measured.rank(), plan, lowered, costs);
+      c.predicted_s = predicted_seconds(p, measured.rank(), plan, lowered, costs, sharing);
       if (p.kind() == pb::NODE_KIND_COLLECTIVE && since_by_id.at(p.id()) > 0) {
         c.predicted_s += costs.compute().skew_wait_s(device, group_of(lowered, p.process_group()).ranks_size(),
                                                      since_by_id.at(p.id()));

@@ -8,20 +8,12 @@
 #include "orrery/sim/calibration_fit.hpp"
 #include "orrery/sim/compute_cost.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "test_core_device.hpp"
 
 namespace orrery::sim {
 namespace {
 
-// A device with round numbers: 100 GFLOP/s fp32, 20 GB/s.
-pb::DeviceSpec test_device() {
-  pb::DeviceSpec d;
-  d.set_name("test-core");
-  d.set_kind(pb::DEVICE_KIND_CPU);
-  d.mutable_peak_flops()->set_fp32(100e9);
-  d.set_memory_bytes(1e9);
-  d.set_memory_bandwidth_bytes_per_s(20e9);
-  return d;
-}
+pb::DeviceSpec test_device() { return test::test_core(); }
 
 pb::ComputeCurve curve(double emax, double h, double me, double o) {
   pb::ComputeCurve c;
@@ -61,7 +53,7 @@ std::vector<ComputeSample> gemm_samples(const pb::ComputeCurve& truth, double no
   return out;
 }
 
-std::map<std::string, pb::DeviceSpec> devices() { return {{"test-core", test_device()}}; }
+std::map<std::string, pb::DeviceSpec> devices() { return test::test_core_devices(); }
 
 std::vector<std::string> fitted(const pb::FitStats& f) {
   return {f.fitted_params().begin(), f.fitted_params().end()};

@@ -84,6 +84,33 @@ TEST(CalibrationSamples, OverlapIsTheShareOfTimeBesideAsyncCommunication) {
   EXPECT_EQ(out.compute[1].overlap, 0);
 }
 
+TEST(CalibrationSamples, EachComputeSampleCountsTheRanksOnItsHost) {
+  // Ranks 0 and 1 share node 0, rank 2 has node 1 to itself; a bench file's ops ran alone; a
+  // trace without a plan (an imported profile) does not say.
+  TraceSamples run;
+  add_trace_samples(measured_trace(), "t.json", {}, run);
+  ASSERT_EQ(run.compute.size(), 3u);  // the GEMM of each rank (the norms are untimed)
+  EXPECT_EQ(run.compute[0].host_ranks, 2);
+  EXPECT_EQ(run.compute[1].host_ranks, 2);
+  EXPECT_EQ(run.compute[2].host_ranks, 1);
+  pb::ExecGraph bench = measured_trace();
+  bench.set_producer("orrery bench (OpenBLAS)");
+  TraceSamples b;
+  add_trace_samples(bench, "b.json", {}, b);
+  for (const auto& s : b.compute) EXPECT_EQ(s.host_ranks, 1) << s.source;
+  pb::ExecGraph profile = measured_trace();
+  profile.clear_plan();
+  for (auto& rank : *profile.mutable_ranks()) {
+    for (auto& n : *rank.mutable_nodes()) n.set_dtype("bf16");  // the plan said it before
+  }
+  TraceSamples k;
+  SampleOptions o;
+  o.device = "H100-SXM";
+  add_trace_samples(profile, "k.json", o, k);
+  ASSERT_FALSE(k.compute.empty());
+  for (const auto& s : k.compute) EXPECT_EQ(s.host_ranks, 0) << s.source;
+}
+
 TEST(CalibrationSamples, CollectivesBesideComputeFitNoCurveAndInLineOnesAreBlocking) {
   pb::ExecGraph g = measured_trace();
   // The DP all-reduce on the comm.dp stream: rank 0's copy (20 ms) starts at 1.5 ms, beside its

@@ -48,6 +48,10 @@ struct ComputeSample {
   // (gradient reduction, parameter gathers) was in flight: such samples measure the overlap
   // slowdown, not the curve.
   double overlap = 0;
+  // Ranks of the sample's job computing on its host (1: alone, as `orrery bench`'s ops); 0 when
+  // the trace does not say (an imported profiler trace): then it is neither compared nor scaled
+  // for host sharing.
+  int64_t host_ranks = 0;
 };
 
 // One measured collective, with what CollectiveCostModel needs to predict it from a CommCurve.
@@ -156,6 +160,17 @@ struct SkewReport {
   std::string note;  // why not fitted
 };
 
+// Ranks sharing a host (pb::HostSharing), per device.
+struct SharingReport {
+  std::string device;
+  int64_t ranks = 0;   // ranks per host compared with one
+  int64_t shapes = 0;  // op shapes measured both ways
+  double slowdown = 1;
+  double q1 = 0, q3 = 0;
+  bool fitted = false;
+  std::string note;  // why not fitted
+};
+
 struct CalibrationFit {
   // Fitted curves only, compute sorted by (device, op class), comm by (scope, collective).
   pb::CalibrationProfile profile;
@@ -164,10 +179,12 @@ struct CalibrationFit {
   std::vector<OverheadReport> blocking;  // by scope
   std::vector<OverheadReport> dispatch;  // by device (fit_dispatch_overheads)
   std::vector<SkewReport> skew;          // by device (fit_rank_skew)
+  std::vector<SharingReport> sharing;    // by device, for devices with samples sharing a host
 };
 
 // `devices`: every device the compute samples name (defaults of held parameters come from
-// its default curve). Throws InternalError on samples that break their own contract
+// its default curve). Host sharing is fitted first, and the samples of ranks that shared a host
+// are divided by it before the curves, corrections by shape and overlap slowdown are fitted. Throws InternalError on samples that break their own contract
 // (non-positive seconds, unknown device).
 CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
                                const std::vector<CommSample>& comm,

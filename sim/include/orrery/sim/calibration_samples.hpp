@@ -14,7 +14,8 @@
 // A collective instance timed on every member of its group, all on one device, gives a skew
 // sample: the members' mean time beyond the fastest, and the compute each ran since it last
 // waited on the group (at a collective on its compute stream, or for one of another stream that
-// its compute stream needed unfinished), as the engines count it.
+// its compute stream needed unfinished), as the engines count it. Each compute sample carries how
+// many of the job's ranks computed on its host (ComputeSample.host_ranks), for host sharing.
 #pragma once
 
 #include <map>

@@ -17,6 +17,10 @@
 
 namespace orrery::sim {
 
+// The factor HostSharing `h` puts on a rank whose plan has `ranks_on_host` of its ranks on the
+// rank's host: 1 + (slowdown - 1) x (ranks_on_host - 1) / (h.ranks - 1), never below 1.
+double host_sharing_factor(const pb::HostSharing& h, int64_t ranks_on_host);
+
 class ComputeCostModel {
  public:
   // `dtype`: the precision GEMMs and attention run in ("bf16", "fp16", "fp8", "fp32").
@@ -46,6 +50,8 @@ class ComputeCostModel {
   // expected maximum of `ranks` standard normals (docs/calibration.md, "Rank skew"). Both engines
   // add it to every collective of two or more ranks.
   double skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const;
+  // The calibrated host sharing of a device (CalibrationProfile.host_sharing); null without one.
+  const pb::HostSharing* host_sharing(const pb::DeviceSpec& device) const;
   // The curve in force for a device and op class (calibrated or default).
   pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class) const;
   const std::string& dtype() const { return dtype_; }
