@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <tuple>
 
 #include "calibration_fit_curves.hpp"
 #include "compute_defaults.hpp"
@@ -81,8 +85,10 @@ void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& opt
                " ranks on the host, " + std::to_string(options.min_samples) + " needed: sharing is taken to cost nothing";
       r.slowdown = 1;
     } else if (r.slowdown <= 1) {
+      std::ostringstream ratio;
+      ratio << std::setprecision(3) << r.slowdown;
       r.note = "ops were no slower with " + std::to_string(r.ranks) + " ranks on the host (median ratio " +
-               std::to_string(r.slowdown) + "): sharing is taken to cost nothing";
+               ratio.str() + "): sharing is taken to cost nothing";
     } else {
       r.fitted = true;
       auto* h = out.profile.add_host_sharing();
