@@ -101,12 +101,17 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   const auto secs = [](double v) { return units::seconds(v); };
   const auto flop = [](double v) { return units::flops(v); };
   const auto bw = [](double v) { return units::bandwidth(v); };
-  Table compute({"device", "op class", "samples", "max_efficiency", "half_saturation",
+  // A class's curve prices its ops that have no curve of their own ("all ops").
+  const auto op_of = [](const pb::ComputeCurve& c) {
+    if (c.op().empty()) return std::string("all ops");
+    return c.op() + (c.phase() == pb::PHASE_BACKWARD ? " backward" : c.phase() == pb::PHASE_FORWARD ? " forward" : "");
+  };
+  Table compute({"device", "op class", "op", "samples", "max_efficiency", "half_saturation",
                  "memory_efficiency", "overhead", "median |err|", "max |err|"});
   for (const auto& c : profile.compute()) {
     const ParamText p(c.fit());
     compute.add_row(
-        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())),
+        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_of(c),
          std::to_string(c.fit().samples()), p("max_efficiency", c.max_efficiency(), plain),
          p("half_saturation_flops", c.half_saturation_flops(), flop),
          p("memory_efficiency", c.memory_efficiency(), plain),
@@ -125,7 +130,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
          percent(c.fit().median_abs_rel_error()), percent(c.fit().max_abs_rel_error())});
   }
   // Corrections by shape: how far the measured GEMM shapes sit from the curve.
-  Table shapes({"device", "op class", "shapes", "samples", "time ratio min", "median", "max"});
+  Table shapes({"device", "op class", "op", "shapes", "samples", "time ratio min", "median", "max"});
   bool any_shapes = false;
   for (const auto& c : profile.compute()) {
     if (c.shape_points_size() == 0) continue;
@@ -135,7 +140,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
     for (const auto& p : c.shape_points()) ratios.push_back(p.time_ratio()), samples += p.samples();
     std::sort(ratios.begin(), ratios.end());
     shapes.add_row(
-        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())),
+        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_of(c),
          std::to_string(c.shape_points_size()), std::to_string(samples), short_number(ratios.front()),
          short_number(ratios[ratios.size() / 2]), short_number(ratios.back())});
   }
@@ -147,11 +152,14 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   }
   if (profile.comm_size() > 0) std::cout << comm.render() << "\n";
   std::vector<std::pair<std::string, std::string>> held, kept;
-  for (const auto& r : fit.curves) {
-    const std::string subject = r.device_or_scope + " " + r.what;
-    if (!r.fitted) kept.emplace_back(subject, r.note);
-    for (const auto& h : r.held)
-      held.emplace_back(subject, h.name + " held at " + units::number(h.value) + ": " + h.reason);
+  std::vector<std::pair<std::string, std::string>> class_kept;
+  for (const auto* reports : {&fit.curves, &fit.op_curves}) {
+    for (const auto& r : *reports) {
+      const std::string subject = r.device_or_scope + " " + r.what + (r.op.empty() ? "" : " " + r.op);
+      if (!r.fitted) (r.op.empty() ? kept : class_kept).emplace_back(subject, r.note);
+      for (const auto& h : r.held)
+        held.emplace_back(subject, h.name + " held at " + units::number(h.value) + ": " + h.reason);
+    }
   }
   const sim::OverlapReport& o = fit.overlap;
   if (o.fitted) {
@@ -204,6 +212,8 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
     std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
   if (!kept.empty())
     std::cout << "left at the simulator's defaults\n" << render_fields(kept) << "\n";
+  if (!class_kept.empty())
+    std::cout << "ops left on their class's curve\n" << render_fields(class_kept) << "\n";
   if (!notes.empty()) {
     std::cout << "left out of the fit\n";
     for (const auto& n : notes) std::cout << "  " << n << "\n";
@@ -212,19 +222,21 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
 
 void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit& fit,
                 const std::vector<std::string>& notes, const std::string& out_file) {
-  nlohmann::ordered_json curves = nlohmann::ordered_json::array();
-  for (const auto& r : fit.curves) {
-    nlohmann::ordered_json held = nlohmann::ordered_json::array();
-    for (const auto& h : r.held)
-      held.push_back({{"param", h.name}, {"value", h.value}, {"reason", h.reason}});
-    nlohmann::ordered_json j{{"subject", r.device_or_scope},
-                             {"what", r.what},
-                             {"samples", r.samples},
-                             {"fitted", r.fitted},
-                             {"held", held}};
-    if (!r.note.empty()) j["note"] = r.note;
-    curves.push_back(j);
-  }
+  const auto reports = [](const std::vector<sim::CurveReport>& from) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& r : from) {
+      nlohmann::ordered_json held = nlohmann::ordered_json::array();
+      for (const auto& h : r.held)
+        held.push_back({{"param", h.name}, {"value", h.value}, {"reason", h.reason}});
+      nlohmann::ordered_json j{{"subject", r.device_or_scope}, {"what", r.what}};
+      if (!r.op.empty()) j["op"] = r.op;
+      j["samples"] = r.samples, j["fitted"] = r.fitted, j["held"] = held;
+      if (!r.note.empty()) j["note"] = r.note;
+      out.push_back(j);
+    }
+    return out;
+  };
+  const nlohmann::ordered_json curves = reports(fit.curves), op_curves = reports(fit.op_curves);
   nlohmann::ordered_json overlap{{"samples", fit.overlap.samples}, {"fitted", fit.overlap.fitted}};
   if (fit.overlap.fitted) {
     overlap["slowdown"] = fit.overlap.slowdown;
@@ -280,6 +292,7 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
   nlohmann::ordered_json j{{"out", out_file},
                            {"profile", nlohmann::ordered_json::parse(to_json(profile))},
                            {"curves", curves},
+                           {"op_curves", op_curves},
                            {"overlap", overlap},
                            {"blocking", blocking},
                            {"dispatch", dispatch},

@@ -79,9 +79,10 @@ class RankCoster {
   }
 
   // FSDP's copy-in or copy-out (layer_program.hpp), as the lowering's node is costed.
-  double copy_seconds(const detail::CopyWork& w, pb::Phase phase) const {
+  // `op`: the lowering's ExecNode.op for it ("fsdp.copy_out", "fsdp.copy_in").
+  double copy_seconds(const detail::CopyWork& w, pb::Phase phase, std::string_view op) const {
     return sharing_ * costs_.compute().seconds(device_, pb::OP_CLASS_COPY, 0, w.bytes_read + w.bytes_written,
-                                               w.shape, phase);
+                                               w.shape, phase, op);
   }
 
   double op_seconds(const models::LayerOp& op, pb::Phase phase, double scale) const {
@@ -91,7 +92,7 @@ class RankCoster {
                                                (w.bytes_read + w.bytes_written) * scale,
                                                scale == 1.0 ? std::span<const int64_t>(op.shape)
                                                             : std::span<const int64_t>(),
-                                               phase);
+                                               phase, op.name);
   }
   // The slowdown from the plan's other ranks on this rank's host (CostModels::host_sharing).
   double sharing() const { return sharing_; }
@@ -397,13 +398,13 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       }
       for (const FsdpBucket& fb : fsdp_buckets) {
         const auto out = detail::fsdp_copy(fb.params, prec.param_bytes);
-        fwd.compute_s += rc.copy_seconds(out, pb::PHASE_FORWARD);
+        fwd.compute_s += rc.copy_seconds(out, pb::PHASE_FORWARD, "fsdp.copy_out");
         fwd.dispatch_s += rc.dispatch_s();
         if (fb.backward_gather) {
-          bwd.compute_s += rc.copy_seconds(out, fb.backward_phase);
+          bwd.compute_s += rc.copy_seconds(out, fb.backward_phase, "fsdp.copy_out");
           bwd.dispatch_s += rc.dispatch_s();
         }
-        bwd.compute_s += rc.copy_seconds(detail::fsdp_copy(fb.params, prec.grad_bytes), pb::PHASE_BACKWARD);
+        bwd.compute_s += rc.copy_seconds(detail::fsdp_copy(fb.params, prec.grad_bytes), pb::PHASE_BACKWARD, "fsdp.copy_in");
         bwd.dispatch_s += rc.dispatch_s();
       }
     }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -117,10 +118,8 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
   }
   std::vector<double> slowdowns;
   for (const ComputeSample* s : overlapped) {
-    pb::ComputeCurve curve = detail::default_curve(devices.at(s->device), s->op_class);
-    for (const auto& c : out.profile.compute()) {
-      if (c.device() == s->device && c.op_class() == s->op_class) curve = c;
-    }
+    const pb::ComputeCurve* fitted = ComputeCostModel::calibrated_curve(out.profile, s->device, s->op_class, s->op, s->phase);
+    const pb::ComputeCurve curve = fitted != nullptr ? *fitted : detail::default_curve(devices.at(s->device), s->op_class);
     const double predicted = predict_compute_seconds(curve, *s) *
                              ComputeCostModel::shape_correction(curve, s->shape, s->phase);
     // Over the op's measured time m, a share f ran beside communication at 1/s speed: the work
@@ -203,6 +202,35 @@ void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, cons
                                });
 }
 
+// Curves per op (ComputeCurve.op, .phase): within a class of several ops and passes, each op's
+// pass measured at two sizes or more (distinct work) in at least min_samples samples gets its own
+// curve, the class's fitted curve scaled, with an overhead of its own (detail::fit_op_curve). An
+// op's pass that cannot be fitted keeps the class's curve.
+void fit_op_curves(const std::vector<const ComputeSample*>& samples, const pb::ComputeCurve& of_class,
+                   const FitOptions& options, CalibrationFit& out) {
+  std::map<std::pair<std::string, int>, std::vector<const ComputeSample*>> by_op;
+  for (const ComputeSample* s : samples) {
+    if (!s->op.empty()) by_op[{s->op, ComputeCostModel::pass_of(s->phase)}].push_back(s);
+  }
+  if (by_op.size() < 2) return;  // one op in one pass: the class's curve is its curve
+  for (const auto& [key, own] : by_op) {
+    std::set<std::pair<double, double>> sizes;
+    for (const ComputeSample* s : own) sizes.emplace(s->flops, s->bytes);
+    if (sizes.size() < 2 || static_cast<int64_t>(own.size()) < options.min_samples) continue;
+    const auto pass = static_cast<pb::Phase>(key.second);
+    CurveReport report;
+    report.device_or_scope = of_class.device();
+    report.what = op_class_name(of_class.op_class());
+    report.op = key.first + (pass == pb::PHASE_BACKWARD ? " backward" : " forward");
+    report.samples = static_cast<int64_t>(own.size());
+    if (auto curve = detail::fit_op_curve(own, of_class, key.first, pass, report)) {
+      *out.profile.add_compute() = std::move(*curve);
+      report.fitted = true;
+    }
+    out.op_curves.push_back(std::move(report));
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -256,9 +284,10 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
     const pb::ComputeCurve defaults =
         detail::default_curve(devices.at(key.first), static_cast<pb::OpClass>(key.second));
     if (auto curve = detail::fit_compute_curve(samples, defaults, report)) {
-      *out.profile.add_compute() = std::move(*curve);
       report.fitted = true;
       out.curves.push_back(report);
+      *out.profile.add_compute() = *curve;
+      fit_op_curves(samples, *curve, options, out);
     } else {
       defaults_kept.push_back(report);
     }

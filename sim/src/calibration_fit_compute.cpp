@@ -71,6 +71,7 @@ double predict_compute_seconds(const pb::ComputeCurve& curve, const ComputeSampl
   c = curve;
   c.set_device(s.device);
   c.set_op_class(s.op_class);
+  c.clear_op();  // found as the class's curve
   return ComputeCostModel("fp32", &profile).seconds(device, s.op_class, s.flops, s.bytes);
 }
 
@@ -129,6 +130,7 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
   pb::ComputeCurve c;
   c.set_device(defaults.device());
   c.set_op_class(defaults.op_class());
+  c.set_op(defaults.op());
   c.set_max_efficiency(params[kMaxEfficiency].value);
   c.set_half_saturation_flops(params[kHalfSaturation].value);
   c.set_memory_efficiency(params[kMemoryEfficiency].value);
@@ -151,6 +153,77 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
   if (!solved.covariance_ok)
     report.note = "no standard errors: the covariance could not be computed";
   // The fit's statistics above are the curve's own; the points then absorb what it misses.
+  add_shape_points(c, samples);
+  return c;
+}
+
+std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSample*>& samples,
+                                             const pb::ComputeCurve& of_class, const std::string& op,
+                                             pb::Phase pass, CurveReport& report) {
+  enum : size_t { kScale = 0, kOwnOverhead = 1 };
+  pb::ComputeCurve beyond = of_class;  // the class's time beyond its overhead, no shape points
+  beyond.set_overhead_s(0);
+  beyond.clear_shape_points();
+  std::vector<double> measured, base, ratios;
+  for (const ComputeSample* s : samples) {
+    measured.push_back(s->seconds);
+    base.push_back(predict_compute_seconds(beyond, *s));
+    ratios.push_back(s->seconds / base.back());
+  }
+  const double t_min = *std::min_element(measured.begin(), measured.end());
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  std::vector<SolverParam> params(2);
+  // A scale above 1e3 is no longer the class's curve (sanity: the fit contradicts it); one at its
+  // floor, 1e-3, is an op whose time does not grow with its size (an add's backward, which only
+  // passes its gradient on): its overhead is its time.
+  params[kScale] = {"time_scale", std::clamp(median(ratios), 1e-3, 1e3), 1.0, 1e-3, 1e3, 1.0};
+  params[kScale].natural_lower = true;
+  params[kOwnOverhead] = {"overhead_s", 0.5 * t_min, median(measured), 0, kNone, of_class.overhead_s()};
+  Predictor predict;
+  predict.value = [&](size_t i, const double* v) { return std::log(v[kOwnOverhead] + v[kScale] * base[i]); };
+  predict.jet = [&](size_t i, const Jet* v) { return log(v[kOwnOverhead] + v[kScale] * base[i]); };
+  const SolveResult solved =
+      solve_curve(predict, measured, params, {kOwnOverhead, kScale}, {{1.0, of_class.overhead_s()}});
+  if (!solved.contradiction.empty()) {
+    report.note = "the samples contradict its class's curve (" + solved.contradiction + "): the class's curve prices it";
+    return std::nullopt;
+  }
+  if (!params[kScale].free && !params[kOwnOverhead].free) {
+    report.note = "the samples determine neither its scale nor its overhead: the class's curve prices it";
+    return std::nullopt;
+  }
+  const double k = params[kScale].value;
+  pb::ComputeCurve c = of_class;
+  c.set_op(op);
+  c.set_phase(pass);
+  c.clear_shape_points();
+  c.clear_fit();
+  c.set_max_efficiency(of_class.max_efficiency() / k);
+  c.set_memory_efficiency(of_class.memory_efficiency() / k);
+  for (auto& p : *c.mutable_points()) p.set_efficiency(p.efficiency() / k);
+  c.set_overhead_s(params[kOwnOverhead].value);
+  std::vector<double> predicted;
+  for (const ComputeSample* s : samples) predicted.push_back(predict_compute_seconds(c, *s));
+  fill_error_stats(predicted, measured, *c.mutable_fit());
+  // The scale moves both efficiencies (their errors are relative, k's); the overhead is its own.
+  pb::FitStats& fit = *c.mutable_fit();
+  if (params[kScale].free) {
+    const double relative = params[kScale].std_error / k;
+    fit.add_fitted_params("max_efficiency");
+    fit.add_fitted_params("memory_efficiency");
+    if (solved.covariance_ok) {
+      fit.add_param_std_errors(c.max_efficiency() * relative);
+      fit.add_param_std_errors(c.memory_efficiency() * relative);
+    }
+  } else {
+    report.held.push_back({"time_scale", k, params[kScale].held_reason});
+  }
+  if (params[kOwnOverhead].free) {
+    fit.add_fitted_params("overhead_s");
+    if (solved.covariance_ok) fit.add_param_std_errors(params[kOwnOverhead].std_error);
+  } else {
+    report.held.push_back({"overhead_s", params[kOwnOverhead].value, params[kOwnOverhead].held_reason});
+  }
   add_shape_points(c, samples);
   return c;
 }

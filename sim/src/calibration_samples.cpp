@@ -261,6 +261,7 @@ class TraceReader {
     ComputeSample s;
     s.device = spec.name();
     s.op_class = node.op_class();
+    s.op = node.op();
     s.flops = node.flops();
     s.bytes = node.bytes_read() + node.bytes_written();
     s.peak_flops_per_s = topologies::peak_flops(spec, dtype(node, r, i));

@@ -158,7 +158,7 @@ std::vector<size_t> free_columns(const std::vector<SolverParam>& params) {
   return out;
 }
 
-bool natural_zero(const SolverParam& p) { return p.lower == 0; }
+bool natural_lower(const SolverParam& p) { return p.lower == 0 || p.natural_lower; }
 
 // Holds parameters in hold order until the free ones leave at least one residual degree of
 // freedom; returns whether anything changed.
@@ -183,8 +183,8 @@ bool hold_undetermined(const Predictor& predict, size_t samples, std::vector<Sol
     if (!p.free) continue;
     const bool at_lower = p.value <= p.lower + kOnBound * p.scale;
     const bool at_upper = p.value >= p.upper - kOnBound * p.scale;
-    if (at_lower && natural_zero(p)) {
-      hold(p, 0, "the samples push it to 0");
+    if (at_lower && natural_lower(p)) {
+      hold(p, p.lower, p.lower == 0 ? "the samples push it to 0" : "the samples push it to its floor");
       changed = true;
     } else if (at_lower || at_upper) {
       contradiction = p.name + " runs to its " + (at_lower ? "lower" : "upper") + " bound";

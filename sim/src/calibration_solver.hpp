@@ -32,6 +32,9 @@ struct SolverParam {
   // that runs there holds the term at 0. Any other bound is a sanity limit (an efficiency of
   // 1e-4 or 100): a fit that runs there contradicts the model, and the curve is not fitted.
   double lower = 0, upper = std::numeric_limits<double>::infinity();
+  // A positive lower bound that is natural too (a scale's floor): a fit that runs there holds
+  // the parameter at it, as an additive term at 0.
+  bool natural_lower = false;
   double hold_value = 0;  // what it is set to when the samples cannot determine it
   bool free = true;
   std::string held_reason;  // set when held

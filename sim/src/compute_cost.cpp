@@ -33,11 +33,6 @@ double from_points(const pb::ComputeCurve& c, double flops) {
 // rather than extrapolating one shape's quirk.
 constexpr double kFadeOctaves = 2.0;
 
-pb::Phase pass_of(pb::Phase phase) {
-  // Recomputation re-runs the forward; an unspecified pass (a bench GEMM) is a forward.
-  return phase == pb::PHASE_BACKWARD ? pb::PHASE_BACKWARD : pb::PHASE_FORWARD;
-}
-
 }  // namespace
 
 double ComputeCostModel::shape_correction(const pb::ComputeCurve& curve,
@@ -46,10 +41,10 @@ double ComputeCostModel::shape_correction(const pb::ComputeCurve& curve,
   for (int64_t d : shape) {
     if (d <= 0) return 1.0;
   }
-  const pb::Phase pass = pass_of(phase);
+  const pb::Phase pass = ComputeCostModel::pass_of(phase);
   double weights = 0, weighted_log = 0, nearest = std::numeric_limits<double>::infinity();
   for (const pb::ShapePoint& p : curve.shape_points()) {
-    if (pass_of(p.phase()) != pass || p.shape_size() != static_cast<int>(shape.size()) ||
+    if (ComputeCostModel::pass_of(p.phase()) != pass || p.shape_size() != static_cast<int>(shape.size()) ||
         !(p.time_ratio() > 0)) {
       continue;
     }
@@ -107,30 +102,37 @@ double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks
   return cv > 0 ? cv * compute_s * expected_max_of_normals(ranks) : 0;
 }
 
-pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpClass op_class) const {
-  if (calibration_ != nullptr) {
-    for (const auto& c : calibration_->compute()) {
-      if (c.device() == device.name() && c.op_class() == op_class) return c;
+const pb::ComputeCurve* ComputeCostModel::calibrated_curve(const pb::CalibrationProfile& profile,
+                                                           std::string_view device, pb::OpClass op_class,
+                                                           std::string_view op, pb::Phase phase) {
+  const pb::ComputeCurve* of_class = nullptr;
+  for (const auto& c : profile.compute()) {
+    if (c.device() != device || c.op_class() != op_class) continue;
+    if (!op.empty() && c.op() == op &&
+        (c.phase() == pb::PHASE_UNSPECIFIED || c.phase() == pass_of(phase))) {
+      return &c;
     }
+    if (c.op().empty() && of_class == nullptr) of_class = &c;
+  }
+  return of_class;
+}
+
+pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpClass op_class,
+                                         std::string_view op, pb::Phase phase) const {
+  if (calibration_ != nullptr) {
+    if (const auto* c = calibrated_curve(*calibration_, device.name(), op_class, op, phase)) return *c;
   }
   return detail::default_curve(device, op_class);
 }
 
 double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops,
-                                 double bytes, std::span<const int64_t> shape,
-                                 pb::Phase phase) const {
+                                 double bytes, std::span<const int64_t> shape, pb::Phase phase,
+                                 std::string_view op) const {
   if (flops <= 0 && bytes <= 0) return 0;
   // The calibrated curve by reference (its shape points can run to hundreds: no copy per op);
   // the default one is built, as curve() does.
-  const pb::ComputeCurve* calibrated = nullptr;
-  if (calibration_ != nullptr) {
-    for (const auto& candidate : calibration_->compute()) {
-      if (candidate.device() == device.name() && candidate.op_class() == op_class) {
-        calibrated = &candidate;
-        break;
-      }
-    }
-  }
+  const pb::ComputeCurve* calibrated =
+      calibration_ != nullptr ? calibrated_curve(*calibration_, device.name(), op_class, op, phase) : nullptr;
   const pb::ComputeCurve fallback =
       calibrated != nullptr ? pb::ComputeCurve() : detail::default_curve(device, op_class);
   const pb::ComputeCurve& c = calibrated != nullptr ? *calibrated : fallback;

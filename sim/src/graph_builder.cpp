@@ -65,11 +65,11 @@ int64_t GraphBuilder::compute(const Site& site, const models::LayerOp& op, doubl
   return n->id();
 }
 
-int64_t GraphBuilder::copy(const Site& site, const std::string& what, const CopyWork& work,
-                           std::vector<int64_t> deps) {
+int64_t GraphBuilder::copy(const Site& site, const std::string& what, const std::string& op,
+                           const CopyWork& work, std::vector<int64_t> deps) {
   pb::ExecNode* n = add(site, pb::NODE_KIND_COMPUTE, 0, what, std::move(deps));
   n->set_op_class(pb::OP_CLASS_COPY);
-  n->set_op(what);
+  n->set_op(op);
   n->set_bytes_read(work.bytes_read);
   n->set_bytes_written(work.bytes_written);
   for (int64_t s : work.shape) n->add_shape(s);

@@ -26,8 +26,11 @@ class GraphBuilder {
   // Returns the new node's id. `deps` are data dependencies (ids of this rank's nodes).
   int64_t compute(const Site& site, const models::LayerOp& op, double flop_scale,
                   std::vector<int64_t> deps, const std::string& suffix = {});
-  // A memory-bound copy (an elementwise node named `what`, no FLOPs): FSDP's copy-in/copy-out.
-  int64_t copy(const Site& site, const std::string& what, const CopyWork& work, std::vector<int64_t> deps);
+  // A plain copy (OP_CLASS_COPY, no FLOPs), FSDP's copy-in/copy-out, named `what` (ExecNode.name's
+  // tail), of op `op` (ExecNode.op: one per kind of copy whichever part it serves, so that all
+  // parts' copies share a curve per op).
+  int64_t copy(const Site& site, const std::string& what, const std::string& op, const CopyWork& work,
+               std::vector<int64_t> deps);
   int64_t optimizer(const std::string& name, double params, double bytes_per_param_read,
                     double bytes_per_param_written, std::vector<int64_t> deps);
   int64_t collective(const Site& site, int32_t stream, const std::string& what,

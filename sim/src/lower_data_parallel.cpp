@@ -72,7 +72,7 @@ int64_t RankLowering::fsdp_gather(const Site& site, const FsdpBucket& bucket, in
   }
   // The copy-out: the gathered buffer split into the parameters the part computes with.
   const int64_t key = forward ? bucket.first : bucket.last;
-  return b_.copy(site, fsdp_op_name(key, "fsdp.copy_out"), fsdp_copy(bucket.params, plan_.precision.param_bytes),
+  return b_.copy(site, fsdp_op_name(key, "fsdp.copy_out"), "fsdp.copy_out", fsdp_copy(bucket.params, plan_.precision.param_bytes),
                  {gathered, input});
 }
 
@@ -162,7 +162,7 @@ void RankLowering::fsdp_reduce(const Site& site, int64_t key, double params, int
   // reduce-scatter has finished with its own (FSDP2 keeps one in flight: the compute stream
   // waits for it, which bounds the buffers to one bucket's).
   const int64_t previous = fsdp_reduces_.empty() ? -1 : fsdp_reduces_.back();
-  const int64_t packed = b_.copy(site, fsdp_op_name(key, "fsdp.copy_in"), fsdp_copy(params, plan_.precision.grad_bytes),
+  const int64_t packed = b_.copy(site, fsdp_op_name(key, "fsdp.copy_in"), "fsdp.copy_in", fsdp_copy(params, plan_.precision.grad_bytes),
                                  {input, previous});
   fsdp_reduces_.push_back(b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.reduce_scatter"),
                                         pb::COLLECTIVE_KIND_REDUCE_SCATTER, fsdp_group_,

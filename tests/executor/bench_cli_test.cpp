@@ -122,6 +122,7 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   read_spec_file(profile_file, &profile);
   EXPECT_EQ(profile.name(), "local");
   bool gemm = false;
+  int gemm_op_curves = 0;
   for (const auto& c : profile.compute()) {
     EXPECT_EQ(c.device(), "local-cpu-core");
     EXPECT_GT(c.max_efficiency(), 0);
@@ -130,12 +131,21 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
       EXPECT_EQ(std::count(c.fit().fitted_params().begin(), c.fit().fitted_params().end(), "max_efficiency"), 0);
     }
     if (c.op_class() != pb::OP_CLASS_GEMM) continue;
+    if (!c.op().empty()) {
+      // A curve per op: the GEMM sweep's five sizes are enough; each attention piece's two are not.
+      EXPECT_EQ(c.op(), "gemm");
+      EXPECT_EQ(c.phase(), pb::PHASE_FORWARD);
+      EXPECT_EQ(c.fit().samples(), 5);
+      ++gemm_op_curves;
+      continue;
+    }
     gemm = true;
     EXPECT_EQ(c.fit().samples(), 9);
     // Real measurements of a fixed formula: not exact, but close for most shapes.
     EXPECT_LT(c.fit().median_abs_rel_error(), 0.5);
   }
   EXPECT_TRUE(gemm);
+  EXPECT_EQ(gemm_op_curves, 1);
   // Every collective kind gets a curve from its three sizes, unless the machine's noise made its
   // times contradict the model (a larger message no slower than a smaller one: seen once in a
   // CI run with tests running beside the bench), which calibrate then reports for that kind,

@@ -36,6 +36,7 @@ namespace orrery::sim {
 struct ComputeSample {
   std::string device;  // DeviceSpec name
   pb::OpClass op_class = pb::OP_CLASS_UNSPECIFIED;
+  std::string op;  // ExecNode.op ("attn.rope"); may be empty
   double flops = 0;
   double bytes = 0;               // read + written
   double peak_flops_per_s = 0;    // the device's peak for the op's dtype (fp32 when it has none)
@@ -104,6 +105,7 @@ struct HeldParam {
 struct CurveReport {
   std::string device_or_scope;
   std::string what;  // op class or collective ("gemm", "all_reduce")
+  std::string op;    // a curve per op (ComputeCurve.op): the op; else empty
   int64_t samples = 0;
   bool fitted = false;  // false: the default stays (see note)
   std::vector<HeldParam> held;
@@ -172,9 +174,13 @@ struct SharingReport {
 };
 
 struct CalibrationFit {
-  // Fitted curves only, compute sorted by (device, op class), comm by (scope, collective).
+  // Fitted curves only, compute sorted by (device, op class), each class's curve followed by its
+  // curves per op (by op); comm by (scope, collective).
   pb::CalibrationProfile profile;
-  std::vector<CurveReport> curves;  // in the same order, then the curves left at their defaults
+  std::vector<CurveReport> curves;  // the class and comm curves in that order, then those left at their defaults
+  // The curves per op calibration tried (enough samples at two sizes or more), fitted or not, in
+  // profile order.
+  std::vector<CurveReport> op_curves;
   OverlapReport overlap;
   std::vector<OverheadReport> blocking;  // by scope
   std::vector<OverheadReport> dispatch;  // by device (fit_dispatch_overheads)

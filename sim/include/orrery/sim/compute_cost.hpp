@@ -10,6 +10,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "orrery/pb/calibration.pb.h"
 #include "orrery/pb/cluster.pb.h"
@@ -30,13 +31,15 @@ class ComputeCostModel {
                  double bytes) const {
     return seconds(device, op_class, flops, bytes, {}, pb::PHASE_UNSPECIFIED);
   }
-  // `shape` and `phase` select the shape corrections (ExecNode.shape; empty: none).
+  // `shape` and `phase` select the shape corrections (ExecNode.shape; empty: none); `op`
+  // (ExecNode.op, LayerOp.name) and `phase` the op's own curve for that pass where the profile
+  // has one (op empty: the class's).
   double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops, double bytes,
-                 std::span<const int64_t> shape, pb::Phase phase) const;
+                 std::span<const int64_t> shape, pb::Phase phase, std::string_view op = {}) const;
   double seconds(const pb::DeviceSpec& device, const pb::ExecNode& node) const {
     return seconds(device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written(),
                    std::span<const int64_t>(node.shape().data(), static_cast<size_t>(node.shape().size())),
-                   node.phase());
+                   node.phase(), node.op());
   }
   // The calibrated host time between consecutive ops on a device's compute stream that no op's
   // time covers (CalibrationProfile.dispatch_overhead): both engines add it before every op they
@@ -52,8 +55,21 @@ class ComputeCostModel {
   double skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const;
   // The calibrated host sharing of a device (CalibrationProfile.host_sharing); null without one.
   const pb::HostSharing* host_sharing(const pb::DeviceSpec& device) const;
-  // The curve in force for a device and op class (calibrated or default).
-  pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class) const;
+  // The curve in force for a device and op class (calibrated or default), or for one op of the
+  // class in one pass: its own curve where the profile has one, else the class's.
+  pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class, std::string_view op = {},
+                         pb::Phase phase = pb::PHASE_UNSPECIFIED) const;
+  // The profile's curve for this device, class, op and pass (ComputeCurve.op, .phase): the op's
+  // own for the pass of `phase`, else the class's (op empty); null when the profile has neither.
+  static const pb::ComputeCurve* calibrated_curve(const pb::CalibrationProfile& profile,
+                                                  std::string_view device, pb::OpClass op_class,
+                                                  std::string_view op, pb::Phase phase);
+  // The pass an op of `phase` runs in, as curves per op and shape points are keyed:
+  // PHASE_BACKWARD, else PHASE_FORWARD (recomputation re-runs the forward; an unspecified pass, a
+  // bench op, is a forward).
+  static pb::Phase pass_of(pb::Phase phase) {
+    return phase == pb::PHASE_BACKWARD ? pb::PHASE_BACKWARD : pb::PHASE_FORWARD;
+  }
   const std::string& dtype() const { return dtype_; }
 
   // The factor a curve's shape points apply to an op of this shape and pass (1: none apply).
