@@ -50,7 +50,7 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
-// Ranks sharing a host (pb::HostSharing), per device: the op keys (class, shape, pass) measured
+// Ranks sharing a host (pb::HostSharing), per device: the op keys (class, op, shape, pass) measured
 // outside communication both alone (one rank on the host) and with k ranks on it (the k > 1 most
 // samples have); the slowdown is the median over the keys of the ratio of their clipped mean
 // times. Every sample of a rank that shared its host is then divided by its factor, so that what
@@ -66,12 +66,12 @@ void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& opt
     r.ranks = std::max_element(counts.begin(), counts.end(),
                                [](const auto& a, const auto& b) { return a.second < b.second; })
                   ->first;
-    using Key = std::tuple<int, std::vector<int64_t>, int>;
+    using Key = std::tuple<int, std::string, std::vector<int64_t>, int>;
     std::map<Key, std::pair<std::vector<double>, std::vector<double>>> times;  // alone, shared
     for (const ComputeSample& s : samples) {
       if (s.device != device || s.overlap > 0 || s.shape.empty()) continue;
       if (s.host_ranks != 1 && s.host_ranks != r.ranks) continue;
-      auto& t = times[{s.op_class, s.shape, s.phase}];
+      auto& t = times[{s.op_class, s.op, s.shape, s.phase}];
       (s.host_ranks == 1 ? t.first : t.second).push_back(s.seconds);
     }
     std::vector<double> ratios;

@@ -205,15 +205,23 @@ std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSamp
   std::vector<double> predicted;
   for (const ComputeSample* s : samples) predicted.push_back(predict_compute_seconds(c, *s));
   fill_error_stats(predicted, measured, *c.mutable_fit());
-  // The scale moves both efficiencies (their errors are relative, k's); the overhead is its own.
+  // The scale moves both efficiencies (their errors are relative, k's); listed as fitted are
+  // those the class's samples determined (a norm's max_efficiency, held there, prices nothing
+  // here either), or both when the class fitted neither. The overhead is the op's own.
   pb::FitStats& fit = *c.mutable_fit();
   if (params[kScale].free) {
     const double relative = params[kScale].std_error / k;
-    fit.add_fitted_params("max_efficiency");
-    fit.add_fitted_params("memory_efficiency");
-    if (solved.covariance_ok) {
-      fit.add_param_std_errors(c.max_efficiency() * relative);
-      fit.add_param_std_errors(c.memory_efficiency() * relative);
+    const auto& by_class = of_class.fit().fitted_params();
+    const auto fitted_in_class = [&](const char* name) {
+      return std::find(by_class.begin(), by_class.end(), name) != by_class.end();
+    };
+    const bool neither = !fitted_in_class("max_efficiency") && !fitted_in_class("memory_efficiency");
+    const std::pair<const char*, double> efficiencies[] = {{"max_efficiency", c.max_efficiency()},
+                                                           {"memory_efficiency", c.memory_efficiency()}};
+    for (const auto& [name, value] : efficiencies) {
+      if (!neither && !fitted_in_class(name)) continue;
+      fit.add_fitted_params(name);
+      if (solved.covariance_ok) fit.add_param_std_errors(value * relative);
     }
   } else {
     report.held.push_back({"time_scale", k, params[kScale].held_reason});
