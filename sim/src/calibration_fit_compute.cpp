@@ -130,7 +130,6 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
   pb::ComputeCurve c;
   c.set_device(defaults.device());
   c.set_op_class(defaults.op_class());
-  c.set_op(defaults.op());
   c.set_max_efficiency(params[kMaxEfficiency].value);
   c.set_half_saturation_flops(params[kHalfSaturation].value);
   c.set_memory_efficiency(params[kMemoryEfficiency].value);

@@ -108,8 +108,9 @@ const pb::ComputeCurve* ComputeCostModel::calibrated_curve(const pb::Calibration
   const pb::ComputeCurve* of_class = nullptr;
   for (const auto& c : profile.compute()) {
     if (c.device() != device || c.op_class() != op_class) continue;
+    // A curve's phase counts as the pass it runs in, as a shape point's does (recomputation: forward).
     if (!op.empty() && c.op() == op &&
-        (c.phase() == pb::PHASE_UNSPECIFIED || c.phase() == pass_of(phase))) {
+        (c.phase() == pb::PHASE_UNSPECIFIED || pass_of(c.phase()) == pass_of(phase))) {
       return &c;
     }
     if (c.op().empty() && of_class == nullptr) of_class = &c;

@@ -32,6 +32,10 @@ TEST(OpCurves, AnOpsPassIsPricedByItsOwnCurveElseByItsClasss) {
   pb::ComputeCurve act = memory_curve(1.0, 2e-3);  // both passes
   act.set_op("mlp.act");
   *profile.add_compute() = act;
+  pb::ComputeCurve norm = memory_curve(0.1, 3e-3);  // written as recomputation: the forward pass
+  norm.set_op("mlp.norm");
+  norm.set_phase(pb::PHASE_RECOMPUTE);
+  *profile.add_compute() = norm;
   const ComputeCostModel model("fp32", &profile);
   const pb::DeviceSpec device = test::test_core();
   const double bytes = 1e6, bw = device.memory_bandwidth_bytes_per_s();
@@ -43,6 +47,8 @@ TEST(OpCurves, AnOpsPassIsPricedByItsOwnCurveElseByItsClasss) {
   EXPECT_DOUBLE_EQ(at("attn.rope", pb::PHASE_BACKWARD), bytes / (bw * 0.5));          // no backward curve
   EXPECT_DOUBLE_EQ(at("mlp.act", pb::PHASE_BACKWARD), 2e-3 + bytes / bw);
   EXPECT_DOUBLE_EQ(at("mlp.residual", pb::PHASE_FORWARD), bytes / (bw * 0.5));
+  EXPECT_DOUBLE_EQ(at("mlp.norm", pb::PHASE_FORWARD), 3e-3 + bytes / (bw * 0.1));
+  EXPECT_DOUBLE_EQ(at("mlp.norm", pb::PHASE_BACKWARD), bytes / (bw * 0.5));
   EXPECT_DOUBLE_EQ(at("", pb::PHASE_FORWARD), bytes / (bw * 0.5));
   // Another class's op of the same name is not priced by it.
   EXPECT_EQ(ComputeCostModel::calibrated_curve(profile, "test-core", pb::OP_CLASS_NORM, "attn.rope",
