@@ -41,10 +41,10 @@ double ComputeCostModel::shape_correction(const pb::ComputeCurve& curve,
   for (int64_t d : shape) {
     if (d <= 0) return 1.0;
   }
-  const pb::Phase pass = ComputeCostModel::pass_of(phase);
+  const pb::Phase pass = pass_of(phase);
   double weights = 0, weighted_log = 0, nearest = std::numeric_limits<double>::infinity();
   for (const pb::ShapePoint& p : curve.shape_points()) {
-    if (ComputeCostModel::pass_of(p.phase()) != pass || p.shape_size() != static_cast<int>(shape.size()) ||
+    if (pass_of(p.phase()) != pass || p.shape_size() != static_cast<int>(shape.size()) ||
         !(p.time_ratio() > 0)) {
       continue;
     }

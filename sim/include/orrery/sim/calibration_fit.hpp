@@ -105,7 +105,7 @@ struct HeldParam {
 struct CurveReport {
   std::string device_or_scope;
   std::string what;  // op class or collective ("gemm", "all_reduce")
-  std::string op;    // a curve per op (ComputeCurve.op): the op; else empty
+  std::string op;    // a curve per op (ComputeCurve.op, .phase): the op and its pass ("attn.rope forward"); else empty
   int64_t samples = 0;
   bool fitted = false;  // false: the default stays (see note)
   std::vector<HeldParam> held;
