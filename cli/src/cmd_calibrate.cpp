@@ -166,9 +166,18 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
     std::cout << "overlap slowdown: compute runs " << short_number(o.slowdown)
               << "x slower beside communication (median of " << o.samples
               << " ops overlapped for at least half their time; quartiles " << short_number(o.q1)
-              << " - " << short_number(o.q3) << ")\n\n";
+              << " - " << short_number(o.q3) << ")\n";
   } else {
-    std::cout << "overlap slowdown not fitted: " << o.note << "\n\n";
+    std::cout << "overlap slowdown not fitted: " << o.note << "\n";
+  }
+  const sim::OverlapReport& oc = fit.overlap_comm;
+  if (oc.fitted) {
+    std::cout << "communication slowdown: collectives run " << short_number(oc.slowdown)
+              << "x slower beside compute (median of " << oc.samples
+              << " collectives whose rank computed for at least half their time in flight; quartiles "
+              << short_number(oc.q1) << " - " << short_number(oc.q3) << ")\n\n";
+  } else {
+    std::cout << "communication slowdown not fitted: " << oc.note << "\n\n";
   }
   for (const sim::OverheadReport& b : fit.blocking) {
     if (b.fitted) {
@@ -237,13 +246,16 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     return out;
   };
   const nlohmann::ordered_json curves = reports(fit.curves), op_curves = reports(fit.op_curves);
-  nlohmann::ordered_json overlap{{"samples", fit.overlap.samples}, {"fitted", fit.overlap.fitted}};
-  if (fit.overlap.fitted) {
-    overlap["slowdown"] = fit.overlap.slowdown;
-    overlap["quartiles"] = {fit.overlap.q1, fit.overlap.q3};
-  } else {
-    overlap["note"] = fit.overlap.note;
-  }
+  auto slowdown = [](const sim::OverlapReport& r) {
+    nlohmann::ordered_json e{{"samples", r.samples}, {"fitted", r.fitted}};
+    if (r.fitted) {
+      e["slowdown"] = r.slowdown;
+      e["quartiles"] = {r.q1, r.q3};
+    } else {
+      e["note"] = r.note;
+    }
+    return e;
+  };
   // A fitted per-event time: its subject and sample count, then its value and quartiles or why
   // it was not written.
   auto overhead = [](nlohmann::ordered_json e, bool fitted, const char* key, double value, double q1, double q3,
@@ -293,7 +305,8 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
                            {"profile", nlohmann::ordered_json::parse(to_json(profile))},
                            {"curves", curves},
                            {"op_curves", op_curves},
-                           {"overlap", overlap},
+                           {"overlap", slowdown(fit.overlap)},
+                           {"overlap_comm", slowdown(fit.overlap_comm)},
                            {"blocking", blocking},
                            {"dispatch", dispatch},
                            {"rank_skew", skew},
@@ -332,6 +345,7 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   fit_options.min_samples = a.min_samples;
   sim::CalibrationFit fit =
       sim::fit_calibration(samples.compute, samples.comm, samples.devices, fit_options);
+  sim::fit_overlap_comm_slowdown(samples.overlapped_comm, fit_options, fit);
   sim::fit_dispatch_overheads(samples.dispatch, fit_options, fit);
   sim::fit_rank_skew(samples.skew, fit_options, fit);
   if (fit.profile.compute_size() == 0 && fit.profile.comm_size() == 0) {

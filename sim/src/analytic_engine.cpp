@@ -10,15 +10,18 @@
 // their gradients become final, serialized on the DP stream), the optimizer and, for ZeRO-1/2,
 // the parameter all-gather. Compute that runs beside hidden communication (CP exchanges, FSDP
 // transfers, the DP reduction under the last backward, overlapped ZeRO gathers) runs
-// overlap_slowdown (s) times slower (1 unless a calibration profile says otherwise), as in des:
-// while a transfer of T seconds is in flight the compute does only T / s of work, so the step
-// grows by T (1 - 1/s), counted with the communication that caused it. A calibrated dispatch
+// overlap_slowdown (s) times slower and that communication overlap_comm_slowdown (sc) times
+// slower (1 unless a calibration profile says otherwise), as in des: while a transfer of T
+// seconds (alone) is in flight beside compute it takes T sc and the compute does only T sc / s
+// of work, so the step grows by T sc (1 - 1/s) when the transfer fits (beside()), counted with
+// the communication that caused it. A calibrated dispatch
 // overhead (ComputeCostModel::dispatch_s) is added once per op the lowering puts on the compute
 // stream, as des adds it before each of them. A calibrated rank skew (ComputeCostModel::
 // skew_wait_s) makes every group wait for its slowest member: in-line TP/EP collectives after the
 // compute since the previous one, the data-parallel tail after the step's compute.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -35,6 +38,19 @@ namespace orrery::sim {
 namespace {
 
 using detail::Step;
+
+// The time beyond `window` seconds of compute (alone) that `transfer` seconds of communication
+// (alone) launched beside it at its start add, when compute beside communication runs s times
+// slower and communication beside compute sc times slower (des: the rank's slowed pstate and
+// its transfers' slowed rate). While both run, the compute does t / s of work and the transfer
+// t / sc. If the transfer ends first (transfer x sc <= window x s), the compute has lost
+// transfer x sc x (1 - 1/s); otherwise the compute ends at window x s, the transfer having done
+// window x s / sc, and the rest of it runs alone. With s = sc = 1 this is max(0, transfer - window).
+double beside(double transfer, double window, double s, double sc) {
+  if (transfer <= 0) return 0;
+  if (transfer * sc <= window * s) return transfer * sc * (1 - 1 / s);
+  return transfer - window * s / sc + window * (s - 1);
+}
 
 // Time of one pass over some ops, split the way the breakdown reports it.
 struct PassCost {
@@ -124,9 +140,8 @@ class RankCoster {
           c.compute_s += cp * piece;
           c.dispatch_s += cp * dispatch_s();  // one compute node per piece
           since += cp * piece;
-          c.cp_s += (cp - 1) * std::max(0.0, exchange - piece);
-          // The pieces that ran beside an exchange run overlap_slowdown times slower (as in des).
-          c.cp_s += (1 - 1 / costs_.overlap_slowdown()) * (cp - 1) * std::min(exchange, piece);
+          // Each exchange beside a piece: both slowed while they overlap (as in des).
+          c.cp_s += (cp - 1) * beside(exchange, piece, costs_.overlap_slowdown(), costs_.overlap_comm_slowdown());
           const double f = detail::op_work(*s.op, s.phase).flops;
           c.flops += f;
           if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += cp * piece, c.recompute_flops += f;
@@ -195,20 +210,53 @@ double params_of(const std::vector<models::LayerOp>& ops, bool expert) {
   return p;
 }
 
-// The serialized DP stream after the last backward: bucket i becomes ready at (i + 1) / n of the
-// window (the last micro-batch's backward), or `late[i]` after that when its group's slowest
-// member launches it late (rank skew), and waits for the stream; returns the time past the
-// window's end.
+// The serialized DP stream after the last backward: bucket i becomes ready when the window's
+// compute (the last micro-batch's backward, `window` seconds alone) has done (i + 1) / n of its
+// work, or all of it without overlap, `late[i]` later when its group's slowest member launches
+// it late (rank skew), and then waits for the stream. While a bucket is in flight beside that
+// compute, the compute runs s times slower and the bucket sc times slower (see beside()); the
+// walk goes from one event (a share of the compute reached, a launch, a bucket's end) to the
+// next. Returns the time past the window's end, the compute's slowing included.
 double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
-               const std::vector<double>& late = {}) {
-  double t = 0;
-  const double n = static_cast<double>(buckets.size());
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    const double ready = (overlap ? window * static_cast<double>(i + 1) / n : window) +
-                         (i < late.size() ? late[i] : 0);
-    t = std::max(t, ready) + buckets[i];
+               const std::vector<double>& late = {}, double s = 1, double sc = 1) {
+  const size_t n = buckets.size();
+  if (n == 0) return 0;
+  auto ready_work = [&](size_t i) {
+    return overlap ? window * static_cast<double>(i + 1) / static_cast<double>(n) : window;
+  };
+  auto launch_at = [&](size_t i, double ready) { return ready + (i < late.size() ? late[i] : 0); };
+  constexpr double kEps = 1e-15;
+  double t = 0, work = 0;         // wall clock; compute done (seconds alone)
+  size_t next = 0;                // the bucket in flight or next to launch
+  double left = 0;                // its communication still to do (seconds alone)
+  bool flying = false;
+  std::vector<double> ready(n, -1);  // when the compute reached each bucket's share
+  while (next < n) {
+    for (size_t i = 0; i < n && ready_work(i) <= work + kEps * window; ++i) {
+      if (ready[i] < 0) ready[i] = t;
+    }
+    if (!flying && ready[next] >= 0 && launch_at(next, ready[next]) <= t) flying = true, left = buckets[next];
+    const bool computing = work < window - kEps * window;
+    const double compute_rate = flying ? 1 / s : 1, comm_rate = computing ? 1 / sc : 1;
+    double dt = std::numeric_limits<double>::infinity();
+    if (computing) {
+      double target = window;  // the next share some bucket waits for
+      for (size_t i = next; i < n; ++i) {
+        if (ready[i] < 0) { target = ready_work(i); break; }
+      }
+      dt = std::min(dt, (target - work) / compute_rate);
+    }
+    if (flying) dt = std::min(dt, left / comm_rate);
+    else if (ready[next] >= 0) dt = std::min(dt, launch_at(next, ready[next]) - t);
+    t += dt;
+    if (computing) work = std::min(window, work + dt * compute_rate);
+    if (flying) {
+      left -= dt * comm_rate;
+      if (left <= kEps * std::max(1.0, buckets[next])) flying = false, ++next;
+    }
   }
-  return std::max(0.0, t - window);
+  // Compute left after the last bucket runs alone.
+  return std::max(0.0, t + (window - work) - window);
 }
 
 // Buckets as the lowering fills them: parts in backward order (reverse of `parts`), whole parts
@@ -257,6 +305,13 @@ double CostModels::host_sharing(const ResolvedPlan& plan, int64_t rank) const {
 double CostModels::overlap_slowdown() const {
   if (calibration_ != nullptr && calibration_->overlap_compute_slowdown() > 0) {
     return calibration_->overlap_compute_slowdown();
+  }
+  return 1.0;
+}
+
+double CostModels::overlap_comm_slowdown() const {
+  if (calibration_ != nullptr && calibration_->overlap_comm_slowdown() > 0) {
+    return calibration_->overlap_comm_slowdown();
   }
   return 1.0;
 }
@@ -450,8 +505,8 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       // that bucket's compute (in backward together with that bucket's reduce-scatter, issued
       // after it); the first gather of each pass (per chunk) has nothing to hide behind, and the
       // last reduce-scatter holds up the next pass's first gather (or the optimizer). What does
-      // not fit in its window is exposed; compute beside the hidden part runs overlap_slowdown
-      // times slower. A resident bucket has no backward gather; under full recomputation the
+      // not fit in its window is exposed; a transfer and the compute beside it slow each other
+      // (beside()). A resident bucket has no backward gather; under full recomputation the
       // backward gather comes before the recompute, inside the backward window.
       // Per bucket: its gathers (forward, backward), its reduce-scatter, and its compute windows.
       struct Transfers { double g = 0, gb = 0, rs = 0, fwd = 0, bwd = 0; };
@@ -462,7 +517,7 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
                      rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, fb.params * prec.grad_bytes),
                      fb.units * unit_fwd, fb.units * unit_bwd});
       }
-      double hidden = 0;
+      const double slow = costs.overlap_slowdown(), slow_comm = costs.overlap_comm_slowdown();
       for (size_t i = 0; i < c.size(); ++i) {
         if (!prefetch) {
           s.fsdp_exposed_s += c[i].g + c[i].gb + c[i].rs;
@@ -473,18 +528,15 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
         if (first) {
           s.fsdp_exposed_s += c[i].g + c[i].rs;
         } else {
-          s.fsdp_exposed_s += std::max(0.0, c[i].g - c[i - 1].fwd);
-          hidden += std::min(c[i].g, c[i - 1].fwd);
+          s.fsdp_exposed_s += beside(c[i].g, c[i - 1].fwd, slow, slow_comm);
         }
         if (last) {
           s.fsdp_exposed_s += c[i].gb;
         } else {
           // Bucket i's backward gather and bucket i + 1's reduce-scatter, during bucket i + 1's backward.
-          s.fsdp_exposed_s += std::max(0.0, c[i].gb + c[i + 1].rs - c[i + 1].bwd);
-          hidden += std::min(c[i].gb + c[i + 1].rs, c[i + 1].bwd);
+          s.fsdp_exposed_s += beside(c[i].gb + c[i + 1].rs, c[i + 1].bwd, slow, slow_comm);
         }
       }
-      s.fsdp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * hidden;
     }
 
     // Data-parallel tail after the last backward.
@@ -524,14 +576,10 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       const double before = step_compute - (1 - share) * bwd.compute_s;
       late.push_back(rc.skew_wait_s(bucket_ranks[i], before));
     }
-    const double unskewed = dp_tail(buckets, s.backward_s, overlapped);
-    s.dp_exposed_s = dp_tail(buckets, s.backward_s, overlapped, late) + fsdp_skew;
-    {
-      // The reduction hidden under the last backward slows that backward's compute.
-      double reduced = 0;
-      for (double b : buckets) reduced += b;
-      s.dp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * std::max(0.0, reduced - unskewed);
-    }
+    // The reduction under the last backward and that backward's compute slow each other.
+    s.dp_exposed_s = dp_tail(buckets, s.backward_s, overlapped, late, costs.overlap_slowdown(),
+                             costs.overlap_comm_slowdown()) +
+                     fsdp_skew;
     double shard = dense_params + expert_params;
     if (sharding != pb::SHARDING_NONE) {
       shard /= sharding == pb::SHARDING_HSDP ? static_cast<double>(plan.plan.shard_group_size()) : static_cast<double>(sp.degrees.dp);
@@ -560,11 +608,8 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       // Overlapped with the next step's first forward when asked; otherwise at the step's end,
       // after the optimizer's compute (its skew).
       s.dp_exposed_s += plan.plan.overlap_param_gather()
-                            ? std::max(0.0, gather - s.forward_s)
+                            ? beside(gather, s.forward_s, costs.overlap_slowdown(), costs.overlap_comm_slowdown())
                             : gather + rc.skew_wait_s(dense_devs.size(), s.optimizer_s);
-      if (plan.plan.overlap_param_gather()) {
-        s.dp_exposed_s += (1 - 1 / costs.overlap_slowdown()) * std::min(gather, s.forward_s);
-      }
     }
   }
 

@@ -103,6 +103,27 @@ void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& opt
   }
 }
 
+// The median, with its quartiles, of the per-sample slowdowns into `r`; true when it is a
+// slowdown (at least 1), else `r.note` says why none is written.
+bool median_slowdown(std::vector<double> slowdowns, const std::string& what, const std::string& runs,
+                     OverlapReport& r) {
+  if (slowdowns.empty()) {
+    r.note = "the overlapped " + what + " ran slower than any slowdown explains: the simulator's 1 stays";
+    return false;
+  }
+  std::sort(slowdowns.begin(), slowdowns.end());
+  r.slowdown = quantile(slowdowns, 0.5), r.q1 = quantile(slowdowns, 0.25), r.q3 = quantile(slowdowns, 0.75);
+  if (r.slowdown < 1) {
+    std::ostringstream median;
+    median << std::setprecision(3) << r.slowdown;
+    r.note = "overlapped " + runs + " ran no slower than the cost model predicts (median slowdown " +
+             median.str() + "): the simulator's 1 (no slowdown) stays";
+    return false;
+  }
+  r.fitted = true;
+  return true;
+}
+
 // The overlap slowdown (calibration_fit.hpp): the median over the overlapped ops of the
 // slowdown that explains each one's time beyond the fitted cost model's.
 void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
@@ -128,19 +149,7 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
     const double f = s->overlap, denominator = predicted / s->seconds - 1 + f;
     if (denominator > 0) slowdowns.push_back(f / denominator);
   }
-  if (slowdowns.empty()) {
-    r.note = "the overlapped ops ran slower than any slowdown explains: the simulator's 1 stays";
-    return;
-  }
-  std::sort(slowdowns.begin(), slowdowns.end());
-  r.slowdown = quantile(slowdowns, 0.5), r.q1 = quantile(slowdowns, 0.25), r.q3 = quantile(slowdowns, 0.75);
-  if (r.slowdown < 1) {
-    r.note = "overlapped compute ran no slower than the cost model predicts (median slowdown " +
-             std::to_string(r.slowdown) + "): the simulator's 1 (no slowdown) stays";
-    return;
-  }
-  r.fitted = true;
-  out.profile.set_overlap_compute_slowdown(r.slowdown);
+  if (median_slowdown(std::move(slowdowns), "ops", "compute", r)) out.profile.set_overlap_compute_slowdown(r.slowdown);
 }
 
 // Per subject (a scope, a device), a time the profile adds per event (a blocking collective, an
@@ -348,6 +357,48 @@ void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const Fi
                                  o->set_device(device);
                                  o->set_per_op_s(r.value_s);
                                });
+}
+
+void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples, const FitOptions& options,
+                               CalibrationFit& fit) {
+  OverlapReport& r = fit.overlap_comm;
+  r.samples = static_cast<int64_t>(samples.size());
+  std::vector<double> slowdowns;
+  int64_t no_curve = 0;
+  for (const OverlappedCommSample& s : samples) {
+    check_sample(s.seconds, s.source);
+    ORRERY_CHECK(s.overlap >= kOverlapMeasured && s.overlap <= 1 && !s.collectives.empty(),
+                 "sample " + s.source + " is not communication beside compute");
+    double predicted = 0;
+    for (const CommSample& c : s.collectives) {
+      const auto curve = std::find_if(fit.profile.comm().begin(), fit.profile.comm().end(), [&](const pb::CommCurve& k) {
+        return k.scope() == c.scope && k.collective() == c.collective;
+      });
+      if (curve == fit.profile.comm().end()) {
+        predicted = -1;
+        break;
+      }
+      predicted += predict_comm_seconds(*curve, c);
+    }
+    if (predicted < 0) {
+      ++no_curve;
+      continue;
+    }
+    // As for compute: a share f of the measured time m ran at 1/s speed, and the work done is
+    // what the curves predict for the collectives.
+    const double f = s.overlap, denominator = predicted / s.seconds - 1 + f;
+    if (denominator > 0) slowdowns.push_back(f / denominator);
+  }
+  const int64_t usable = r.samples - no_curve;
+  if (usable < std::max<int64_t>(options.min_samples, 1)) {
+    r.note = std::to_string(usable) + " stretch(es) of communication beside compute for at least " +
+             std::to_string(static_cast<int>(kOverlapMeasured * 100)) + "% of their time" +
+             (no_curve > 0 ? " (and " + std::to_string(no_curve) + " with a collective of a kind without a fitted curve)" : "") +
+             ", " + std::to_string(options.min_samples) + " needed: the simulator's 1 (no slowdown) stays";
+    return;
+  }
+  if (median_slowdown(std::move(slowdowns), "communication", "communication", r))
+    fit.profile.set_overlap_comm_slowdown(r.slowdown);
 }
 
 void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options, CalibrationFit& fit) {

@@ -3,6 +3,7 @@
 #include "orrery/sim/calibration_samples.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -47,6 +48,7 @@ class TraceReader {
       in_flight_ = busy_spans(rank, communication_stream_collective);
       host_ranks_ = host_ranks(rank);
       computing_ = busy_spans(rank, [](const pb::ExecNode& n) { return n.kind() == pb::NODE_KIND_COMPUTE; });
+      beside_compute_ = add_overlapped_comm(rank, r);
       for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
       add_dispatch(rank, r);
       add_arrivals(r);
@@ -88,6 +90,7 @@ class TraceReader {
   }
 
   void leave_out(const std::string& why) { ++left_out_[why]; }
+  void leave_out_n(const std::string& why, size_t n) { left_out_[why] += static_cast<int64_t>(n); }
 
   // The rank's untimed time per step spread over the ops it issued on its compute stream (the
   // ops the engines charge the dispatch overhead to).
@@ -166,12 +169,98 @@ class TraceReader {
   }
 
   // Fraction of `node`'s [start, start + duration) covered by `spans`.
-  static double covered_fraction(const pb::ExecNode& node, const std::vector<std::pair<double, double>>& spans) {
-    if (!node.has_start_s() || spans.empty() || node.duration_s() <= 0) return 0;
-    const double a = node.start_s(), b = node.start_s() + node.duration_s();
+  static double covered_fraction(const pb::ExecNode& node, const std::vector<Interval>& spans) {
+    if (!node.has_start_s() || node.duration_s() <= 0) return 0;
+    return covered_fraction({node.start_s(), node.start_s() + node.duration_s()}, spans);
+  }
+  static double covered_fraction(const Interval& w, const std::vector<Interval>& spans) {
+    if (spans.empty() || !(w.second > w.first)) return 0;
     double covered = 0;
-    for (const auto& [s, e] : spans) covered += std::max(0.0, std::min(b, e) - std::max(a, s));
-    return std::clamp(covered / (b - a), 0.0, 1.0);
+    for (const auto& [s, e] : spans) covered += std::max(0.0, std::min(w.second, e) - std::max(w.first, s));
+    return std::clamp(covered / (w.second - w.first), 0.0, 1.0);
+  }
+
+  // The stretches during which some communication-stream collective of `rank` was in flight,
+  // per stream, each with its nodes. A collective's node runs from its launch to the first op
+  // boundary at which the executor saw it complete (OpTrace::watch), so it ends up to one op
+  // late: it is taken to end in the middle of the stretch between the last op boundary before
+  // its node's end and that end (the op during which it completed), or at its node's end when
+  // the rank computed for less than half of that stretch (it was waiting for the collective,
+  // and saw it end when it did).
+  struct Stretch {
+    Interval span;
+    std::vector<int> nodes;
+  };
+  std::vector<Stretch> comm_stretches(const pb::RankGraph& rank) const {
+    std::vector<double> boundaries;
+    for (const auto& n : rank.nodes()) {
+      if (n.stream() == kCompute && n.has_start_s() && n.has_duration_s()) {
+        boundaries.push_back(n.start_s());
+        boundaries.push_back(n.start_s() + n.duration_s());
+      }
+    }
+    std::sort(boundaries.begin(), boundaries.end());
+    std::map<int32_t, std::vector<std::pair<Interval, int>>> by_stream;
+    for (int i = 0; i < rank.nodes_size(); ++i) {
+      const pb::ExecNode& n = rank.nodes(i);
+      if (!communication_stream_collective(n) || !n.has_start_s() || !(n.duration_s() > 0)) continue;
+      const double launch = n.start_s(), seen = launch + n.duration_s();
+      const auto before = std::lower_bound(boundaries.begin(), boundaries.end(), seen - 1e-9 * seen);
+      const double last = before == boundaries.begin() ? launch : std::max(launch, *std::prev(before));
+      const double end = covered_fraction(Interval{last, seen}, computing_) >= 0.5 ? (last + seen) / 2 : seen;
+      by_stream[n.stream()].push_back({{launch, end}, i});
+    }
+    std::vector<Stretch> out;
+    for (auto& [stream, flights] : by_stream) {
+      std::stable_sort(flights.begin(), flights.end());
+      for (const auto& [span, i] : flights) {
+        if (out.empty() || span.first > out.back().span.second || rank.nodes(out.back().nodes.front()).stream() != stream) {
+          out.push_back({span, {}});
+        }
+        out.back().span.second = std::max(out.back().span.second, span.second);
+        out.back().nodes.push_back(i);
+      }
+    }
+    return out;
+  }
+
+  // Communication-stream collectives during which the rank computed measure the communication
+  // slowdown beside compute, one sample per stretch (OverlappedCommSample), and are kept out of
+  // the curves: returns those nodes.
+  std::set<int> add_overlapped_comm(const pb::RankGraph& rank, int r) {
+    std::set<int> taken;
+    for (const Stretch& st : comm_stretches(rank)) {
+      const double f = covered_fraction(st.span, computing_);
+      // Communication alone (rounding aside: an op that ends where the stretch starts): its
+      // collectives are curve samples.
+      if (f <= 1e-9) continue;
+      taken.insert(st.nodes.begin(), st.nodes.end());
+      if (f < kOverlapMeasured) {
+        leave_out_n("collectives beside compute for less than half of their stretch in flight", st.nodes.size());
+        continue;
+      }
+      OverlappedCommSample o;
+      o.seconds = st.span.second - st.span.first;
+      o.overlap = f;
+      o.source = file_ + ": rank " + std::to_string(rank.rank()) + ", " + rank.nodes(st.nodes.front()).name() +
+                 (st.nodes.size() > 1 ? " and " + std::to_string(st.nodes.size() - 1) + " more" : "");
+      size_t unusable = 0;
+      for (int i : st.nodes) {
+        const pb::ExecNode& n = rank.nodes(i);
+        const pb::ProcessGroup& g = group(n.process_group(), node_path(r, i) + ".process_group");
+        if (n.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED || n.comm_bytes() <= 0 || g.ranks_size() < 2) {
+          ++unusable;  // add_collective says why for this node
+          continue;
+        }
+        o.collectives.push_back(comm_sample(n, g));
+      }
+      if (unusable == 0) {
+        out_.overlapped_comm.push_back(std::move(o));
+      } else {
+        leave_out_n("collectives beside compute in flight with one that cannot be costed", st.nodes.size() - unusable);
+      }
+    }
+    return taken;
   }
 
   // The device spec of a name: the trace's cluster, --cluster, the database, nvidia-smi names.
@@ -315,6 +404,17 @@ class TraceReader {
     return collectives_->calibration_scope(devices);
   }
 
+  // What the cost model needs to know of collective `n` on group `g` (its time aside).
+  CommSample comm_sample(const pb::ExecNode& n, const pb::ProcessGroup& g) const {
+    CommSample c;
+    c.scope = scope(g);
+    c.collective = n.collective();
+    c.bytes = n.comm_bytes();
+    c.ranks = g.ranks_size();
+    c.source = file_ + ": " + n.name();
+    return c;
+  }
+
   void add_collective(int r, int i) {
     const pb::ExecNode& node = trace_.ranks(r).nodes(i);
     if (node.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED)
@@ -322,27 +422,18 @@ class TraceReader {
     if (node.comm_bytes() <= 0) return leave_out("collectives moving no bytes (barriers)");
     const pb::ProcessGroup& g = group(node.process_group(), node_path(r, i) + ".process_group");
     if (g.ranks_size() < 2) return leave_out("collectives on a one-rank group");
-    // The curves describe collectives that ran alone. One with compute beside it measures the
-    // contention too, and the executor sees an overlapped collective end only at an op boundary
-    // (up to one op late), as compute beside communication measures the overlap slowdown rather
-    // than the compute curve.
-    if (communication_stream_collective(node) && covered_fraction(node, computing_) > 0)
-      return leave_out("collectives that ran beside compute on their rank (not communication alone)");
     // The same collective on several ranks is one instance, timed by its fastest rank.
     const int occurrence = occurrences_[{r, g.id(), node.name()}]++;
     const auto key = std::make_tuple(g.id(), node.name(), occurrence);
+    // The curves describe collectives that ran alone (add_overlapped_comm took the others).
+    if (beside_compute_.count(i) > 0) return;
     const auto it = instances_.find(key);
     if (it != instances_.end()) {
       it->second.seconds = std::min(it->second.seconds, node.duration_s());
       return;
     }
-    CommSample s;
-    s.scope = scope(g);
-    s.collective = node.collective();
-    s.bytes = node.comm_bytes();
-    s.ranks = g.ranks_size();
+    CommSample s = comm_sample(node, g);
     s.seconds = node.duration_s();
-    s.source = file_ + ": " + node.name();
     s.blocking = node.stream() == kCompute;
     instances_.emplace(key, std::move(s));
   }
@@ -353,8 +444,10 @@ class TraceReader {
   TraceSamples& out_;
   std::unique_ptr<topologies::Topology> topology_;
   std::unique_ptr<CollectiveCostModel> collectives_;
-  // Of the rank being read: when a communication-stream collective was in flight, when compute ran.
-  std::vector<std::pair<double, double>> in_flight_, computing_;
+  // Of the rank being read: when a communication-stream collective was in flight, when compute
+  // ran, and its collectives beside compute (add_overlapped_comm).
+  std::vector<Interval> in_flight_, computing_;
+  std::set<int> beside_compute_;  // its nodes add_overlapped_comm took
   int64_t host_ranks_ = 0;  // of the rank being read
   std::map<std::string, std::string>
       resolved_;  // device names as the trace gives them -> spec names

@@ -4,7 +4,9 @@
 // compute or communication. The last member to arrive at an operation runs it for everyone:
 // alpha as a sleep, then one SimGrid action over the operation's links. While any operation of
 // a rank runs, the rank's host sits in its slowed-down pstate, so its compute slows by
-// overlap_slowdown. Waiting is a per-actor semaphore, so a wake-up is never lost. Before each
+// overlap_slowdown; while any member of an operation's group computes, the operation's transfer
+// runs overlap_comm_slowdown times slower (its actor's cap link, changed whenever a member starts
+// or ends an op). Waiting is a per-actor semaphore, so a wake-up is never lost. Before each
 // node of the compute stream the actor sleeps the rank's calibrated dispatch overhead (the host
 // between ops), which is no node's time. With a calibrated rank skew a collective starts no
 // earlier than its members launched it plus the expected lag of the slowest
@@ -59,6 +61,7 @@ class Runner {
   RunStats run(const Router& router) {
     Platform platform(m_, router, costs_.overlap_slowdown(), streams_.size());
     platform_ = &platform;
+    flights_.resize(streams_.size());
     for (size_t a = 0; a < streams_.size(); ++a) {
       wake_.push_back(s4u::Semaphore::create(0));
       const auto& st = streams_[a];
@@ -94,6 +97,8 @@ class Runner {
     double skew_cv = 0;           // ComputeCostModel::rank_skew_cv
     double sharing = 1;           // CostModels::host_sharing: on every compute node
     double computed_s = 0;        // compute run so far
+    bool computing = false;       // an op of the rank runs now
+    std::vector<size_t> flying;   // the actors whose transfer the rank is a member of, in flight
     std::unordered_map<int64_t, double> waited_at;  // per group: computed_s when it last waited on it
   };
   struct Rendezvous {
@@ -174,10 +179,39 @@ class Runner {
     const double seconds = ranks_[rank].sharing * costs_.compute().seconds(*ranks_[rank].spec, node(rank, j));
     ranks_[rank].computed_s += seconds;
     if (seconds > 0) {
+      set_computing(rank, true);
       s4u::this_actor::execute(seconds * kFlopsPerSecond);
+      set_computing(rank, false);
       ++events_;
     }
     return s4u::Engine::get_clock();
+  }
+
+  // A transfer in flight, run by its actor: its members and its rate alone.
+  struct Flight {
+    std::vector<size_t> ranks;
+    double rate_bytes_per_s = 0;
+    bool slowed = false;
+  };
+
+  bool any_computing(const std::vector<size_t>& ranks) const {
+    for (size_t r : ranks) {
+      if (ranks_[r].computing) return true;
+    }
+    return false;
+  }
+
+  // The rank starts or ends an op: the transfers of its groups slow down or speed up.
+  void set_computing(size_t rank, bool on) {
+    ranks_[rank].computing = on;
+    if (comm_slowdown_ == 1.0) return;
+    for (size_t a : ranks_[rank].flying) {
+      Flight& f = flights_[a];
+      const bool slowed = any_computing(f.ranks);
+      if (slowed == f.slowed) continue;
+      f.slowed = slowed;
+      platform_->set_rate(a, slowed ? f.rate_bytes_per_s / comm_slowdown_ : f.rate_bytes_per_s);
+    }
   }
 
   std::pair<double, double> rendezvous(size_t a, size_t rank, int32_t j, double launched) {
@@ -241,14 +275,27 @@ class Runner {
     const Site& site = m_.sites[static_cast<size_t>(site_index)];
     for (size_t r : ranks) set_active(r, +1);
     if (site.plan.alpha_s > 0) {
-      s4u::this_actor::sleep_for(site.plan.alpha_s);
+      // The latency takes the slowdown of the moment it starts (a sleep has no rate to change).
+      s4u::this_actor::sleep_for(site.plan.alpha_s * (any_computing(ranks) ? comm_slowdown_ : 1.0));
       ++events_;
     }
     if (site.plan.beta_s > 0) {
       const double payload = std::max(1.0, std::round(site.plan.flow_bytes));
       double rate = payload / site.plan.beta_s;
       if (site.max_rate_bytes_per_s > 0) rate = std::min(rate, site.max_rate_bytes_per_s);
-      if (!site.links.empty()) {
+      if (comm_slowdown_ != 1.0) {
+        // Every transfer is a SimGrid action, whose rate the members' compute changes while it
+        // flies (set_computing).
+        Flight& f = flights_[a];
+        f = {ranks, rate, any_computing(ranks)};
+        for (size_t r : ranks) ranks_[r].flying.push_back(a);
+        // Started at its full rate, then slowed: SimGrid bounds a transfer by the bandwidth its
+        // links had when it started, so a cap raised later would not speed it up again.
+        const s4u::CommPtr comm = platform_->start(a, site_index, payload, rate);
+        if (f.slowed) platform_->set_rate(a, rate / comm_slowdown_);
+        comm->wait();
+        for (size_t r : ranks) std::erase(ranks_[r].flying, a);
+      } else if (!site.links.empty()) {
         platform_->start(a, site_index, payload, rate)->wait();
       } else {
         s4u::this_actor::sleep_for(payload / rate);  // no link shared with anything else
@@ -279,6 +326,8 @@ class Runner {
   Model& m_;
   const CostModels& costs_;
   Platform* platform_ = nullptr;
+  const double comm_slowdown_ = costs_.overlap_comm_slowdown();
+  std::vector<Flight> flights_;  // by actor: the transfer it runs (one at a time)
   std::vector<StreamRun> streams_;
   std::vector<RankState> ranks_;
   std::vector<s4u::SemaphorePtr> wake_;

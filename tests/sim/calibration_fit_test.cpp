@@ -338,6 +338,66 @@ TEST(CalibrationFit, OverlapSlowdownFromOpsBesideCommunication) {
   EXPECT_NE(absent.overlap.note.find("0 compute op(s)"), std::string::npos) << absent.overlap.note;
 }
 
+// A stretch of two all-reduces (alone: p seconds together) in flight beside compute for a share
+// f of its time, their communication running at 1 / slowdown speed while the rank computed.
+OverlappedCommSample beside_compute(double bytes_a, double bytes_b, double f, double slowdown) {
+  OverlappedCommSample o;
+  o.collectives = {comm(bytes_a, 2, 40e-6, 2e9), comm(bytes_b, 2, 40e-6, 2e9)};
+  const double p = o.collectives[0].seconds + o.collectives[1].seconds;
+  // Work done p = (1 - f) m + f m / slowdown.
+  o.seconds = p / (1 - f + f / slowdown);
+  o.overlap = f;
+  o.source = "test stretch";
+  return o;
+}
+
+TEST(CalibrationFit, CommunicationSlowdownBesideComputeFromStretchesAgainstTheCurves) {
+  std::vector<CommSample> alone;
+  for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) alone.push_back(comm(b, 2, 40e-6, 2e9));
+  CalibrationFit fit = fit_calibration({}, alone, {});
+  ASSERT_EQ(fit.profile.comm_size(), 1);
+  // Five stretches at 1.6x beside compute for 60-100% of their time, and one that ran faster than
+  // its curve even alone (no slowdown explains it, so it counts nowhere).
+  std::vector<OverlappedCommSample> stretches;
+  for (double f : {0.6, 0.7, 0.8, 0.9, 1.0}) stretches.push_back(beside_compute(1 << 20, 4 << 20, f, 1.6));
+  OverlappedCommSample quick = beside_compute(1 << 20, 1 << 20, 0.5, 1.0);
+  quick.seconds *= 0.4;
+  stretches.push_back(quick);
+  fit_overlap_comm_slowdown(stretches, {}, fit);
+  ASSERT_TRUE(fit.overlap_comm.fitted) << fit.overlap_comm.note;
+  EXPECT_EQ(fit.overlap_comm.samples, 6);
+  EXPECT_NEAR(fit.profile.overlap_comm_slowdown(), 1.6, 1e-6);
+  EXPECT_NEAR(fit.overlap_comm.q1, 1.6, 1e-6);
+  // The compute side is a field of its own, untouched.
+  EXPECT_EQ(fit.profile.overlap_compute_slowdown(), 0);
+}
+
+TEST(CalibrationFit, CommunicationSlowdownNeedsCurvesSamplesAndASlowdown) {
+  std::vector<CommSample> alone;
+  for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) alone.push_back(comm(b, 2, 40e-6, 2e9));
+  // Stretches holding an all-gather, whose kind has no fitted curve: not usable.
+  std::vector<OverlappedCommSample> gathers(4, beside_compute(1 << 20, 1 << 20, 1.0, 2.0));
+  for (auto& g : gathers) g.collectives[1].collective = pb::COLLECTIVE_KIND_ALL_GATHER;
+  CalibrationFit no_curve = fit_calibration({}, alone, {});
+  fit_overlap_comm_slowdown(gathers, {}, no_curve);
+  EXPECT_FALSE(no_curve.overlap_comm.fitted);
+  EXPECT_EQ(no_curve.profile.overlap_comm_slowdown(), 0);
+  EXPECT_NE(no_curve.overlap_comm.note.find("0 stretch(es)"), std::string::npos) << no_curve.overlap_comm.note;
+  EXPECT_NE(no_curve.overlap_comm.note.find("4 with a collective of a kind without a fitted curve"), std::string::npos)
+      << no_curve.overlap_comm.note;
+  // Beside compute no slower than alone (0.9x): nothing written, and the median said.
+  CalibrationFit faster = fit_calibration({}, alone, {});
+  fit_overlap_comm_slowdown(std::vector<OverlappedCommSample>(3, beside_compute(1 << 20, 1 << 20, 1.0, 0.9)), {}, faster);
+  EXPECT_FALSE(faster.overlap_comm.fitted);
+  EXPECT_EQ(faster.profile.overlap_comm_slowdown(), 0);
+  EXPECT_NE(faster.overlap_comm.note.find("median slowdown 0.9)"), std::string::npos) << faster.overlap_comm.note;
+  // Two samples, three needed.
+  CalibrationFit few = fit_calibration({}, alone, {});
+  fit_overlap_comm_slowdown(std::vector<OverlappedCommSample>(2, beside_compute(1 << 20, 1 << 20, 1.0, 2.0)), {}, few);
+  EXPECT_FALSE(few.overlap_comm.fitted);
+  EXPECT_NE(few.overlap_comm.note.find("3 needed"), std::string::npos) << few.overlap_comm.note;
+}
+
 TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
   // Back to back: 40 us + bytes x 2(n-1)/n / 2 GB/s, 4 KiB to 4 MiB. In line with compute, the
   // same collectives took 1.5 ms longer, give or take 0.2 ms (one sample much slower).

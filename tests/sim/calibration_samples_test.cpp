@@ -130,14 +130,97 @@ TEST(CalibrationSamples, CollectivesBesideComputeFitNoCurveAndInLineOnesAreBlock
   // The TP all-reduce sits on the compute stream: a blocking sample.
   EXPECT_EQ(out.comm[0].source, "t.json: L0.mb0.fwd.attn.tp_all_reduce");
   EXPECT_TRUE(out.comm[0].blocking);
-  // The DP instance is timed by rank 2's copy alone: rank 0's ran beside compute.
+  // The DP instance is timed by rank 2's copy alone: rank 0's ran beside compute (for 0.5 ms of
+  // its 20: too little to measure the communication slowdown either).
   EXPECT_FALSE(out.comm[1].blocking);
   EXPECT_DOUBLE_EQ(out.comm[1].seconds, 30e-3);
+  EXPECT_TRUE(out.overlapped_comm.empty());
   bool said = false;
   for (const auto& n : out.notes)
-    said = said || n == "t.json: 1 node(s) left out: collectives that ran beside compute on their rank (not "
-                        "communication alone)";
+    said = said || n == "t.json: 1 node(s) left out: collectives beside compute for less than half of their "
+                        "stretch in flight";
   EXPECT_TRUE(said);
+}
+
+// One rank of a ZeRO-style step on dgx-h100: ten 1 ms ops from 0 to 10 ms; three all-gathers
+// launched together at 0 on the comm.dp stream, seen complete at op boundaries (4, 8 and 8 ms);
+// then a reduce-scatter launched at 10 ms, after the last op, and waited for until 15 ms.
+pb::ExecGraph zero_step() {
+  pb::ExecGraph g;
+  g.set_world_size(2);
+  *g.mutable_cluster_spec() = topologies::load_cluster("dgx-h100", 1);
+  g.mutable_plan()->mutable_job()->set_precision(pb::PRECISION_BF16);
+  pb::ProcessGroup* dp = g.add_process_groups();
+  dp->set_id(0);
+  dp->add_ranks(0);
+  dp->add_ranks(1);
+  for (int64_t r = 0; r < 2; ++r) {
+    pb::RankGraph& rank = *g.add_ranks();
+    rank.set_rank(r);
+    rank.set_device(r);
+    for (int i = 0; i < 10; ++i) {
+      pb::ExecNode& op = *rank.add_nodes();
+      op.set_name("L" + std::to_string(i) + ".mb0.fwd.mlp.up");
+      op.set_kind(pb::NODE_KIND_COMPUTE);
+      op.set_op_class(pb::OP_CLASS_GEMM);
+      op.set_flops(1e12);
+      op.set_start_s(i * 1e-3);
+      op.set_duration_s(1e-3);
+    }
+    auto collective = [&](const std::string& name, pb::CollectiveKind kind, double start, double seen) {
+      pb::ExecNode& c = *rank.add_nodes();
+      c.set_name(name);
+      c.set_kind(pb::NODE_KIND_COLLECTIVE);
+      c.set_stream(1);
+      c.set_collective(kind);
+      c.set_process_group(0);
+      c.set_comm_bytes(8e6);
+      c.set_start_s(start);
+      c.set_duration_s(seen - start);
+    };
+    collective("opt.L0.param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, 0, 4e-3);
+    collective("opt.L1.param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, 0, 8e-3);
+    collective("opt.L2.param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, 0, 8e-3);
+    collective("opt.dp.bucket0.reduce_scatter", pb::COLLECTIVE_KIND_REDUCE_SCATTER, 10e-3, 15e-3);
+  }
+  return g;
+}
+
+TEST(CalibrationSamples, CollectivesBesideComputeAreStretchesOfTheCommunicationSlowdown) {
+  TraceSamples out;
+  add_trace_samples(zero_step(), "z.json", {}, out);
+  // Each rank's gathers are one stretch: from their launch to the middle of the op during which
+  // the last was seen complete (7-8 ms): 7.5 ms, all of it beside compute.
+  ASSERT_EQ(out.overlapped_comm.size(), 2u);
+  for (const OverlappedCommSample& o : out.overlapped_comm) {
+    EXPECT_NEAR(o.seconds, 7.5e-3, 1e-12);
+    EXPECT_NEAR(o.overlap, 1.0, 1e-12);
+    ASSERT_EQ(o.collectives.size(), 3u);
+    for (const CommSample& c : o.collectives) {
+      EXPECT_EQ(c.collective, pb::COLLECTIVE_KIND_ALL_GATHER);
+      EXPECT_EQ(c.bytes, 8e6);
+      EXPECT_EQ(c.ranks, 2);
+      EXPECT_EQ(c.scope, "intra_node");
+    }
+  }
+  EXPECT_EQ(out.overlapped_comm[0].source, "z.json: rank 0, opt.L0.param_all_gather and 2 more");
+  // The gathers are no curve samples; the reduce-scatter ran alone (the rank waited for it, so it
+  // ended when its node did): one instance of 5 ms.
+  ASSERT_EQ(out.comm.size(), 1u) << (out.notes.empty() ? "" : out.notes[0]);
+  EXPECT_EQ(out.comm[0].collective, pb::COLLECTIVE_KIND_REDUCE_SCATTER);
+  EXPECT_NEAR(out.comm[0].seconds, 5e-3, 1e-12);
+
+  // Rank 1's first gather seen only at 9 ms and the others at 10 ms: its stretch ends in the
+  // middle of the last op (9.5 ms).
+  pb::ExecGraph late = zero_step();
+  for (auto& n : *late.mutable_ranks(1)->mutable_nodes()) {
+    if (n.name() == "opt.L0.param_all_gather") n.set_duration_s(9e-3);
+    if (n.name() == "opt.L1.param_all_gather" || n.name() == "opt.L2.param_all_gather") n.set_duration_s(10e-3);
+  }
+  TraceSamples l;
+  add_trace_samples(late, "z.json", {}, l);
+  ASSERT_EQ(l.overlapped_comm.size(), 2u);
+  EXPECT_NEAR(l.overlapped_comm[1].seconds, 9.5e-3, 1e-12);
 }
 
 TEST(CalibrationSamples, UntimedTimeIsSpreadOverTheComputeStreamsOps) {

@@ -69,6 +69,19 @@ struct CommSample {
   bool blocking = false;
 };
 
+// A stretch of time during which one rank always had some collective of one communication stream
+// in flight, and computed beside them for at least kOverlapMeasured of it: a sample of the
+// communication slowdown beside compute. A stretch, not a collective, because a CPU rank's Gloo
+// runs the collectives it has been given side by side on its threads (the ZeRO gathers launched
+// together end close together), so no one of them has a time of its own; their work, the sum of
+// their curves' times, took the stretch.
+struct OverlappedCommSample {
+  std::vector<CommSample> collectives;  // those in flight during the stretch (their `seconds` unused)
+  double seconds = 0;                   // the stretch's length
+  double overlap = 0;                   // the share of it during which the rank computed
+  std::string source;                   // "file: rank r, first node name"
+};
+
 // One rank of a measured run: its time per step that no op covers, per op it issued on its
 // compute stream (RankGraph.untimed_s / those ops).
 struct DispatchSample {
@@ -120,8 +133,14 @@ struct CurveReport {
 // the curves and the slowdown.
 inline constexpr double kOverlapMeasured = 0.5;
 
+//
+// The communication slowdown beside compute (CalibrationProfile.overlap_comm_slowdown), its
+// mirror image: each OverlappedCommSample gives s_i = overlap / (predicted / measured - 1 +
+// overlap) with `predicted` the sum of the fitted CommCurves' times of its collectives (a
+// sample with a collective of a kind without a fitted curve is left out); the slowdown is the
+// median s_i.
 struct OverlapReport {
-  int64_t samples = 0;           // ops overlapped >= kOverlapMeasured
+  int64_t samples = 0;           // ops (stretches of communication) overlapped >= kOverlapMeasured
   double slowdown = 0;           // written to the profile when fitted
   double q1 = 0, q3 = 0;         // quartiles of the per-op s_i
   bool fitted = false;
@@ -181,7 +200,8 @@ struct CalibrationFit {
   // The curves per op calibration tried (enough samples at two sizes or more), fitted or not, in
   // profile order.
   std::vector<CurveReport> op_curves;
-  OverlapReport overlap;
+  OverlapReport overlap;       // compute beside communication
+  OverlapReport overlap_comm;  // communication beside compute
   std::vector<OverheadReport> blocking;  // by scope
   std::vector<OverheadReport> dispatch;  // by device (fit_dispatch_overheads)
   std::vector<SkewReport> skew;          // by device (fit_rank_skew)
@@ -201,6 +221,12 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
 // `fit` (profile and report); with fewer, nothing is added for it.
 void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const FitOptions& options,
                             CalibrationFit& fit);
+
+// Adds the communication slowdown beside compute to `fit` (profile and report) from `samples`,
+// against the CommCurves `fit` holds (call after fit_calibration); with fewer than
+// options.min_samples usable samples, or a median below 1, the report says why nothing is added.
+void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples, const FitOptions& options,
+                               CalibrationFit& fit);
 
 // Adds the rank skew of every device with at least options.min_samples samples and a positive
 // fit to `fit` (profile and report); otherwise the report says why nothing is added.

@@ -8,8 +8,10 @@
 // instance, timed by its fastest rank (the others also waited for late peers). Its scope is the
 // one CollectiveCostModel looks up for its group on the trace's cluster (cluster_spec), or
 // `comm_scope` for traces that carry no cluster. Collectives on the compute stream are blocking
-// samples; a copy on a communication stream that ran beside compute on its rank is left out (it
-// does not measure communication alone). A rank that measured its untimed time
+// samples. Collectives on a communication stream are grouped into the stretches during which
+// one of them was in flight; a stretch during which its rank computed does not measure
+// communication alone: its collectives are no curve samples, and it is an OverlappedCommSample
+// when the rank computed for at least kOverlapMeasured of it. A rank that measured its untimed time
 // (RankGraph.untimed_s) gives a dispatch sample: that time over the ops on its compute stream.
 // A collective instance timed on every member of its group, all on one device, gives a skew
 // sample: the members' mean time beyond the fastest, and the compute each ran since it last
@@ -41,6 +43,7 @@ struct SampleOptions {
 struct TraceSamples {
   std::vector<ComputeSample> compute;
   std::vector<CommSample> comm;
+  std::vector<OverlappedCommSample> overlapped_comm;  // one per stretch of communication beside compute
   std::vector<DispatchSample> dispatch;  // one per rank that measured its untimed time
   std::vector<SkewSample> skew;          // one per collective instance timed on all its members
   // The specs of the devices the samples name.

@@ -4,7 +4,8 @@
 // Semantics (lower.hpp): per rank, each stream runs its nodes in list order; a node also waits
 // for its data_deps; a collective starts when every member has reached it; a send and its recv
 // start together when both have been reached. Compute nodes cost costs.compute() on the rank's
-// device and slow down by costs.overlap_slowdown() while any communication of that rank runs.
+// device and slow down by costs.overlap_slowdown() while any communication of that rank runs;
+// a transfer slows down by costs.overlap_comm_slowdown() while any member of its group computes.
 //
 // Communication. Every collective or transfer costs what the collective cost model says on an
 // idle fabric: a fixed latency alpha (launch, per-step hop latencies; a SimGrid sleep) plus a

@@ -34,6 +34,8 @@ class CostModels {
   const pb::CalibrationProfile* calibration() const { return calibration_; }
   // Compute slows by this factor while communication overlaps it (1 = none).
   double overlap_slowdown() const;
+  // Communication slows by this factor while a member of its group computes beside it (1 = none).
+  double overlap_comm_slowdown() const;
   // Compute of rank `rank` slows by this factor because the plan puts other ranks on its host
   // (ComputeCostModel::host_sharing of its device; 1 without one). Both engines and validate
   // multiply every compute op of the rank by it.
