@@ -174,7 +174,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   if (oc.fitted) {
     std::cout << "communication slowdown: collectives run " << short_number(oc.slowdown)
               << "x slower beside compute (median of " << oc.samples
-              << " collectives whose rank computed for at least half their time in flight; quartiles "
+              << " stretches of communication whose rank computed for at least half of them; quartiles "
               << short_number(oc.q1) << " - " << short_number(oc.q3) << ")\n\n";
   } else {
     std::cout << "communication slowdown not fitted: " << oc.note << "\n\n";

@@ -232,7 +232,7 @@ double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
   bool flying = false;
   std::vector<double> ready(n, -1);  // when the compute reached each bucket's share
   while (next < n) {
-    for (size_t i = 0; i < n && ready_work(i) <= work + kEps * window; ++i) {
+    for (size_t i = next; i < n && ready_work(i) <= work + kEps * window; ++i) {  // those before were launched
       if (ready[i] < 0) ready[i] = t;
     }
     if (!flying && ready[next] >= 0 && launch_at(next, ready[next]) <= t) flying = true, left = buckets[next];
