@@ -197,10 +197,8 @@ void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, cons
   for (const CommSample* s : blocking) {
     const double rounds = static_cast<double>(message_rounds(s->collective, s->ranks));
     if (rounds <= 0) continue;
-    for (const auto& c : out.profile.comm()) {
-      if (c.scope() == s->scope && c.collective() == s->collective)
-        residuals[s->scope].push_back((s->seconds - predict_comm_seconds(c, *s)) / rounds);
-    }
+    if (const pb::CommCurve* c = CollectiveCostModel::calibrated_curve(out.profile, s->scope, s->collective))
+      residuals[s->scope].push_back((s->seconds - predict_comm_seconds(*c, *s)) / rounds);
   }
   out.blocking = fit_overheads(std::move(residuals), options, "blocking collective(s)",
                                "collectives issued in line with compute took no longer than back to back",
@@ -371,10 +369,8 @@ void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples,
                  "sample " + s.source + " is not communication beside compute");
     double predicted = 0;
     for (const CommSample& c : s.collectives) {
-      const auto curve = std::find_if(fit.profile.comm().begin(), fit.profile.comm().end(), [&](const pb::CommCurve& k) {
-        return k.scope() == c.scope && k.collective() == c.collective;
-      });
-      if (curve == fit.profile.comm().end()) {
+      const pb::CommCurve* curve = CollectiveCostModel::calibrated_curve(fit.profile, c.scope, c.collective);
+      if (curve == nullptr) {
         predicted = -1;
         break;
       }

@@ -213,10 +213,9 @@ class TraceReader {
     std::vector<Stretch> out;
     for (auto& [stream, flights] : by_stream) {
       std::stable_sort(flights.begin(), flights.end());
+      const size_t first = out.size();  // this stream's stretches start here
       for (const auto& [span, i] : flights) {
-        if (out.empty() || span.first > out.back().span.second || rank.nodes(out.back().nodes.front()).stream() != stream) {
-          out.push_back({span, {}});
-        }
+        if (out.size() == first || span.first > out.back().span.second) out.push_back({span, {}});
         out.back().span.second = std::max(out.back().span.second, span.second);
         out.back().nodes.push_back(i);
       }

@@ -78,13 +78,17 @@ const detail::CollectiveGroup& CollectiveCostModel::group(const std::vector<int6
   return it->second;
 }
 
-const pb::CommCurve* CollectiveCostModel::calibrated(const std::string& scope,
-                                                     pb::CollectiveKind kind) const {
-  if (calibration_ == nullptr) return nullptr;
-  for (const auto& curve : calibration_->comm()) {
+const pb::CommCurve* CollectiveCostModel::calibrated_curve(const pb::CalibrationProfile& profile,
+                                                           const std::string& scope, pb::CollectiveKind kind) {
+  for (const auto& curve : profile.comm()) {
     if (curve.scope() == scope && curve.collective() == kind) return &curve;
   }
   return nullptr;
+}
+
+const pb::CommCurve* CollectiveCostModel::calibrated(const std::string& scope,
+                                                     pb::CollectiveKind kind) const {
+  return calibration_ == nullptr ? nullptr : calibrated_curve(*calibration_, scope, kind);
 }
 
 CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,

@@ -81,6 +81,10 @@ class CollectiveCostModel {
 
   const topologies::Topology& topology() const { return topology_; }
 
+  // The profile's CommCurve for this scope and kind; null when it has none.
+  static const pb::CommCurve* calibrated_curve(const pb::CalibrationProfile& profile, const std::string& scope,
+                                               pb::CollectiveKind kind);
+
  private:
   const pb::CommCurve* calibrated(const std::string& scope, pb::CollectiveKind kind) const;
   struct GroupCache;
