@@ -36,6 +36,15 @@ plans=(
   "dp2-zero2-mbs4-overlap|--dp 2 --micro-batch 4 --sharding zero2 --overlap-grad-reduce"
 )
 
+# The host's CPU time (all CPUs, /proc/stat's clock ticks) as "total steal", and the fraction of
+# it the hypervisor took (steal) between two such readings: a virtual machine's neighbours slow
+# every op of a run without the run seeing why. "n/a" where /proc/stat has no steal column.
+cpu_times() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, ($9 == "" ? -1 : $9); exit }' /proc/stat 2>/dev/null || echo "0 -1"; }
+steal_fraction() {
+  awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    if (x[2] < 0 || y[1] <= x[1]) print "n/a"; else printf "%.4f\n", (y[2] - x[2]) / (y[1] - x[1]) }'
+}
+
 echo "== bench" >&2
 "$orrery" bench --out "$out/bench.json" > "$out/bench.txt"
 repeats="${REPEATS:-5}"
@@ -47,9 +56,11 @@ for ((r = 1; r <= repeats; r++)); do
     name="${plans[$i]%%|*}"
     flags="${plans[$i]#*|}"
     echo "== round $r/$repeats, run $name: $flags" >&2
+    before=$(cpu_times)
     # shellcheck disable=SC2086
     "$orrery" run "${job[@]}" $flags --out "$out/runs/$name.$r" > "$out/runs/$name.$r.log" 2>&1 ||
       { echo "error: $name (round $r) failed, see $out/runs/$name.$r.log" >&2; exit 1; }
+    steal_fraction "$before" "$(cpu_times)" > "$out/runs/$name.$r.steal"
     if [ "$i" -lt 5 ]; then train+=("$out/runs/$name.$r/trace.json"); else test+=("$out/runs/$name.$r/trace.json"); fi
   done
 done
@@ -58,10 +69,10 @@ echo "== calibrate on ${#train[@]} runs + bench" >&2
 "$orrery" calibrate --traces "$out/bench.json" "${train[@]}" --out "$out/profile.yaml" > "$out/calibrate.txt"
 
 # One line per run: set, plan, round, measured and predicted step (seconds), with and without the
-# profile (the predictions are the same for every round of a plan).
+# profile (the predictions are the same for every round of a plan), and the host's steal during it.
 field() { grep -m1 "\"$1\"" | sed 's/.*: *//; s/,$//'; }
 runs="$out/runs.tsv"
-printf 'set\tplan\tround\tmeasured_s\tpredicted_s\tuncalibrated_s\n' > "$runs"
+printf 'set\tplan\tround\tmeasured_s\tpredicted_s\tuncalibrated_s\tsteal\n' > "$runs"
 for i in "${!plans[@]}"; do
   name="${plans[$i]%%|*}"
   set=train; [ "$i" -ge 5 ] && set=test
@@ -70,27 +81,38 @@ for i in "${!plans[@]}"; do
     cal=$("$orrery" validate --trace "$f" --calibration "$out/profile.yaml" --json)
     raw=$("$orrery" validate --trace "$f" --json)
     [ "$r" -eq 1 ] && "$orrery" validate --trace "$f" --calibration "$out/profile.yaml" > "$out/$name.validate.txt"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$name" "$r" "$(field measured_step_s <<<"$cal")" \
-      "$(field predicted_step_s <<<"$cal")" "$(field predicted_step_s <<<"$raw")" >> "$runs"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$name" "$r" "$(field measured_step_s <<<"$cal")" \
+      "$(field predicted_step_s <<<"$cal")" "$(field predicted_step_s <<<"$raw")" "$(cat "$out/runs/$name.$r.steal")" >> "$runs"
   done
 done
 
-# The table for docs/calibration.md (per plan: the median measured step over its rounds and their
-# range), the held-out errors, and Kendall's tau between the measured and predicted orderings of
-# the held-out plans (and of all ten).
+# The table for docs/calibration.md (per plan: the median measured step over its rounds, their
+# range, and the interval the median lies in), the held-out errors, and Kendall's tau between the
+# measured and predicted orderings of the held-out plans (and of all ten). The interval is
+# distribution-free: with n rounds sorted, [x(k), x(n+1-k)] holds the true median with probability
+# 1 - 2 P(Binomial(n, 1/2) <= k - 1), and k is the largest that keeps it at 90% or more; a
+# prediction inside it cannot be told from the measurement by these rounds.
 awk -F'\t' '
-  function median(list,   a, k, i, j, v) {
+  function sort(list, a,   k, i, j, v) {
     k = split(list, a, " ")
     for (i = 2; i <= k; i++) { v = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
-    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    return k
+  }
+  function median(list,   a, k) { k = sort(list, a); return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+  # P(Binomial(n, 1/2) <= c)
+  function binom_cdf(n, c,   i, p, t) { p = 0; t = 1; for (i = 0; i <= c; i++) { p += t; t = t * (n - i) / (i + 1) } return p / 2 ^ n }
+  # The order statistic k of the median interval of n rounds (0: none reaches 90%), its confidence in conf_k.
+  function interval_k(n,   k, best) {
+    best = 0; conf_k = 0
+    for (k = 1; 2 * k <= n; k++) if (1 - 2 * binom_cdf(n, k - 1) >= 0.9) { best = k; conf_k = 1 - 2 * binom_cdf(n, k - 1) }
+    return best
   }
   NR == 1 { next }
   {
-    if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2; s[n] = $1; lo[n] = $4; hi[n] = $4 }
+    if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2; s[n] = $1 }
     j = 0; for (q = 1; q <= n; q++) if (order[q] == $2) j = q
     meas[j] = meas[j] " " $4; p[j] = $5; raw[j] = $6
-    if ($4 < lo[j]) lo[j] = $4
-    if ($4 > hi[j]) hi[j] = $4
+    if ($7 != "n/a" && $7 != "") { st[j] += $7; nst[j]++; st_all += $7; nst_all++; if ($7 > st_max) st_max = $7 }
   }
   function tau(only,   i, j, c, d) {
     c = 0; d = 0
@@ -101,13 +123,25 @@ awk -F'\t' '
     return (c - d) / (c + d)
   }
   END {
-    print "| set | plan | measured (median) | range over rounds | predicted (calibrated) | error | predicted (defaults) | error |"
-    print "|---|---|---|---|---|---|---|---|"
+    print "| set | plan | measured (median) | range over rounds | median within | predicted (calibrated) | error | predicted (defaults) | error | host steal |"
+    print "|---|---|---|---|---|---|---|---|---|---|"
     for (i = 1; i <= n; i++) {
-      m[i] = median(meas[i]); e = p[i] / m[i] - 1; ae = e < 0 ? -e : e
-      printf "| %s | %s | %.3f s | %.3f-%.3f s | %.3f s | %+.1f%% | %.3f s | %+.1f%% |\n", s[i], order[i], m[i], lo[i], hi[i], p[i], 100 * e, raw[i], 100 * (raw[i] / m[i] - 1)
-      if (s[i] == "test") { t++; if (ae > maxe) maxe = ae; sum += ae } else { tr++; trsum += ae }
+      rounds = sort(meas[i], a); m[i] = median(meas[i]); e = p[i] / m[i] - 1; ae = e < 0 ? -e : e
+      k = interval_k(rounds)
+      if (k > 0) {
+        lo = a[k]; hi = a[rounds + 1 - k]; within = sprintf("%.3f-%.3f s", lo, hi)
+        inside = p[i] >= lo && p[i] <= hi; half = (hi - lo) / 2 / m[i]
+      } else {
+        within = "(too few rounds)"; inside = 0; half = -1
+      }
+      steal = nst[i] ? sprintf("%.1f%%", 100 * st[i] / nst[i]) : "n/a"
+      printf "| %s | %s | %.3f s | %.3f-%.3f s | %s | %.3f s | %+.1f%%%s | %.3f s | %+.1f%% | %s |\n", s[i], order[i], m[i], a[1], a[rounds], within, p[i], 100 * e, inside ? " (inside)" : "", raw[i], 100 * (raw[i] / m[i] - 1), steal
+      if (s[i] == "test") { t++; if (ae > maxe) maxe = ae; sum += ae; tin += inside; if (half >= 0) { hsum += half; hn++ } }
+      else { tr++; trsum += ae }
     }
     printf "\nheld-out plans: %d, mean |error| %.1f%%, max |error| %.1f%%; training plans: mean |error| %.1f%%\n", t, 100 * sum / t, 100 * maxe, 100 * trsum / tr
+    if (hn > 0)
+      printf "held-out plans predicted inside the interval their measured median lies in (%.0f%% confidence, %d rounds): %d of %d; their mean half-width (the noise of a measured step): %.1f%%\n", 100 * conf_k, rounds, tin, t, 100 * hsum / hn
     printf "Kendall tau, held-out plans: %.2f; all plans: %.2f\n", tau("test"), tau("")
+    if (nst_all > 0) printf "host steal (CPU time the hypervisor took) during the runs: mean %.1f%%, max %.1f%%\n", 100 * st_all / nst_all, 100 * st_max
   }' "$runs" | tee "$out/summary.md"

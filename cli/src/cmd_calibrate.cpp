@@ -25,6 +25,16 @@
 namespace orrery::cli {
 namespace {
 
+// A held parameter's value in its unit, as the proto field's name says it ("_s", "_bytes_per_s").
+std::string held_value(const sim::HeldParam& h) {
+  const auto ends = [&](const std::string& suffix) {
+    return h.name.size() >= suffix.size() && h.name.compare(h.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends("_bytes_per_s")) return units::bandwidth(h.value);
+  if (ends("_s")) return units::seconds(h.value);
+  return units::number(h.value);
+}
+
 struct CalibrateArgs {
   std::vector<std::string> traces;
   std::string out_file;
@@ -124,7 +134,9 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
     const ParamText p(c.fit());
     comm.add_row(
         {c.scope(),
-         enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
+         c.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED  // CollectiveCostModel::p2p_seconds's curve
+             ? std::string("send/recv")
+             : enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
          std::to_string(c.fit().samples()), p("latency_s", c.latency_s(), secs),
          p("bandwidth_bytes_per_s", c.bandwidth_bytes_per_s(), bw),
          percent(c.fit().median_abs_rel_error()), percent(c.fit().max_abs_rel_error())});
@@ -158,7 +170,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
       const std::string subject = r.device_or_scope + " " + r.what + (r.op.empty() ? "" : " " + r.op);
       if (!r.fitted) (r.op.empty() ? kept : class_kept).emplace_back(subject, r.note);
       for (const auto& h : r.held)
-        held.emplace_back(subject, h.name + " held at " + units::number(h.value) + ": " + h.reason);
+        held.emplace_back(subject, h.name + " held at " + held_value(h) + ": " + h.reason);
     }
   }
   const sim::OverlapReport& o = fit.overlap;

@@ -1,11 +1,14 @@
 // The analytic engine: the step time in closed form from the same per-layer programs the
 // lowering emits, costed once per distinct layer kind, and composed with the pipeline schedule:
 //
-//   1F1B / GPipe:  T = (M - 1) * max_p(F_p + B_p) + sum_p (F_p + B_p) + 2 (pp - 1) t_p2p
-//   interleaved:   T = M * max_p(F_p + B_p) + (pp - 1) / vp * max_p(F_p + B_p) + 2 (pp - 1) t_p2p
+//   1F1B / GPipe:  T = (M - 1) * max_p(F_p + B_p + R_p) + sum_p (F_p + B_p + R_p)
+//   interleaved:   T = M * max_p(F_p + B_p + R_p) + (pp - 1) / vp * max_p(F_p + B_p + R_p)
+//                      + 2 (pp - 1) t_p2p
 //
 // where F_p, B_p are pipeline rank p's forward and backward time for one micro-batch over all of
-// its chunks (TP/EP collectives are blocking, CP ring exchanges overlap the attention pieces),
+// its chunks (TP/EP collectives are blocking, CP ring exchanges overlap the attention pieces)
+// and R_p its receives' transfers for one micro-batch (posted when the schedule reaches them,
+// so on the stage's path; the sum over the stages holds the fill's 2 (pp - 1) crossings),
 // then adds the data-parallel tail the lowering puts after the last backward (buckets launched as
 // their gradients become final, serialized on the DP stream), the optimizer and, for ZeRO-1/2,
 // the parameter all-gather. Compute that runs beside hidden communication (CP exchanges, FSDP
@@ -613,8 +616,13 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
     }
   }
 
-  // Pipeline composition.
-  double p2p = 0;
+  // Pipeline composition. A stage posts each receive when its schedule reaches it (the
+  // lowering's receive_posted_after) and a transfer starts once both ends are posted, so every
+  // micro-batch's receives lie on its stage's path: recv_s[p] per micro-batch. The fill and the
+  // drain cross every boundary once each way: the sum over the stages holds those crossings for
+  // 1F1B and GPipe; `hops` adds them to the interleaved formula.
+  std::vector<double> recv_s(st.size(), 0.0);
+  double hops = 0;
   if (!plan.uniform_stages()) {
     // Each rank's sends run one after another on its send stream and its receives on its
     // receive stream: a boundary takes as long as its busiest rank's serialized transfers.
@@ -630,20 +638,32 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       for (const auto& [key, t] : busy) most = std::max(most, t);
       return most;
     };
-    for (size_t b = 0; b < fwd_moves.size(); ++b) p2p += seconds(fwd_moves[b]) + seconds(bwd_moves[b]);
+    for (size_t b = 0; b < fwd_moves.size(); ++b) {
+      const double act = seconds(fwd_moves[b]), grad = seconds(bwd_moves[b]);
+      recv_s[b + 1] += act;
+      recv_s[b] += grad;
+      hops += act + grad;
+    }
   } else if (d.pp > 1) {
     double tokens = static_cast<double>(plan.micro_batch_size * plan.seq_len / d.cp);
     if (plan.sequence_parallel()) tokens /= static_cast<double>(d.tp);
     const double bytes = tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes;
-    for (int64_t p = 0; p + 1 < d.pp; ++p) {
-      p2p += costs.collectives().p2p_seconds(plan.device_of_rank[static_cast<size_t>(reps[static_cast<size_t>(p)])],
-                                             plan.device_of_rank[static_cast<size_t>(reps[static_cast<size_t>(p + 1)])], bytes);
+    auto hop = [&](int64_t from, int64_t to) {
+      return costs.collectives().p2p_seconds(plan.device_of_rank[static_cast<size_t>(reps[static_cast<size_t>(from)])],
+                                             plan.device_of_rank[static_cast<size_t>(reps[static_cast<size_t>(to)])], bytes);
+    };
+    for (int64_t p = 0; p < d.pp; ++p) {
+      // With vp chunks a stage receives vp activations and vp gradients per micro-batch, less the
+      // first chunk's activations on the first stage and the last chunk's gradients on the last.
+      const int64_t prev = (p + d.pp - 1) % d.pp, next = (p + 1) % d.pp;
+      recv_s[static_cast<size_t>(p)] = static_cast<double>(d.vp - (p == 0 ? 1 : 0)) * hop(prev, p) +
+                                       static_cast<double>(d.vp - (p == d.pp - 1 ? 1 : 0)) * hop(next, p);
+      if (p + 1 < d.pp) hops += hop(p, p + 1) + hop(p + 1, p);
     }
-    p2p *= 2;  // activations forward, gradients backward
   }
   double slowest = 0, sum = 0;
-  for (const auto& s : st) {
-    const double mb = s.forward_s + s.backward_s + s.fsdp_exposed_s;
+  for (size_t p = 0; p < st.size(); ++p) {
+    const double mb = st[p].forward_s + st[p].backward_s + st[p].fsdp_exposed_s + recv_s[p];
     sum += mb;
     slowest = std::max(slowest, mb);
   }
@@ -651,9 +671,9 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
   if (d.pp == 1) {
     pipeline = M * slowest;
   } else if (plan.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
-    pipeline = M * slowest + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest + p2p;
+    pipeline = M * slowest + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest + hops;
   } else {
-    pipeline = (M - 1) * slowest + sum + p2p;
+    pipeline = (M - 1) * slowest + sum;
   }
   double step = 0;
   for (const auto& s : st) step = std::max(step, pipeline + s.dp_exposed_s + s.optimizer_dispatch_s + s.optimizer_s);
@@ -663,7 +683,7 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
   double most = -1;
   for (size_t p = 0; p < st.size(); ++p) {
     const auto& s = st[p];
-    const double own = M * (s.forward_s + s.backward_s + s.fsdp_exposed_s) + s.dp_exposed_s +
+    const double own = M * (s.forward_s + s.backward_s + s.fsdp_exposed_s + recv_s[p]) + s.dp_exposed_s +
                        s.optimizer_dispatch_s + s.optimizer_s;
     if (own > most) most = own, critical = p;
   }
@@ -689,9 +709,9 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
   add_comm("tp", M * c.per_micro_batch.tp_s);
   add_comm("cp", M * c.per_micro_batch.cp_s);
   add_comm("ep", M * c.per_micro_batch.ep_s);
-  add_comm("pp", p2p);
+  add_comm("pp", M * recv_s[critical]);
   add_comm("dp", c.dp_exposed_s + M * c.fsdp_exposed_s);
-  const double accounted = M * (c.forward_s + c.backward_s + c.fsdp_exposed_s) + p2p +
+  const double accounted = M * (c.forward_s + c.backward_s + c.fsdp_exposed_s + recv_s[critical]) +
                           c.dp_exposed_s + c.optimizer_dispatch_s + c.optimizer_s;
   b->set_pipeline_bubble_s(std::max(0.0, step - accounted));
   for (auto& m : memory_per_stage(plan)) *r.add_memory() = std::move(m);

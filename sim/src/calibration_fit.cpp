@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -32,6 +33,26 @@ std::string collective_name(pb::CollectiveKind k) {
 void check_sample(double seconds, const std::string& source) {
   ORRERY_CHECK(std::isfinite(seconds) && seconds > 0,
                "sample " + source + " has no positive measured time");
+}
+
+// Whether `samples` moved sizes within detail::kP2pSizeSpread of each other.
+bool one_size(const std::vector<const CommSample*>& samples) {
+  const auto [lo, hi] = std::minmax_element(samples.begin(), samples.end(),
+                                            [](const CommSample* a, const CommSample* b) { return a->bytes < b->bytes; });
+  return (*hi)->bytes < detail::kP2pSizeSpread * (*lo)->bytes;
+}
+
+// The bandwidth a point-to-point curve of `scope` holds when its transfers moved one size, and
+// the collective it comes from: the scope's fitted all-to-all (on two ranks, a transfer each
+// way), else all-gather, reduce-scatter, all-reduce (their bus bandwidth is a link's).
+std::optional<std::pair<double, std::string>> bandwidth_to_borrow(const pb::CalibrationProfile& profile,
+                                                                  const std::string& scope) {
+  for (const auto kind : {pb::COLLECTIVE_KIND_ALL_TO_ALL, pb::COLLECTIVE_KIND_ALL_GATHER,
+                          pb::COLLECTIVE_KIND_REDUCE_SCATTER, pb::COLLECTIVE_KIND_ALL_REDUCE}) {
+    if (const pb::CommCurve* c = CollectiveCostModel::calibrated_curve(profile, scope, kind))
+      return std::make_pair(c->bandwidth_bytes_per_s(), collective_name(kind));
+  }
+  return std::nullopt;
 }
 
 bool enough(size_t samples, const FitOptions& options, CurveReport& report) {
@@ -319,20 +340,36 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
       own.insert(own.end(), samples.begin(), samples.end());
     }
   }
-  for (const auto& [key, samples] : by_comm) {
-    CurveReport report;
-    report.device_or_scope = key.first;
-    report.what = collective_name(static_cast<pb::CollectiveKind>(key.second));
-    if (!enough(samples.size(), options, report)) {
-      defaults_kept.push_back(report);
-      continue;
-    }
-    if (auto curve = detail::fit_comm_curve(samples, report)) {
-      *out.profile.add_comm() = std::move(*curve);
-      report.fitted = true;
-      out.curves.push_back(report);
-    } else {
-      defaults_kept.push_back(report);
+  // Point-to-point transfers (no collective kind) after the collectives: at one message size
+  // they take their bandwidth from the same scope's fitted collectives (fit_p2p_latency).
+  for (const bool p2p : {false, true}) {
+    for (const auto& [key, samples] : by_comm) {
+      if ((key.second == pb::COLLECTIVE_KIND_UNSPECIFIED) != p2p) continue;
+      CurveReport report;
+      report.device_or_scope = key.first;
+      report.what = p2p ? "send/recv" : collective_name(static_cast<pb::CollectiveKind>(key.second));
+      if (!enough(samples.size(), options, report)) {
+        defaults_kept.push_back(report);
+        continue;
+      }
+      std::optional<pb::CommCurve> curve;
+      if (p2p && one_size(samples)) {
+        if (const auto from = bandwidth_to_borrow(out.profile, key.first)) {
+          curve = detail::fit_p2p_latency(samples, from->first, from->second, report);
+        } else {
+          report.note = "the transfers moved one size, and no collective of this scope was fitted to take a "
+                        "bandwidth from: the default stays";
+        }
+      } else {
+        curve = detail::fit_comm_curve(samples, report);
+      }
+      if (curve) {
+        *out.profile.add_comm() = std::move(*curve);
+        report.fitted = true;
+        out.curves.push_back(report);
+      } else {
+        defaults_kept.push_back(report);
+      }
     }
   }
   out.curves.insert(out.curves.end(), defaults_kept.begin(), defaults_kept.end());

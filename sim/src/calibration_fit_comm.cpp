@@ -9,6 +9,7 @@
 #include "calibration_fit_curves.hpp"
 #include "calibration_solver.hpp"
 #include "collective_algorithms.hpp"
+#include "orrery/traces/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -100,6 +101,32 @@ std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>
   }
   if (!solved.covariance_ok)
     report.note = "no standard errors: the covariance could not be computed";
+  return c;
+}
+
+pb::CommCurve fit_p2p_latency(const std::vector<const CommSample*>& samples, double bandwidth,
+                              const std::string& from, CurveReport& report) {
+  std::vector<double> beyond, measured;
+  for (const CommSample* s : samples) {
+    measured.push_back(s->seconds);
+    beyond.push_back(s->seconds - s->bytes / bandwidth);
+  }
+  pb::CommCurve c;
+  c.set_scope(samples.front()->scope);
+  c.set_collective(pb::COLLECTIVE_KIND_UNSPECIFIED);
+  c.set_latency_s(std::max(0.0, clipped_mean(beyond)));
+  c.set_bandwidth_bytes_per_s(bandwidth);
+  std::vector<double> predicted;
+  for (const CommSample* s : samples) predicted.push_back(predict_comm_seconds(c, *s));
+  fill_error_stats(predicted, measured, *c.mutable_fit());
+  c.mutable_fit()->add_fitted_params("latency_s");
+  // The standard error of a mean (the clipped mean's, to first order).
+  double sd = 0;
+  for (double b : beyond) sd += (b - c.latency_s()) * (b - c.latency_s());
+  const auto n = static_cast<double>(beyond.size());
+  c.mutable_fit()->add_param_std_errors(n > 1 ? std::sqrt(sd / (n - 1) / n) : 0.0);
+  report.held.push_back({"bandwidth_bytes_per_s", bandwidth,
+                         "from the " + from + " curve of the same scope: the transfers moved one size"});
   return c;
 }
 

@@ -33,6 +33,15 @@ std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSamp
 std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>& samples,
                                             CurveReport& report);
 
+// Point-to-point transfers (CommSample.collective unspecified) measured at sizes within a factor
+// of kP2pSizeSpread: one size cannot separate latency from bandwidth, and a pipeline sends one
+// size, so the bandwidth is held at `bandwidth` (the same scope's fitted collective `from`, which
+// moved many sizes between the same kind of ranks) and the latency is the clipped mean of the
+// samples' times beyond it (0 or more). Wider spreads go to fit_comm_curve.
+inline constexpr double kP2pSizeSpread = 4;
+pb::CommCurve fit_p2p_latency(const std::vector<const CommSample*>& samples, double bandwidth,
+                              const std::string& from, CurveReport& report);
+
 // Fills samples, median and max |relative error| of `predicted` against `measured`.
 void fill_error_stats(const std::vector<double>& predicted, const std::vector<double>& measured,
                       pb::FitStats& fit);

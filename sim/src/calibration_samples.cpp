@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/lower.hpp"
@@ -333,9 +334,48 @@ class TraceReader {
         return add_compute(r, i);
       case pb::NODE_KIND_COLLECTIVE:
         return add_collective(r, i);
+      case pb::NODE_KIND_RECV:
+        return add_receive(r, i);
+      case pb::NODE_KIND_SEND:
+        return;  // sampled with its receive
       default:
-        return leave_out("send/recv (point-to-point transfers are not fitted)");
+        return leave_out("a node without a kind");
     }
+  }
+
+  // The send that `recv` (on rank `receiver`) matches: same peers and tag; null when the trace has
+  // none.
+  const pb::ExecNode* matching_send(int64_t receiver, const pb::ExecNode& recv) {
+    if (sends_.empty()) {
+      for (const auto& rank : trace_.ranks()) {
+        for (const auto& n : rank.nodes()) {
+          if (n.kind() == pb::NODE_KIND_SEND) sends_[{rank.rank(), n.peer(), n.tag()}] = &n;
+        }
+      }
+    }
+    const auto it = sends_.find({recv.peer(), receiver, recv.tag()});
+    return it == sends_.end() ? nullptr : it->second;
+  }
+
+  // A point-to-point transfer (CommSample with no collective kind): a receive posted after its
+  // send started, whose time is then the transfer alone, both ends posted, as the engines start
+  // a transfer (a rendezvous). The executor's receive blocks its rank, so its node is timed
+  // exactly; the send's start is its posting. A receive posted first also waited for its sender.
+  void add_receive(int r, int i) {
+    const pb::RankGraph& rank = trace_.ranks(r);
+    const pb::ExecNode& recv = rank.nodes(i);
+    if (recv.comm_bytes() <= 0) return leave_out("a receive of no bytes");
+    const pb::ExecNode* send = matching_send(rank.rank(), recv);
+    if (send == nullptr || !send->has_start_s() || !recv.has_start_s())
+      return leave_out("receives without a timed send in the trace");
+    if (send->start_s() > recv.start_s()) return leave_out("receives posted before their send (they waited for the sender)");
+    CommSample c;
+    c.scope = scope_of({recv.peer(), rank.rank()}, node_path(r, i) + ".peer");
+    c.bytes = recv.comm_bytes();
+    c.ranks = 2;
+    c.seconds = recv.duration_s();
+    c.source = file_ + ": rank " + std::to_string(rank.rank()) + ", " + recv.name();
+    out_.comm.push_back(std::move(c));
   }
 
   void add_compute(int r, int i) {
@@ -380,22 +420,28 @@ class TraceReader {
   }
 
   std::string scope(const pb::ProcessGroup& g) const {
+    return scope_of({g.ranks().begin(), g.ranks().end()}, "process_groups", "group " + std::to_string(g.id()));
+  }
+
+  // The calibration scope of the devices ranks `members` ran on; `field` and `who` name them in
+  // errors.
+  std::string scope_of(const std::vector<int64_t>& members, const std::string& field,
+                       const std::string& who = "the transfer") const {
     if (collectives_ == nullptr) return options_.comm_scope;
     std::vector<int64_t> devices;
     std::set<int64_t> seen;
-    for (int64_t member : g.ranks()) {
+    for (int64_t member : members) {
       const auto it = std::find_if(trace_.ranks().begin(), trace_.ranks().end(),
                                    [&](const pb::RankGraph& rg) { return rg.rank() == member; });
       if (it == trace_.ranks().end()) {
-        throw InputError(file_, 0, "process_groups",
-                         "group " + std::to_string(g.id()) + " has rank " + std::to_string(member) +
+        throw InputError(file_, 0, field,
+                         who + " has rank " + std::to_string(member) +
                              ", which has no entry in ranks[] to say its device");
       }
       if (it->device() < 0 || it->device() >= topology_->num_devices() ||
           !seen.insert(it->device()).second) {
-        throw InputError(file_, 0, "process_groups",
-                         "group " + std::to_string(g.id()) + " maps to device " +
-                             std::to_string(it->device()) +
+        throw InputError(file_, 0, field,
+                         who + " maps to device " + std::to_string(it->device()) +
                              ", which is outside the cluster or taken by another member");
       }
       devices.push_back(it->device());
@@ -451,6 +497,8 @@ class TraceReader {
   std::map<std::string, std::string>
       resolved_;  // device names as the trace gives them -> spec names
   std::map<std::string, int64_t> left_out_;
+  // The trace's sends by (sender, receiver, tag), built at the first receive (matching_send).
+  std::map<std::tuple<int64_t, int64_t, int64_t>, const pb::ExecNode*> sends_;
   std::map<std::tuple<int, int64_t, std::string>, int> occurrences_;
   std::map<std::tuple<int64_t, std::string, int>, CommSample> instances_;
   struct Arrival {

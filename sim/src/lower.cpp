@@ -81,7 +81,7 @@ int64_t RankLowering::receive_moved(const Site& site, bool forward) {
   int64_t last = -1;
   for (const auto& t : move.receives_of(rank_)) {
     last = b_.recv(site, forward ? kRecvPrev : kRecvNext, what + ".from" + std::to_string(t.from), t.from,
-                   tag(site.micro_batch, site.stage, forward), t.bytes, {});
+                   tag(site.micro_batch, site.stage, forward), t.bytes, receive_posted_after());
   }
   // Same-stream receives finish in order, so the all-gather waits for the last one.
   if (move.gather_bytes > 0 && tp_group_ >= 0) {
@@ -112,6 +112,11 @@ double RankLowering::activation_bytes_per_mb() const {
   return tokens * static_cast<double>(plan_.model.hidden_size()) * plan_.precision.activation_bytes;
 }
 
+std::vector<int64_t> RankLowering::receive_posted_after() const {
+  const int64_t last = b_.last_on(kCompute);
+  return last >= 0 ? std::vector<int64_t>{last} : std::vector<int64_t>{};
+}
+
 int64_t RankLowering::stage_of(int64_t chunk) const { return chunk * plan_.degrees.pp + coord_.pp; }
 
 int64_t RankLowering::pipeline_peer(int64_t pp) const {
@@ -134,7 +139,7 @@ void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
     last = receive_moved(site, true);
   } else {
     last = b_.recv(site, kRecvPrev, "recv.act", pipeline_peer(coord_.pp - 1), tag(mb, s, true),
-                   activation_bytes_per_mb(), {});
+                   activation_bytes_per_mb(), receive_posted_after());
   }
   const int64_t first = plan_.first_layer(s);
   for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
@@ -164,7 +169,7 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
     last = receive_moved(site, false);
   } else {
     last = b_.recv(site, kRecvNext, "recv.grad", pipeline_peer(coord_.pp + 1), tag(mb, s, false),
-                   activation_bytes_per_mb(), {});
+                   activation_bytes_per_mb(), receive_posted_after());
   }
   const int64_t first = plan_.first_layer(s);
   for (int64_t l = first + plan_.layers_per_stage[static_cast<size_t>(s)] - 1; l >= first; --l) {

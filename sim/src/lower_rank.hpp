@@ -69,6 +69,11 @@ class RankLowering {
   int64_t stage_of(int64_t chunk) const;
   int64_t pipeline_peer(int64_t pp) const;
   int64_t tag(int64_t mb, int64_t stage, bool forward) const;
+  // What a pipeline receive waits for before it is posted: the compute stream's last node. A rank
+  // posts a receive when its schedule reaches it (Megatron's batched send/recv pairs, the
+  // executor's blocking recv), and a transfer starts only once both ends are posted, so the
+  // receive of the next micro-batch is exposed on the stage that waits for it.
+  std::vector<int64_t> receive_posted_after() const;
   // Stages with their own degrees: this rank's receives of a redistribution (then the
   // all-gather in its TP group when there is one), returning the last node; and its sends.
   int64_t receive_moved(const Site& site, bool forward);

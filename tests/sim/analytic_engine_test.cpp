@@ -183,25 +183,28 @@ TEST(AnalyticEngine, OneStageStepIsMicroBatchesTimesForwardBackwardPlusTail) {
 }
 
 struct PipelineFigures {
+  // Per stage: one micro-batch's forward and backward, its receives included (x), and its tail.
   std::vector<double> x, tail;
-  double p2p = 0;
+  double p2p = 0;  // the fill: every boundary crossed once each way
 };
 
 PipelineFigures figures(const ResolvedPlan& plan, const CostModels& costs) {
   PipelineFigures f;
   const RankLayout layout(plan.degrees, plan.placement);
   // One micro-batch of hidden states: 1 x 2048 x 4096 x 2 B = 16,777,216 bytes per hop, sent
-  // forward (activations) and backward (gradients).
+  // forward (activations) and backward (gradients). Every hop here stays in one node: one time.
   const double bytes = 1.0 * plan.seq_len * plan.model.hidden_size() * 2;
-  for (int64_t p = 0; p < plan.degrees.pp; ++p) {
+  const int64_t pp = plan.degrees.pp, vp = plan.degrees.vp;
+  const double hop = costs.collectives().p2p_seconds(plan.device_of_rank[static_cast<size_t>(layout.rank({0, 0, 0, 0}))],
+                                                     plan.device_of_rank[static_cast<size_t>(layout.rank({0, 0, 0, 1}))], bytes);
+  for (int64_t p = 0; p < pp; ++p) {
     const int64_t rank = layout.rank({0, 0, 0, p});
-    f.x.push_back(stage_seconds(plan, costs, p));
+    // A stage receives vp activations and vp gradients per micro-batch, less the first chunk's
+    // activations on stage 0 and the last chunk's gradients on the last stage, each on its path.
+    const double receives = static_cast<double>(2 * vp - (p == 0 ? 1 : 0) - (p == pp - 1 ? 1 : 0));
+    f.x.push_back(stage_seconds(plan, costs, p) + receives * hop);
     f.tail.push_back(tail_seconds(plan, costs, rank, stage_parts(plan, p)));
-    if (p + 1 < plan.degrees.pp) {
-      f.p2p += 2 * costs.collectives().p2p_seconds(plan.device_of_rank[static_cast<size_t>(rank)],
-                                                   plan.device_of_rank[static_cast<size_t>(layout.rank({0, 0, 0, p + 1}))],
-                                                   bytes);
-    }
+    if (p + 1 < pp) f.p2p += 2 * hop;
   }
   return f;
 }
@@ -213,7 +216,7 @@ double expected_bubble(const PipelineFigures& f, double m, double step) {
   for (size_t p = 1; p < f.x.size(); ++p) {
     if (m * f.x[p] + f.tail[p] > m * f.x[c] + f.tail[c]) c = p;
   }
-  return step - (m * f.x[c] + f.p2p + f.tail[c]);
+  return step - (m * f.x[c] + f.tail[c]);
 }
 
 TEST(AnalyticEngine, OneFOneBBubbleIsTheOtherStagesWork) {
@@ -228,10 +231,11 @@ TEST(AnalyticEngine, OneFOneBBubbleIsTheOtherStagesWork) {
   const double max_x = *std::max_element(f.x.begin(), f.x.end());
   const double sum_x = std::accumulate(f.x.begin(), f.x.end(), 0.0);
   const double max_tail = *std::max_element(f.tail.begin(), f.tail.end());
-  // T = (M - 1) max x + sum x + p2p + max tail.
-  const double step = 7 * max_x + sum_x + f.p2p + max_tail;
+  // T = (M - 1) max x + sum x + max tail, the receives in x (sum x holds the fill's crossings);
+  // the critical stage 3 receives one activation per micro-batch.
+  const double step = 7 * max_x + sum_x + max_tail;
   EXPECT_NEAR(r.step_time_s(), step, 1e-12 * step);
-  EXPECT_NEAR(comm(r, "pp"), f.p2p, 1e-15);
+  EXPECT_NEAR(comm(r, "pp"), 8 * f.p2p / 6, 1e-15);
   expect_breakdown_adds_up(r);
   EXPECT_NEAR(r.breakdown().pipeline_bubble_s(), expected_bubble(f, 8, step), 1e-12 * step);
   // With uniform stages the bubble is (pp - 1)(F + B). Stages 1 and 2 (8 layers each) are
@@ -257,7 +261,7 @@ TEST(AnalyticEngine, InterleavingShrinksTheBubbleByVp) {
   const PipelineFigures f = figures(plan, h100.costs);
   const double max_x = *std::max_element(f.x.begin(), f.x.end());
   const double max_tail = *std::max_element(f.tail.begin(), f.tail.end());
-  // T = M max x + (pp - 1) / vp max x + p2p + max tail, M = 8, (pp - 1) / vp = 3 / 2.
+  // T = M max x + (pp - 1) / vp max x + the fill's crossings + max tail, M = 8, (pp - 1) / vp = 3 / 2.
   const double step = 8 * max_x + 1.5 * max_x + f.p2p + max_tail;
   EXPECT_NEAR(r.step_time_s(), step, 1e-12 * step);
   expect_breakdown_adds_up(r);
@@ -265,17 +269,18 @@ TEST(AnalyticEngine, InterleavingShrinksTheBubbleByVp) {
 
   // The fill/drain term is (pp - 1) / vp of the slowest rank's F + B: with uniform stages the
   // bubble is (pp - 1)(F + B) / vp, 1/vp of 1F1B's. Here rank 3 (8 layers + LM head) is the
-  // slowest and the critical one, so the bubble is exactly 3/2 x_3.
+  // slowest and the critical one, so the bubble is exactly 3/2 x_3 and the fill's crossings.
   const size_t slowest = static_cast<size_t>(std::max_element(f.x.begin(), f.x.end()) - f.x.begin());
   EXPECT_EQ(slowest, 3u);
-  EXPECT_NEAR(r.breakdown().pipeline_bubble_s() * 2, 3 * f.x[3], 1e-12 * step);
+  EXPECT_NEAR(r.breakdown().pipeline_bubble_s(), 1.5 * f.x[3] + f.p2p, 1e-12 * step);
   // Against vp = 1 (1F1B, bubble x_0 + x_1 + x_2 on the same work): smaller, by less than 1/vp
   // because the stages are not uniform (x_3 = 1.27 x_1: 1.5 x 1.27 / 3 = 0.63).
   pb::Plan q = p;
   q.mutable_parallel()->set_vp(1);
   const pb::SimResult one = simulate_analytic(resolve(q, h100.cluster), h100.costs).result;
   EXPECT_LT(r.breakdown().pipeline_bubble_s(), one.breakdown().pipeline_bubble_s());
-  EXPECT_NEAR(one.breakdown().pipeline_bubble_s(), f.x[0] + f.x[1] + f.x[2], 1e-12 * step);
+  const PipelineFigures g = figures(resolve(q, h100.cluster), h100.costs);
+  EXPECT_NEAR(one.breakdown().pipeline_bubble_s(), g.x[0] + g.x[1] + g.x[2], 1e-12 * step);
   EXPECT_LT(r.step_time_s(), one.step_time_s());
 }
 

@@ -1,11 +1,13 @@
 // Calibration fits: the formula fitted is the cost model's own; known parameters come back from
 // samples they generated; what the samples cannot determine is held and said so; the same
 // samples give the same bytes.
+#include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
 
 #include "orrery/sim/calibration_fit.hpp"
+#include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/compute_cost.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "test_core_device.hpp"
@@ -213,6 +215,42 @@ TEST(CalibrationFit, OneMessageSizeCannotSeparateLatency) {
   EXPECT_NEAR(c.bandwidth_bytes_per_s(), 1048576.0 / (40e-6 + 1048576.0 / 2e9), 1);
   ASSERT_EQ(fit.curves[0].held.size(), 1u);
   EXPECT_EQ(fit.curves[0].held[0].name, "latency_s");
+}
+
+TEST(CalibrationFit, PointToPointLatencyOnTheCollectivesBandwidth) {
+  // A pipeline's receives move one size (128 KiB, 2-4 ms each): latency and bandwidth cannot be
+  // told apart from them, so the bandwidth is the all-reduce curve's (2 GB/s, fitted from many
+  // sizes) and the latency the mean time beyond it: 3 ms - 65.536 us.
+  std::vector<CommSample> samples;
+  for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) samples.push_back(comm(b, 2, 40e-6, 2e9));
+  for (double t : {2e-3, 3e-3, 4e-3}) {
+    CommSample p2p;
+    p2p.scope = "intra_node";
+    p2p.bytes = 131072;
+    p2p.ranks = 2;
+    p2p.seconds = t;
+    p2p.source = "test";
+    samples.push_back(p2p);
+  }
+  const CalibrationFit fit = fit_calibration({}, samples, {});
+  const pb::CommCurve* c = CollectiveCostModel::calibrated_curve(fit.profile, "intra_node", pb::COLLECTIVE_KIND_UNSPECIFIED);
+  ASSERT_NE(c, nullptr);
+  EXPECT_NEAR(c->bandwidth_bytes_per_s(), 2e9, 1e-3);
+  EXPECT_NEAR(c->latency_s(), 3e-3 - 131072 / 2e9, 1e-12);
+  EXPECT_EQ(fitted(c->fit()), std::vector<std::string>{"latency_s"});
+  const auto report = std::find_if(fit.curves.begin(), fit.curves.end(), [](const CurveReport& r) { return r.what == "send/recv"; });
+  ASSERT_NE(report, fit.curves.end());
+  EXPECT_TRUE(report->fitted);
+  ASSERT_EQ(report->held.size(), 1u);
+  EXPECT_EQ(report->held[0].name, "bandwidth_bytes_per_s");
+  EXPECT_NE(report->held[0].reason.find("all_reduce"), std::string::npos) << report->held[0].reason;
+
+  // Without a collective of the scope to take a bandwidth from, the default stays, and says why.
+  const CalibrationFit alone = fit_calibration({}, {samples.end() - 3, samples.end()}, {});
+  EXPECT_EQ(alone.profile.comm_size(), 0);
+  ASSERT_EQ(alone.curves.size(), 1u);
+  EXPECT_FALSE(alone.curves[0].fitted);
+  EXPECT_NE(alone.curves[0].note.find("no collective of this scope"), std::string::npos) << alone.curves[0].note;
 }
 
 TEST(CalibrationFit, TooFewSamplesKeepTheDefault) {

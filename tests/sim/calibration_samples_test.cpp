@@ -261,6 +261,44 @@ TEST(CalibrationSamples, DevicesPeaksInstancesAndScopes) {
   EXPECT_EQ(out.notes[0], "run/trace.json: 3 node(s) left out: no duration_s");
 }
 
+TEST(CalibrationSamples, AReceivePostedAfterItsSendIsAPointToPointSample) {
+  pb::ExecGraph g = measured_trace();
+  // Rank 0 sends 1 MB to rank 2 (node 1) at 1 ms and to rank 1 at 3 ms; rank 2 posts its receive
+  // at 2 ms (after the send: 0.5 ms is the transfer alone), rank 1 at 2.5 ms (before: it waited).
+  auto transfer = [&](int64_t to, int64_t tag, double send_s, double recv_s) {
+    pb::ExecNode& send = *g.mutable_ranks(0)->add_nodes();
+    send.set_id(g.ranks(0).nodes_size() - 1);
+    send.set_name("mb0.fwd.send.act");
+    send.set_kind(pb::NODE_KIND_SEND);
+    send.set_peer(to), send.set_tag(tag), send.set_comm_bytes(1e6);
+    send.set_start_s(send_s), send.set_duration_s(9e-3);  // seen complete much later
+    pb::ExecNode& recv = *g.mutable_ranks(to)->add_nodes();
+    recv.set_id(g.ranks(to).nodes_size() - 1);
+    recv.set_name("mb0.fwd.recv.act");
+    recv.set_kind(pb::NODE_KIND_RECV);
+    recv.set_peer(0), recv.set_tag(tag), recv.set_comm_bytes(1e6);
+    recv.set_start_s(recv_s), recv.set_duration_s(0.5e-3);
+  };
+  transfer(2, 5, 1e-3, 2e-3);
+  transfer(1, 6, 3e-3, 2.5e-3);
+  TraceSamples out;
+  add_trace_samples(g, "run/trace.json", {}, out);
+  std::vector<CommSample> p2p;
+  for (const auto& c : out.comm) {
+    if (c.collective == pb::COLLECTIVE_KIND_UNSPECIFIED) p2p.push_back(c);
+  }
+  ASSERT_EQ(p2p.size(), 1u);
+  EXPECT_EQ(p2p[0].scope, "inter_node");
+  EXPECT_DOUBLE_EQ(p2p[0].seconds, 0.5e-3);
+  EXPECT_DOUBLE_EQ(p2p[0].bytes, 1e6);
+  EXPECT_EQ(p2p[0].ranks, 2);
+  EXPECT_FALSE(p2p[0].blocking);
+  EXPECT_EQ(p2p[0].source, "run/trace.json: rank 2, mb0.fwd.recv.act");
+  // Next to the fixture's untimed nodes' note.
+  ASSERT_EQ(out.notes.size(), 2u);
+  EXPECT_EQ(out.notes[1], "run/trace.json: 1 node(s) left out: receives posted before their send (they waited for the sender)");
+}
+
 TEST(CalibrationSamples, NodeDtypeWinsOverThePlan) {
   pb::ExecGraph g = measured_trace();
   g.mutable_ranks(0)->mutable_nodes(0)->set_dtype("fp8");

@@ -55,7 +55,9 @@ struct ComputeSample {
   int64_t host_ranks = 0;
 };
 
-// One measured collective, with what CollectiveCostModel needs to predict it from a CommCurve.
+// One measured collective, with what CollectiveCostModel needs to predict it from a CommCurve; or
+// one point-to-point transfer (collective unspecified, ranks 2: a pipeline receive, see
+// calibration_samples.hpp), predicted by the scope's CommCurve without a collective.
 struct CommSample {
   std::string scope;  // CollectiveCostModel::calibration_scope of its group
   pb::CollectiveKind collective = pb::COLLECTIVE_KIND_UNSPECIFIED;

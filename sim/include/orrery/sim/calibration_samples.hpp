@@ -11,7 +11,10 @@
 // samples. Collectives on a communication stream are grouped into the stretches during which
 // one of them was in flight; a stretch during which its rank computed does not measure
 // communication alone: its collectives are no curve samples, and it is an OverlappedCommSample
-// when the rank computed for at least kOverlapMeasured of it. A rank that measured its untimed time
+// when the rank computed for at least kOverlapMeasured of it. A pipeline receive posted after
+// its matching send (same peers and tag) started is a point-to-point sample: its node's time,
+// the transfer alone with both ends posted; one posted first also waited for the sender and is
+// left out. A rank that measured its untimed time
 // (RankGraph.untimed_s) gives a dispatch sample: that time over the ops on its compute stream.
 // A collective instance timed on every member of its group, all on one device, gives a skew
 // sample: the members' mean time beyond the fastest, and the compute each ran since it last
