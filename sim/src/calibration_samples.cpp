@@ -346,7 +346,8 @@ class TraceReader {
   // The send that `recv` (on rank `receiver`) matches: same peers and tag; null when the trace has
   // none.
   const pb::ExecNode* matching_send(int64_t receiver, const pb::ExecNode& recv) {
-    if (sends_.empty()) {
+    if (!sends_indexed_) {
+      sends_indexed_ = true;
       for (const auto& rank : trace_.ranks()) {
         for (const auto& n : rank.nodes()) {
           if (n.kind() == pb::NODE_KIND_SEND) sends_[{rank.rank(), n.peer(), n.tag()}] = &n;
@@ -499,6 +500,7 @@ class TraceReader {
   std::map<std::string, int64_t> left_out_;
   // The trace's sends by (sender, receiver, tag), built at the first receive (matching_send).
   std::map<std::tuple<int64_t, int64_t, int64_t>, const pb::ExecNode*> sends_;
+  bool sends_indexed_ = false;
   std::map<std::tuple<int, int64_t, std::string>, int> occurrences_;
   std::map<std::tuple<int64_t, std::string, int>, CommSample> instances_;
   struct Arrival {
