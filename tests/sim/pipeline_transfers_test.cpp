@@ -4,11 +4,8 @@
 // engines price that the same way.
 #include <gtest/gtest.h>
 
-#include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/des_engine.hpp"
-#include "orrery/sim/engine.hpp"
+#include "dgx_h100_plans.hpp"
 #include "orrery/sim/lower.hpp"
-#include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -63,15 +60,13 @@ struct Steps {
 // The step under a profile whose only parameter is the point-to-point curve of the node's
 // NVSwitch: `latency_s`, and a bandwidth at which llama3-8b's 16 MiB activations take 16 us.
 Steps steps(double latency_s) {
-  const ResolvedPlan plan = pp2_plan();
-  const topologies::Topology topology(plan.cluster);
   pb::CalibrationProfile profile;
   pb::CommCurve* p2p = profile.add_comm();
   p2p->set_scope("intra_node");
   p2p->set_latency_s(latency_s);
   p2p->set_bandwidth_bytes_per_s(1e12);
-  const CostModels costs(topology, plan.precision.dtype, &profile);
-  return {simulate_analytic(plan, costs).result.step_time_s(), simulate_des(plan, costs).result.step_time_s()};
+  const test::BothEngines both = test::simulate_both(pp2_plan(), profile);
+  return {both.analytic.step_time_s(), both.des.step_time_s()};
 }
 
 TEST(PipelineTransfers, EveryMicroBatchPaysTheBottleneckStagesReceive) {
