@@ -6,6 +6,7 @@ set -euo pipefail
 # Build tools and libraries, one line per reason they are here.
 packages=(
   build-essential cmake ninja-build pkg-config git       # toolchain
+  xz-utils                                                # tests: the GPU traces archive (tar -xJ)
   libprotobuf-dev protobuf-compiler                       # traces/: the interchange formats
   libyaml-cpp-dev nlohmann-json3-dev                      # traces/: YAML and JSON readers
   libboost-graph-dev                                      # topologies/: graph view, routing, max-flow

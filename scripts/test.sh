@@ -6,3 +6,5 @@ cd "$(dirname "$0")/.."
 preset="${1:-default}"
 bash scripts/build.sh "$preset"
 ctest --preset "$preset" -j"$(nproc)"
+# The executor-only build that GPU nodes use (no SimGrid, no Ceres) must build and train too.
+bash scripts/check_executor_only.sh

@@ -67,6 +67,14 @@ void fit_local_cluster(LoadedJob& job) {
   node->set_devices_per_node(world);
 }
 
+// The local launcher starts every rank on this machine, so it takes a cluster that is one machine:
+// `local`, or a cluster file or preset of one node (a GPU box described by hand, say).
+bool one_node(const pb::ClusterSpec& cluster) {
+  int64_t nodes = 0;
+  for (const auto& g : cluster.node_groups()) nodes += g.count();
+  return nodes == 1;
+}
+
 // What the ranks train on (TrainConfig::device_kind): the kind of the cluster's devices.
 pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
   pb::DeviceKind kind = pb::DEVICE_KIND_UNSPECIFIED;
@@ -101,9 +109,10 @@ void run(RunArgs& a) {
     executor::train_rank(config, *env, speak ? std::cout : quiet);
     return;
   }
-  if (job.plan.cluster() != "local") {
+  if (!one_node(job.cluster)) {
     throw InputError("", 0, "--cluster",
-                     "orrery run launches ranks only on this machine (--cluster local); for '" + job.plan.cluster() +
+                     "orrery run launches ranks only on this machine (--cluster local, or a cluster of one node); "
+                     "for '" + job.plan.cluster() +
                          "' start one `orrery run` per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set "
                          "(torchrun-style), or under mpirun");
   }
@@ -127,6 +136,7 @@ void run(RunArgs& a) {
     std::cerr << "orrery run: measured " << trace.ranks_size() << " rank(s) x "
               << (trace.ranks_size() > 0 ? trace.ranks(0).nodes_size() : 0) << " ops; wrote " << config.out_dir
               << "/trace.json and " << config.out_dir << "/timeline.json (open in ui.perfetto.dev)\n";
+    std::cout << throughput_line(job, trace) << std::endl;
   }
 }
 

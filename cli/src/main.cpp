@@ -1,6 +1,7 @@
 // The `orrery` command. Exit codes: 0 success, 2 bad input (the user's mistake: a bad file,
 // flag or name), 3 the environment failed (unreadable file, missing tool), 70 a bug in orrery.
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,21 @@ constexpr int kExitInput = 2;
 constexpr int kExitEnvironment = 3;
 constexpr int kExitBug = 70;
 
+#ifndef ORRERY_HAVE_SIMULATOR
+// An executor-only build (ORRERY_SIMULATOR=OFF, for a GPU node without SimGrid and Ceres) still
+// lists the simulator's commands, so that a script calling one learns why it cannot run.
+void add_left_out_command(CLI::App& app, const std::string& name, const std::string& description) {
+  CLI::App* cmd = app.add_subcommand(name, description + " (not in this build)");
+  cmd->allow_extras();
+  cmd->callback([name] {
+    throw orrery::EnvironmentError(
+        "orrery " + name +
+        ": this orrery was built without the simulator (ORRERY_SIMULATOR=OFF); "
+        "use a build with SimGrid and Ceres, for example on the traces this one wrote");
+  });
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -24,12 +40,28 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "orrery 0.1.0");
   orrery::cli::add_model_commands(app);
   orrery::cli::add_topo_commands(app);
+#ifdef ORRERY_HAVE_SIMULATOR
   orrery::cli::add_plan_command(app);
   orrery::cli::add_simulate_command(app);
+#else
+  add_left_out_command(app, "plan", "Find and rank the fastest plans for a job on a cluster");
+  add_left_out_command(app, "simulate", "Predict a plan's step time, throughput, MFU and memory");
+#endif
   orrery::cli::add_run_command(app);
+#ifdef ORRERY_HAVE_SIMULATOR
   orrery::cli::add_validate_command(app);
+#else
+  add_left_out_command(app, "validate",
+                       "Compare predictions with measured runs or collective tables");
+#endif
   orrery::cli::add_bench_command(app);
+#ifdef ORRERY_HAVE_SIMULATOR
   orrery::cli::add_calibrate_command(app);
+#else
+  add_left_out_command(
+      app, "calibrate",
+      "Fit the simulator's compute and collective cost parameters to measured traces");
+#endif
   try {
     app.parse(argc, argv);
     return 0;

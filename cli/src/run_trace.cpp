@@ -1,14 +1,19 @@
 #include "run_trace.hpp"
 
+#include <cmath>
 #include <filesystem>
+#include <iomanip>
+#include <sstream>
 
 #include "orrery/executor/results.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/sim/lower.hpp"
 #include "orrery/sim/resolved_plan.hpp"
 #include "orrery/traces/error.hpp"
 #include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "orrery/traces/statistics.hpp"
+#include "orrery/traces/units.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -53,6 +58,20 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
   write_file_atomically(timeline, to_perfetto_json({{&g, "measured"}}), true);
   for (const auto& f : rank_files) std::filesystem::remove(f);
   return g;
+}
+
+std::string throughput_line(const LoadedJob& job, const pb::ExecGraph& trace) {
+  const sim::ResolvedPlan plan = sim::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  pb::SimResult r;
+  r.set_step_time_s(trace.measured_step_s());
+  sim::fill_throughput(plan, 0, r);
+  const int64_t steps = trace.step_seconds_size();
+  const std::string which = steps > 1 ? "steps 2.." + std::to_string(steps) : "step 1, which includes warm-up";
+  std::ostringstream mfu;
+  mfu << std::fixed << std::setprecision(1) << 100 * r.mfu();
+  return "mean step " + units::seconds(r.step_time_s()) + " (" + which + "), " +
+         units::number(std::round(r.tokens_per_s())) + " tokens/s, MFU " + mfu.str() + "% of the cluster's " +
+         plan.precision.dtype + " peak";
 }
 
 }  // namespace orrery::cli

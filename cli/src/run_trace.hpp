@@ -20,4 +20,9 @@ pb::RankGraph predicted_rank_graph(const LoadedJob& job, int64_t rank);
 // DIR/timeline.json, removes the per-rank files. Returns the merged trace.
 pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int64_t steps);
 
+// "mean step S s (steps 2..N), T tokens/s, MFU M of the cluster's P peak": the measured step of
+// a merged trace against the model's training FLOPs (models::model_stats, as the simulator's MFU)
+// and the peak of the cluster's devices at the plan's precision.
+std::string throughput_line(const LoadedJob& job, const pb::ExecGraph& trace);
+
 }  // namespace orrery::cli

@@ -306,22 +306,26 @@ class TraceReader {
     throw InputError(file_, 0, "device", "the trace names no device; pass --device NAME");
   }
 
+  // The precision whose peak a compute sample is measured against: the one the simulator will
+  // divide the node's FLOPs by. ComputeCostModel takes every op of a plan at the plan's precision
+  // (a bf16 plan's fp32 norms and losses included), so a trace of a plan samples at that
+  // precision; the node's own dtype (what the op's output was) serves traces without a plan,
+  // such as `orrery bench`'s. Sampling a bf16 run's fp32 ops at the fp32 peak and predicting them
+  // at the bf16 one put their calibrated times 15x too short on an H200.
   std::string dtype(const pb::ExecNode& node, int r, int i) const {
-    std::string d = node.dtype();
-    if (d.empty() && trace_.has_plan() && trace_.plan().has_job() &&
-        trace_.plan().job().precision() != pb::PRECISION_UNSPECIFIED) {
-      d = enum_value_name(
-          *pb::Precision_descriptor()->FindValueByNumber(trace_.plan().job().precision()));
+    const std::string& own = node.dtype();
+    if (!own.empty() && std::find(kDtypes.begin(), kDtypes.end(), own) == kDtypes.end()) {
+      throw InputError(file_, 0, node_path(r, i) + ".dtype", "got '" + own + "'" + suggest(own, kDtypes));
     }
-    if (d.empty()) {
+    if (trace_.has_plan() && trace_.plan().has_job() &&
+        trace_.plan().job().precision() != pb::PRECISION_UNSPECIFIED) {
+      return enum_value_name(*pb::Precision_descriptor()->FindValueByNumber(trace_.plan().job().precision()));
+    }
+    if (own.empty()) {
       throw InputError(file_, 0, node_path(r, i) + ".dtype",
                        "not set, and the trace has no plan.job.precision to take it from");
     }
-    if (std::find(kDtypes.begin(), kDtypes.end(), d) == kDtypes.end()) {
-      throw InputError(file_, 0, node_path(r, i) + ".dtype",
-                       "got '" + d + "'" + suggest(d, kDtypes));
-    }
-    return d;
+    return own;
   }
 
   void add_node(int r, int i) {

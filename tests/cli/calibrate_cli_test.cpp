@@ -21,13 +21,6 @@ using testing::run_command;
 
 std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class CalibrateCli : public ::testing::Test {
  protected:
   CalibrateCli()
@@ -74,10 +67,10 @@ TEST_F(CalibrateCli, FitsAProfilerTraceDeterministically) {
             r.out.find('\n', gather) - 40)
       << r.out;
 
-  const std::string first = read(out);
+  const std::string first = testing::read_file(out);
   const auto again = run_command(orrery(cmd + " --force --json"));
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(read(out), first);
+  EXPECT_EQ(testing::read_file(out), first);
   const auto j = nlohmann::json::parse(again.out);
   EXPECT_EQ(j["out"], out.string());
   EXPECT_EQ(j["profile"]["compute"].size(), 2u);
@@ -98,7 +91,7 @@ TEST_F(CalibrateCli, NeverOverwritesWithoutForce) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
             "error: " + out.string() + ": refusing to overwrite an existing file (use --force)\n");
-  EXPECT_EQ(read(out), "name: mine\n");
+  EXPECT_EQ(testing::read_file(out), "name: mine\n");
 }
 
 TEST_F(CalibrateCli, AProfilerTraceNeedsItsDevice) {

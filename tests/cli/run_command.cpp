@@ -30,4 +30,11 @@ CommandResult run_command(const std::string& command_line) {
   return result;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 }  // namespace orrery::testing

@@ -13,4 +13,7 @@ struct CommandResult {
 
 CommandResult run_command(const std::string& command_line);
 
+// A file's whole content, bytes as they are ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
 }  // namespace orrery::testing

@@ -27,13 +27,6 @@ using testing::run_command;
 
 std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class TempDir {
  public:
   TempDir() : path_(fs::temp_directory_path() / ("orrery_bench_" + std::to_string(::getpid()))) {
@@ -171,10 +164,10 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
     EXPECT_NE(fit.out.find("the samples contradict the model", at), std::string::npos) << fit.out;
   }
   // Deterministic: the same trace gives the same bytes.
-  const std::string first = read(profile_file);
+  const std::string first = testing::read_file(profile_file);
   const auto refit = run_command(orrery(calibrate + " --force"));
   ASSERT_EQ(refit.exit_code, 0) << refit.err;
-  EXPECT_EQ(read(profile_file), first);
+  EXPECT_EQ(testing::read_file(profile_file), first);
 
   // The profile changes what simulate predicts for this machine, and plan takes it too.
   const std::string job = "--model tiny --cluster local --global-batch 4 --seq 64 --precision fp32";
@@ -227,7 +220,7 @@ TEST(ValidateTraceCli, ReSimulatesAMeasuredRun) {
   const auto des = run_command(
       orrery("validate --trace " + trace + " --engine des --timeline " + timeline.string()));
   ASSERT_EQ(des.exit_code, 0) << des.err;
-  const std::string perfetto = read(timeline);
+  const std::string perfetto = testing::read_file(timeline);
   EXPECT_NE(perfetto.find("\"predicted rank 1 (device 1)\""), std::string::npos);
   EXPECT_NE(perfetto.find("\"measured rank 1 (device 1)\""), std::string::npos);
   EXPECT_NE(des.out.find("step error"), std::string::npos) << des.out;

@@ -58,8 +58,12 @@ TEST(MixedPrecision, Pp2SendsBf16AndMatchesOneProcessBf16) {
   // The activations crossing the stages are rounded to bf16 (their gradients too), which the
   // one-process run does not do: the loss moves by ~1e-4 (2^-9 relative on the hidden state).
   // Parameters: AdamW moves an element by about lr = 1e-3 per step whatever its gradient's size,
-  // so an element whose tiny gradient changes sign can end 2 x lr x 3 steps = 6e-3 away.
-  test::expect_matches(reference("bf16"), train("tiny", {"pp2", 1, 1, 2, {"--precision", "bf16"}}), 1e-3, 1e-2);
+  // so an element whose tiny gradient changes sign can end 2 x lr x 3 steps = 6e-3 away. The
+  // gradient norm moves with the rounded activations too: 1.2e-4 relative on a 2026-11-26 VM whose
+  // CPU differs from earlier ones (bf16 GEMM kernels differ by CPU), so it is held to 1e-3, the
+  // loss's bound, rather than the fp32 tests' 1e-4.
+  test::expect_matches(reference("bf16"), train("tiny", {"pp2", 1, 1, 2, {"--precision", "bf16"}}), 1e-3, 1e-2,
+                       1e-3);
 }
 
 }  // namespace

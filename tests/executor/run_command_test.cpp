@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <sys/wait.h>
 
@@ -114,9 +115,35 @@ TEST(RunCommand, MpirunWithHalfOfTorchrunsPairFails) {
 }
 
 TEST(RunCommand, OtherClustersNeedTorchrunStyleRanks) {
-  const Ran r = run_cli("--model tiny --cluster dgx-h100 --nodes 1 --tp 2 --dp 1 --global-batch 2 --steps 1");
+  const Ran r = run_cli("--model tiny --cluster dgx-h100 --nodes 2 --tp 2 --dp 1 --global-batch 2 --steps 1");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"), std::string::npos) << r.out;
+}
+
+TEST(RunCommand, AClusterOfOneNodeIsLaunchedHereAndReportsItsMfu) {
+  // A cluster file describing one machine (as scripts/gpu/h200-1gpu.yaml does a GPU box) runs its
+  // ranks here, as `local` does; with --out the run ends with its throughput against the peak
+  // of the cluster's devices.
+  const std::string dir = test::fresh_dir("cli-one-node");
+  const std::string cluster = dir + ".cluster.yaml";
+  std::ofstream(cluster) << "name: two-cores\n"
+                            "node_types:\n"
+                            "  - {name: box, device: x86-64-AVX512-core, devices_per_node: 2,\n"
+                            "     intra: {kind: host, device_link: {bandwidth_bytes_per_s: 20 GB/s},\n"
+                            "             pcie_link: {bandwidth_bytes_per_s: 20 GB/s}}}\n"
+                            "node_groups:\n"
+                            "  - {name: box, node_type: box, count: 1}\n"
+                            "fabric: {kind: none}\n";
+  const Ran r = run_cli("--model tiny --cluster " + cluster + " --dp 2 --global-batch 2 --seq 16 --steps 2 --out " + dir);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 local rank(s)"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/trace.json")) << r.out;
+  // "mean step 21 ms (steps 2..2), 1523 tokens/s, MFU 0.0% of the cluster's fp32 peak"
+  EXPECT_NE(r.out.find("(steps 2..2), "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" tokens/s, MFU "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% of the cluster's fp32 peak"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(cluster);
 }
 
 }  // namespace

@@ -15,10 +15,11 @@ namespace fs = std::filesystem;
 
 TEST(ModelCatalog, ListsEveryPresetSorted) {
   const std::vector<std::string> expected = {
-      "deepseek-v3",  "gpt3-175b",    "llama3-405b",   "llama3-70b",      "llama3-8b",
-      "mixtral-8x7b", "nemotron4-15b", "nemotron4-340b", "qwen3-235b-a22b", "sc21-1.7b",
-      "sc21-145.6b",  "sc21-18.4b",   "sc21-1t",       "sc21-3.6b",       "sc21-310.1b",
-      "sc21-39.1b",   "sc21-529.6b",  "sc21-7.5b",     "sc21-76.1b",      "tiny"};
+      "deepseek-v3",  "gpt3-175b",     "llama3-405b",    "llama3-70b",      "llama3-8b",
+      "llama3.2-1b",  "mixtral-8x7b",  "nemotron4-15b",  "nemotron4-340b",  "qwen3-235b-a22b",
+      "sc21-1.7b",    "sc21-145.6b",   "sc21-18.4b",     "sc21-1t",         "sc21-3.6b",
+      "sc21-310.1b",  "sc21-39.1b",    "sc21-529.6b",    "sc21-7.5b",       "sc21-76.1b",
+      "tiny"};
   EXPECT_EQ(preset_names(), expected);
 }
 

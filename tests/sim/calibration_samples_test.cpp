@@ -299,12 +299,24 @@ TEST(CalibrationSamples, AReceivePostedAfterItsSendIsAPointToPointSample) {
   EXPECT_EQ(out.notes[1], "run/trace.json: 1 node(s) left out: receives posted before their send (they waited for the sender)");
 }
 
-TEST(CalibrationSamples, NodeDtypeWinsOverThePlan) {
+TEST(CalibrationSamples, ThePlansPrecisionWinsOverTheNodesDtype) {
+  // The simulator takes every op of a plan at the plan's precision (ComputeCostModel), so the
+  // samples of a plan's trace are measured against that peak, whatever an op's output was (a
+  // bf16 run's norms and losses are fp32); the node's dtype serves traces without a plan.
   pb::ExecGraph g = measured_trace();
-  g.mutable_ranks(0)->mutable_nodes(0)->set_dtype("fp8");
+  g.mutable_plan()->mutable_job()->set_precision(pb::PRECISION_BF16);
+  g.mutable_ranks(0)->mutable_nodes(0)->set_dtype("fp32");
   TraceSamples out;
   add_trace_samples(g, "t.json", {}, out);
-  EXPECT_DOUBLE_EQ(out.compute[0].peak_flops_per_s, 1979e12);  // H100-SXM fp8
+  EXPECT_DOUBLE_EQ(out.compute[0].peak_flops_per_s, 989e12);  // H100-SXM bf16, not fp32's 67e12
+  g.clear_plan();
+  for (auto& rank : *g.mutable_ranks()) {
+    for (auto& n : *rank.mutable_nodes()) n.set_dtype("bf16");
+  }
+  g.mutable_ranks(0)->mutable_nodes(0)->set_dtype("fp8");
+  TraceSamples bench;
+  add_trace_samples(g, "t.json", {}, bench);
+  EXPECT_DOUBLE_EQ(bench.compute[0].peak_flops_per_s, 1979e12);  // H100-SXM fp8
 }
 
 TEST(CalibrationSamples, ALoweredGraphIsNotAMeasurement) {

@@ -1,6 +1,7 @@
 #include "orrery/traces/error.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 namespace orrery {

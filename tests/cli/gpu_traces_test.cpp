@@ -1,0 +1,111 @@
+// `orrery calibrate` and `orrery validate --trace` on real GPU measurements: the traces of the
+// single-GPU experiment on an H200 (tests/inputs/traces/h200/, docs/calibration.md "On one
+// GPU"). Calibrated on the four t* plans, the simulator predicts every plan's step; these are
+// the figures the docs report, held to bounds they meet with room.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_command.hpp"
+
+namespace orrery {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
+
+class GpuTraces : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("orrery_gpu_traces_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    const std::string archive =
+        std::string(ORRERY_TEST_INPUTS) + "/traces/h200/h200-2026-11-26.tar.xz";
+    const auto r = run_command("tar -xJf " + archive + " -C " + dir_.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    traces_ = dir_ / "h200-2026-11-26";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::string training_set() {
+    std::string list;
+    for (const char* t : {"t1-gpt1.3b-s2048-m1", "t2-gpt1.3b-s1024-m8", "t3-llama1b-s2048-m4",
+                          "t4-gpt1.3b-s2048-m2-mat"}) {
+      list += " " + (traces_ / (std::string(t) + ".json")).string();
+    }
+    return list;
+  }
+
+  // The step error of one plan's trace, calibrated by `profile` (empty: the defaults).
+  static double step_error(const std::string& plan, const fs::path& profile) {
+    std::string cmd = "validate --json --trace " + (traces_ / (plan + ".json")).string();
+    if (!profile.empty()) cmd += " --calibration " + profile.string();
+    const auto r = run_command(orrery(cmd));
+    EXPECT_EQ(r.exit_code, 0) << plan << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    return j.at("predicted_step_s").get<double>() / j.at("measured_step_s").get<double>() - 1;
+  }
+
+  static inline fs::path dir_;
+  static inline fs::path traces_;
+};
+
+TEST_F(GpuTraces, CalibrationOnFourPlansPredictsTheOthers) {
+  const fs::path profile = dir_ / "h200.yaml";
+  const auto r =
+      run_command(orrery("calibrate --traces" + training_set() + " --out " + profile.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Measured 2026-11-26: held-out -1.5% to +12.5% (mean |error| 7.3%); training -3.6% to +11.5%.
+  double held_out = 0;
+  for (const char* h : {"h1-gpt1.3b-s2048-m4", "h2-llama1b-s4096-m1", "h3-llama1b-s1024-m8",
+                        "h4-gpt1.3b-s1024-m2-mat"}) {
+    const double e = step_error(h, profile);
+    EXPECT_LT(std::abs(e), 0.15) << h;
+    held_out += std::abs(e) / 4;
+  }
+  EXPECT_LT(held_out, 0.10);
+  for (const char* t : {"t1-gpt1.3b-s2048-m1", "t2-gpt1.3b-s1024-m8", "t3-llama1b-s2048-m4"}) {
+    EXPECT_LT(std::abs(step_error(t, profile)), 0.15) << t;
+  }
+  // Materialized attention's fp32 softmax in a bf16 plan: sampled at the bf16 peak the simulator
+  // predicts it with (it was -24.7% when samples took the fp32 peak of the op's output dtype).
+  EXPECT_LT(std::abs(step_error("t4-gpt1.3b-s2048-m2-mat", profile)), 0.05);
+  // Without a profile the H200 defaults, which assume Megatron-like fused kernels, are 42-64%
+  // short of this eager executor: calibration is what closes the gap.
+  EXPECT_LT(step_error("h1-gpt1.3b-s2048-m4", {}), -0.3);
+}
+
+TEST_F(GpuTraces, TheSameTracesGiveTheSameProfile) {
+  // Same file name in two folders: the profile is named after its file.
+  fs::create_directories(dir_ / "a");
+  fs::create_directories(dir_ / "b");
+  const fs::path a = dir_ / "a" / "h200.yaml", b = dir_ / "b" / "h200.yaml";
+  ASSERT_EQ(
+      run_command(orrery("calibrate --traces" + training_set() + " --out " + a.string())).exit_code,
+      0);
+  ASSERT_EQ(
+      run_command(orrery("calibrate --traces" + training_set() + " --out " + b.string())).exit_code,
+      0);
+  EXPECT_EQ(testing::read_file(a), testing::read_file(b));
+}
+
+TEST_F(GpuTraces, TheMfuRunIsItsOwnMeasurement) {
+  // The headline run of docs/benchmarks.md: llama3.2-1b, 4 x 8 x 2048 tokens per step.
+  const auto r =
+      run_command(orrery("validate --json --trace " + (traces_ / "mfu-llama3.2-1b.json").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j.at("measured_step_s").get<double>(), 1.4837, 5e-4);
+}
+
+}  // namespace
+}  // namespace orrery
