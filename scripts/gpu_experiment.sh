@@ -34,9 +34,11 @@ run() {
     return 0
   fi
   echo "== $name: $*"
-  if ! timeout "$PLAN_TIMEOUT" "$ORRERY" run --cluster "$CLUSTER" --precision bf16 --steps "$STEPS" --seed 1 \
-      --out "$out/$name" --force "$@" > "$out/$name.log" 2>&1; then
-    echo "   failed (exit $?), see $out/$name.log"
+  local status=0
+  timeout "$PLAN_TIMEOUT" "$ORRERY" run --cluster "$CLUSTER" --precision bf16 --steps "$STEPS" --seed 1 \
+    --out "$out/$name" --force "$@" > "$out/$name.log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "   failed (exit $status$([ "$status" -eq 124 ] && echo ", past PLAN_TIMEOUT")), see $out/$name.log"
     failed=$((failed + 1))
   fi
   tail -n 2 "$out/$name.log"
