@@ -383,8 +383,7 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
 void add_calibrate_command(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
   auto out = std::make_shared<OutputFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "calibrate", "Fit the simulator's compute and collective cost parameters to measured traces");
+  CLI::App* cmd = app.add_subcommand("calibrate", kCalibrateHelp);
   cmd->add_option("--traces", a->traces,
                   "Measured traces: orrery bench --out files, orrery run --out DIR/trace.json, "
                   "PyTorch profiler JSON")

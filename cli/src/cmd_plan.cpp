@@ -306,7 +306,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
 void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanCommandArgs>();
   auto flags = std::make_shared<OutputFlags>();
-  CLI::App* cmd = app.add_subcommand("plan", "Find and rank the fastest plans for a job on a cluster");
+  CLI::App* cmd = app.add_subcommand("plan", kPlanHelp);
   cmd->add_option("--model", a->model, "Model preset or file")->required();
   cmd->add_option("--cluster", a->cluster, "Cluster preset or file")->required();
   cmd->add_option("--nodes", a->nodes, "Size the cluster to this many nodes")->check(CLI::PositiveNumber);

@@ -91,7 +91,7 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
 void add_simulate_command(CLI::App& app) {
   auto a = std::make_shared<SimulateArgs>();
   auto out = std::make_shared<OutputFlags>();
-  CLI::App* cmd = app.add_subcommand("simulate", "Predict a plan's step time, throughput, MFU and memory");
+  CLI::App* cmd = app.add_subcommand("simulate", kSimulateHelp);
   add_plan_flags(cmd, a->plan);
   cmd->add_option("--engine", a->engine,
                   "analytic (closed form, microseconds) or des (SimGrid discrete events, contention)");

@@ -256,7 +256,7 @@ void validate_trace(const ValidateArgs& a, const OutputFlags& out) {
 void add_validate_command(CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   auto out = std::make_shared<OutputFlags>();
-  CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with measured runs or collective tables");
+  CLI::App* cmd = app.add_subcommand("validate", kValidateHelp);
   auto* runs = cmd->add_option("--runs", a->runs_file, "Published runs (format of shared/validation/public_runs.json)");
   auto* coll = cmd->add_option("--collectives", a->collectives_file,
                                "Measured nccl-tests tables (format of shared/validation/public_collectives.json)");

@@ -5,6 +5,14 @@
 
 namespace orrery::cli {
 
+// The one-line help of the simulator's commands, shared with the executor-only build, which
+// lists them as left out (main.cpp).
+inline constexpr const char* kPlanHelp = "Find and rank the fastest plans for a job on a cluster";
+inline constexpr const char* kSimulateHelp = "Predict a plan's step time, throughput, MFU and memory";
+inline constexpr const char* kValidateHelp = "Compare predictions with measured runs or collective tables";
+inline constexpr const char* kCalibrateHelp =
+    "Fit the simulator's compute and collective cost parameters to measured traces";
+
 void add_model_commands(CLI::App& app);
 void add_topo_commands(CLI::App& app);
 void add_simulate_command(CLI::App& app);

@@ -44,23 +44,20 @@ int main(int argc, char** argv) {
   orrery::cli::add_plan_command(app);
   orrery::cli::add_simulate_command(app);
 #else
-  add_left_out_command(app, "plan", "Find and rank the fastest plans for a job on a cluster");
-  add_left_out_command(app, "simulate", "Predict a plan's step time, throughput, MFU and memory");
+  add_left_out_command(app, "plan", orrery::cli::kPlanHelp);
+  add_left_out_command(app, "simulate", orrery::cli::kSimulateHelp);
 #endif
   orrery::cli::add_run_command(app);
 #ifdef ORRERY_HAVE_SIMULATOR
   orrery::cli::add_validate_command(app);
 #else
-  add_left_out_command(app, "validate",
-                       "Compare predictions with measured runs or collective tables");
+  add_left_out_command(app, "validate", orrery::cli::kValidateHelp);
 #endif
   orrery::cli::add_bench_command(app);
 #ifdef ORRERY_HAVE_SIMULATOR
   orrery::cli::add_calibrate_command(app);
 #else
-  add_left_out_command(
-      app, "calibrate",
-      "Fit the simulator's compute and collective cost parameters to measured traces");
+  add_left_out_command(app, "calibrate", orrery::cli::kCalibrateHelp);
 #endif
   try {
     app.parse(argc, argv);
