@@ -3,6 +3,10 @@
 # Llama-style model for real on the local CPU ranks, calibrate the simulator on five of them (and
 # on `orrery bench`), and predict the other five, which calibration never sees.
 # Usage: scripts/calibration_experiment.sh [OUT_DIR]   (default: build/calibration-experiment)
+#        scripts/calibration_experiment.sh --analyze FROM_DIR OUT_DIR
+# --analyze runs nothing: it calibrates and validates again on the bench file and the runs an
+# earlier experiment left in FROM_DIR (its rounds, as many as it has), writing the profile, the
+# reports and the table into OUT_DIR: the same measurements, predicted by this orrery.
 # Run it on a quiet machine: the measurements are wall-clock times. Each plan runs REPEATS times
 # (default 5), the plans interleaved and their order rotated every round, so that a slow spell of
 # the machine lands on several plans rather than on all runs of one; a plan's measured step is
@@ -13,12 +17,25 @@ cd "$(dirname "$0")/.."
 # ORRERY=path/to/orrery uses that binary instead of building build/cli/orrery.
 if [ -z "${ORRERY:-}" ]; then bash scripts/build.sh default >&2; fi
 orrery="${ORRERY:-build/cli/orrery}"
+from=""
+if [ "${1:-}" = "--analyze" ]; then
+  if [ $# -ne 3 ]; then
+    echo "usage: $0 --analyze FROM_DIR OUT_DIR" >&2
+    exit 2
+  fi
+  from="$2"
+  shift 2
+  if [ ! -f "$from/bench.json" ] || [ ! -d "$from/runs" ]; then
+    echo "error: $from/bench.json or $from/runs is missing: --analyze needs an earlier experiment's directory" >&2
+    exit 2
+  fi
+fi
 out="${1:-build/calibration-experiment}"
 if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
   echo "error: $out exists and is not empty; give another directory" >&2
   exit 2
 fi
-mkdir -p "$out/runs"
+mkdir -p "$out"
 model=scripts/calibration/small-llama.yaml
 job=(--model "$model" --cluster local --global-batch 8 --seq 128 --steps 11 --seed 1)
 
@@ -45,28 +62,48 @@ steal_fraction() {
     if (x[2] < 0 || y[1] <= x[1]) print "n/a"; else printf "%.4f\n", (y[2] - x[2]) / (y[1] - x[1]) }'
 }
 
-echo "== bench" >&2
-"$orrery" bench --out "$out/bench.json" > "$out/bench.txt"
-repeats="${REPEATS:-5}"
 n=${#plans[@]}
 train=() test=()
-for ((r = 1; r <= repeats; r++)); do
-  for ((k = 0; k < n; k++)); do
-    i=$(( (k + (r - 1) * 3) % n ))  # round r starts three plans further on
-    name="${plans[$i]%%|*}"
-    flags="${plans[$i]#*|}"
-    echo "== round $r/$repeats, run $name: $flags" >&2
-    before=$(cpu_times)
-    # shellcheck disable=SC2086
-    "$orrery" run "${job[@]}" $flags --out "$out/runs/$name.$r" > "$out/runs/$name.$r.log" 2>&1 ||
-      { echo "error: $name (round $r) failed, see $out/runs/$name.$r.log" >&2; exit 1; }
-    steal_fraction "$before" "$(cpu_times)" > "$out/runs/$name.$r.steal"
-    if [ "$i" -lt 5 ]; then train+=("$out/runs/$name.$r/trace.json"); else test+=("$out/runs/$name.$r/trace.json"); fi
+if [ -n "$from" ]; then
+  # The earlier experiment's rounds: as many as every plan has.
+  repeats=0
+  while [ -f "$from/runs/${plans[0]%%|*}.$((repeats + 1))/trace.json" ]; do repeats=$((repeats + 1)); done
+  if [ "$repeats" -eq 0 ]; then echo "error: $from/runs holds no round of ${plans[0]%%|*}" >&2; exit 2; fi
+  for ((r = 1; r <= repeats; r++)); do
+    for ((i = 0; i < n; i++)); do
+      f="$from/runs/${plans[$i]%%|*}.$r/trace.json"
+      if [ ! -f "$f" ]; then echo "error: $f is missing" >&2; exit 2; fi
+      if [ "$i" -lt 5 ]; then train+=("$f"); else test+=("$f"); fi
+    done
   done
-done
+  echo "== analyzing $repeats round(s) of $from" >&2
+  bench="$from/bench.json"
+  runs_dir="$from/runs"
+else
+  echo "== bench" >&2
+  bench="$out/bench.json"
+  runs_dir="$out/runs"
+  mkdir -p "$runs_dir"
+  "$orrery" bench --out "$bench" > "$out/bench.txt"
+  repeats="${REPEATS:-5}"
+  for ((r = 1; r <= repeats; r++)); do
+    for ((k = 0; k < n; k++)); do
+      i=$(( (k + (r - 1) * 3) % n ))  # round r starts three plans further on
+      name="${plans[$i]%%|*}"
+      flags="${plans[$i]#*|}"
+      echo "== round $r/$repeats, run $name: $flags" >&2
+      before=$(cpu_times)
+      # shellcheck disable=SC2086
+      "$orrery" run "${job[@]}" $flags --out "$runs_dir/$name.$r" > "$runs_dir/$name.$r.log" 2>&1 ||
+        { echo "error: $name (round $r) failed, see $runs_dir/$name.$r.log" >&2; exit 1; }
+      steal_fraction "$before" "$(cpu_times)" > "$runs_dir/$name.$r.steal"
+      if [ "$i" -lt 5 ]; then train+=("$runs_dir/$name.$r/trace.json"); else test+=("$runs_dir/$name.$r/trace.json"); fi
+    done
+  done
+fi
 
 echo "== calibrate on ${#train[@]} runs + bench" >&2
-"$orrery" calibrate --traces "$out/bench.json" "${train[@]}" --out "$out/profile.yaml" > "$out/calibrate.txt"
+"$orrery" calibrate --traces "$bench" "${train[@]}" --out "$out/profile.yaml" > "$out/calibrate.txt"
 
 # One line per run: set, plan, round, measured and predicted step (seconds), with and without the
 # profile (the predictions are the same for every round of a plan), and the host's steal during it.
@@ -77,12 +114,12 @@ for i in "${!plans[@]}"; do
   name="${plans[$i]%%|*}"
   set=train; [ "$i" -ge 5 ] && set=test
   for ((r = 1; r <= repeats; r++)); do
-    f="$out/runs/$name.$r/trace.json"
+    f="$runs_dir/$name.$r/trace.json"
     cal=$("$orrery" validate --trace "$f" --calibration "$out/profile.yaml" --json)
     raw=$("$orrery" validate --trace "$f" --json)
     [ "$r" -eq 1 ] && "$orrery" validate --trace "$f" --calibration "$out/profile.yaml" > "$out/$name.validate.txt"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$name" "$r" "$(field measured_step_s <<<"$cal")" \
-      "$(field predicted_step_s <<<"$cal")" "$(field predicted_step_s <<<"$raw")" "$(cat "$out/runs/$name.$r.steal")" >> "$runs"
+      "$(field predicted_step_s <<<"$cal")" "$(field predicted_step_s <<<"$raw")" "$(cat "$runs_dir/$name.$r.steal" 2>/dev/null || echo n/a)" >> "$runs"
   done
 done
 

@@ -192,7 +192,14 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
     std::cout << "communication slowdown not fitted: " << oc.note << "\n\n";
   }
   for (const sim::OverheadReport& b : fit.blocking) {
-    if (b.fitted) {
+    if (b.fitted && b.split) {
+      std::cout << "blocking collectives (" << b.subject << "): +" << units::seconds(b.per_collective_s)
+                << " per collective and +" << units::seconds(b.value_s)
+                << " per message round when issued in line with compute (the line through the clipped mean "
+                   "residuals over their curves at each round count, "
+                << b.samples << " samples; per round, quartiles " << units::seconds(b.q1_s) << " - "
+                << units::seconds(b.q3_s) << ")\n\n";
+    } else if (b.fitted) {
       std::cout << "blocking collectives (" << b.subject << "): +" << units::seconds(b.value_s)
                 << " per message round when issued in line with compute (clipped mean residual of "
                 << b.samples << " over their curves, per round; quartiles " << units::seconds(b.q1_s) << " - " << units::seconds(b.q3_s)
@@ -212,9 +219,12 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   }
   for (const sim::SkewReport& k : fit.skew) {
     if (k.fitted) {
-      std::cout << "rank skew (" << k.device << "): cv " << short_number(k.cv)
-                << ", a rank's compute between synchronizations varies this much (waits beyond the fastest member at "
-                << k.samples << " collectives; quartiles " << short_number(k.q1) << " - " << short_number(k.q3) << ")\n\n";
+      std::cout << "rank skew (" << k.device << "): ";
+      if (k.jitter_s > 0) std::cout << "jitter " << units::seconds(k.jitter_s) << " + ";
+      std::cout << "cv " << short_number(k.cv)
+                << (k.jitter_s > 0 ? " x the compute since" : ", a rank's compute between synchronizations varies this much")
+                << " (waits beyond the fastest member at " << k.samples << " collectives; own cv quartiles "
+                << short_number(k.q1) << " - " << short_number(k.q3) << ")\n\n";
     } else {
       std::cout << "rank skew (" << k.device << ") not fitted: " << k.note << "\n\n";
     }
@@ -283,8 +293,9 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
   };
   nlohmann::ordered_json blocking = nlohmann::ordered_json::array();
   for (const sim::OverheadReport& b : fit.blocking) {
-    blocking.push_back(overhead({{"scope", b.subject}, {"samples", b.samples}}, b.fitted, "per_round_s", b.value_s,
-                                b.q1_s, b.q3_s, b.note));
+    nlohmann::ordered_json e{{"scope", b.subject}, {"samples", b.samples}};
+    if (b.fitted) e["per_collective_s"] = b.per_collective_s;
+    blocking.push_back(overhead(std::move(e), b.fitted, "per_round_s", b.value_s, b.q1_s, b.q3_s, b.note));
   }
   nlohmann::ordered_json dispatch = nlohmann::ordered_json::array();
   for (const sim::OverheadReport& d : fit.dispatch) {
@@ -296,6 +307,7 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     nlohmann::ordered_json e{{"device", k.device}, {"samples", k.samples}, {"fitted", k.fitted}};
     if (k.fitted) {
       e["cv"] = k.cv;
+      e["jitter_s"] = k.jitter_s;
       e["quartiles"] = {k.q1, k.q3};
     } else {
       e["note"] = k.note;

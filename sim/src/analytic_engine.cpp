@@ -120,8 +120,10 @@ class RankCoster {
     PassCost c;
     // The compute since the last in-line collective: its group waits for its slowest member
     // that much skew (ComputeCostModel::skew_wait_s). What follows the last collective is the
-    // next layer's, charged to the first one (the next layer's first collective).
-    double since = 0;
+    // next layer's, and runs before its first collective: the first collective's wait is charged
+    // at the end, for the compute before it and after the last one together (one
+    // synchronization, whose jitter is paid once).
+    double since = 0, before_first = 0;
     const std::vector<int64_t>* first_group = nullptr;
     double* first_term = nullptr;
     for (const Step& s : detail::layer_program(ops, plan_, phase)) {
@@ -156,16 +158,20 @@ class RankCoster {
           double& term = s.expert_group ? c.ep_s : c.tp_s;
           // Issued in line with compute: the calibrated blocking overhead too (collective_cost.hpp).
           term += costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
-                  costs_.collectives().blocking_overhead_s(s.collective, devs) + skew_wait_s(devs.size(), since);
+                  costs_.collectives().blocking_overhead_s(s.collective, devs);
+          if (first_group == nullptr) {
+            first_group = &devs, first_term = &term, before_first = since;
+          } else {
+            term += skew_wait_s(devs.size(), since);
+          }
           since = 0;
-          if (first_group == nullptr) first_group = &devs, first_term = &term;
           c.dispatch_s += dispatch_s();
           break;
         }
       }
     }
     if (first_group != nullptr) {
-      *first_term += skew_wait_s(first_group->size(), since);
+      *first_term += skew_wait_s(first_group->size(), before_first + since);
     } else if (tp_.size() > 1) {  // a part without collectives: the next TP collective's
       c.tp_s += skew_wait_s(tp_.size(), since);
     } else if (ep_.size() > 1) {  // a dense layer of an MoE model: the next EP collective's

@@ -3,6 +3,7 @@
 #include "orrery/sim/calibration_fit.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -75,7 +76,9 @@ double quantile(const std::vector<double>& sorted, double q) {
 // outside communication both alone (one rank on the host) and with k ranks on it (the k > 1 most
 // samples have); the slowdown is the median over the keys of the ratio of their clipped mean
 // times. Every sample of a rank that shared its host is then divided by its factor, so that what
-// is fitted next describes a rank computing alone there. A median of 1 or less adds nothing.
+// is fitted next describes a rank computing alone there. A median above 1 is written; one below 1
+// (a rank alone ran slower, as a virtual machine's lone busy vCPU can) only when three quarters of
+// the keys say so (their third quartile below 1); otherwise nothing.
 void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& options, CalibrationFit& out) {
   std::map<std::string, std::map<int64_t, int64_t>> shared_ranks;  // device -> k -> samples
   for (const ComputeSample& s : samples) {
@@ -106,11 +109,11 @@ void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& opt
       r.note = std::to_string(r.shapes) + " op shape(s) measured both alone and with " + std::to_string(r.ranks) +
                " ranks on the host, " + std::to_string(options.min_samples) + " needed: sharing is taken to cost nothing";
       r.slowdown = 1;
-    } else if (r.slowdown <= 1) {
+    } else if (r.slowdown == 1 || (r.slowdown < 1 && r.q3 >= 1)) {
       std::ostringstream ratio;
-      ratio << std::setprecision(3) << r.slowdown;
-      r.note = "ops were no slower with " + std::to_string(r.ranks) + " ranks on the host (median ratio " +
-               ratio.str() + "): sharing is taken to cost nothing";
+      ratio << std::setprecision(3) << r.slowdown << ", third quartile " << r.q3;
+      r.note = "ops were no slower with " + std::to_string(r.ranks) + " ranks on the host, nor faster for three " +
+               "quarters of the shapes (median ratio " + ratio.str() + "): sharing is taken to cost nothing";
     } else {
       r.fitted = true;
       auto* h = out.profile.add_host_sharing();
@@ -210,22 +213,65 @@ Proto* with_spread(Proto* p, const OverheadReport& r) {
   return p;
 }
 
-// The blocking overhead of each scope (calibration_fit.hpp): the clipped mean residual of the
-// blocking samples over the curves fitted without them, per message round.
+// A scope's blocking overhead split into a part per collective and a part per message round
+// (calibration_fit.hpp), from its residuals (message rounds, seconds) when they were measured at
+// two round counts or more; `split` false otherwise.
+struct BlockingSplit {
+  bool split = false;
+  double per_collective_s = 0, per_round_s = 0;
+};
+BlockingSplit split_blocking(const std::vector<std::pair<double, double>>& residuals) {
+  std::map<double, std::vector<double>> by_rounds;
+  for (const auto& [rounds, seconds] : residuals) by_rounds[rounds].push_back(seconds);
+  if (by_rounds.size() < 2) return {};
+  // The line m = c + p k through the clipped means m_k at each round count k, by least squares
+  // weighted by their sample counts, with c and p at least 0 (each refit alone when the other
+  // would fall below).
+  double sw = 0, sk = 0, sm = 0, skk = 0, skm = 0;
+  for (const auto& [k, v] : by_rounds) {
+    const double w = static_cast<double>(v.size()), m = clipped_mean(v);
+    sw += w, sk += w * k, sm += w * m, skk += w * k * k, skm += w * k * m;
+  }
+  BlockingSplit out;
+  out.split = true;
+  out.per_round_s = (sw * skm - sk * sm) / (sw * skk - sk * sk);
+  out.per_collective_s = (sm - out.per_round_s * sk) / sw;
+  if (out.per_round_s < 0) {
+    out.per_round_s = 0, out.per_collective_s = sm / sw;
+  } else if (out.per_collective_s < 0) {
+    out.per_collective_s = 0, out.per_round_s = skm / skk;
+  }
+  out.per_collective_s = std::max(0.0, out.per_collective_s), out.per_round_s = std::max(0.0, out.per_round_s);
+  return out;
+}
+
+// The blocking overhead of each scope (calibration_fit.hpp): from the residuals of the blocking
+// samples over the curves fitted without them, a part per collective and a part per message
+// round where they were measured at two round counts or more, else all of it per round.
 void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, const FitOptions& options,
                             CalibrationFit& out) {
-  std::map<std::string, std::vector<double>> residuals;
+  std::map<std::string, std::vector<double>> per_round;
+  std::map<std::string, std::vector<std::pair<double, double>>> residuals;  // (rounds, seconds)
   for (const CommSample* s : blocking) {
     const double rounds = static_cast<double>(message_rounds(s->collective, s->ranks));
     if (rounds <= 0) continue;
-    if (const pb::CommCurve* c = CollectiveCostModel::calibrated_curve(out.profile, s->scope, s->collective))
-      residuals[s->scope].push_back((s->seconds - predict_comm_seconds(*c, *s)) / rounds);
+    if (const pb::CommCurve* c = CollectiveCostModel::calibrated_curve(out.profile, s->scope, s->collective)) {
+      const double residual = s->seconds - predict_comm_seconds(*c, *s);
+      per_round[s->scope].push_back(residual / rounds);
+      residuals[s->scope].emplace_back(rounds, residual);
+    }
   }
-  out.blocking = fit_overheads(std::move(residuals), options, "blocking collective(s)",
+  out.blocking = fit_overheads(std::move(per_round), options, "blocking collective(s)",
                                "collectives issued in line with compute took no longer than back to back",
-                               [&](const std::string& scope, const OverheadReport& r) {
+                               [&](const std::string& scope, OverheadReport& r) {
                                  auto* o = with_spread(out.profile.add_blocking_overhead(), r);
                                  o->set_scope(scope);
+                                 const BlockingSplit split = split_blocking(residuals.at(scope));
+                                 if (split.split) {
+                                   r.value_s = split.per_round_s, r.per_collective_s = split.per_collective_s;
+                                   r.split = true;
+                                   o->set_overhead_s(split.per_collective_s);
+                                 }
                                  o->set_per_round_s(r.value_s);
                                });
 }
@@ -434,10 +480,41 @@ void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples,
     fit.profile.set_overlap_comm_slowdown(r.slowdown);
 }
 
+namespace {
+
+// The rank skew's two parameters by least squares over a device's samples after compute,
+// wait_i = e_i (jitter + cv C_i) (e_i: expected_max_of_normals of the group, C_i: the compute
+// since the group last waited); `fitted` false when the jitter does not stand out of its
+// standard error twice over, or either parameter would be negative.
+struct SkewLine {
+  bool fitted = false;
+  double jitter_s = 0, cv = 0;
+};
+SkewLine fit_skew_line(const std::vector<std::array<double, 3>>& points) {  // (e, e C, wait)
+  const auto n = static_cast<double>(points.size());
+  if (n < 3) return {};
+  double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+  for (const auto& [x1, x2, y] : points) s11 += x1 * x1, s12 += x1 * x2, s22 += x2 * x2, s1y += x1 * y, s2y += x2 * y;
+  const double det = s11 * s22 - s12 * s12;
+  if (!(det > 1e-12 * s11 * s22)) return {};  // every sample after the same compute
+  SkewLine line;
+  line.jitter_s = (s22 * s1y - s12 * s2y) / det;
+  line.cv = (s11 * s2y - s12 * s1y) / det;
+  if (line.jitter_s <= 0 || line.cv < 0) return {};
+  double rss = 0;
+  for (const auto& [x1, x2, y] : points) rss += std::pow(y - line.jitter_s * x1 - line.cv * x2, 2);
+  const double jitter_se = std::sqrt(rss / (n - 2) * s22 / det);
+  line.fitted = line.jitter_s > 2 * jitter_se;
+  return line;
+}
+
+}  // namespace
+
 void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options, CalibrationFit& fit) {
   struct Sums {
     double wait = 0, expected = 0;  // sum of waits; of compute x expected_max_of_normals(ranks)
     std::vector<double> own;        // each sample's own cv
+    std::vector<std::array<double, 3>> points;  // after compute: (e, e x compute, wait)
     int64_t samples = 0;
   };
   std::map<std::string, Sums> by_device;
@@ -450,7 +527,10 @@ void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& opt
     Sums& d = by_device[s.device];
     const double expected = s.compute_s * factor[s.ranks];
     d.wait += s.wait_s, d.expected += expected, ++d.samples;
-    if (expected > 0) d.own.push_back(s.wait_s / expected);
+    if (expected > 0) {
+      d.own.push_back(s.wait_s / expected);
+      d.points.push_back({factor[s.ranks], expected, s.wait_s});
+    }
   }
   for (auto& [device, d] : by_device) {
     SkewReport r;
@@ -466,10 +546,16 @@ void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& opt
     } else if (d.wait <= 0) {
       r.note = "no member ever waited for another: ranks are taken to arrive together";
     } else {
-      r.cv = d.wait / d.expected;
+      const SkewLine line = fit_skew_line(d.points);
+      if (line.fitted) {
+        r.jitter_s = line.jitter_s, r.cv = line.cv;
+      } else {
+        r.cv = d.wait / d.expected;
+      }
       r.fitted = true;
       auto* k = fit.profile.add_rank_skew();
       k->set_device(device), k->set_cv(r.cv), k->set_samples(r.samples), k->set_q1(r.q1), k->set_q3(r.q3);
+      k->set_jitter_s(r.jitter_s);
     }
     fit.skew.push_back(std::move(r));
   }

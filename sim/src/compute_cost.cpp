@@ -84,8 +84,10 @@ double ComputeCostModel::rank_skew_cv(const pb::DeviceSpec& device) const {
 }
 
 double host_sharing_factor(const pb::HostSharing& h, int64_t ranks_on_host) {
-  if (ranks_on_host < 2 || h.ranks() < 2 || !(h.slowdown() > 1)) return 1;
-  return 1 + (h.slowdown() - 1) * static_cast<double>(ranks_on_host - 1) / static_cast<double>(h.ranks() - 1);
+  if (ranks_on_host < 2 || h.ranks() < 2 || !(h.slowdown() > 0) || h.slowdown() == 1) return 1;
+  // A speed-up is never extrapolated beyond the ranks it was measured with.
+  const int64_t beyond_first = h.slowdown() < 1 ? std::min(ranks_on_host, h.ranks()) - 1 : ranks_on_host - 1;
+  return 1 + (h.slowdown() - 1) * static_cast<double>(beyond_first) / static_cast<double>(h.ranks() - 1);
 }
 
 const pb::HostSharing* ComputeCostModel::host_sharing(const pb::DeviceSpec& device) const {
@@ -96,10 +98,18 @@ const pb::HostSharing* ComputeCostModel::host_sharing(const pb::DeviceSpec& devi
   return nullptr;
 }
 
+double ComputeCostModel::rank_skew_jitter_s(const pb::DeviceSpec& device) const {
+  if (calibration_ == nullptr) return 0;
+  for (const auto& k : calibration_->rank_skew()) {
+    if (k.device() == device.name()) return k.jitter_s();
+  }
+  return 0;
+}
+
 double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const {
   if (ranks < 2 || compute_s <= 0) return 0;
-  const double cv = rank_skew_cv(device);
-  return cv > 0 ? cv * compute_s * expected_max_of_normals(ranks) : 0;
+  const double spread = rank_skew_jitter_s(device) + rank_skew_cv(device) * compute_s;
+  return spread > 0 ? spread * expected_max_of_normals(ranks) : 0;
 }
 
 const pb::ComputeCurve* ComputeCostModel::calibrated_curve(const pb::CalibrationProfile& profile,

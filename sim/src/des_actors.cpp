@@ -42,6 +42,7 @@ class Runner {
       rs.spec = &device_of(plan, rg.rank());
       rs.dispatch_s = costs.compute().dispatch_s(*rs.spec);
       rs.skew_cv = costs.compute().rank_skew_cv(*rs.spec);
+      rs.skew_jitter_s = costs.compute().rank_skew_jitter_s(*rs.spec);
       rs.sharing = costs.host_sharing(plan, rg.rank());
       std::map<int32_t, size_t> by_stream;
       for (int j = 0; j < rg.nodes_size(); ++j) {
@@ -95,6 +96,7 @@ class Runner {
     double dispatch_s = 0;        // before each compute-stream node (ComputeCostModel::dispatch_s)
     double dispatch_total_s = 0;  // slept so far
     double skew_cv = 0;           // ComputeCostModel::rank_skew_cv
+    double skew_jitter_s = 0;     // ComputeCostModel::rank_skew_jitter_s
     double sharing = 1;           // CostModels::host_sharing: on every compute node
     double computed_s = 0;        // compute run so far
     bool computing = false;       // an op of the rank runs now
@@ -237,7 +239,8 @@ class Runner {
     if (n.kind() == pb::NODE_KIND_COLLECTIVE) {
       const RankState& rs = ranks_[rank];
       const auto waited = rs.waited_at.find(n.process_group());
-      rv.lag_s += rs.skew_cv * (rs.computed_s - (waited == rs.waited_at.end() ? 0.0 : waited->second));
+      const double since = rs.computed_s - (waited == rs.waited_at.end() ? 0.0 : waited->second);
+      if (since > 0) rv.lag_s += rs.skew_jitter_s + rs.skew_cv * since;
       rv.launched = std::max(rv.launched, launched);
     }
     if (++rv.arrived < m_.sites[static_cast<size_t>(site)].simulated_members) {

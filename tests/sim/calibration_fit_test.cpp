@@ -9,7 +9,9 @@
 #include "orrery/sim/calibration_fit.hpp"
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/compute_cost.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/topology.hpp"
 #include "test_core_device.hpp"
 
 namespace orrery::sim {
@@ -465,6 +467,54 @@ TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
   EXPECT_EQ(o.overhead_s(), 0);
   EXPECT_NEAR(o.q1_s(), 0.75e-3, 1e-12);
   EXPECT_NEAR(o.q3_s(), 0.85e-3, 1e-12);
+}
+
+TEST(CalibrationFit, BlockingOverheadSplitsPerCollectiveAndPerRoundAtTwoRoundCounts) {
+  // Back to back, all-reduces and all-gathers on 2 ranks: 40 us + bytes x (bus factor) / 2 GB/s.
+  // In line with compute, an all-reduce (2 rounds) took 1.0 ms longer, an all-gather (1 round)
+  // 0.6 ms: 0.2 ms per collective and 0.4 ms per round.
+  std::vector<CommSample> samples;
+  for (double b = 4096; b <= 4.0 * 1024 * 1024; b *= 4) {
+    samples.push_back(comm(b, 2, 40e-6, 2e9));
+    CommSample g = comm(b, 2, 40e-6, 2e9);
+    g.collective = pb::COLLECTIVE_KIND_ALL_GATHER;
+    g.seconds = 40e-6 + b * 0.5 / 2e9;
+    samples.push_back(g);
+  }
+  for (int i = 0; i < 4; ++i) {
+    CommSample r = comm(65536, 2, 40e-6 + 1.0e-3, 2e9);
+    r.blocking = true;
+    samples.push_back(r);
+    CommSample g = r;
+    g.collective = pb::COLLECTIVE_KIND_ALL_GATHER;
+    g.seconds = 40e-6 + 65536 * 0.5 / 2e9 + 0.6e-3;
+    samples.push_back(g);
+  }
+  const CalibrationFit fit = fit_calibration({}, samples, {});
+  ASSERT_EQ(fit.blocking.size(), 1u);
+  ASSERT_TRUE(fit.blocking[0].fitted) << fit.blocking[0].note;
+  EXPECT_TRUE(fit.blocking[0].split);
+  ASSERT_EQ(fit.profile.blocking_overhead_size(), 1);
+  const pb::BlockingOverhead& o = fit.profile.blocking_overhead(0);
+  EXPECT_NEAR(o.overhead_s(), 0.2e-3, 1e-9);
+  EXPECT_NEAR(o.per_round_s(), 0.4e-3, 1e-9);
+  EXPECT_NEAR(fit.blocking[0].per_collective_s, 0.2e-3, 1e-9);
+  // The engines charge each kind what it measured.
+  const topologies::Topology node(topologies::load_cluster("dgx-h100", 1));
+  const CollectiveCostModel model(node, &fit.profile);
+  EXPECT_NEAR(model.blocking_overhead_s(pb::COLLECTIVE_KIND_ALL_REDUCE, {0, 1}), 1.0e-3, 1e-9);
+  EXPECT_NEAR(model.blocking_overhead_s(pb::COLLECTIVE_KIND_ALL_GATHER, {0, 1}), 0.6e-3, 1e-9);
+
+  // An all-gather no dearer than an all-reduce's rounds say (0.4 ms against 1.0): no part per
+  // collective can be negative, so it is all per round, through the origin.
+  for (CommSample& s : samples) {
+    if (s.blocking && s.collective == pb::COLLECTIVE_KIND_ALL_GATHER) s.seconds -= 0.3e-3;
+  }
+  const CalibrationFit cheap = fit_calibration({}, samples, {});
+  ASSERT_EQ(cheap.profile.blocking_overhead_size(), 1);
+  EXPECT_EQ(cheap.profile.blocking_overhead(0).overhead_s(), 0);
+  // Least squares through the origin over the round counts' means: (2 x 1.0 + 1 x 0.3) / (4 + 1) ms.
+  EXPECT_NEAR(cheap.profile.blocking_overhead(0).per_round_s(), 2.3e-3 / 5, 1e-9);
 }
 
 TEST(CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {

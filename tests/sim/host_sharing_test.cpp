@@ -26,7 +26,11 @@ TEST(HostSharing, FactorGrowsLinearlyInTheRanksBeyondTheFirst) {
   EXPECT_DOUBLE_EQ(host_sharing_factor(h, 2), 1.3);
   EXPECT_DOUBLE_EQ(host_sharing_factor(h, 8), 1 + 0.3 * 7);
   EXPECT_DOUBLE_EQ(host_sharing_factor(sharing("d", 1.7, 8), 4), 1 + 0.7 * 3 / 7);
-  EXPECT_EQ(host_sharing_factor(sharing("d", 0.9, 2), 2), 1);  // never a speed-up
+  // A measured speed-up applies as measured, and is not extrapolated beyond its ranks.
+  EXPECT_DOUBLE_EQ(host_sharing_factor(sharing("d", 0.9, 2), 2), 0.9);
+  EXPECT_DOUBLE_EQ(host_sharing_factor(sharing("d", 0.9, 2), 8), 0.9);
+  EXPECT_DOUBLE_EQ(host_sharing_factor(sharing("d", 0.8, 4), 2), 1 - 0.2 / 3);
+  EXPECT_EQ(host_sharing_factor(sharing("d", 0.9, 2), 1), 1);
 }
 
 struct Sims {
@@ -144,10 +148,29 @@ TEST(HostSharing, NothingToCompareOrNoSlowerFitsNothing) {
   EXPECT_EQ(a.sharing[0].note, "0 op shape(s) measured both alone and with 2 ranks on the host, 3 needed: "
                                "sharing is taken to cost nothing");
   EXPECT_EQ(a.profile.host_sharing_size(), 0);
-  const CalibrationFit b = fit_calibration(samples(0.95), {}, devices());
+  // Faster shared on half the shapes only (ratios 0.8 and 1.05): a median below 1, a third
+  // quartile above it, nothing written.
+  std::vector<ComputeSample> mixed = samples(1.0);
+  for (ComputeSample& s : mixed) {
+    if (s.host_ranks == 2) s.seconds *= s.shape[0] == 1 ? 0.8 : 1.05;
+  }
+  const CalibrationFit b = fit_calibration(mixed, {}, devices());
   ASSERT_EQ(b.sharing.size(), 1u);
   EXPECT_FALSE(b.sharing[0].fitted);
+  EXPECT_NE(b.sharing[0].note.find("nor faster for three quarters"), std::string::npos) << b.sharing[0].note;
   EXPECT_EQ(b.profile.host_sharing_size(), 0);
+}
+
+TEST(HostSharing, ARankAloneThatRanSlowerOnEveryShapeIsWritten) {
+  // Every shape ran 0.9 times as long with two ranks on the host as alone: written as measured,
+  // and the shared samples divided by it describe the rank alone.
+  const CalibrationFit fit = fit_calibration(samples(0.9), {}, devices());
+  ASSERT_EQ(fit.sharing.size(), 1u);
+  EXPECT_TRUE(fit.sharing[0].fitted) << fit.sharing[0].note;
+  ASSERT_EQ(fit.profile.host_sharing_size(), 1);
+  EXPECT_NEAR(fit.profile.host_sharing(0).slowdown(), 0.9, 1e-12);
+  ASSERT_EQ(fit.profile.compute_size(), 1);
+  EXPECT_NEAR(fit.profile.compute(0).max_efficiency(), 0.6, 0.01);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // The rank skew of a calibration profile (CalibrationProfile.rank_skew): how calibrate measures
 // it from a trace (the waits beyond each collective's fastest member, and the compute since the
 // group last waited), how it fits it, and how both engines make a group wait for its slowest
-// member: cv x compute x expected_max_of_normals(group size).
+// member: (jitter + cv x compute) x expected_max_of_normals(group size).
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
 #include "orrery/sim/calibration_fit.hpp"
 #include "orrery/sim/calibration_samples.hpp"
+#include "orrery/sim/compute_cost.hpp"
 #include "orrery/sim/lower.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/statistics.hpp"
@@ -19,12 +20,13 @@ struct Sims {
   double compute = 0;  // the analytic breakdown's compute (the step's, on the critical rank)
 };
 
-Sims run(const ResolvedPlan& plan, const std::string& device, double cv) {
+Sims run(const ResolvedPlan& plan, const std::string& device, double cv, double jitter_s = 0) {
   pb::CalibrationProfile profile;
-  if (cv > 0) {
+  if (cv > 0 || jitter_s > 0) {
     pb::RankSkew* k = profile.add_rank_skew();
     k->set_device(device);
     k->set_cv(cv);
+    k->set_jitter_s(jitter_s);
   }
   const auto [a, d] = test::simulate_both(plan, profile);
   return {a.step_time_s(), d.step_time_s(), a.breakdown().compute_s()};
@@ -63,6 +65,28 @@ TEST(RankSkew, EachGroupWaitsForItsOwnSlowest) {
   const double expected = cv * (expected_max_of_normals(2) + expected_max_of_normals(4)) * none.compute;
   EXPECT_NEAR(skewed.analytic - none.analytic, expected, 1e-9 * none.analytic);
   EXPECT_NEAR(skewed.des - none.des, expected, 0.02 * expected);
+}
+
+TEST(RankSkew, TheJitterIsWaitedAtEverySynchronizationAfterCompute) {
+  pb::CalibrationProfile profile;
+  pb::RankSkew* k = profile.add_rank_skew();
+  k->set_device("d"), k->set_cv(0.05), k->set_jitter_s(200e-6);
+  const ComputeCostModel model("bf16", &profile);
+  pb::DeviceSpec d;
+  d.set_name("d");
+  EXPECT_NEAR(model.skew_wait_s(d, 2, 4e-3), (200e-6 + 0.05 * 4e-3) * expected_max_of_normals(2), 1e-15);
+  EXPECT_NEAR(model.skew_wait_s(d, 8, 1e-6), (200e-6 + 0.05 * 1e-6) * expected_max_of_normals(8), 1e-15);
+  EXPECT_EQ(model.skew_wait_s(d, 2, 0), 0);  // no compute since: nothing to drift
+  EXPECT_EQ(model.skew_wait_s(d, 1, 4e-3), 0);
+
+  // tp 8: the step waits the jitter at each in-line collective, in both engines alike.
+  const ResolvedPlan plan = test::dgx_h100_plan(8, 1);
+  const std::string device = device_of(plan, 0).name();
+  const Sims none = run(plan, device, 0), jitter = run(plan, device, 0, 50e-6);
+  const double analytic = jitter.analytic - none.analytic, des = jitter.des - none.des;
+  EXPECT_GT(analytic, 10 * 50e-6 * expected_max_of_normals(8));  // many collectives, not one
+  EXPECT_NEAR(des, analytic, 0.05 * analytic);
+  EXPECT_DOUBLE_EQ(jitter.compute, none.compute);
 }
 
 TEST(RankSkew, OtherDevicesWaitForNobody) {
@@ -171,6 +195,45 @@ TEST(RankSkew, TheFitMakesTheEnginesWaitsAddUpToTheMeasuredOnes) {
   // The quartiles of the samples' own cv: 0, 1/10 and 1.5/30 ms per ms, over e(2).
   EXPECT_NEAR(fit.skew[0].q1, 0.025 / expected_max_of_normals(2), 1e-12);
   EXPECT_NEAR(fit.skew[0].q3, 0.075 / expected_max_of_normals(2), 1e-12);
+}
+
+TEST(RankSkew, AJitterThatComputeDoesNotExplainIsFittedBesideTheCv) {
+  // Two-rank collectives after 0.5-8 ms of compute (a TP plan's) and after 200 ms (a gradient
+  // reduction), waiting e(2) x (150 us + 0.03 x compute), give or take 20%.
+  std::vector<SkewSample> samples;
+  const double e = expected_max_of_normals(2);
+  int i = 0;
+  for (double c : {0.5e-3, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3, 8e-3, 200e-3}) {
+    for (double noise : {0.8, 1.0, 1.2, 0.9, 1.1}) {
+      samples.push_back({"cpu", 2, e * (150e-6 + 0.03 * c) * noise, c, "s" + std::to_string(i++)});
+    }
+  }
+  CalibrationFit fit;
+  fit_rank_skew(samples, {}, fit);
+  ASSERT_EQ(fit.skew.size(), 1u);
+  ASSERT_TRUE(fit.skew[0].fitted) << fit.skew[0].note;
+  EXPECT_NEAR(fit.skew[0].jitter_s, 150e-6, 15e-6);
+  EXPECT_NEAR(fit.skew[0].cv, 0.03, 0.003);
+  ASSERT_EQ(fit.profile.rank_skew_size(), 1);
+  EXPECT_DOUBLE_EQ(fit.profile.rank_skew(0).jitter_s(), fit.skew[0].jitter_s);
+  // With the jitter, the engines' waits still add up to the measured ones.
+  double measured = 0, predicted = 0;
+  for (const SkewSample& s : samples) {
+    measured += s.wait_s;
+    predicted += e * (fit.skew[0].jitter_s + fit.skew[0].cv * s.compute_s);
+  }
+  EXPECT_NEAR(predicted, measured, 1e-9 * measured);
+
+  // Waits proportional to compute alone: no jitter, the cv of the sums as before.
+  std::vector<SkewSample> proportional;
+  for (double c : {0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3, 200e-3}) {
+    for (double noise : {0.8, 1.0, 1.2}) proportional.push_back({"cpu", 2, e * 0.05 * c * noise, c, "p"});
+  }
+  CalibrationFit plain;
+  fit_rank_skew(proportional, {}, plain);
+  ASSERT_TRUE(plain.skew[0].fitted) << plain.skew[0].note;
+  EXPECT_EQ(plain.skew[0].jitter_s, 0);
+  EXPECT_EQ(plain.profile.rank_skew(0).jitter_s(), 0);
 }
 
 TEST(RankSkew, NoWaitsOrTooFewSamplesWriteNothing) {

@@ -152,32 +152,44 @@ struct OverlapReport {
 // A time the profile adds per event, for one subject, for the report: the clipped mean of its
 // samples (orrery::clipped_mean; written when fitted) and their quartiles.
 //
-// The blocking overhead of one scope (CalibrationProfile.blocking_overhead, per_round_s): each
-// blocking sample whose collective kind has a curve fitted from non-blocking samples gives the
-// residual per message round r_i = (measured - curve) / message_rounds(kind, ranks); the overhead
-// is their clipped mean (at least 0). A kind with too few
-// non-blocking samples for its own curve fits it from all its samples instead, blocking ones
-// included, and gives no residuals.
+// The blocking overhead of one scope (CalibrationProfile.blocking_overhead): each blocking sample
+// whose collective kind has a curve fitted from non-blocking samples gives its residual
+// r_i = measured - curve, at k_i = message_rounds(kind, ranks). Measured at one round count
+// only, the overhead is all per round: the clipped mean of r_i / k_i (per_round_s, at least 0).
+// Measured at two or more (all-reduce against all-gather, or `orrery bench`'s in-line
+// collectives of every kind), it is split: overhead_s + per_round_s x k is the line through the
+// clipped means of r_i at each round count, weighted least squares with both parts at least 0.
+// The quartiles are those of r_i / k_i either way. A kind with too few non-blocking samples for
+// its own curve fits it from all its samples instead, blocking ones included, and gives no
+// residuals.
 //
 // The dispatch overhead of one device (CalibrationProfile.dispatch_overhead): the clipped mean
 // of its samples' per-op untimed time.
 struct OverheadReport {
   std::string subject;  // the scope (blocking) or the device (dispatch)
   int64_t samples = 0;  // residuals (blocking), ranks (dispatch)
-  double value_s = 0;
+  double value_s = 0;  // per round (blocking), per op (dispatch)
   double q1_s = 0, q3_s = 0;
   bool fitted = false;
+  // Blocking, measured at two round counts or more: the part per collective, and value_s the
+  // part per round.
+  bool split = false;
+  double per_collective_s = 0;
   std::string note;  // why not fitted
 };
 
-// The rank skew of one device (CalibrationProfile.rank_skew): the cv that makes the engines'
-// waits, cv x compute x expected_max_of_normals(ranks), add up to the measured ones over the
-// samples (sum of waits / sum of compute x that factor), with the quartiles of the samples' own
-// cv (those after some compute).
+// The rank skew of one device (CalibrationProfile.rank_skew). The engines wait
+// (jitter + cv x compute) x expected_max_of_normals(ranks) at a collective after compute. Both are
+// fitted by least squares over the samples after compute when the jitter stands out of its
+// standard error twice over (collectives after short and long compute alike: a jitter that
+// compute does not explain); otherwise jitter 0 and the cv that makes the engines' waits add up
+// to the measured ones (sum of waits / sum of compute x that factor). The quartiles are those of
+// the samples' own cv (those after some compute).
 struct SkewReport {
   std::string device;
   int64_t samples = 0;
   double cv = 0;
+  double jitter_s = 0;
   double q1 = 0, q3 = 0;
   bool fitted = false;
   std::string note;  // why not fitted

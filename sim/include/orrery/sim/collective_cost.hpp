@@ -64,7 +64,8 @@ class CollectiveCostModel {
 
   // What a collective of `kind` on `devices` costs beyond estimate() when a rank issues it in line
   // with its compute (the blocking TP/EP collectives on the compute stream): the calibrated
-  // BlockingOverhead of the group's scope, per message round of the kind (message_rounds), 0
+  // BlockingOverhead of the group's scope, per collective plus per message round of the kind
+  // (message_rounds), 0
   // without one (uncalibrated, the simulator assumes an idle communication engine).
   double blocking_overhead_s(pb::CollectiveKind kind, const std::vector<int64_t>& devices) const;
 

@@ -19,7 +19,9 @@
 namespace orrery::sim {
 
 // The factor HostSharing `h` puts on a rank whose plan has `ranks_on_host` of its ranks on the
-// rank's host: 1 + (slowdown - 1) x (ranks_on_host - 1) / (h.ranks - 1), never below 1.
+// rank's host: 1 + (slowdown - 1) x (ranks_on_host - 1) / (h.ranks - 1). A slowdown below 1 (ranks
+// ran faster sharing the host than alone) applies as measured, with ranks_on_host at most h.ranks:
+// a speed-up is not extrapolated.
 double host_sharing_factor(const pb::HostSharing& h, int64_t ranks_on_host);
 
 class ComputeCostModel {
@@ -48,10 +50,12 @@ class ComputeCostModel {
   // The calibrated rank skew of a device (CalibrationProfile.rank_skew: the relative standard
   // deviation of a rank's compute time between synchronizations); 0 without one.
   double rank_skew_cv(const pb::DeviceSpec& device) const;
+  // The calibrated rank skew's part that compute does not explain (RankSkew.jitter_s); 0 without.
+  double rank_skew_jitter_s(const pb::DeviceSpec& device) const;
   // The expected wait for the slowest member at a collective of `ranks` ranks on this device,
-  // `compute_s` seconds of compute after the group last synchronized: cv x compute_s x the
-  // expected maximum of `ranks` standard normals (docs/calibration.md, "Rank skew"). Both engines
-  // add it to every collective of two or more ranks.
+  // `compute_s` seconds of compute after the group last synchronized: (jitter + cv x compute_s) x
+  // the expected maximum of `ranks` standard normals (docs/calibration.md, "Rank skew"); 0 after
+  // no compute. Both engines add it to every collective of two or more ranks.
   double skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const;
   // The calibrated host sharing of a device (CalibrationProfile.host_sharing); null without one.
   const pb::HostSharing* host_sharing(const pb::DeviceSpec& device) const;
