@@ -75,12 +75,12 @@ double ComputeCostModel::dispatch_s(const pb::DeviceSpec& device) const {
   return 0;
 }
 
-double ComputeCostModel::rank_skew_cv(const pb::DeviceSpec& device) const {
-  if (calibration_ == nullptr) return 0;
+const pb::RankSkew* ComputeCostModel::rank_skew(const pb::DeviceSpec& device) const {
+  if (calibration_ == nullptr) return nullptr;
   for (const auto& k : calibration_->rank_skew()) {
-    if (k.device() == device.name()) return k.cv();
+    if (k.device() == device.name()) return &k;
   }
-  return 0;
+  return nullptr;
 }
 
 double host_sharing_factor(const pb::HostSharing& h, int64_t ranks_on_host) {
@@ -98,17 +98,10 @@ const pb::HostSharing* ComputeCostModel::host_sharing(const pb::DeviceSpec& devi
   return nullptr;
 }
 
-double ComputeCostModel::rank_skew_jitter_s(const pb::DeviceSpec& device) const {
-  if (calibration_ == nullptr) return 0;
-  for (const auto& k : calibration_->rank_skew()) {
-    if (k.device() == device.name()) return k.jitter_s();
-  }
-  return 0;
-}
-
 double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const {
   if (ranks < 2 || compute_s <= 0) return 0;
-  const double spread = rank_skew_jitter_s(device) + rank_skew_cv(device) * compute_s;
+  const pb::RankSkew* k = rank_skew(device);
+  const double spread = k == nullptr ? 0 : k->jitter_s() + k->cv() * compute_s;
   return spread > 0 ? spread * expected_max_of_normals(ranks) : 0;
 }
 

@@ -41,8 +41,7 @@ class Runner {
       rs.waiters.resize(static_cast<size_t>(rg.nodes_size()));
       rs.spec = &device_of(plan, rg.rank());
       rs.dispatch_s = costs.compute().dispatch_s(*rs.spec);
-      rs.skew_cv = costs.compute().rank_skew_cv(*rs.spec);
-      rs.skew_jitter_s = costs.compute().rank_skew_jitter_s(*rs.spec);
+      if (const pb::RankSkew* k = costs.compute().rank_skew(*rs.spec)) rs.skew_cv = k->cv(), rs.skew_jitter_s = k->jitter_s();
       rs.sharing = costs.host_sharing(plan, rg.rank());
       std::map<int32_t, size_t> by_stream;
       for (int j = 0; j < rg.nodes_size(); ++j) {
@@ -95,8 +94,8 @@ class Runner {
     const pb::DeviceSpec* spec = nullptr;
     double dispatch_s = 0;        // before each compute-stream node (ComputeCostModel::dispatch_s)
     double dispatch_total_s = 0;  // slept so far
-    double skew_cv = 0;           // ComputeCostModel::rank_skew_cv
-    double skew_jitter_s = 0;     // ComputeCostModel::rank_skew_jitter_s
+    double skew_cv = 0;           // ComputeCostModel::rank_skew
+    double skew_jitter_s = 0;
     double sharing = 1;           // CostModels::host_sharing: on every compute node
     double computed_s = 0;        // compute run so far
     bool computing = false;       // an op of the rank runs now

@@ -47,11 +47,9 @@ class ComputeCostModel {
   // time covers (CalibrationProfile.dispatch_overhead): both engines add it before every op they
   // issue on the compute stream. 0 without a profile that measured it for this device.
   double dispatch_s(const pb::DeviceSpec& device) const;
-  // The calibrated rank skew of a device (CalibrationProfile.rank_skew: the relative standard
-  // deviation of a rank's compute time between synchronizations); 0 without one.
-  double rank_skew_cv(const pb::DeviceSpec& device) const;
-  // The calibrated rank skew's part that compute does not explain (RankSkew.jitter_s); 0 without.
-  double rank_skew_jitter_s(const pb::DeviceSpec& device) const;
+  // The calibrated rank skew of a device (CalibrationProfile.rank_skew: the spread of a rank's
+  // arrival at a synchronization, RankSkew.jitter_s + cv x its compute since); null without one.
+  const pb::RankSkew* rank_skew(const pb::DeviceSpec& device) const;
   // The expected wait for the slowest member at a collective of `ranks` ranks on this device,
   // `compute_s` seconds of compute after the group last synchronized: (jitter + cv x compute_s) x
   // the expected maximum of `ranks` standard normals (docs/calibration.md, "Rank skew"); 0 after
