@@ -156,6 +156,17 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
          std::to_string(c.shape_points_size()), std::to_string(samples), short_number(ratios.front()),
          short_number(ratios[ratios.size() / 2]), short_number(ratios.back())});
   }
+  // Corrections by message size: the training runs' collectives against the curve.
+  Table sizes({"scope", "collective", "ranks", "size", "samples", "time ratio"});
+  bool any_sizes = false;
+  for (const auto& c : profile.comm()) {
+    for (const auto& p : c.size_points()) {
+      any_sizes = true;
+      sizes.add_row({c.scope(), enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
+                     std::to_string(p.ranks()), units::bytes(p.bytes()), std::to_string(p.samples()),
+                     short_number(p.time_ratio())});
+    }
+  }
   std::cout << "wrote " << out_file << "\n\n";
   if (profile.compute_size() > 0) std::cout << compute.render() << "\n";
   if (any_shapes) {
@@ -163,6 +174,11 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
               << shapes.render() << "\n";
   }
   if (profile.comm_size() > 0) std::cout << comm.render() << "\n";
+  if (any_sizes) {
+    std::cout << "corrections by message size (measured time / curve time, per size the training runs issued "
+                 "alone)\n"
+              << sizes.render() << "\n";
+  }
   std::vector<std::pair<std::string, std::string>> held, kept;
   std::vector<std::pair<std::string, std::string>> class_kept;
   for (const auto* reports : {&fit.curves, &fit.op_curves}) {

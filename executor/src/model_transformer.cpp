@@ -287,7 +287,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   auto loss = timed_op(-1, "head.loss", [&] {
     // From fp32 logits under bf16 too (as Megatron computes the vocabulary-parallel loss).
     return vocab_parallel_cross_entropy(logits.to(torch::kFloat32), targets, tp_, tp_rank_ * w.size(0),
-                                        tp_ ? name(-1, "fwd", "head.loss.all_reduce") : "");
+                                        tp_ ? name(-1, "fwd", "head.loss") : "");
   });
   return hooks_ != nullptr ? hooks_->after_forward("head", loss) : loss;
 }

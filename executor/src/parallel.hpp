@@ -48,8 +48,9 @@ torch::Tensor reduce_scatter_to_sequence_region(const torch::Tensor& x, const Gr
                                                 const std::string& grad_name);
 
 // Mean next-token cross entropy from vocabulary-parallel logits ([..., vocab / tp], this rank's
-// slice starting at `vocab_start`), exact, with Megatron's three small all-reduces (timed as
-// `name`). A null group: the whole vocabulary is local.
+// slice starting at `vocab_start`), exact. Megatron issues three small all-reduces; this issues
+// two, the maximum and then its two sums stacked, timed as `name`.max.all_reduce and
+// `name`.sum.all_reduce (`name` empty: untimed). A null group: the whole vocabulary is local.
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets, const GroupPtr& tp,
                                            int64_t vocab_start, const std::string& name);
 

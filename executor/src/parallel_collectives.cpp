@@ -188,8 +188,10 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     auto* g = from_handle(group);
     const int64_t local_vocab = logits.size(-1);
     auto max = std::get<0>(logits.max(-1));
+    // Two all-reduces, each its own node (the lowering's head.loss.max / head.loss.sum): the
+    // maximum, then the target logit and the sum of exponentials stacked into one sum.
     if (g != nullptr) {
-      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name + ".max.all_reduce");
       std::vector<torch::Tensor> t{max};
       c10d::AllreduceOptions opts;
       opts.reduceOp = c10d::ReduceOp::MAX;
@@ -203,7 +205,7 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     auto exp = shifted.exp();
     auto sum_exp = exp.sum(-1);
     if (g != nullptr) {
-      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name + ".sum.all_reduce");
       auto both = torch::stack({target_logit, sum_exp});
       std::vector<torch::Tensor> t{both};
       g->allreduce(t)->wait();

@@ -237,7 +237,7 @@ struct DataParallelOptimizer::Reduction {
 };
 
 struct DataParallelOptimizer::ZeroGather {
-  std::string part, name;
+  std::string part, name, copy_name;  // the gather's node and its copy-out's
   Reduction* reduction = nullptr;
   size_t index = 0;  // into reduction->parts and ->flats
   std::unique_ptr<Pending> pending;  // null: a one-member group, nothing to gather
@@ -725,6 +725,7 @@ void DataParallelOptimizer::launch_zero_gathers() {
     ZeroGather g;
     g.part = o.r->parts[o.part].name;
     g.name = "opt." + g.part + (o.experts ? ".expert_param_all_gather" : ".param_all_gather");
+    g.copy_name = "opt." + g.part + (o.experts ? ".expert_param_copy" : ".param_copy");
     g.reduction = o.r;
     g.index = o.part;
     if (o.r->group) g.pending = launch_gather(o.r->flats[o.part], o.r->group, bf16_);
@@ -746,7 +747,13 @@ void DataParallelOptimizer::finish_zero_gathers(const std::string& part) {
     }
     wait_timed(*g.pending, g.name);
     if (OpTrace* t = current_trace(); t != nullptr && bf16_) t->set_dtype(g.name, "bf16");
-    f.scatter_into(params_, gathered_flat(*g.pending, f, bf16_));
+    // The copy-out, the lowering's zero.copy_out: the gathered chunks written into the part's
+    // parameters, one read and one write of its bytes (as FSDP's). Megatron gathers into a buffer
+    // the parameters are views of and copies nothing; these parameters own their storage.
+    OpTrace::Scope scope(current_trace(), g.copy_name);
+    for (size_t j = 0; j < f.params.size(); ++j) {
+      copy_gathered(*g.pending, f, bf16_, f.offsets[j], params_[f.params[j]].tensor.detach());
+    }
   }
   zero_gathers_ = std::move(left);
 }

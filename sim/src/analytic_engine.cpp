@@ -609,16 +609,24 @@ SimOutput simulate_analytic(const ResolvedPlan& plan, const CostModels& costs) {
       if (plan.model.has_moe()) {
         for (int64_t r : layout.group(GroupKind::kEdp, rank)) expert_devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       }
-      double gather = 0;
+      // Each gathered part is copied into its parameters on the compute stream (copy_part).
+      double gather = 0, copy = 0;
+      auto copy_out = [&](double params, size_t members) {
+        if (params <= 0 || members < 2) return;
+        copy += rc.dispatch_s() + rc.copy_seconds(detail::fsdp_copy(params, prec.param_bytes), pb::PHASE_OPTIMIZER,
+                                                  "zero.copy_out");
+      };
       for (const auto& [dense_p, expert_p] : part_params) {
         gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_p * prec.param_bytes);
         gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_p * prec.param_bytes);
+        copy_out(dense_p, dense_devs.size());
+        copy_out(expert_p, expert_devs.size());
       }
       // Overlapped with the next step's first forward when asked; otherwise at the step's end,
-      // after the optimizer's compute (its skew).
-      s.dp_exposed_s += plan.plan.overlap_param_gather()
-                            ? beside(gather, s.forward_s, costs.overlap_slowdown(), costs.overlap_comm_slowdown())
-                            : gather + rc.skew_wait_s(dense_devs.size(), s.optimizer_s);
+      // after the optimizer's compute (its skew). The copies are compute either way.
+      s.dp_exposed_s += copy + (plan.plan.overlap_param_gather()
+                                    ? beside(gather, s.forward_s, costs.overlap_slowdown(), costs.overlap_comm_slowdown())
+                                    : gather + rc.skew_wait_s(dense_devs.size(), s.optimizer_s));
     }
   }
 

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include <Eigen/Dense>
 
 #include "calibration_fit_curves.hpp"
 #include "calibration_solver.hpp"
 #include "collective_algorithms.hpp"
+#include "orrery/sim/collective_cost.hpp"
 #include "orrery/traces/statistics.hpp"
 
 namespace orrery::sim {
@@ -31,10 +33,31 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Corrections by message size (docs/calibration.md): one point per group size and message size
+// that training runs issued alone, the clipped mean ratio of their measured times to the fitted
+// curve's (a mean, as the corrections by shape, because the simulator adds the times). Bench's
+// back-to-back samples make none: their sizes are what the curve is fitted through, and a run's
+// collective of the same size can take longer (its buffers cold, its peers just back from
+// compute), which is what the points carry to other plans' collectives of that size.
+void add_size_points(pb::CommCurve& c, const std::vector<const CommSample*>& samples) {
+  std::map<std::pair<int64_t, double>, std::vector<double>> ratios;
+  for (const CommSample* s : samples) {
+    if (!s->back_to_back) ratios[{s->ranks, s->bytes}].push_back(s->seconds / predict_comm_seconds(c, *s));
+  }
+  for (const auto& [key, r] : ratios) {
+    pb::SizePoint* p = c.add_size_points();
+    p->set_ranks(key.first);
+    p->set_bytes(key.second);
+    p->set_time_ratio(orrery::clipped_mean(r));
+    p->set_samples(static_cast<int64_t>(r.size()));
+  }
+}
+
 }  // namespace
 
 double predict_comm_seconds(const pb::CommCurve& curve, const CommSample& s) {
-  return curve.latency_s() + bus_bytes(s) / curve.bandwidth_bytes_per_s();
+  return (curve.latency_s() + bus_bytes(s) / curve.bandwidth_bytes_per_s()) *
+         CollectiveCostModel::size_correction(curve, s.ranks, s.bytes);
 }
 
 namespace detail {
@@ -101,6 +124,7 @@ std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>
   }
   if (!solved.covariance_ok)
     report.note = "no standard errors: the covariance could not be computed";
+  if (c.collective() != pb::COLLECTIVE_KIND_UNSPECIFIED) add_size_points(c, samples);  // p2p_seconds takes none
   return c;
 }
 

@@ -7,11 +7,13 @@
 #include <mutex>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 
 #include "collective_algorithms.hpp"
 #include "collective_group.hpp"
+#include "measured_ratio.hpp"
 #include "orrery/traces/error.hpp"
 
 namespace orrery::sim {
@@ -117,10 +119,20 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
   cost.channels = best->channels;
   cost.bytes_on_wire_per_rank = best->wire_bytes_per_rank;
   if (const pb::CommCurve* curve = calibrated(scope_of(group), kind)) {
-    cost.seconds = curve->latency_s() +
-                   bytes * detail::bus_factor(kind, group.ranks) / curve->bandwidth_bytes_per_s();
+    cost.seconds = (curve->latency_s() + bytes * detail::bus_factor(kind, group.ranks) / curve->bandwidth_bytes_per_s()) *
+                   size_correction(*curve, group.ranks, bytes);
   }
   return cost;
+}
+
+double CollectiveCostModel::size_correction(const pb::CommCurve& curve, int64_t ranks, double bytes) {
+  if (curve.size_points_size() == 0 || !(bytes > 0)) return 1.0;
+  std::vector<detail::RatioPoint> points;
+  for (const pb::SizePoint& p : curve.size_points()) {
+    if (p.ranks() != ranks || !(p.bytes() > 0)) continue;
+    points.push_back({std::abs(std::log2(bytes / p.bytes())), p.time_ratio()});
+  }
+  return detail::blend_ratios(points);
 }
 
 int64_t message_rounds(pb::CollectiveKind kind, int64_t ranks) {

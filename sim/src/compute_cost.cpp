@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "compute_defaults.hpp"
+#include "measured_ratio.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/traces/statistics.hpp"
 
@@ -25,16 +26,10 @@ double from_points(const pb::ComputeCurve& c, double flops) {
   return p[p.size() - 1].efficiency();
 }
 
-// Corrections by shape (docs/calibration.md): inverse-distance weighting (Shepard's method, power
-// 2) of the points' log ratios over the distance between shapes in log2 space (octaves), so a
-// measured shape is priced exactly as measured and shapes between points interpolate; then
-// faded towards 1 (the curve alone) by exp(-(d / 2)^2), d the distance to the nearest point: a
-// shape one octave from every point keeps 78% of the correction, two octaves 37%, three 11%,
-// rather than extrapolating one shape's quirk.
-constexpr double kFadeOctaves = 2.0;
-
 }  // namespace
 
+// Corrections by shape (docs/calibration.md): the points of this pass and rank blended by their
+// distance in log2 space (octaves over all dimensions) from `shape`.
 double ComputeCostModel::shape_correction(const pb::ComputeCurve& curve,
                                           std::span<const int64_t> shape, pb::Phase phase) {
   if (curve.shape_points_size() == 0 || shape.empty()) return 1.0;
@@ -42,26 +37,18 @@ double ComputeCostModel::shape_correction(const pb::ComputeCurve& curve,
     if (d <= 0) return 1.0;
   }
   const pb::Phase pass = pass_of(phase);
-  double weights = 0, weighted_log = 0, nearest = std::numeric_limits<double>::infinity();
+  std::vector<detail::RatioPoint> points;
   for (const pb::ShapePoint& p : curve.shape_points()) {
-    if (pass_of(p.phase()) != pass || p.shape_size() != static_cast<int>(shape.size()) ||
-        !(p.time_ratio() > 0)) {
-      continue;
-    }
+    if (pass_of(p.phase()) != pass || p.shape_size() != static_cast<int>(shape.size())) continue;
     double d2 = 0;
     for (size_t i = 0; i < shape.size(); ++i) {
       const int64_t at = std::max<int64_t>(p.shape(static_cast<int>(i)), 1);
       const double octaves = std::log2(static_cast<double>(shape[i]) / static_cast<double>(at));
       d2 += octaves * octaves;
     }
-    if (d2 == 0) return p.time_ratio();  // measured: calibration keeps one point per shape
-    nearest = std::min(nearest, std::sqrt(d2));
-    weights += 1 / d2;
-    weighted_log += std::log(p.time_ratio()) / d2;
+    points.push_back({std::sqrt(d2), p.time_ratio()});
   }
-  if (weights == 0) return 1.0;
-  const double fade = std::exp(-(nearest / kFadeOctaves) * (nearest / kFadeOctaves));
-  return std::exp(fade * weighted_log / weights);
+  return detail::blend_ratios(points);
 }
 
 ComputeCostModel::ComputeCostModel(std::string dtype, const pb::CalibrationProfile* calibration)

@@ -90,8 +90,14 @@ std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const R
         out.push_back(collective(op.name + ".all_to_all", pb::COLLECTIVE_KIND_ALL_TO_ALL,
                                  op.ep_alltoall_bytes, true));
       }
-      if (tp && op.tp_comm_bytes > 0) {
-        const bool scatter = sp && op.name != "head.loss";
+      if (tp && op.tp_comm_bytes > 0 && op.name == "head.loss") {
+        // The loss's statistics stay all-reduces under SP, two of them as the executor issues
+        // them: the maximum (one of the three words per token), then the two sums stacked.
+        out.push_back(collective("head.loss.max.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE, op.tp_comm_bytes / 3));
+        out.push_back(collective("head.loss.sum.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE,
+                                 op.tp_comm_bytes * 2 / 3));
+      } else if (tp && op.tp_comm_bytes > 0) {
+        const bool scatter = sp;
         out.push_back(collective(op.name + (scatter ? ".reduce_scatter" : ".all_reduce"),
                                  scatter ? pb::COLLECTIVE_KIND_REDUCE_SCATTER
                                          : pb::COLLECTIVE_KIND_ALL_REDUCE,

@@ -76,22 +76,35 @@ int64_t RankLowering::fsdp_gather(const Site& site, const FsdpBucket& bucket, in
                  {gathered, input});
 }
 
-int64_t RankLowering::gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
-                                  std::vector<int64_t> deps) {
+RankLowering::PartGather RankLowering::gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
+                                                   std::vector<int64_t> deps) {
   // A part's updated weights, dense ones over the gradient group and expert ones over the
   // expert-data-parallel group (the groups their shards were reduced over).
   const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
-  double dense = 0, expert = 0;
-  for (const auto& op : ops) (is_expert_op(op) ? expert : dense) += op.parameters;
-  int64_t last = -1;
-  if (dense > 0 && grad_group_ >= 0) {
-    last = b_.collective(site, kCommDp, name + ".param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
-                         grad_group_, dense * plan_.precision.param_bytes, deps);
+  PartGather g{name};
+  for (const auto& op : ops) (is_expert_op(op) ? g.expert_params : g.dense_params) += op.parameters;
+  if (g.dense_params > 0 && grad_group_ >= 0) {
+    g.dense = b_.collective(site, kCommDp, name + ".param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                            grad_group_, g.dense_params * plan_.precision.param_bytes, deps);
   }
-  if (expert > 0 && expert_grad_group_ >= 0) {
-    last = b_.collective(site, kCommDp, name + ".expert_param_all_gather",
-                         pb::COLLECTIVE_KIND_ALL_GATHER, expert_grad_group_,
-                         expert * plan_.precision.param_bytes, deps);
+  if (g.expert_params > 0 && expert_grad_group_ >= 0) {
+    g.expert = b_.collective(site, kCommDp, name + ".expert_param_all_gather",
+                             pb::COLLECTIVE_KIND_ALL_GATHER, expert_grad_group_,
+                             g.expert_params * plan_.precision.param_bytes, deps);
+  }
+  return g;
+}
+
+int64_t RankLowering::copy_part(const PartGather& g, int64_t after) {
+  const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
+  int64_t last = -1;
+  if (g.dense >= 0) {
+    last = b_.copy(site, g.name + ".param_copy", "zero.copy_out", fsdp_copy(g.dense_params, plan_.precision.param_bytes),
+                   {g.dense, after});
+  }
+  if (g.expert >= 0) {
+    last = b_.copy(site, g.name + ".expert_param_copy", "zero.copy_out",
+                   fsdp_copy(g.expert_params, plan_.precision.param_bytes), {g.expert, after});
   }
   return last;
 }
@@ -151,8 +164,8 @@ void RankLowering::start_step() {
   // The previous step's updated shards, gathered part by part in forward order while the
   // forward passes run (Megatron's --overlap-param-gather).
   for_each_part([&](int64_t key, const std::string& name, const std::vector<models::LayerOp>& ops) {
-    const int64_t id = gather_part(name, ops, {});
-    if (id >= 0) param_gather_[key] = id;
+    const PartGather g = gather_part(name, ops, {});
+    if (g.dense >= 0 || g.expert >= 0) param_gather_[key] = g;
   });
 }
 
@@ -244,9 +257,9 @@ void RankLowering::finish_step() {
   const int64_t step = b_.optimizer("adamw", shard, read, written, reduced);
 
   if (distributed_optimizer && !plan_.plan.overlap_param_gather()) {
-    // Without overlap the updated shards are gathered before the step ends.
+    // Without overlap the updated shards are gathered and copied out before the step ends.
     for_each_part([&](int64_t, const std::string& name, const std::vector<models::LayerOp>& ops) {
-      gather_part(name, ops, {step});
+      copy_part(gather_part(name, ops, {step}), -1);
     });
   }
 }

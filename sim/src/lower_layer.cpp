@@ -31,11 +31,11 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
                                                             : key == bucket->last && !recomputed && !bucket->resident;
     if (gather) last = fsdp_gather(site, *bucket, last);
   }
-  // ZeRO-1/2 with overlapped parameter gathers: the first forward of a layer waits for its
-  // parameters, all-gathered after the previous step's optimizer.
+  // ZeRO-1/2 with overlapped parameter gathers: the first forward of a part copies out its
+  // parameters, all-gathered after the previous step's optimizer, and waits for them.
   int64_t gathered = -1;
   if (site.phase == pb::PHASE_FORWARD && site.micro_batch == 0) {
-    if (auto it = param_gather_.find(part_key(ops, site)); it != param_gather_.end()) gathered = it->second;
+    if (auto it = param_gather_.find(part_key(ops, site)); it != param_gather_.end()) gathered = copy_part(it->second, last);
   }
   for (const Step& step : layer_program(ops, plan_, site.phase)) {
     switch (step.kind) {

@@ -55,8 +55,17 @@ class RankLowering {
   void fsdp_reduce(const Site& site, int64_t key, double params, int64_t input);
   void record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
                     int64_t ready);
-  int64_t gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
-                      std::vector<int64_t> deps);
+  // ZeRO-1/2: a part's updated shards all-gathered (dense over the gradient group, experts over
+  // the expert-data-parallel group), then copied into the part's parameters on the compute
+  // stream (copy_part, the executor's copy-out; returns the last copy, or -1 when none).
+  struct PartGather {
+    std::string name;
+    int64_t dense = -1, expert = -1;  // the gathers' nodes (-1: none)
+    double dense_params = 0, expert_params = 0;
+  };
+  PartGather gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
+                         std::vector<int64_t> deps);
+  int64_t copy_part(const PartGather& g, int64_t after);
   // Calls f(key, name, ops) for this rank's parts in forward order (key: layer, -1 embedding,
   // -2 head).
   void for_each_part(const std::function<void(int64_t, const std::string&,
@@ -95,8 +104,8 @@ class RankLowering {
   Redistribution act_in_, act_out_, grad_in_, grad_out_;
   int64_t last_backward_ = -1;
   // ZeRO-1/2 with overlap_param_gather: parameter all-gathers of the previous step, which the
-  // forward passes wait for, per layer (-1: embedding/head).
-  std::map<int64_t, int64_t> param_gather_;
+  // first forward of each part copies out and waits for, by part key (part_key).
+  std::map<int64_t, PartGather> param_gather_;
   // FSDP: the reduce-scatters so far, in issue order.
   std::vector<int64_t> fsdp_reduces_;
   // FSDP buckets: consecutive units (parts with weights, in forward order within a chunk)

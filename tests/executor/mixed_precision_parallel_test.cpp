@@ -260,7 +260,8 @@ TEST(Bf16Trace, TensorAndSequenceParallelCollectivesCarryBf16) {
   expect_node(sp, "L1.mb0.fwd.mlp.down.reduce_scatter", "bf16", "alltoall+sum");
   expect_node(sp, "L1.mb0.bwd.mlp.down.grad.all_gather", "bf16", "");
   expect_node(sp, "L0.mb0.bwd.attn.norm.grad.reduce_scatter", "bf16", "alltoall+sum");
-  expect_node(sp, "mb0.fwd.head.loss.all_reduce", "", "");  // the loss's statistics stay fp32
+  expect_node(sp, "mb0.fwd.head.loss.max.all_reduce", "", "");  // the loss's statistics stay fp32
+  expect_node(sp, "mb0.fwd.head.loss.sum.all_reduce", "", "");
   const auto tp = traced("tp2", "--model tiny --tp 2 --dp 1 --global-batch 2 --seq 32");
   expect_node(tp, "L0.mb0.fwd.attn.out.all_reduce", "bf16", "alltoall+sum+allgather");
   expect_node(tp, "L0.mb0.bwd.mlp.norm.grad.all_reduce", "bf16", "alltoall+sum+allgather");

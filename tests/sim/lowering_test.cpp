@@ -7,6 +7,7 @@
 //   - lowering is deterministic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -500,6 +501,19 @@ TEST(LoweringComm, TpCollectivesPerLayerFollowMegatron) {
         EXPECT_EQ(x.bytes, bytes);
       }
     }
+    // The vocabulary-parallel loss: two fp32 all-reduces over the 1024 tokens of this CP rank, as
+    // the executor issues them, the maximum (4 bytes a token), then the two sums stacked (8).
+    std::vector<std::pair<std::string, double>> loss;
+    for (const auto& n : g.ranks(0).nodes()) {
+      if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.micro_batch() == 0 && n.name().find("head.loss") != std::string::npos) {
+        EXPECT_EQ(n.collective(), pb::COLLECTIVE_KIND_ALL_REDUCE) << n.name();
+        EXPECT_EQ(n.process_group(), tp) << n.name();
+        loss.emplace_back(n.name(), n.comm_bytes());
+      }
+    }
+    const std::vector<std::pair<std::string, double>> expected{{"mb0.fwd.head.loss.max.all_reduce", 1024.0 * 4},
+                                                               {"mb0.fwd.head.loss.sum.all_reduce", 1024.0 * 8}};
+    EXPECT_EQ(loss, expected);
   }
   // With SP (tp 2 pp 2, seq 1024): 1 x 1024 x 4096 x 2 = 8,388,608 bytes; forward all-gather
   // after each norm, reduce-scatter after each row-parallel GEMM; backward mirrored.
@@ -584,6 +598,33 @@ TEST(LoweringComm, DistributedOptimizerReduceScattersGradsAndGathersBf16Params) 
     int gathers = 0;
     for (const auto& n : rg.nodes()) gathers += n.name().find("param_all_gather") != std::string::npos;
     EXPECT_EQ(gathers, 34);
+    // Each gather is copied into its part's parameters (the executor's copy-out): on the compute
+    // stream, after its gather, just before the part's first forward op of micro-batch 0.
+    std::map<std::string, const pb::ExecNode*> by_name;
+    for (const auto& n : rg.nodes()) by_name[n.name()] = &n;
+    int copies = 0;
+    for (int i = 0; i < rg.nodes_size(); ++i) {
+      const auto& n = rg.nodes(i);
+      const auto at = n.name().find(".param_copy");
+      if (at == std::string::npos) continue;
+      ++copies;
+      const std::string part = n.name().substr(0, at);  // "opt.L3"
+      const pb::ExecNode* gather = by_name.at(part + ".param_all_gather");
+      EXPECT_EQ(n.op_class(), pb::OP_CLASS_COPY) << n.name();
+      EXPECT_EQ(n.op(), "zero.copy_out") << n.name();
+      EXPECT_EQ(n.stream(), 0) << n.name();
+      EXPECT_EQ(n.bytes_read(), gather->comm_bytes()) << n.name();
+      EXPECT_EQ(n.bytes_written(), gather->comm_bytes()) << n.name();
+      EXPECT_NE(std::find(n.data_deps().begin(), n.data_deps().end(), gather->id()), n.data_deps().end()) << n.name();
+      const auto& next = rg.nodes(i + 1);
+      EXPECT_EQ(next.phase(), pb::PHASE_FORWARD) << n.name();
+      EXPECT_EQ(next.micro_batch(), 0) << n.name();
+      const std::string layer = part.substr(4);  // "L3", "embed" or "head"
+      EXPECT_TRUE(next.name().starts_with(layer + ".mb0.fwd.") || next.name() == "mb0.fwd." + layer + ".tokens" ||
+                  next.name() == "mb0.fwd." + layer + ".norm")
+          << n.name() << " is followed by " << next.name();
+    }
+    EXPECT_EQ(copies, 34);
   }
 }
 

@@ -59,8 +59,8 @@ struct LayerOp {
   // inserts all-reduce (or reduce-scatter/all-gather with SP) of this many bytes after it.
   // Under SP each such point is a reduce-scatter after the op plus an all-gather of the same
   // size before the next column-parallel GEMM (attn.qkv / attn.q_down, mlp.up / moe.router,
-  // head.lm). head.loss carries its three fp32 per-token all-reduces (max, sum of exp, target
-  // logit), which stay all-reduces under SP.
+  // head.lm). head.loss carries its three fp32 words per token (max, sum of exp, target logit),
+  // all-reduced under SP too, in two calls (the lowering: the max, then the two sums stacked).
   double tp_comm_bytes = 0;
   // MoE dispatch (on moe.router) and combine (on moe.experts.down) all-to-all volume per rank
   // (bytes sent to other ranks), when ep > 1.

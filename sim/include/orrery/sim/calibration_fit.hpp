@@ -69,6 +69,9 @@ struct CommSample {
   // collectives), not back to back (bench) nor on a communication stream. Such samples measure
   // the blocking overhead on top of the curve, not the curve (see OverheadReport).
   bool blocking = false;
+  // Run back to back by `orrery bench`: a sample of the curve only. The others (a training run's
+  // collectives that ran alone) also give the curve its corrections by message size.
+  bool back_to_back = false;
 };
 
 // A stretch of time during which one rank always had some collective of one communication stream

@@ -51,7 +51,8 @@ class CollectiveCostModel {
   // CommCurve whose scope is "intra_node" (the group stays inside one NVLink domain or node) or
   // "inter_node" (it crosses the network) and whose collective is `kind` makes the time
   // latency_s + bytes * busbw_factor / bandwidth_bytes_per_s, with nccl-tests' bus-bandwidth
-  // factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; else 1).
+  // factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; else 1),
+  // times the curve's correction by message size (size_correction).
   // A curve with collective UNSPECIFIED calibrates point-to-point transfers (bytes / bandwidth).
   explicit CollectiveCostModel(const topologies::Topology& topology,
                                const pb::CalibrationProfile* calibration = nullptr);
@@ -81,6 +82,10 @@ class CollectiveCostModel {
   bool nvls_available(const std::vector<int64_t>& devices) const;
 
   const topologies::Topology& topology() const { return topology_; }
+
+  // Corrections by message size (docs/calibration.md): the curve's size points of a group of
+  // `ranks` blended by their distance from `bytes` in octaves; 1 without any.
+  static double size_correction(const pb::CommCurve& curve, int64_t ranks, double bytes);
 
   // The profile's CommCurve for this scope and kind; null when it has none.
   static const pb::CommCurve* calibrated_curve(const pb::CalibrationProfile& profile, const std::string& scope,
