@@ -56,8 +56,7 @@ void add_size_points(pb::CommCurve& c, const std::vector<const CommSample*>& sam
 }  // namespace
 
 double predict_comm_seconds(const pb::CommCurve& curve, const CommSample& s) {
-  return (curve.latency_s() + bus_bytes(s) / curve.bandwidth_bytes_per_s()) *
-         CollectiveCostModel::size_correction(curve, s.ranks, s.bytes);
+  return CollectiveCostModel::curve_seconds(curve, s.ranks, s.bytes);
 }
 
 namespace detail {

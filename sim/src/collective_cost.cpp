@@ -119,10 +119,14 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
   cost.channels = best->channels;
   cost.bytes_on_wire_per_rank = best->wire_bytes_per_rank;
   if (const pb::CommCurve* curve = calibrated(scope_of(group), kind)) {
-    cost.seconds = (curve->latency_s() + bytes * detail::bus_factor(kind, group.ranks) / curve->bandwidth_bytes_per_s()) *
-                   size_correction(*curve, group.ranks, bytes);
+    cost.seconds = curve_seconds(*curve, group.ranks, bytes);
   }
   return cost;
+}
+
+double CollectiveCostModel::curve_seconds(const pb::CommCurve& curve, int64_t ranks, double bytes) {
+  return (curve.latency_s() + bytes * detail::bus_factor(curve.collective(), ranks) / curve.bandwidth_bytes_per_s()) *
+         size_correction(curve, ranks, bytes);
 }
 
 double CollectiveCostModel::size_correction(const pb::CommCurve& curve, int64_t ranks, double bytes) {
@@ -170,7 +174,7 @@ double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device, 
   if (bytes == 0) return 0;
   const detail::CollectiveGroup& group = this->group({src_device, dst_device});
   if (const pb::CommCurve* curve = calibrated(scope_of(group), pb::COLLECTIVE_KIND_UNSPECIFIED)) {
-    return curve->latency_s() + bytes / curve->bandwidth_bytes_per_s();
+    return curve_seconds(*curve, 2, bytes);
   }
   const bool same_island =
       detail::island_of(topology_, src_device) == detail::island_of(topology_, dst_device);

@@ -12,6 +12,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
+#include "all_reduce_sample.hpp"
 #include "test_core_device.hpp"
 
 namespace orrery::sim {
@@ -174,16 +175,7 @@ TEST(CalibrationFit, CopiesFitTheirBandwidthFromBytesAlone) {
 }
 
 CommSample comm(double bytes, int64_t ranks, double latency, double bus_bw) {
-  CommSample s;
-  s.scope = "intra_node";
-  s.collective = pb::COLLECTIVE_KIND_ALL_REDUCE;
-  s.bytes = bytes;
-  s.ranks = ranks;
-  // all_reduce's bus factor 2(n-1)/n.
-  s.seconds =
-      latency + bytes * 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) / bus_bw;
-  s.source = "test";
-  return s;
+  return test::all_reduce_sample(bytes, ranks, latency, bus_bw);
 }
 
 TEST(CalibrationFit, CommunicationAlphaBeta) {

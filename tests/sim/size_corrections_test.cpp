@@ -9,19 +9,15 @@
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
+#include "all_reduce_sample.hpp"
 
 namespace orrery::sim {
 namespace {
 
 // An all-reduce of `bytes` on `ranks` ranks taking 40 us + bytes x 2(n-1)/n / 2 GB/s, times `slower`.
 CommSample all_reduce(double bytes, int64_t ranks, double slower, bool bench) {
-  CommSample s;
-  s.scope = "intra_node";
-  s.collective = pb::COLLECTIVE_KIND_ALL_REDUCE;
-  s.bytes = bytes;
-  s.ranks = ranks;
-  s.seconds = slower * (40e-6 + bytes * 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) / 2e9);
-  s.source = bench ? "bench" : "run";
+  CommSample s = test::all_reduce_sample(bytes, ranks, 40e-6, 2e9);
+  s.seconds *= slower;
   s.back_to_back = bench;
   return s;
 }

@@ -87,6 +87,10 @@ class CollectiveCostModel {
   // `ranks` blended by their distance from `bytes` in octaves; 1 without any.
   static double size_correction(const pb::CommCurve& curve, int64_t ranks, double bytes);
 
+  // A calibrated curve's time for `bytes` on `ranks` ranks: latency_s + bytes x the curve kind's
+  // bus factor / bandwidth, times size_correction (a send/recv curve: factor 1, no points).
+  static double curve_seconds(const pb::CommCurve& curve, int64_t ranks, double bytes);
+
   // The profile's CommCurve for this scope and kind; null when it has none.
   static const pb::CommCurve* calibrated_curve(const pb::CalibrationProfile& profile, const std::string& scope,
                                                pb::CollectiveKind kind);
