@@ -17,10 +17,10 @@
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/memory_model.hpp"
-#include "orrery/sim/run_validation.hpp"
+#include "orrery/validation/run_validation.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery {
 namespace {
@@ -42,7 +42,7 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--no-exhaustive") {
       a.exhaustive = false;
     } else {
-      throw InputError("", 0, flag, "expected --runs FILE, --threads N or --no-exhaustive");
+      throw base::InputError("", 0, flag, "expected --runs FILE, --threads N or --no-exhaustive");
     }
   }
   return a;
@@ -82,15 +82,15 @@ struct Published {
   std::string note;  // "OOM" or the rule it breaks, when not timed
 };
 
-Published simulate_published(const sim::PublishedRun& run, const sim::CostModels& costs) {
+Published simulate_published(const validation::PublishedRun& run, const sim::CostModels& costs) {
   Published out;
   try {
-    const sim::ResolvedPlan resolved = sim::resolve_plan(run.plan, run.model, run.cluster);
+    const plan::ResolvedPlan resolved = plan::resolve_plan(run.plan, run.model, run.cluster);
     for (const auto& m : sim::memory_per_stage(resolved)) {
       if (m.peak_bytes() > m.capacity_bytes()) out.note = "OOM in the memory model";
     }
     out.step_s = sim::simulate_analytic(resolved, costs).result.step_time_s();
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     out.note = std::string("rejected: ") + e.what();
   }
   return out;
@@ -109,7 +109,7 @@ void public_runs(const Args& a) {
       "| case | GPUs | published plan | published step | planner's best plan | planner step | "
       "ratio | plan time | timed |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
-  for (const sim::PublishedRun& run : sim::published_runs(a.runs)) {
+  for (const validation::PublishedRun& run : validation::published_runs(a.runs)) {
     if (!run.skipped.empty()) {
       std::printf("| %s | | skipped: %s | | | | | | |\n", run.id.c_str(), run.skipped.c_str());
       continue;

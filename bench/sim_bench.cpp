@@ -7,9 +7,9 @@
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/lower.hpp"
+#include "orrery/plan/lower.hpp"
 #include "orrery/sim/memory_model.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 
@@ -91,7 +91,7 @@ Case llama405b_seq128k_cp16() { return cp_case("llama3-405b", 1024, 131072, 128,
 template <Case (*Make)()>
 void BM_Analytic(benchmark::State& state) {
   const Case c = Make();
-  const sim::ResolvedPlan plan = sim::resolve_plan(c.plan, c.model, c.cluster);
+  const plan::ResolvedPlan plan = plan::resolve_plan(c.plan, c.model, c.cluster);
   const topologies::Topology topology(c.cluster);
   const sim::CostModels costs(topology, plan.precision.dtype);
   double step = 0;
@@ -108,7 +108,7 @@ void BM_Analytic(benchmark::State& state) {
 template <Case (*Make)(), bool fold_cp = true>
 void BM_Des(benchmark::State& state) {
   const Case c = Make();
-  const sim::ResolvedPlan plan = sim::resolve_plan(c.plan, c.model, c.cluster);
+  const plan::ResolvedPlan plan = plan::resolve_plan(c.plan, c.model, c.cluster);
   const topologies::Topology topology(c.cluster);
   const sim::CostModels costs(topology, plan.precision.dtype);
   sim::DesOptions options;
@@ -125,25 +125,25 @@ void BM_Des(benchmark::State& state) {
 template <Case (*Make)()>
 void BM_Resolve(benchmark::State& state) {
   const Case c = Make();
-  for (auto _ : state) benchmark::DoNotOptimize(sim::resolve_plan(c.plan, c.model, c.cluster));
+  for (auto _ : state) benchmark::DoNotOptimize(plan::resolve_plan(c.plan, c.model, c.cluster));
 }
 
 template <Case (*Make)()>
 void BM_Memory(benchmark::State& state) {
   const Case c = Make();
-  const sim::ResolvedPlan plan = sim::resolve_plan(c.plan, c.model, c.cluster);
+  const plan::ResolvedPlan plan = plan::resolve_plan(c.plan, c.model, c.cluster);
   for (auto _ : state) benchmark::DoNotOptimize(sim::memory_per_stage(plan));
 }
 
 template <Case (*Make)()>
 void BM_LowerRepresentatives(benchmark::State& state) {
   const Case c = Make();
-  const sim::ResolvedPlan plan = sim::resolve_plan(c.plan, c.model, c.cluster);
-  sim::LowerOptions options;
-  options.ranks = sim::representative_ranks(plan);
+  const plan::ResolvedPlan plan = plan::resolve_plan(c.plan, c.model, c.cluster);
+  plan::LowerOptions options;
+  options.ranks = plan::representative_ranks(plan);
   int64_t nodes = 0;
   for (auto _ : state) {
-    const auto g = sim::lower(plan, options);
+    const auto g = plan::lower(plan, options);
     nodes = 0;
     for (const auto& r : g.ranks()) nodes += r.nodes_size();
   }

@@ -13,14 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 #ifdef ORRERY_HAVE_EXECUTOR
 #include "orrery/executor/microbench.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 #include "table.hpp"
 #endif
 
@@ -67,14 +67,14 @@ Machine local_machine(int64_t ranks) {
   m.device = topologies::find_device(m.cluster, name);
   m.blas = executor::blas_description();
   if (m.device.kind() != pb::DEVICE_KIND_CPU) {
-    throw EnvironmentError(
+    throw base::EnvironmentError(
         "orrery bench measures CPU cores with libtorch, but this machine's `local` cluster is "
         "its " +
         name + " GPUs");
   }
   const int64_t cores = topologies::total_devices(m.cluster);
   if (ranks > cores) {
-    throw InputError("", 0, "--ranks",
+    throw base::InputError("", 0, "--ranks",
                      "got " + std::to_string(ranks) + ", this machine has " +
                          std::to_string(cores) +
                          " cores (the devices of `local`); one rank per core");
@@ -123,8 +123,8 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
   std::cout << render_fields(
                    {{"device", m.device.name() + " (one core, one intra-op thread)"},
                     {"blas", m.blas},
-                    {"peak fp32", units::flop_rate(peak)},
-                    {"memory bandwidth", units::bandwidth(bw) + " (measured by `topo discover`)"}})
+                    {"peak fp32", base::units::flop_rate(peak)},
+                    {"memory bandwidth", base::units::bandwidth(bw) + " (measured by `topo discover`)"}})
             << "\n";
   Table gemm({"gemm m x n x k", "time", "FLOP/s", "of peak", "bytes/s"});
   Table attention({"attention op", "shape", "time", "FLOP/s", "of peak"});
@@ -132,14 +132,14 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
   for (const auto& op : r.compute) {
     const double rate = op.flops / op.seconds, bytes = op.bytes_read + op.bytes_written;
     if (op.op == "gemm") {
-      gemm.add_row({shape_text(op.shape), units::seconds(op.seconds), units::flop_rate(rate),
-                    percent(rate / peak), units::bandwidth(bytes / op.seconds)});
+      gemm.add_row({shape_text(op.shape), base::units::seconds(op.seconds), base::units::flop_rate(rate),
+                    percent(rate / peak), base::units::bandwidth(bytes / op.seconds)});
     } else if (op.op.rfind("attn.", 0) == 0) {
-      attention.add_row({op.op, shape_text(op.shape), units::seconds(op.seconds),
-                         units::flop_rate(rate), percent(rate / peak)});
+      attention.add_row({op.op, shape_text(op.shape), base::units::seconds(op.seconds),
+                         base::units::flop_rate(rate), percent(rate / peak)});
     } else {
-      memory.add_row({op.op, shape_text(op.shape), units::bytes(bytes), units::seconds(op.seconds),
-                      units::bandwidth(bytes / op.seconds), percent(bytes / op.seconds / bw)});
+      memory.add_row({op.op, shape_text(op.shape), base::units::bytes(bytes), base::units::seconds(op.seconds),
+                      base::units::bandwidth(bytes / op.seconds), percent(bytes / op.seconds / bw)});
     }
   }
   std::cout << gemm.render() << "\n" << attention.render() << "\n" << memory.render();
@@ -148,8 +148,8 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
     for (const auto& c : r.collectives) {
       coll.add_row(
           {enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective)),
-           std::to_string(c.ranks), units::bytes(c.bytes), units::seconds(c.seconds),
-           units::bandwidth(c.algbw()), units::bandwidth(c.busbw()), c.algorithm});
+           std::to_string(c.ranks), base::units::bytes(c.bytes), base::units::seconds(c.seconds),
+           base::units::bandwidth(c.algbw()), base::units::bandwidth(c.busbw()), c.algorithm});
     }
     std::cout << "\n" << coll.render();
   }
@@ -158,7 +158,7 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
 void bench(const BenchArgs& a) {
   // Refuse before minutes of measuring, not after.
   if (!a.out_file.empty() && !a.force && std::filesystem::exists(a.out_file)) {
-    throw InputError(a.out_file, 0, "", "refusing to overwrite an existing file (use --force)");
+    throw base::InputError(a.out_file, 0, "", "refusing to overwrite an existing file (use --force)");
   }
   const Machine m = local_machine(a.ranks);
   executor::BenchOptions options;
@@ -205,7 +205,7 @@ void add_bench_command(CLI::App& app) {
 #else
   cmd->allow_extras();
   cmd->callback([] {
-    throw EnvironmentError(
+    throw base::EnvironmentError(
         "orrery bench: this orrery was built without the executor (libtorch was not found at build "
         "time)");
   });

@@ -12,13 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "orrery/sim/calibration_fit.hpp"
-#include "orrery/sim/calibration_samples.hpp"
+#include "orrery/calibration/calibration_fit.hpp"
+#include "orrery/calibration/calibration_samples.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/kineto.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
 
@@ -26,13 +26,13 @@ namespace orrery::cli {
 namespace {
 
 // A held parameter's value in its unit, as the proto field's name says it ("_s", "_bytes_per_s").
-std::string held_value(const sim::HeldParam& h) {
+std::string held_value(const calibration::HeldParam& h) {
   const auto ends = [&](const std::string& suffix) {
     return h.name.size() >= suffix.size() && h.name.compare(h.name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  if (ends("_bytes_per_s")) return units::bandwidth(h.value);
-  if (ends("_s")) return units::seconds(h.value);
-  return units::number(h.value);
+  if (ends("_bytes_per_s")) return base::units::bandwidth(h.value);
+  if (ends("_s")) return base::units::seconds(h.value);
+  return base::units::number(h.value);
 }
 
 struct CalibrateArgs {
@@ -48,7 +48,7 @@ struct CalibrateArgs {
 
 std::string read_text(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw EnvironmentError(file + ": cannot be read");
+  if (!in) throw base::EnvironmentError(file + ": cannot be read");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -106,11 +106,11 @@ std::string short_number(double v) {
   return buf;
 }
 
-void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationFit& fit,
+void print_report(const pb::CalibrationProfile& profile, const calibration::CalibrationFit& fit,
                   const std::vector<std::string>& notes, const std::string& out_file) {
-  const auto secs = [](double v) { return units::seconds(v); };
-  const auto flop = [](double v) { return units::flops(v); };
-  const auto bw = [](double v) { return units::bandwidth(v); };
+  const auto secs = [](double v) { return base::units::seconds(v); };
+  const auto flop = [](double v) { return base::units::flops(v); };
+  const auto bw = [](double v) { return base::units::bandwidth(v); };
   // A class's curve prices its ops that have no curve of their own ("all ops").
   const auto op_of = [](const pb::ComputeCurve& c) {
     if (c.op().empty()) return std::string("all ops");
@@ -163,7 +163,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
     for (const auto& p : c.size_points()) {
       any_sizes = true;
       sizes.add_row({c.scope(), enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
-                     std::to_string(p.ranks()), units::bytes(p.bytes()), std::to_string(p.samples()),
+                     std::to_string(p.ranks()), base::units::bytes(p.bytes()), std::to_string(p.samples()),
                      short_number(p.time_ratio())});
     }
   }
@@ -189,7 +189,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
         held.emplace_back(subject, h.name + " held at " + held_value(h) + ": " + h.reason);
     }
   }
-  const sim::OverlapReport& o = fit.overlap;
+  const calibration::OverlapReport& o = fit.overlap;
   if (o.fitted) {
     std::cout << "overlap slowdown: compute runs " << short_number(o.slowdown)
               << "x slower beside communication (median of " << o.samples
@@ -198,7 +198,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   } else {
     std::cout << "overlap slowdown not fitted: " << o.note << "\n";
   }
-  const sim::OverlapReport& oc = fit.overlap_comm;
+  const calibration::OverlapReport& oc = fit.overlap_comm;
   if (oc.fitted) {
     std::cout << "communication slowdown: collectives run " << short_number(oc.slowdown)
               << "x slower beside compute (median of " << oc.samples
@@ -207,36 +207,36 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   } else {
     std::cout << "communication slowdown not fitted: " << oc.note << "\n\n";
   }
-  for (const sim::OverheadReport& b : fit.blocking) {
+  for (const calibration::OverheadReport& b : fit.blocking) {
     if (b.fitted && b.split) {
-      std::cout << "blocking collectives (" << b.subject << "): +" << units::seconds(b.per_collective_s)
-                << " per collective and +" << units::seconds(b.value_s)
+      std::cout << "blocking collectives (" << b.subject << "): +" << base::units::seconds(b.per_collective_s)
+                << " per collective and +" << base::units::seconds(b.value_s)
                 << " per message round when issued in line with compute (the line through the clipped mean "
                    "residuals over their curves at each round count, "
-                << b.samples << " samples; per round, quartiles " << units::seconds(b.q1_s) << " - "
-                << units::seconds(b.q3_s) << ")\n\n";
+                << b.samples << " samples; per round, quartiles " << base::units::seconds(b.q1_s) << " - "
+                << base::units::seconds(b.q3_s) << ")\n\n";
     } else if (b.fitted) {
-      std::cout << "blocking collectives (" << b.subject << "): +" << units::seconds(b.value_s)
+      std::cout << "blocking collectives (" << b.subject << "): +" << base::units::seconds(b.value_s)
                 << " per message round when issued in line with compute (clipped mean residual of "
-                << b.samples << " over their curves, per round; quartiles " << units::seconds(b.q1_s) << " - " << units::seconds(b.q3_s)
+                << b.samples << " over their curves, per round; quartiles " << base::units::seconds(b.q1_s) << " - " << base::units::seconds(b.q3_s)
                 << ")\n\n";
     } else {
       std::cout << "blocking collectives (" << b.subject << ") not fitted: " << b.note << "\n\n";
     }
   }
-  for (const sim::OverheadReport& d : fit.dispatch) {
+  for (const calibration::OverheadReport& d : fit.dispatch) {
     if (d.fitted) {
-      std::cout << "dispatch (" << d.subject << "): +" << units::seconds(d.value_s)
+      std::cout << "dispatch (" << d.subject << "): +" << base::units::seconds(d.value_s)
                 << " before each op on the compute stream, time no op covers (clipped mean of " << d.samples
-                << " ranks; quartiles " << units::seconds(d.q1_s) << " - " << units::seconds(d.q3_s) << ")\n\n";
+                << " ranks; quartiles " << base::units::seconds(d.q1_s) << " - " << base::units::seconds(d.q3_s) << ")\n\n";
     } else {
       std::cout << "dispatch (" << d.subject << ") not fitted: " << d.note << "\n\n";
     }
   }
-  for (const sim::SkewReport& k : fit.skew) {
+  for (const calibration::SkewReport& k : fit.skew) {
     if (k.fitted) {
       std::cout << "rank skew (" << k.device << "): ";
-      if (k.jitter_s > 0) std::cout << "jitter " << units::seconds(k.jitter_s) << " + ";
+      if (k.jitter_s > 0) std::cout << "jitter " << base::units::seconds(k.jitter_s) << " + ";
       std::cout << "cv " << short_number(k.cv)
                 << (k.jitter_s > 0 ? " x the compute since" : ", a rank's compute between synchronizations varies this much")
                 << " (waits beyond the fastest member at " << k.samples << " collectives; own cv quartiles "
@@ -245,7 +245,7 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
       std::cout << "rank skew (" << k.device << ") not fitted: " << k.note << "\n\n";
     }
   }
-  for (const sim::SharingReport& h : fit.sharing) {
+  for (const calibration::SharingReport& h : fit.sharing) {
     if (h.fitted) {
       std::cout << "host sharing (" << h.device << "): compute runs " << short_number(h.slowdown) << "x slower with "
                 << h.ranks << " ranks on the host than alone (median over " << h.shapes
@@ -267,9 +267,9 @@ void print_report(const pb::CalibrationProfile& profile, const sim::CalibrationF
   }
 }
 
-void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit& fit,
+void print_json(const pb::CalibrationProfile& profile, const calibration::CalibrationFit& fit,
                 const std::vector<std::string>& notes, const std::string& out_file) {
-  const auto reports = [](const std::vector<sim::CurveReport>& from) {
+  const auto reports = [](const std::vector<calibration::CurveReport>& from) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const auto& r : from) {
       nlohmann::ordered_json held = nlohmann::ordered_json::array();
@@ -284,7 +284,7 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     return out;
   };
   const nlohmann::ordered_json curves = reports(fit.curves), op_curves = reports(fit.op_curves);
-  auto slowdown = [](const sim::OverlapReport& r) {
+  auto slowdown = [](const calibration::OverlapReport& r) {
     nlohmann::ordered_json e{{"samples", r.samples}, {"fitted", r.fitted}};
     if (r.fitted) {
       e["slowdown"] = r.slowdown;
@@ -308,18 +308,18 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     return e;
   };
   nlohmann::ordered_json blocking = nlohmann::ordered_json::array();
-  for (const sim::OverheadReport& b : fit.blocking) {
+  for (const calibration::OverheadReport& b : fit.blocking) {
     nlohmann::ordered_json e{{"scope", b.subject}, {"samples", b.samples}};
     if (b.fitted) e["per_collective_s"] = b.per_collective_s;
     blocking.push_back(overhead(std::move(e), b.fitted, "per_round_s", b.value_s, b.q1_s, b.q3_s, b.note));
   }
   nlohmann::ordered_json dispatch = nlohmann::ordered_json::array();
-  for (const sim::OverheadReport& d : fit.dispatch) {
+  for (const calibration::OverheadReport& d : fit.dispatch) {
     dispatch.push_back(overhead({{"device", d.subject}, {"samples", d.samples}}, d.fitted, "per_op_s", d.value_s,
                                 d.q1_s, d.q3_s, d.note));
   }
   nlohmann::ordered_json skew = nlohmann::ordered_json::array();
-  for (const sim::SkewReport& k : fit.skew) {
+  for (const calibration::SkewReport& k : fit.skew) {
     nlohmann::ordered_json e{{"device", k.device}, {"samples", k.samples}, {"fitted", k.fitted}};
     if (k.fitted) {
       e["cv"] = k.cv;
@@ -331,7 +331,7 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
     skew.push_back(e);
   }
   nlohmann::ordered_json sharing = nlohmann::ordered_json::array();
-  for (const sim::SharingReport& h : fit.sharing) {
+  for (const calibration::SharingReport& h : fit.sharing) {
     nlohmann::ordered_json e{{"device", h.device}, {"ranks", h.ranks}, {"shapes", h.shapes}, {"fitted", h.fitted}};
     if (h.fitted) {
       e["slowdown"] = h.slowdown;
@@ -357,39 +357,39 @@ void print_json(const pb::CalibrationProfile& profile, const sim::CalibrationFit
 
 void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   if (a.comm_scope != "intra_node" && a.comm_scope != "inter_node") {
-    throw InputError(
+    throw base::InputError(
         "", 0, "--comm-scope",
-        "got '" + a.comm_scope + "'" + suggest(a.comm_scope, {"intra_node", "inter_node"}));
+        "got '" + a.comm_scope + "'" + base::suggest(a.comm_scope, {"intra_node", "inter_node"}));
   }
   if (!a.force && std::filesystem::exists(a.out_file)) {
-    throw InputError(a.out_file, 0, "", "refusing to overwrite an existing file (use --force)");
+    throw base::InputError(a.out_file, 0, "", "refusing to overwrite an existing file (use --force)");
   }
   pb::ClusterSpec cluster;
   if (!a.cluster.empty()) cluster = topologies::load_cluster(a.cluster);
-  sim::SampleOptions options;
+  calibration::SampleOptions options;
   options.device = a.device;
   options.cluster = a.cluster.empty() ? nullptr : &cluster;
   options.comm_scope = a.comm_scope;
-  sim::TraceSamples samples;
+  calibration::TraceSamples samples;
   std::vector<std::string> notes;
   for (const auto& file : a.traces) {
     std::cerr << "calibrate: reading " << file << "\n";
     const pb::ExecGraph trace = read_trace(file, notes);
-    sim::add_trace_samples(trace, file, options, samples);
+    calibration::add_trace_samples(trace, file, options, samples);
   }
   notes.insert(notes.end(), samples.notes.begin(), samples.notes.end());
   if (samples.compute.empty() && samples.comm.empty()) {
-    throw InputError("", 0, "--traces", "no timed compute op or collective in the traces to fit");
+    throw base::InputError("", 0, "--traces", "no timed compute op or collective in the traces to fit");
   }
-  sim::FitOptions fit_options;
+  calibration::FitOptions fit_options;
   fit_options.min_samples = a.min_samples;
-  sim::CalibrationFit fit =
-      sim::fit_calibration(samples.compute, samples.comm, samples.devices, fit_options);
-  sim::fit_overlap_comm_slowdown(samples.overlapped_comm, fit_options, fit);
-  sim::fit_dispatch_overheads(samples.dispatch, fit_options, fit);
-  sim::fit_rank_skew(samples.skew, fit_options, fit);
+  calibration::CalibrationFit fit =
+      calibration::fit_calibration(samples.compute, samples.comm, samples.devices, fit_options);
+  calibration::fit_overlap_comm_slowdown(samples.overlapped_comm, fit_options, fit);
+  calibration::fit_dispatch_overheads(samples.dispatch, fit_options, fit);
+  calibration::fit_rank_skew(samples.skew, fit_options, fit);
   if (fit.profile.compute_size() == 0 && fit.profile.comm_size() == 0) {
-    throw InputError("", 0, "--traces",
+    throw base::InputError("", 0, "--traces",
                      "no curve has " + std::to_string(a.min_samples) +
                          " samples (--min-samples): nothing to calibrate");
   }

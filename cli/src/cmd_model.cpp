@@ -8,9 +8,9 @@
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
 
@@ -19,9 +19,9 @@ namespace {
 
 // Parameter counts the way model cards print them: "8.03 B", "124.4 M", "106.8 K".
 std::string billions(double n) {
-  if (n >= 1e9) return units::number(std::round(n / 1e7) / 100) + " B";
-  if (n >= 1e6) return units::number(std::round(n / 1e5) / 10) + " M";
-  return units::number(std::round(n / 1e2) / 10) + " K";
+  if (n >= 1e9) return base::units::number(std::round(n / 1e7) / 100) + " B";
+  if (n >= 1e6) return base::units::number(std::round(n / 1e5) / 10) + " M";
+  return base::units::number(std::round(n / 1e2) / 10) + " K";
 }
 
 std::string enum_name(const google::protobuf::EnumDescriptor* e, int value) {
@@ -68,7 +68,7 @@ void show_model(const std::string& name, const OutputFlags& out) {
   f.emplace_back("parameters", billions(stats.parameters));
   if (spec.has_moe()) f.emplace_back("active parameters", billions(stats.active_parameters));
   f.emplace_back("training FLOPs / token",
-                 units::flops(stats.training_flops_per_token) + " at seq " +
+                 base::units::flops(stats.training_flops_per_token) + " at seq " +
                      std::to_string(spec.max_seq_len()));
   std::cout << render_fields(f);
 }
@@ -116,7 +116,7 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
   ctx.sequence_parallel = a.sp;
   check_divides("--tp", a.tp, "num_attention_heads", spec.num_attention_heads());
   if (const std::string problem = models::shard_problem(spec, ctx); !problem.empty()) {
-    throw InputError("", 0, "", "cannot shard " + spec.name() + " this way: " + problem);
+    throw base::InputError("", 0, "", "cannot shard " + spec.name() + " this way: " + problem);
   }
 
   // One row per op of the first layer of each distinct kind (dense, MoE), plus embedding and head.
@@ -144,9 +144,9 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
       for (size_t i = 0; i < op.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(op.shape[i]);
       table.add_row({p.label + (p.count > 1 ? " x" + std::to_string(p.count) : ""), op.name,
                      enum_name(pb::OpClass_descriptor(), op.op_class), shape,
-                     units::flops(op.forward_flops), units::flops(op.backward_flops),
-                     op.parameters > 0 ? units::number(op.parameters) : "",
-                     op.saved_activation_bytes > 0 ? units::bytes(op.saved_activation_bytes) : ""});
+                     base::units::flops(op.forward_flops), base::units::flops(op.backward_flops),
+                     op.parameters > 0 ? base::units::number(op.parameters) : "",
+                     op.saved_activation_bytes > 0 ? base::units::bytes(op.saved_activation_bytes) : ""});
       total_fwd += op.forward_flops * static_cast<double>(p.count);
       total_bwd += op.backward_flops * static_cast<double>(p.count);
       ops.push_back({{"name", op.name},
@@ -180,12 +180,12 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
   }
   std::cout << table.render();
   std::cout << render_fields({
-      {"per rank, one micro-batch", units::flops(total_fwd) + " forward + " +
-                                        units::flops(total_bwd) + " backward"},
-      {"training FLOPs / token", units::flops(stats.training_flops_per_token) +
+      {"per rank, one micro-batch", base::units::flops(total_fwd) + " forward + " +
+                                        base::units::flops(total_bwd) + " backward"},
+      {"training FLOPs / token", base::units::flops(stats.training_flops_per_token) +
                                      " (unsharded, no recomputation)"},
-      {"6N + attention estimate", units::flops(stats.approx_flops_per_token)},
-      {"tokens per micro-batch", units::number(tokens)},
+      {"6N + attention estimate", base::units::flops(stats.approx_flops_per_token)},
+      {"tokens per micro-batch", base::units::number(tokens)},
   });
 }
 

@@ -23,9 +23,9 @@
 #include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
 
@@ -68,7 +68,7 @@ std::vector<int64_t> int_list(const std::string& flag, const std::string& text) 
       used = 0;
     }
     if (used != item.size() || v < 1) {
-      throw InputError("", 0, flag, "got '" + item + "', expected a comma-separated list of positive integers");
+      throw base::InputError("", 0, flag, "got '" + item + "', expected a comma-separated list of positive integers");
     }
     out.push_back(v);
   }
@@ -88,7 +88,7 @@ std::vector<E> enum_list(const std::string& flag, const std::string& text,
       if (name == item) out.push_back(static_cast<E>(e->value(i)->number())), found = true;
       names.push_back(name);
     }
-    if (!found) throw InputError("", 0, flag, "got '" + item + "'" + suggest(item, names));
+    if (!found) throw base::InputError("", 0, flag, "got '" + item + "'" + base::suggest(item, names));
   }
   return out;
 }
@@ -128,7 +128,7 @@ class ProgressBar {
 
 planner::PlanningJob load(const PlanCommandArgs& a) {
   planner::PlanningJob job;
-  if (a.global_batch <= 0) throw InputError("", 0, "--global-batch", "required");
+  if (a.global_batch <= 0) throw base::InputError("", 0, "--global-batch", "required");
   job.model = models::load_model(a.model);
   job.cluster = topologies::load_cluster(a.cluster, a.nodes);
   job.base.set_model(a.model);
@@ -195,8 +195,8 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
   if (r.ranked.empty()) {
     out += "no plan fits in memory";
     if (!r.closest_oom_plan.empty()) {
-      out += "; closest: " + r.closest_oom_plan + " needs " + units::bytes(r.closest_oom_peak_bytes) + " of " +
-             units::bytes(r.closest_oom_capacity_bytes);
+      out += "; closest: " + r.closest_oom_plan + " needs " + base::units::bytes(r.closest_oom_peak_bytes) + " of " +
+             base::units::bytes(r.closest_oom_capacity_bytes);
     }
     return out + "\n";
   }
@@ -205,9 +205,9 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const auto& p = r.ranked[i];
     const auto& res = p.eval.result;
-    table.add_row({std::to_string(i + 1), planner::plan_label(p), units::seconds(res.step_time_s()),
-                   units::number(std::round(res.tokens_per_s())), percent(res.mfu()),
-                   units::bytes(peak_memory(res)), breakdown(res), planner::what_limits(p, best)});
+    table.add_row({std::to_string(i + 1), planner::plan_label(p), base::units::seconds(res.step_time_s()),
+                   base::units::number(std::round(res.tokens_per_s())), percent(res.mfu()),
+                   base::units::bytes(peak_memory(res)), breakdown(res), planner::what_limits(p, best)});
   }
   out += table.render();
   out += "\nwhy #1: " + planner::why_best(best, r.ranked.size() > 1 ? &r.ranked[1] : nullptr) + "\n";
@@ -217,8 +217,8 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
          std::to_string(s.checked) + " checked, " + std::to_string(s.invalid) + " broke a rule, " +
          std::to_string(s.out_of_memory) + " out of memory, " + std::to_string(s.timed) + " timed\n";
   if (!r.closest_oom_plan.empty()) {
-    out += "closest plan over memory: " + r.closest_oom_plan + " (OOM at " + units::bytes(r.closest_oom_peak_bytes) +
-           " of " + units::bytes(r.closest_oom_capacity_bytes) + ", " +
+    out += "closest plan over memory: " + r.closest_oom_plan + " (OOM at " + base::units::bytes(r.closest_oom_peak_bytes) +
+           " of " + base::units::bytes(r.closest_oom_capacity_bytes) + ", " +
            percent(r.closest_oom_peak_bytes / r.closest_oom_capacity_bytes - 1) + " over)\n";
   }
   return out;
@@ -276,7 +276,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
     o.rerank_k = a.rerank_k > 0 ? a.rerank_k : std::max<int64_t>(a.top, 5);
     o.rerank_budget = a.rerank_budget;
   } else if (a.rerank != "none") {
-    throw InputError("", 0, "--rerank", "got '" + a.rerank + "'" + suggest(a.rerank, {"des", "none"}));
+    throw base::InputError("", 0, "--rerank", "got '" + a.rerank + "'" + base::suggest(a.rerank, {"des", "none"}));
   }
   o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.top_k = a.top;
@@ -295,7 +295,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   }
   std::cout << (flags.json ? render_json(job, r, o) : render_text(job, r, o));
   if (!a.out_file.empty()) {
-    if (r.ranked.empty()) throw InputError("", 0, "--out", "no plan fits in memory, nothing to write");
+    if (r.ranked.empty()) throw base::InputError("", 0, "--out", "no plan fits in memory, nothing to write");
     write_file_atomically(a.out_file, to_yaml(r.ranked.front().plan), a.force);
     std::cerr << "wrote " << a.out_file << " (run it with: orrery simulate --plan " << a.out_file << ")\n";
   }

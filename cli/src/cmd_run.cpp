@@ -15,12 +15,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 #ifdef ORRERY_HAVE_EXECUTOR
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/trainer.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "plan_args.hpp"
 #include "run_trace.hpp"
@@ -43,7 +44,7 @@ std::vector<std::string> own_command_line() {
   std::vector<std::string> argv;
   std::string item;
   while (std::getline(in, item, '\0')) argv.push_back(item);
-  if (argv.empty()) throw EnvironmentError("cannot read /proc/self/cmdline to launch the ranks");
+  if (argv.empty()) throw base::EnvironmentError("cannot read /proc/self/cmdline to launch the ranks");
   argv[0] = "/proc/self/exe";
   return argv;
 }
@@ -82,7 +83,7 @@ pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
     const pb::DeviceSpec* d = topologies::lookup_device(cluster, node.device());
     if (d == nullptr) continue;
     if (kind != pb::DEVICE_KIND_UNSPECIFIED && d->kind() != kind)
-      throw InputError("", 0, "--cluster", "mixes CPU and GPU devices; orrery run trains every rank on one kind");
+      throw base::InputError("", 0, "--cluster", "mixes CPU and GPU devices; orrery run trains every rank on one kind");
     kind = d->kind();
   }
   return kind;
@@ -97,7 +98,7 @@ void run(RunArgs& a) {
   config.plan = job.plan;
   config.device_kind = cluster_device_kind(job.cluster);
   if (const auto why = executor::unsupported_reason(config); !why.empty()) {
-    throw InputError(a.plan.plan_file, 0, "plan", why);
+    throw base::InputError(a.plan.plan_file, 0, "plan", why);
   }
   if (const auto env = executor::rank_env_from_environment()) {
     // Every op is timed under the simulator's node names (run_trace.hpp).
@@ -110,7 +111,7 @@ void run(RunArgs& a) {
     return;
   }
   if (!one_node(job.cluster)) {
-    throw InputError("", 0, "--cluster",
+    throw base::InputError("", 0, "--cluster",
                      "orrery run launches ranks only on this machine (--cluster local, or a cluster of one node); "
                      "for '" + job.plan.cluster() +
                          "' start one `orrery run` per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set "
@@ -118,15 +119,14 @@ void run(RunArgs& a) {
   }
   if (!config.out_dir.empty() && std::filesystem::exists(config.out_dir) &&
       !std::filesystem::is_empty(config.out_dir) && !a.force) {
-    throw InputError("", 0, "--out", config.out_dir + " exists and is not empty (pass --force to write into it)");
+    throw base::InputError("", 0, "--out", config.out_dir + " exists and is not empty (pass --force to write into it)");
   }
   // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
   if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
   const auto& p = job.plan.parallel();
   executor::LaunchOptions launch;
   launch.argv = own_command_line();
-  launch.world_size = (p.has_tp() ? p.tp() : 1) * (p.has_cp() ? p.cp() : 1) * (p.has_dp() ? p.dp() : 1) *
-                      (p.has_pp() ? p.pp() : 1);
+  launch.world_size = plan::degrees_of(p).world_size();
   launch.timeout_s = config.timeout_s;
   std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name() << ", "
             << config.steps << " step(s)" << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n";
@@ -164,7 +164,7 @@ void add_run_command(CLI::App& app) {
 #else
   cmd->allow_extras();
   cmd->callback([] {
-    throw EnvironmentError("orrery run: this orrery was built without the executor (libtorch was not found at build time)");
+    throw base::EnvironmentError("orrery run: this orrery was built without the executor (libtorch was not found at build time)");
   });
 #endif
 }

@@ -4,11 +4,11 @@
 #include "commands.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/chakra.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
@@ -34,44 +34,38 @@ struct SimulateArgs {
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
   const LoadedJob job = load_job(a.plan);
-  const sim::ResolvedPlan plan = sim::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  const plan::ResolvedPlan plan = plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
   const topologies::Topology topology(plan.cluster);
   const sim::CostModels costs(topology, plan.precision.dtype,
                               a.calibration_file.empty() ? nullptr : &calibration);
-  if (a.engine != "analytic" && a.engine != "des") {
-    throw InputError("", 0, "--engine", "got '" + a.engine + "'" + suggest(a.engine, {"analytic", "des"}));
+  const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
+  if (!a.trace_file.empty() && engine != sim::EngineKind::kDes) {
+    throw base::InputError("", 0, "--trace", "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
-  if (!a.trace_file.empty() && a.engine != "des") {
-    throw InputError("", 0, "--trace", "the analytic engine predicts no timeline; a timeline needs --engine des");
-  }
-  sim::SimOutput result;  // filled below, then printed without its wall time
-  if (a.engine == "des") {
-    sim::DesOptions options;
-    options.all_ranks = a.all_ranks;
-    options.timeline = !a.trace_file.empty();
-    result = sim::simulate_des(plan, costs, options);
-  } else {
-    result = sim::simulate_analytic(plan, costs);
-  }
+  sim::DesOptions options;
+  options.all_ranks = a.all_ranks;
+  options.timeline = !a.trace_file.empty();
+  // Printed below without its wall time.
+  sim::SimOutput result = sim::simulate(plan, costs, engine, options);
   if (!a.trace_file.empty()) {
     write_file_atomically(a.trace_file, to_perfetto_json({{&result.timeline, "predicted"}}), a.force);
     std::cerr << "wrote " << a.trace_file << " (open in ui.perfetto.dev)\n";
   }
   if (!a.graph_file.empty()) {
-    sim::LowerOptions options;
-    options.ranks = sim::representative_ranks(plan);
-    write_file_atomically(a.graph_file, to_json(sim::lower(plan, options)), a.force);
+    plan::LowerOptions options;
+    options.ranks = plan::representative_ranks(plan);
+    write_file_atomically(a.graph_file, to_json(plan::lower(plan, options)), a.force);
     std::cerr << "wrote " << a.graph_file << " (one representative rank per pipeline stage)\n";
   }
   if (!a.chakra_prefix.empty()) {
     if (plan.world_size() > kMaxChakraRanks) {
-      throw InputError("", 0, "--chakra", "the plan has " + std::to_string(plan.world_size()) +
+      throw base::InputError("", 0, "--chakra", "the plan has " + std::to_string(plan.world_size()) +
                                               " ranks; Chakra export writes every rank and stops at " +
                                               std::to_string(kMaxChakraRanks));
     }
-    const auto files = write_chakra(sim::lower(plan), a.chakra_prefix, a.force);
+    const auto files = write_chakra(plan::lower(plan), a.chakra_prefix, a.force);
     std::cerr << "wrote " << files.size() << " Chakra files " << a.chakra_prefix << ".<rank>.et\n";
   }
   // The engine's own wall time varies from run to run: it goes to stderr, never into results.

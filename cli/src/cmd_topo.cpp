@@ -9,9 +9,9 @@
 #include "orrery/topologies/discover.hpp"
 #include "orrery/topologies/routing.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
 
@@ -39,7 +39,7 @@ std::string enum_name(const google::protobuf::EnumDescriptor* e, int value) {
 std::string intra_summary(const pb::NodeType& nt) {
   const auto& in = nt.intra();
   std::string s = enum_name(pb::IntraNodeKind_descriptor(), in.kind());
-  if (in.has_device_link()) s += " " + units::bandwidth(in.device_link().bandwidth_bytes_per_s());
+  if (in.has_device_link()) s += " " + base::units::bandwidth(in.device_link().bandwidth_bytes_per_s());
   if (in.domain_nodes() > 1) s += ", domain of " + std::to_string(in.domain_nodes()) + " nodes";
   return s;
 }
@@ -47,14 +47,14 @@ std::string intra_summary(const pb::NodeType& nt) {
 std::string nic_summary(const pb::NodeType& nt) {
   if (nt.nic().count() == 0) return "-";
   return std::to_string(nt.nic().count()) + " x " +
-         units::bandwidth(nt.nic().link().bandwidth_bytes_per_s());
+         base::units::bandwidth(nt.nic().link().bandwidth_bytes_per_s());
 }
 
 std::string fabric_summary(const pb::FabricSpec& f) {
   std::string s = enum_name(pb::FabricKind_descriptor(), f.kind());
   if (f.tiers() > 0) s += ", " + std::to_string(f.tiers()) + " tiers";
   if (f.switch_radix() > 0) s += ", radix " + std::to_string(f.switch_radix());
-  if (f.oversubscription() > 1) s += ", " + units::number(f.oversubscription()) + ":1 oversubscribed";
+  if (f.oversubscription() > 1) s += ", " + base::units::number(f.oversubscription()) + ":1 oversubscribed";
   if (f.pod_nodes() > 0) s += ", pods of " + std::to_string(f.pod_nodes()) + " nodes";
   return s;
 }
@@ -78,10 +78,10 @@ void show_cluster(const ClusterArgs& a, const OutputFlags& out) {
                     std::to_string(nt->devices_per_node()), intra_summary(*nt), nic_summary(*nt)});
     if (std::find(shown.begin(), shown.end(), d.name()) == shown.end()) {
       shown.push_back(d.name());
-      devices.add_row({d.name(), units::flop_rate(d.peak_flops().bf16()),
-                       d.peak_flops().fp8() > 0 ? units::flop_rate(d.peak_flops().fp8()) : "-",
-                       units::flop_rate(d.peak_flops().fp32()), units::bytes(d.memory_bytes()),
-                       units::bandwidth(d.memory_bandwidth_bytes_per_s())});
+      devices.add_row({d.name(), base::units::flop_rate(d.peak_flops().bf16()),
+                       d.peak_flops().fp8() > 0 ? base::units::flop_rate(d.peak_flops().fp8()) : "-",
+                       base::units::flop_rate(d.peak_flops().fp32()), base::units::bytes(d.memory_bytes()),
+                       base::units::bandwidth(d.memory_bandwidth_bytes_per_s())});
     }
   }
   std::cout << render_fields({{"cluster", spec.name()},
@@ -89,8 +89,8 @@ void show_cluster(const ClusterArgs& a, const OutputFlags& out) {
                               {"nodes", std::to_string(topologies::total_nodes(spec))},
                               {"devices", std::to_string(topologies::total_devices(spec))},
                               {"fabric", fabric_summary(spec.fabric())},
-                              {"peak bf16 (dense)", units::flop_rate(peak_bf16)},
-                              {"device memory", units::bytes(memory)}})
+                              {"peak bf16 (dense)", base::units::flop_rate(peak_bf16)},
+                              {"device memory", base::units::bytes(memory)}})
             << "\n"
             << groups.render() << "\n"
             << devices.render();
@@ -104,7 +104,7 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += "\n  " + p;
-    throw InputError(where.file().empty() ? spec.name() : where.file(), 0, "",
+    throw base::InputError(where.file().empty() ? spec.name() : where.file(), 0, "",
                      "the expanded topology is broken:" + all);
   }
   const auto& g = topo.graph();
@@ -124,8 +124,8 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
     const auto routes = topologies::ecmp_routes(topo, src, dst);
     if (routes.empty()) return;
     const double bw = topologies::pair_bottleneck_bandwidth(topo, src, dst);
-    f.emplace_back(label, units::bandwidth(bw) + ", " + std::to_string(routes.front().edges.size()) +
-                              " hops, " + units::seconds(routes.front().latency_s) + ", " +
+    f.emplace_back(label, base::units::bandwidth(bw) + ", " + std::to_string(routes.front().edges.size()) +
+                              " hops, " + base::units::seconds(routes.front().latency_s) + ", " +
                               std::to_string(routes.size()) + " equal-cost route(s)");
     j[label] = {{"src", src},
                 {"dst", dst},
@@ -148,7 +148,7 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
     }
   }
   const double bisection = topologies::bisection_bandwidth(topo);
-  f.emplace_back("bisection bandwidth", units::bandwidth(bisection) + " per direction");
+  f.emplace_back("bisection bandwidth", base::units::bandwidth(bisection) + " per direction");
   j["bisection_bytes_per_s"] = bisection;
   if (out.json) {
     std::cout << j.dump(2) << "\n";

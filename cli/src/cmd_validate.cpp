@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "orrery/sim/collective_validation.hpp"
-#include "orrery/sim/run_validation.hpp"
-#include "orrery/sim/trace_validation.hpp"
+#include "orrery/validation/collective_validation.hpp"
+#include "orrery/validation/run_validation.hpp"
+#include "orrery/validation/trace_validation.hpp"
 #include "orrery/traces/perfetto.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
 
@@ -32,13 +32,6 @@ struct ValidateArgs {
   bool force = false;
 };
 
-sim::EngineKind engine_kind(const std::string& engine) {
-  if (engine != "analytic" && engine != "des") {
-    throw InputError("", 0, "--engine", "got '" + engine + "'" + suggest(engine, {"analytic", "des"}));
-  }
-  return engine == "des" ? sim::EngineKind::kDes : sim::EngineKind::kAnalytic;
-}
-
 std::string signed_percent(double fraction) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * fraction);
@@ -51,10 +44,10 @@ std::string percent(double fraction) {
   return buf;
 }
 
-void validate_runs(const ValidateArgs& a, const OutputFlags& out) {
+void validation::validate_runs(const ValidateArgs& a, const OutputFlags& out) {
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  const sim::RunValidation v = sim::validate_runs(a.runs_file, engine_kind(a.engine),
+  const validation::RunValidation v = validation::validate_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"),
                                                   a.calibration_file.empty() ? nullptr : &calibration);
   if (out.json) {
     nlohmann::ordered_json cases = nlohmann::ordered_json::array();
@@ -88,7 +81,7 @@ void validate_runs(const ValidateArgs& a, const OutputFlags& out) {
       skipped.emplace_back(c.id, c.skipped);
       continue;
     }
-    t.add_row({c.id, c.model, c.cluster, c.plan, units::seconds(c.measured_s), units::seconds(c.predicted_s),
+    t.add_row({c.id, c.model, c.cluster, c.plan, base::units::seconds(c.measured_s), base::units::seconds(c.predicted_s),
                signed_percent(c.error)});
   }
   std::cout << t.render() << "\n"
@@ -100,8 +93,8 @@ void validate_runs(const ValidateArgs& a, const OutputFlags& out) {
   }
 }
 
-void validate_collectives(const ValidateArgs& a, const OutputFlags& out) {
-  const sim::CollectiveValidation v = sim::validate_collectives(a.collectives_file);
+void validation::validate_collectives(const ValidateArgs& a, const OutputFlags& out) {
+  const validation::CollectiveValidation v = validation::validate_collectives(a.collectives_file);
   if (out.json) {
     nlohmann::ordered_json tables = nlohmann::ordered_json::array();
     for (const auto& t : v.tables) {
@@ -143,7 +136,7 @@ void validate_collectives(const ValidateArgs& a, const OutputFlags& out) {
     std::cout << " (simulated on " << t.cluster << (t.nvls_pinned ? ", NVLS pinned" : "") << ")\n";
     Table rows({"size", "measured", "predicted", "error", "algorithm"});
     for (const auto& r : t.rows) {
-      rows.add_row({units::bytes(r.bytes), units::seconds(r.measured_s), units::seconds(r.predicted_s),
+      rows.add_row({base::units::bytes(r.bytes), base::units::seconds(r.measured_s), base::units::seconds(r.predicted_s),
                     signed_percent(r.relative_error), r.algorithm + "/" + r.protocol});
     }
     std::cout << rows.render() << "median |error| " << percent(t.median_abs_error) << ", p90 "
@@ -160,7 +153,7 @@ void validate_collectives(const ValidateArgs& a, const OutputFlags& out) {
                               {"p90 |error|", percent(v.p90_abs_error)}});
 }
 
-nlohmann::ordered_json groups_json(const std::vector<sim::GroupComparison>& groups) {
+nlohmann::ordered_json groups_json(const std::vector<validation::GroupComparison>& groups) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& g : groups) {
     out.push_back({{"name", g.name},
@@ -173,22 +166,22 @@ nlohmann::ordered_json groups_json(const std::vector<sim::GroupComparison>& grou
   return out;
 }
 
-Table groups_table(const std::string& what, const std::vector<sim::GroupComparison>& groups) {
+Table groups_table(const std::string& what, const std::vector<validation::GroupComparison>& groups) {
   Table t({what, "nodes", "measured", "predicted", "error", "median |node error|"});
   for (const auto& g : groups) {
-    t.add_row({g.name, std::to_string(g.nodes), units::seconds(g.measured_s), units::seconds(g.predicted_s),
+    t.add_row({g.name, std::to_string(g.nodes), base::units::seconds(g.measured_s), base::units::seconds(g.predicted_s),
                signed_percent(g.error), percent(g.median_abs_error)});
   }
   return t;
 }
 
 // The nodes the simulator misses most, by |log(predicted / measured)|, ties by rank and id.
-std::vector<const sim::NodeComparison*> worst_nodes(const sim::TraceValidation& v, size_t count) {
-  std::vector<const sim::NodeComparison*> out;
+std::vector<const validation::NodeComparison*> worst_nodes(const validation::TraceValidation& v, size_t count) {
+  std::vector<const validation::NodeComparison*> out;
   for (const auto& n : v.nodes) {
     if (n.measured_s > 0 && n.predicted_s > 0) out.push_back(&n);
   }
-  const auto miss = [](const sim::NodeComparison* n) { return std::abs(std::log(n->predicted_s / n->measured_s)); };
+  const auto miss = [](const validation::NodeComparison* n) { return std::abs(std::log(n->predicted_s / n->measured_s)); };
   std::stable_sort(out.begin(), out.end(), [&](const auto* a, const auto* b) { return miss(a) > miss(b); });
   if (out.size() > count) out.resize(count);
   return out;
@@ -196,17 +189,17 @@ std::vector<const sim::NodeComparison*> worst_nodes(const sim::TraceValidation& 
 
 constexpr size_t kWorstNodes = 10;
 
-void validate_trace(const ValidateArgs& a, const OutputFlags& out) {
+void validation::validate_trace(const ValidateArgs& a, const OutputFlags& out) {
   const sim::EngineKind engine = engine_kind(a.engine);
   if (!a.timeline_file.empty() && engine != sim::EngineKind::kDes) {
-    throw InputError("", 0, "--timeline", "the analytic engine predicts no timeline; a timeline needs --engine des");
+    throw base::InputError("", 0, "--timeline", "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
   pb::ExecGraph trace;
   read_spec_file(a.trace_file, &trace);
-  const sim::TraceValidation v =
-      sim::validate_trace(trace, a.trace_file, engine, a.calibration_file.empty() ? nullptr : &calibration);
+  const validation::TraceValidation v =
+      validation::validate_trace(trace, a.trace_file, engine, a.calibration_file.empty() ? nullptr : &calibration);
   if (!a.timeline_file.empty()) {
     write_file_atomically(a.timeline_file,
                           to_perfetto_json({{&v.predicted_timeline, "predicted"}, {&trace, "measured"}}), a.force);
@@ -237,15 +230,15 @@ void validate_trace(const ValidateArgs& a, const OutputFlags& out) {
   std::cout << render_fields({{"trace", a.trace_file + " (" + trace.model() + " on " + trace.cluster() + ", " +
                                             std::to_string(v.ranks) + " ranks, " + std::to_string(v.nodes.size()) + " nodes)"},
                               {"engine", a.engine + (a.calibration_file.empty() ? "" : ", calibrated by " + a.calibration_file)},
-                              {"measured step", units::seconds(v.measured_step_s)},
-                              {"predicted step", units::seconds(v.predicted_step_s)},
+                              {"measured step", base::units::seconds(v.measured_step_s)},
+                              {"predicted step", base::units::seconds(v.predicted_step_s)},
                               {"step error", signed_percent(v.step_error)}})
             << "\n"
             << groups_table("op class", v.op_classes).render() << "\n";
   if (!v.collectives.empty()) std::cout << groups_table("communication", v.collectives).render() << "\n";
   Table t({"worst nodes", "rank", "measured", "predicted", "error"});
   for (const auto* n : worst) {
-    t.add_row({n->name, std::to_string(n->rank), units::seconds(n->measured_s), units::seconds(n->predicted_s),
+    t.add_row({n->name, std::to_string(n->rank), base::units::seconds(n->measured_s), base::units::seconds(n->predicted_s),
                signed_percent(n->predicted_s / n->measured_s - 1)});
   }
   std::cout << t.render();
@@ -272,10 +265,10 @@ void add_validate_command(CLI::App& app) {
   runs->excludes(trace);
   coll->excludes(trace);
   cmd->callback([a, out] {
-    if (!a->runs_file.empty()) return validate_runs(*a, *out);
-    if (!a->collectives_file.empty()) return validate_collectives(*a, *out);
-    if (!a->trace_file.empty()) return validate_trace(*a, *out);
-    throw InputError("", 0, "validate", "give --runs FILE, --collectives FILE or --trace FILE");
+    if (!a->runs_file.empty()) return validation::validate_runs(*a, *out);
+    if (!a->collectives_file.empty()) return validation::validate_collectives(*a, *out);
+    if (!a->trace_file.empty()) return validation::validate_trace(*a, *out);
+    throw base::InputError("", 0, "validate", "give --runs FILE, --collectives FILE or --trace FILE");
   });
 }
 

@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace {
 
@@ -21,7 +21,7 @@ void add_left_out_command(CLI::App& app, const std::string& name, const std::str
   CLI::App* cmd = app.add_subcommand(name, description + " (not in this build)");
   cmd->allow_extras();
   cmd->callback([name] {
-    throw orrery::EnvironmentError(
+    throw orrery::base::EnvironmentError(
         "orrery " + name +
         ": this orrery was built without the simulator (ORRERY_SIMULATOR=OFF); "
         "use a build with SimGrid and Ceres, for example on the traces this one wrote");
@@ -65,13 +65,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitInput;
-  } catch (const orrery::InputError& e) {
+  } catch (const orrery::base::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitInput;
-  } catch (const orrery::EnvironmentError& e) {
+  } catch (const orrery::base::EnvironmentError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitEnvironment;
-  } catch (const orrery::InternalError& e) {
+  } catch (const orrery::base::InternalError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitBug;
   } catch (const std::exception& e) {

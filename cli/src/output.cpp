@@ -1,6 +1,6 @@
 #include "output.hpp"
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::cli {
@@ -39,7 +39,7 @@ void emit(const std::string& text, const std::string& out_file, bool force) {
 void check_divides(const std::string& flag, int64_t divisor, const std::string& what,
                    int64_t value) {
   if (value % divisor != 0) {
-    throw InputError("", 0, flag,
+    throw base::InputError("", 0, flag,
                      "got " + std::to_string(divisor) + ", must divide " + what + " (" +
                          std::to_string(value) + ")");
   }

@@ -4,9 +4,10 @@
 #include <sstream>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -20,7 +21,7 @@ int parse_enum(const std::string& flag, const std::string& text, const google::p
     if (name == text) return e->value(i)->number();
     names.push_back(name);
   }
-  throw InputError("", 0, flag, "got '" + text + "'" + suggest(text, names));
+  throw base::InputError("", 0, flag, "got '" + text + "'" + base::suggest(text, names));
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -41,7 +42,7 @@ void set_int_list(const std::string& flag, const std::string& text, google::prot
       if (used != item.size()) throw std::invalid_argument(item);
       out->Add(v);
     } catch (const std::exception&) {
-      throw InputError("", 0, flag, "got '" + item + "', expected an integer");
+      throw base::InputError("", 0, flag, "got '" + item + "', expected an integer");
     }
   }
 }
@@ -87,15 +88,15 @@ LoadedJob load_job(const PlanArgs& a) {
   if (!a.plan_file.empty()) read_spec_file(a.plan_file, &p, &job.plan_where);
   if (!a.model.empty()) p.set_model(a.model);
   if (!a.cluster.empty()) p.set_cluster(a.cluster);
-  if (p.model().empty()) throw InputError("", 0, "--model", "required (or a --plan file with `model`)");
-  if (p.cluster().empty()) throw InputError("", 0, "--cluster", "required (or a --plan file with `cluster`)");
+  if (p.model().empty()) throw base::InputError("", 0, "--model", "required (or a --plan file with `model`)");
+  if (p.cluster().empty()) throw base::InputError("", 0, "--cluster", "required (or a --plan file with `cluster`)");
   if (a.nodes) p.set_nodes(*a.nodes);
   auto* job_spec = p.mutable_job();
   if (a.global_batch) job_spec->set_global_batch_size(*a.global_batch);
   if (a.seq) job_spec->set_seq_len(*a.seq);
   if (a.precision) job_spec->set_precision(static_cast<pb::Precision>(parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
   if (job_spec->precision() == pb::PRECISION_UNSPECIFIED) job_spec->set_precision(pb::PRECISION_BF16);
-  if (job_spec->global_batch_size() <= 0) throw InputError("", 0, "--global-batch", "required (or the plan's job.global_batch_size)");
+  if (job_spec->global_batch_size() <= 0) throw base::InputError("", 0, "--global-batch", "required (or the plan's job.global_batch_size)");
   if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
   if (p.micro_batch_size() <= 0) p.set_micro_batch_size(1);
 
@@ -120,15 +121,16 @@ LoadedJob load_job(const PlanArgs& a) {
     // Stages with their own degrees do not fill the cluster by one rule: the pipeline
     // micro-batch (micro_batch x dp) must be given, or follow from the stages' dp.
     if (p.stage_dp_size() == 0) {
-      throw InputError("", 0, "--dp", "required with --stage-tp and no --stage-dp (it sizes the pipeline micro-batch)");
+      throw base::InputError("", 0, "--dp", "required with --stage-tp and no --stage-dp (it sizes the pipeline micro-batch)");
     }
     q->set_dp(*std::max_element(p.stage_dp().begin(), p.stage_dp().end()));
   }
   if (!q->has_dp()) {
     const int64_t devices = topologies::total_devices(job.cluster);
-    const int64_t per_replica = (q->has_tp() ? q->tp() : 1) * (q->has_pp() ? q->pp() : 1) * (q->has_cp() ? q->cp() : 1);
+    const plan::Degrees given = plan::degrees_of(*q);
+    const int64_t per_replica = given.tp * given.pp * given.cp;
     if (devices % per_replica != 0) {
-      throw InputError("", 0, "--dp", "not given, and tp x pp x cp = " + std::to_string(per_replica) +
+      throw base::InputError("", 0, "--dp", "not given, and tp x pp x cp = " + std::to_string(per_replica) +
                                           " does not divide the cluster's " + std::to_string(devices) + " devices");
     }
     q->set_dp(devices / per_replica);
@@ -138,9 +140,9 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.recompute) p.set_recompute(static_cast<pb::Recompute>(parse_enum("--recompute", *a.recompute, pb::Recompute_descriptor())));
   if (a.bucket) {
     try {
-      p.set_bucket_bytes(units::parse(*a.bucket, pb::UNIT_BYTES));
+      p.set_bucket_bytes(base::units::parse(*a.bucket, base::units::Unit::kBytes));
     } catch (const std::invalid_argument& e) {
-      throw InputError("", 0, "--bucket", e.what());
+      throw base::InputError("", 0, "--bucket", e.what());
     }
   }
   if (a.prefetch) p.set_prefetch_buckets(*a.prefetch);
@@ -155,7 +157,7 @@ LoadedJob load_job(const PlanArgs& a) {
       try {
         p.add_layers_per_stage(std::stoll(item));
       } catch (const std::exception&) {
-        throw InputError("", 0, "--layers-per-stage", "got '" + item + "', expected an integer");
+        throw base::InputError("", 0, "--layers-per-stage", "got '" + item + "', expected an integer");
       }
     }
   }

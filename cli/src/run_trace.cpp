@@ -6,23 +6,23 @@
 #include <sstream>
 
 #include "orrery/executor/results.hpp"
-#include "orrery/sim/engine.hpp"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/resolved_plan.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/sim/sim_output.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/statistics.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/statistics.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::cli {
 namespace {
 
 pb::ExecGraph lower_ranks(const LoadedJob& job, std::vector<int64_t> ranks) {
-  const sim::ResolvedPlan plan = sim::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
-  sim::LowerOptions options;
+  const plan::ResolvedPlan plan = plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  plan::LowerOptions options;
   options.ranks = std::move(ranks);
-  return sim::lower(plan, options);
+  return plan::lower(plan, options);
 }
 
 }  // namespace
@@ -51,7 +51,7 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
     if (steps == 1 || s > 1) measured.push_back(seconds);
   }
   g.set_steps(static_cast<int64_t>(measured.size()));
-  g.set_measured_step_s(clipped_mean(measured));  // as the nodes' timings (measured_trace.cpp)
+  g.set_measured_step_s(base::clipped_mean(measured));  // as the nodes' timings (measured_trace.cpp)
   const auto trace = std::filesystem::path(dir) / "trace.json";
   const auto timeline = std::filesystem::path(dir) / "timeline.json";
   write_file_atomically(trace, to_json(g), true);
@@ -61,7 +61,7 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
 }
 
 std::string throughput_line(const LoadedJob& job, const pb::ExecGraph& trace) {
-  const sim::ResolvedPlan plan = sim::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  const plan::ResolvedPlan plan = plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   pb::SimResult r;
   r.set_step_time_s(trace.measured_step_s());
   sim::fill_throughput(plan, 0, r);
@@ -69,8 +69,8 @@ std::string throughput_line(const LoadedJob& job, const pb::ExecGraph& trace) {
   const std::string which = steps > 1 ? "steps 2.." + std::to_string(steps) : "step 1, which includes warm-up";
   std::ostringstream mfu;
   mfu << std::fixed << std::setprecision(1) << 100 * r.mfu();
-  return "mean step " + units::seconds(r.step_time_s()) + " (" + which + "), " +
-         units::number(std::round(r.tokens_per_s())) + " tokens/s, MFU " + mfu.str() + "% of the cluster's " +
+  return "mean step " + base::units::seconds(r.step_time_s()) + " (" + which + "), " +
+         base::units::number(std::round(r.tokens_per_s())) + " tokens/s, MFU " + mfu.str() + "% of the cluster's " +
          plan.precision.dtype + " peak";
 }
 

@@ -5,7 +5,7 @@
 
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 #include "table.hpp"
 
 namespace orrery::cli {
@@ -23,7 +23,7 @@ std::string enum_name(const google::protobuf::EnumDescriptor* e, int v) {
 
 }  // namespace
 
-std::string plan_summary(const sim::ResolvedPlan& r) {
+std::string plan_summary(const plan::ResolvedPlan& r) {
   const auto& d = r.degrees;
   std::string s = "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp);
   if (!r.uniform_stages()) {
@@ -48,7 +48,7 @@ std::string plan_summary(const sim::ResolvedPlan& r) {
   return s;
 }
 
-std::string render_result(const sim::ResolvedPlan& plan, const pb::SimResult& r) {
+std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r) {
   const double step = r.step_time_s();
   std::string out = render_fields({
       {"model", plan.model.name()},
@@ -58,15 +58,15 @@ std::string render_result(const sim::ResolvedPlan& plan, const pb::SimResult& r)
                   std::to_string(plan.seq_len) + ", " + plan.precision.dtype},
       {"plan", plan_summary(plan)},
       {"engine", r.engine()},
-      {"step time", units::seconds(step)},
-      {"tokens/s", units::number(std::round(r.tokens_per_s()))},
+      {"step time", base::units::seconds(step)},
+      {"tokens/s", base::units::number(std::round(r.tokens_per_s()))},
       {"MFU / HFU", percent(r.mfu()) + " / " + percent(r.hfu())},
   });
   Table breakdown({"where the step goes", "time", "share"});
   const auto& b = r.breakdown();
   auto row = [&](const std::string& name, double s) {
     if (s <= 0) return;
-    breakdown.add_row({name, units::seconds(s), percent(step > 0 ? s / step : 0)});
+    breakdown.add_row({name, base::units::seconds(s), percent(step > 0 ? s / step : 0)});
   };
   row("compute", b.compute_s());
   row("  of which recomputation", b.recompute_s());
@@ -77,10 +77,10 @@ std::string render_result(const sim::ResolvedPlan& plan, const pb::SimResult& r)
   out += "\n" + breakdown.render();
   Table memory({"rank", "params", "grads", "optimizer", "activations", "other", "peak", "capacity", "fits"});
   for (const auto& m : r.memory()) {
-    memory.add_row({std::to_string(m.rank()), units::bytes(m.parameters_bytes()), units::bytes(m.gradients_bytes()),
-                    units::bytes(m.optimizer_bytes()), units::bytes(m.activations_bytes()),
-                    units::bytes(m.comm_buffers_bytes() + m.allocator_overhead_bytes()), units::bytes(m.peak_bytes()),
-                    units::bytes(m.capacity_bytes()), m.oom() ? "OOM" : "yes"});
+    memory.add_row({std::to_string(m.rank()), base::units::bytes(m.parameters_bytes()), base::units::bytes(m.gradients_bytes()),
+                    base::units::bytes(m.optimizer_bytes()), base::units::bytes(m.activations_bytes()),
+                    base::units::bytes(m.comm_buffers_bytes() + m.allocator_overhead_bytes()), base::units::bytes(m.peak_bytes()),
+                    base::units::bytes(m.capacity_bytes()), m.oom() ? "OOM" : "yes"});
   }
   out += "\nmemory per pipeline rank (all ranks of a stage hold the same)\n" + memory.render();
   return out;

@@ -4,13 +4,13 @@
 #include <string>
 
 #include "orrery/pb/sim_result.pb.h"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::cli {
 
 // "tp8 pp2 dp8 sp vp2 mbs1 1f1b zero1 recompute=full" — the plan in one line.
-std::string plan_summary(const sim::ResolvedPlan& plan);
+std::string plan_summary(const plan::ResolvedPlan& plan);
 
-std::string render_result(const sim::ResolvedPlan& plan, const pb::SimResult& result);
+std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& result);
 
 }  // namespace orrery::cli

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::cli {
 namespace {

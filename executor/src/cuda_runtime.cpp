@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor::cuda {
 
@@ -20,14 +20,14 @@ bool usable(int64_t local_rank) {
 
 c10::Device select_device(int64_t local_rank) {
   if (!usable(local_rank)) {
-    throw EnvironmentError("LOCAL_RANK " + std::to_string(local_rank) + " needs cuda:" + std::to_string(local_rank) +
+    throw base::EnvironmentError("LOCAL_RANK " + std::to_string(local_rank) + " needs cuda:" + std::to_string(local_rank) +
                            " but libtorch sees " + std::to_string(c10::cuda::device_count()) + " CUDA device(s)");
   }
   const auto index = static_cast<c10::DeviceIndex>(local_rank);
   try {
     c10::cuda::set_device(index);
   } catch (const c10::Error& e) {  // a device libtorch counts but cannot use (busy, wrong driver)
-    throw EnvironmentError("cannot use cuda:" + std::to_string(local_rank) + ": " + e.what_without_backtrace());
+    throw base::EnvironmentError("cannot use cuda:" + std::to_string(local_rank) + ": " + e.what_without_backtrace());
   }
   return {c10::DeviceType::CUDA, index};
 }

@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 extern char** environ;
 
@@ -68,10 +68,10 @@ Rank spawn(const LaunchOptions& o, int64_t rank, int port) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw EnvironmentError("pipe: " + std::string(std::strerror(errno)));
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw base::EnvironmentError("pipe: " + std::string(std::strerror(errno)));
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw EnvironmentError("fork: " + std::string(std::strerror(errno)));
+  if (pid < 0) throw base::EnvironmentError("fork: " + std::string(std::strerror(errno)));
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a rank never outlives its launcher
     if (::getppid() != parent) ::_exit(127);
@@ -168,7 +168,7 @@ class Job {
     }
     stop_all();
     drain();
-    throw EnvironmentError("rank " + std::to_string(rank) + " of " + std::to_string(ranks_.size()) +
+    throw base::EnvironmentError("rank " + std::to_string(rank) + " of " + std::to_string(ranks_.size()) +
                            " " + why + silent + "; stopped the job");
   }
 
@@ -261,7 +261,7 @@ class Job {
 
 int pick_free_port(const std::string& addr) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw EnvironmentError("socket: " + std::string(std::strerror(errno)));
+  if (fd < 0) throw base::EnvironmentError("socket: " + std::string(std::strerror(errno)));
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = 0;
@@ -270,7 +270,7 @@ int pick_free_port(const std::string& addr) {
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     ::close(fd);
-    throw EnvironmentError("cannot find a free port on " + addr + ": " + std::strerror(errno));
+    throw base::EnvironmentError("cannot find a free port on " + addr + ": " + std::strerror(errno));
   }
   ::close(fd);
   return ntohs(sa.sin_port);

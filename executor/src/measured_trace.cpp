@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "orrery/traces/statistics.hpp"
+#include "orrery/base/statistics.hpp"
 
 namespace orrery::executor {
 
@@ -18,7 +18,7 @@ std::vector<size_t> kept_steps(const std::vector<double>& step_seconds, size_t s
   std::vector<double> seconds;
   for (size_t i : used) seconds.push_back(step_seconds[i]);
   std::vector<size_t> kept;
-  for (size_t k : within_clip(seconds)) kept.push_back(used[k]);
+  for (size_t k : base::within_clip(seconds)) kept.push_back(used[k]);
   return kept;
 }
 

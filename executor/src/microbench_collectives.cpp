@@ -21,7 +21,7 @@
 #include "microbench_timing.hpp"
 #include "process_group.hpp"  // GroupPtr: a ProcessGroup (1.13) or a Backend (2.x)
 #include "orrery/executor/microbench.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -154,7 +154,7 @@ class CollectiveBench {
         m.bytes = buffer_bytes(bytes, n);
         m.name = std::string(kind.name) + ".n" + std::to_string(n) + "." +
                  std::to_string(static_cast<int64_t>(m.bytes));
-        m.seconds = orrery::median(slowest);
+        m.seconds = orrery::base::median(slowest);
         m.start_s = starts[i];
         out_.push_back(std::move(m));
         ++i;
@@ -215,9 +215,9 @@ class CollectiveBench {
     try {
       std::rethrow_exception(e);
     } catch (const c10::Error& err) {
-      throw EnvironmentError(where + "Gloo failed: " + err.what_without_backtrace());
+      throw base::EnvironmentError(where + "Gloo failed: " + err.what_without_backtrace());
     } catch (const std::exception& err) {
-      throw EnvironmentError(where + err.what());
+      throw base::EnvironmentError(where + err.what());
     }
   }
 

@@ -10,7 +10,7 @@
 #include "keep_freed_memory.hpp"
 #include "microbench_timing.hpp"
 #include "orrery/executor/microbench.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -216,7 +216,7 @@ std::vector<OpMeasurement> bench_compute(const BenchOptions& options) {
   try {
     return ComputeBench(options).run();
   } catch (const c10::Error& e) {
-    throw EnvironmentError(std::string("orrery bench: libtorch failed: ") +
+    throw base::EnvironmentError(std::string("orrery bench: libtorch failed: ") +
                            e.what_without_backtrace());
   }
 }

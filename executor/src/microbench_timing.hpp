@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "orrery/executor/microbench.hpp"
-#include "orrery/traces/statistics.hpp"
+#include "orrery/base/statistics.hpp"
 
 namespace orrery::executor::detail {
 
@@ -40,7 +40,7 @@ Timing time_op(Fn&& fn, const BenchOptions& options, BenchClock::time_point orig
     for (int64_t i = 0; i < batch; ++i) fn();
     per_call.push_back(seconds_between(t0, BenchClock::now()) / static_cast<double>(batch));
   }
-  out.seconds = median(per_call);
+  out.seconds = base::median(per_call);
   return out;
 }
 

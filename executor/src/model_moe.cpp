@@ -4,7 +4,7 @@
 
 #include "mixed_precision.hpp"
 #include "op_trace.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {

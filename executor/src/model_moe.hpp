@@ -15,7 +15,7 @@
 //   Routed plus shared partial outputs get one TP reduction after moe.experts.down. Under SP the
 //   router runs after mlp.norm's all-gather, on the whole sequence, as the lowering orders the
 //   nodes (layer_ops counts the router and the dispatch bytes on seq / tp tokens, Megatron's way).
-// - EP: the EP group (ep data-parallel replicas, see rank_grid.hpp) splits the experts:
+// - EP: the EP group (ep data-parallel replicas, see orrery/plan/rank_layout.hpp) splits the experts:
 //   rank i holds experts [i E / ep, (i + 1) E / ep). Routed copies are sorted by expert and sent
 //   to the rank holding it with alltoall_base and split sizes (after an exchange of per-expert
 //   counts), run there, and sent back ("dispatch" after moe.router, "combine" after

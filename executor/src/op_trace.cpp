@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "orrery/traces/error.hpp"
-#include "orrery/traces/intervals.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/intervals.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -98,7 +98,7 @@ std::map<std::string, OpTiming> OpTrace::end_step() {
   }
   // The step's time that no piece covers: the host between ops.
   double covered = 0;
-  for (const auto& [s, e] : merge_intervals(std::move(intervals))) covered += e - s;
+  for (const auto& [s, e] : base::merge_intervals(std::move(intervals))) covered += e - s;
   untimed_s_ = std::max(0.0, clock_->since_origin(end) - covered);
   for (const auto& [name, dtype] : dtypes_) {
     if (auto it = timings_.find(name); it != timings_.end()) it->second.dtype = dtype;

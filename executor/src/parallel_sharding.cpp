@@ -12,8 +12,9 @@
 #include "mixed_precision.hpp"
 #include "op_trace.hpp"
 #include "orrery/executor/data_parallel.hpp"
-#include "orrery/executor/rank_grid.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/plan/buckets.hpp"
+#include "orrery/plan/rank_layout.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 
@@ -30,35 +31,7 @@ std::string parameter_part(const std::string& name) {
     const size_t end = name.find('.', 7);
     return "L" + name.substr(7, end == std::string::npos ? std::string::npos : end - 7);
   }
-  throw InternalError("parameter " + name + " belongs to no part of the model (embed, layers.<i>, head)");
-}
-
-double gradient_bucket_params(double bucket_bytes, int64_t dp, double grad_bytes) {
-  return bucket_bytes > 0 ? bucket_bytes / grad_bytes : std::max(40e6, 1e6 * static_cast<double>(dp));
-}
-
-std::vector<std::vector<size_t>> fill_gradient_buckets(const std::vector<int64_t>& part_params, double bucket_params) {
-  std::vector<std::vector<size_t>> out;
-  std::vector<size_t> open;
-  double filled = 0;
-  for (size_t i = 0; i < part_params.size(); ++i) {
-    if (part_params[i] <= 0) continue;
-    open.push_back(i);
-    filled += static_cast<double>(part_params[i]);
-    if (filled >= bucket_params) {
-      out.push_back(std::move(open));
-      open.clear();
-      filled = 0;
-    }
-  }
-  if (!open.empty()) out.push_back(std::move(open));
-  return out;
-}
-
-std::vector<std::vector<size_t>> fill_fsdp_buckets(const std::vector<int64_t>& part_params, double limit) {
-  // The lowering's plan_fsdp_buckets: the same filling, in forward order (limit 0 closes every
-  // part's bucket at once).
-  return fill_gradient_buckets(part_params, limit);
+  throw base::InternalError("parameter " + name + " belongs to no part of the model (embed, layers.<i>, head)");
 }
 
 namespace {
@@ -139,10 +112,10 @@ std::vector<ModelPart> model_parts(const std::vector<ShardedParam>& params, bool
 
 std::vector<GradBucket> gradient_buckets(const std::vector<ModelPart>& parts, double bucket_params,
                                          const std::string& group_name, bool reduce_scatter) {
-  std::vector<int64_t> sizes;  // backward order
+  std::vector<double> sizes;  // backward order
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) sizes.push_back(it->numel);
   std::vector<GradBucket> out;
-  for (const auto& run : fill_gradient_buckets(sizes, bucket_params)) {
+  for (const auto& run : plan::gradient_buckets(sizes, bucket_params)) {
     GradBucket b;
     b.name = "opt." + group_name + ".bucket" + std::to_string(out.size()) + "." +
              (reduce_scatter ? "reduce_scatter" : "all_reduce");
@@ -394,7 +367,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
   opt_ = {c.learning_rate, c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_grad_norm};
   prefetch_ = c.plan.prefetch_buckets();
   const int64_t dp = group_size(groups.dp);
-  const double bucket_params = gradient_bucket_params(c.plan.bucket_bytes(), c.plan.parallel().has_dp() ? c.plan.parallel().dp() : 1);
+  const double bucket_params = plan::gradient_bucket_params(c.plan, plan::degrees_of(c.plan.parallel()).dp, plan::precisions_of(c.plan.job().precision()).grad_bytes);
   std::vector<torch::Tensor> optimized;
 
   if (mode_ == Mode::kFsdp) {
@@ -404,7 +377,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
     r->divisor = static_cast<double>(dp);
     r->group_name = "dp";
     fsdp_parts_ = parts_of(params_, [](const ShardedParam&) { return true; });
-    std::vector<int64_t> sizes;
+    std::vector<double> sizes;
     for (size_t i = 0; i < fsdp_parts_.size(); ++i) {
       fsdp_part_index_[fsdp_parts_[i].name] = i;
       sizes.push_back(fsdp_parts_[i].numel);
@@ -414,7 +387,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
         c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / parameter_bytes(c.plan.job().precision()) : 0;
     fsdp_bucket_of_part_.assign(fsdp_parts_.size(), 0);
     const bool has_head = fsdp_part_index_.count("head") != 0;
-    for (const auto& run : fill_fsdp_buckets(sizes, limit)) {
+    for (const auto& run : plan::gradient_buckets(sizes, limit)) {
       std::vector<size_t> indices;
       for (size_t i : run) {
         fsdp_bucket_of_part_[i] = fsdp_buckets_.size();
@@ -998,8 +971,8 @@ void DataParallelOptimizer::finish_fsdp_reduce() {
 // ---- Layout query (data_parallel.hpp) ----
 
 std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig& c, int64_t rank) {
-  const RankGrid grid = RankGrid::from_plan(c.plan);
-  const GridCoord coord = grid.coord(rank);
+  const plan::RankLayout grid = plan::layout_of(c.plan);
+  const plan::RankCoord coord = grid.coord(rank);
   const auto split = layers_per_stage(c.plan, c.model);
   StageLayers stage;
   for (int64_t i = 0; i < coord.pp; ++i) stage.first_layer += split[static_cast<size_t>(i)];
@@ -1008,7 +981,7 @@ std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig&
   stage.last = coord.pp == grid.degrees().pp - 1;
   ExpertParallel ep;
   ep.size = grid.degrees().ep;
-  const auto ep_members = grid.expert_group(rank);
+  const auto ep_members = grid.group(plan::GroupKind::kEp, rank);
   ep.rank = std::find(ep_members.begin(), ep_members.end(), rank) - ep_members.begin();
   const Transformer model(c.model, GroupPtr(), grid.degrees().tp, coord.tp, c.seed, stage,
                           c.plan.parallel().sequence_parallel(), ep);
@@ -1036,11 +1009,11 @@ std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig&
   if (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP) {
     if (dp < 2) return out;
     const auto parts = parts_of(params, [](const ShardedParam&) { return true; });
-    std::vector<int64_t> sizes;
+    std::vector<double> sizes;
     for (const auto& p : parts) sizes.push_back(p.numel);
     const double limit =
         c.plan.bucket_bytes() > 0 ? c.plan.bucket_bytes() / parameter_bytes(c.plan.job().precision()) : 0;
-    for (const auto& run : fill_fsdp_buckets(sizes, limit)) {
+    for (const auto& run : plan::gradient_buckets(sizes, limit)) {
       std::vector<const ModelPart*> members;
       for (size_t i : run) members.push_back(&parts[i]);
       out.push_back(collective(fsdp_node_name(parts[run.front()], 0, "fwd", "fsdp.all_gather"), members));
@@ -1048,8 +1021,8 @@ std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig&
     return out;
   }
   const bool zero = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
-  const double bucket_params = gradient_bucket_params(c.plan.bucket_bytes(), dp);
-  const int64_t edp = static_cast<int64_t>(grid.expert_data_group(rank).size());
+  const double bucket_params = plan::gradient_bucket_params(c.plan, dp, plan::precisions_of(c.plan.job().precision()).grad_bytes);
+  const int64_t edp = static_cast<int64_t>(grid.group(plan::GroupKind::kEdp, rank).size());
   std::vector<std::pair<bool, std::vector<ModelPart>>> subsets;
   for (const bool experts : {false, true}) {
     if ((experts ? edp : dp) < 2) continue;

@@ -1,5 +1,5 @@
 // Data parallelism and the optimizer step, as the simulator's lowering runs them
-// (sim/src/lower_data_parallel.cpp), each collective timed under its node's name (op_trace.hpp).
+// (plan/src/lower_data_parallel.cpp), each collective timed under its node's name (op_trace.hpp).
 // Buckets and parts follow orrery/executor/data_parallel.hpp.
 //
 //   sharding none:  after the last backward, an all-reduce per gradient bucket

@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 #ifdef ORRERY_EXECUTOR_CUDA
 #include "cuda_runtime.hpp"
@@ -15,7 +15,7 @@
 namespace orrery::executor {
 namespace {
 
-std::string group_name(GridDim dim, const std::vector<int64_t>& members) {
+std::string group_name(plan::GroupKind dim, const std::vector<int64_t>& members) {
   std::string name = std::string("pg/") + to_string(dim);
   for (int64_t m : members) name += "/" + std::to_string(m);
   return name;
@@ -48,10 +48,10 @@ std::string rendezvous_failed(const RankEnv& env, const std::string& why) {
 
 }  // namespace
 
-RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_s, bool tied_embeddings,
+RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double timeout_s, bool tied_embeddings,
                        GroupBackend backend) {
   if (grid.world_size() != env.world_size) {
-    throw InputError("", 0, "WORLD_SIZE",
+    throw base::InputError("", 0, "WORLD_SIZE",
                      "the job has " + std::to_string(env.world_size) + " ranks but the plan needs tp x cp x dp x pp = " +
                          std::to_string(grid.world_size()));
   }
@@ -68,17 +68,17 @@ RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_
   try {
     g.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
     g.world = make_group(GroupBackend::kGloo, g.store, "pg/world", env.rank, env.world_size, env.master_addr, timeout);
-    for (GridDim dim : {GridDim::kTp, GridDim::kDp, GridDim::kPp}) {
+    for (plan::GroupKind dim : {plan::GroupKind::kTp, plan::GroupKind::kDp, plan::GroupKind::kPp}) {
       const auto members = grid.group(dim, env.rank);
       if (members.size() < 2) continue;
       const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
       auto pg = make_group(backend, g.store, group_name(dim, members), index, static_cast<int64_t>(members.size()),
                            env.master_addr, timeout);
-      (dim == GridDim::kTp ? g.tp : dim == GridDim::kDp ? g.dp : g.pp) = pg;
+      (dim == plan::GroupKind::kTp ? g.tp : dim == plan::GroupKind::kDp ? g.dp : g.pp) = pg;
     }
     const int64_t last = grid.degrees().pp - 1;
     if (tied_embeddings && last > 0 && (g.coord.pp == 0 || g.coord.pp == last)) {
-      GridCoord first_stage = g.coord, last_stage = g.coord;
+      plan::RankCoord first_stage = g.coord, last_stage = g.coord;
       first_stage.pp = 0;
       last_stage.pp = last;
       const std::vector<int64_t> members = {grid.rank(first_stage), grid.rank(last_stage)};
@@ -86,13 +86,13 @@ RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_
       for (int64_t m : members) name += "/" + std::to_string(m);
       g.embedding = make_group(backend, g.store, name, g.coord.pp == 0 ? 0 : 1, 2, env.master_addr, timeout);
     }
-    // MoE groups (sim::RankLayout's ep and edp), created after the others in the same order on
+    // MoE groups (the layout's ep and edp), created after the others in the same order on
     // every rank.
-    const auto ep_members = grid.expert_group(env.rank);
-    const auto edp_members = grid.expert_data_group(env.rank);
+    const auto ep_members = grid.group(plan::GroupKind::kEp, env.rank);
+    const auto edp_members = grid.group(plan::GroupKind::kEdp, env.rank);
     auto moe_group = [&](const char* kind, const std::vector<int64_t>& members) -> GroupPtr {
       if (members.size() < 2) return {};
-      if (members == grid.group(GridDim::kDp, env.rank)) return g.dp;
+      if (members == grid.group(plan::GroupKind::kDp, env.rank)) return g.dp;
       std::string name = std::string("pg/") + kind;
       for (int64_t m : members) name += "/" + std::to_string(m);
       const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
@@ -102,9 +102,9 @@ RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_
     g.ep_index = std::find(ep_members.begin(), ep_members.end(), env.rank) - ep_members.begin();
     g.edp = moe_group("edp", edp_members);
   } catch (const c10::Error& e) {
-    throw EnvironmentError(rendezvous_failed(env, e.what_without_backtrace()));
+    throw base::EnvironmentError(rendezvous_failed(env, e.what_without_backtrace()));
   } catch (const std::runtime_error& e) {  // Gloo's own errors
-    throw EnvironmentError(rendezvous_failed(env, e.what()));
+    throw base::EnvironmentError(rendezvous_failed(env, e.what()));
   }
   return g;
 }

@@ -14,7 +14,7 @@
 #endif
 
 #include "orrery/executor/rank_env.hpp"
-#include "orrery/executor/rank_grid.hpp"
+#include "orrery/plan/rank_layout.hpp"
 
 namespace orrery::executor {
 
@@ -48,10 +48,10 @@ struct RankGroups {
   // cp == 1; null when it has one rank).
   GroupPtr ep, edp;
   int64_t ep_index = 0;
-  GridCoord coord;
+  plan::RankCoord coord;
 };
 
-RankGroups make_groups(const RankEnv& env, const RankGrid& grid, double timeout_s, bool tied_embeddings,
+RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double timeout_s, bool tied_embeddings,
                        GroupBackend backend = GroupBackend::kGloo);
 
 // In-place sum over `group` (no-op for a null group).

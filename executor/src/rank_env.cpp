@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -14,7 +14,7 @@ bool is_set(const char* name) {
 }
 
 [[noreturn]] void reject(const std::string& variables, const std::string& why) {
-  throw InputError("", 0, "environment " + variables, why);
+  throw base::InputError("", 0, "environment " + variables, why);
 }
 
 int64_t int_var(const char* name, int64_t fallback, int64_t min, int64_t max) {

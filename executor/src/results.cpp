@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -21,16 +21,16 @@ void write_atomically(const std::string& path, const std::string& bytes) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
-    if (!out) throw EnvironmentError("cannot write " + tmp);
+    if (!out) throw base::EnvironmentError("cannot write " + tmp);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw EnvironmentError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  if (ec) throw base::EnvironmentError("cannot rename " + tmp + " to " + path + ": " + ec.message());
 }
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw EnvironmentError("cannot read " + path);
+  if (!in) throw base::EnvironmentError("cannot read " + path);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -83,7 +83,7 @@ std::vector<NamedArray> read_parameters(const std::string& path) {
   std::istringstream in(read_all(path));
   std::string header;
   std::getline(in, header);
-  if (header != "orrery-params 1") throw EnvironmentError(path + ": not an orrery parameter file");
+  if (header != "orrery-params 1") throw base::EnvironmentError(path + ": not an orrery parameter file");
   std::vector<NamedArray> out;
   std::string line;
   while (std::getline(in, line)) {
@@ -98,10 +98,10 @@ std::vector<NamedArray> read_parameters(const std::string& path) {
       a.shape.push_back(d);
       numel *= d;
     }
-    if (!fields) throw EnvironmentError(path + ": bad array header '" + line + "'");
+    if (!fields) throw base::EnvironmentError(path + ": bad array header '" + line + "'");
     a.values.resize(static_cast<size_t>(numel));
     in.read(reinterpret_cast<char*>(a.values.data()), numel * static_cast<std::streamsize>(sizeof(double)));
-    if (!in) throw EnvironmentError(path + ": truncated array " + a.name);
+    if (!in) throw base::EnvironmentError(path + ": truncated array " + a.name);
     out.push_back(std::move(a));
   }
   return out;

@@ -1,7 +1,7 @@
 #include "run_device.hpp"
 
 #include "op_trace.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 #ifdef ORRERY_EXECUTOR_CUDA
 #include "cuda_runtime.hpp"
@@ -50,7 +50,7 @@ RunDevice choose_run_device(DeviceRequest request, int64_t local_rank, const Cud
   // would build Gloo groups its peers build with NCCL, and the job would hang).
   if (request == DeviceRequest::kThisMachine && (!cuda.built || cuda.devices == 0)) return {};
   if (const auto why = gpu_problem(local_rank, cuda); !why.empty()) {
-    throw EnvironmentError(request == DeviceRequest::kGpu ? "the cluster's devices are GPUs, but " + why
+    throw base::EnvironmentError(request == DeviceRequest::kGpu ? "the cluster's devices are GPUs, but " + why
                                                           : "this machine has CUDA devices, but " + why);
   }
   return {true, local_rank};

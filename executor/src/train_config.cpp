@@ -1,8 +1,10 @@
 #include <cctype>
 #include <string>
+#include <utility>
 
 #include "orrery/executor/train_config.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::executor {
 // Pipeline split rules (below).
@@ -69,7 +71,7 @@ std::string model_problem(const pb::ModelSpec& m) {
 
 // MoE: experts split over EP (inside dp) and each expert's FFN over TP.
 std::string moe_problem(const pb::Plan& plan, const pb::ModelSpec& m, int64_t tp, int64_t dp) {
-  const int64_t ep = plan.parallel().has_ep() ? plan.parallel().ep() : 1;
+  const int64_t ep = plan::degrees_of(plan.parallel()).ep;
   if (!m.has_moe()) {
     return ep > 1 ? "parallel.ep " + str(ep) + ": expert parallelism needs an MoE model (" + m.name() + " is dense)"
                   : std::string();
@@ -94,8 +96,7 @@ std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
   const auto s = plan.sharding();
   if (s != pb::SHARDING_ZERO3 && s != pb::SHARDING_FSDP) return "";
   const std::string name = "sharding " + std::string(s == pb::SHARDING_FSDP ? "fsdp" : "zero3");
-  const int64_t pp = plan.parallel().has_pp() ? plan.parallel().pp() : 1;
-  const int64_t ep = plan.parallel().has_ep() ? plan.parallel().ep() : 1;
+  const auto [pp, ep] = std::pair(plan::degrees_of(plan.parallel()).pp, plan::degrees_of(plan.parallel()).ep);
   if (pp > 1 && m.tied_embeddings()) {
     return name + " with pp > 1 and tied embeddings: the two stages' copies of the embedding matrix would be "
                   "reduced in different FSDP buckets; not implemented in the executor yet";
@@ -113,8 +114,8 @@ std::string unsupported_reason(const TrainConfig& c) {
   if (auto p = plan_problem(c.plan); !p.empty()) return p;
   if (auto p = model_problem(c.model); !p.empty()) return p;
   const auto& m = c.model;
-  const int64_t tp = c.plan.parallel().has_tp() ? c.plan.parallel().tp() : 1;
-  const int64_t dp = c.plan.parallel().has_dp() ? c.plan.parallel().dp() : 1;
+  const plan::Degrees d = plan::degrees_of(c.plan.parallel());
+  const int64_t tp = d.tp, dp = d.dp;
   if (m.num_attention_heads() % tp != 0 || m.num_kv_heads() % tp != 0 || m.ffn_hidden_size() % tp != 0) {
     return "parallel.tp " + str(tp) + " must divide num_attention_heads " + str(m.num_attention_heads()) +
            ", num_kv_heads " + str(m.num_kv_heads()) + " and ffn_hidden_size " + str(m.ffn_hidden_size());
@@ -137,13 +138,13 @@ std::string unsupported_reason(const TrainConfig& c) {
 }
 
 std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec& model) {
-  const int64_t pp = plan.parallel().has_pp() ? plan.parallel().pp() : 1;
+  const int64_t pp = plan::degrees_of(plan.parallel()).pp;
   if (plan.layers_per_stage_size() > 0) return {plan.layers_per_stage().begin(), plan.layers_per_stage().end()};
   return std::vector<int64_t>(static_cast<size_t>(pp), model.num_layers() / pp);
 }
 
 std::string stage_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
-  const int64_t pp = plan.parallel().has_pp() ? plan.parallel().pp() : 1;
+  const int64_t pp = plan::degrees_of(plan.parallel()).pp;
   if (plan.layers_per_stage_size() == 0) {
     if (m.num_layers() % pp != 0) {
       return "parallel.pp " + str(pp) + ": " + str(m.num_layers()) + " layers do not split evenly; give layers_per_stage";

@@ -13,10 +13,10 @@
 #include "parallel_sharding.hpp"
 #include "pipeline.hpp"
 #include "run_device.hpp"
-#include "orrery/executor/rank_grid.hpp"
+#include "orrery/plan/rank_layout.hpp"
 #include "orrery/executor/results.hpp"
 #include "orrery/executor/trainer.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::executor {
@@ -89,7 +89,7 @@ struct Run {
   std::vector<std::map<std::string, OpTiming>> timings;  // per step, when tracing
   std::vector<double> untimed;                           // per step, when tracing (OpTrace::untimed_s)
 
-  Run(const TrainConfig& config, const RankEnv& e, const RankGrid& grid, const RunDevice& run_device)
+  Run(const TrainConfig& config, const RankEnv& e, const plan::RankLayout& grid, const RunDevice& run_device)
       : c(config), env(e), device(torch_device(run_device)),
         groups(make_groups(e, grid, config.timeout_s, config.model.tied_embeddings(),
                            run_device.cuda ? GroupBackend::kNccl : GroupBackend::kGloo)),
@@ -197,7 +197,7 @@ void write_rank_trace(const TrainConfig& c, const RankEnv& env, const std::vecto
   std::vector<double> seconds;
   for (const auto& r : results) seconds.push_back(r.seconds);
   if (const auto problems = fill_measured(measured, timings, untimed, seconds); !problems.empty()) {
-    throw InternalError("rank " + std::to_string(env.rank) +
+    throw base::InternalError("rank " + std::to_string(env.rank) +
                         ": the executor and the simulator's lowering disagree about the plan's ops:\n" + problems);
   }
   write_file_atomically(trace_rank_file(c.out_dir, env.rank), to_json(measured), true);
@@ -220,8 +220,8 @@ std::string op_failed(const RankEnv& env, int64_t step, const std::string& why) 
 }  // namespace
 
 std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out) {
-  if (auto why = unsupported_reason(config); !why.empty()) throw InputError("", 0, "plan", why);
-  const RankGrid grid = RankGrid::from_plan(config.plan);
+  if (auto why = unsupported_reason(config); !why.empty()) throw base::InputError("", 0, "plan", why);
+  const plan::RankLayout grid = plan::layout_of(config.plan);
   // One `local` device is one core (topologies/, `orrery topo show local`), so a rank computes on
   // one intra-op thread unless OMP_NUM_THREADS says otherwise, alone or not: the simulator then
   // predicts the machine that really ran.
@@ -256,16 +256,16 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
     if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
     if (run.groups.world) run.groups.world->barrier()->wait();
   } catch (const c10::Error& e) {
-    if (step == 0) throw EnvironmentError(step_failed(env, step, config, e.what_without_backtrace()));
-    throw EnvironmentError(op_failed(env, step, e.what_without_backtrace()));
-  } catch (const InputError&) {
+    if (step == 0) throw base::EnvironmentError(step_failed(env, step, config, e.what_without_backtrace()));
+    throw base::EnvironmentError(op_failed(env, step, e.what_without_backtrace()));
+  } catch (const base::InputError&) {
     throw;
-  } catch (const EnvironmentError&) {
+  } catch (const base::EnvironmentError&) {
     throw;
-  } catch (const InternalError&) {
+  } catch (const base::InternalError&) {
     throw;
   } catch (const std::runtime_error& e) {  // Gloo's own errors (gloo::IoException)
-    throw EnvironmentError(step_failed(env, step, config, e.what()));
+    throw base::EnvironmentError(step_failed(env, step, config, e.what()));
   }
   return results;
 }

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::models::detail {
 namespace {
@@ -32,7 +32,7 @@ int line_at(std::string_view text, size_t offset) {
 
 HfConfig::HfConfig(const std::filesystem::path& file) : file_(file.string()) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw EnvironmentError("cannot read " + file_ + ": no such file or not readable");
+  if (!in) throw base::EnvironmentError("cannot read " + file_ + ": no such file or not readable");
   std::ostringstream buffer;
   buffer << in.rdbuf();
   text_ = buffer.str();
@@ -41,11 +41,11 @@ HfConfig::HfConfig(const std::filesystem::path& file) : file_(file.string()) {
   } catch (const nlohmann::json::parse_error& e) {
     std::string reason = e.what();
     if (auto pos = reason.find("syntax error"); pos != std::string::npos) reason = reason.substr(pos);
-    throw InputError(file_, line_at(text_, e.byte == 0 ? 0 : e.byte - 1), "",
+    throw base::InputError(file_, line_at(text_, e.byte == 0 ? 0 : e.byte - 1), "",
                      "not valid JSON: " + reason);
   }
   if (!json_.is_object()) {
-    throw InputError(file_, 1, "", std::string("got ") + json_kind(json_) +
+    throw base::InputError(file_, 1, "", std::string("got ") + json_kind(json_) +
                                        ", expected a JSON object of config keys");
   }
 }
@@ -64,7 +64,7 @@ int HfConfig::line(std::string_view key) const {
 }
 
 void HfConfig::fail(std::string_view key, const std::string& reason) const {
-  throw InputError(file_, line(key), std::string(key), reason);
+  throw base::InputError(file_, line(key), std::string(key), reason);
 }
 
 bool HfConfig::has(std::string_view key) const {

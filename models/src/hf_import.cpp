@@ -7,7 +7,7 @@
 
 #include "hf_config.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::models {
 namespace {
@@ -33,7 +33,7 @@ Family family_of(const HfConfig& c) {
   if (it == architectures().end()) {
     std::vector<std::string> names;
     for (const auto& [name, family] : architectures()) names.push_back(name);
-    c.fail("architectures", "got '" + arch + "', which orrery cannot import" + suggest(arch, names));
+    c.fail("architectures", "got '" + arch + "', which orrery cannot import" + base::suggest(arch, names));
   }
   return it->second;
 }

@@ -3,7 +3,7 @@
 #include "orrery/models/layer_ops.hpp"
 
 #include "layer_ops_build.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::models {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "presets.hpp"
 
 namespace orrery::models {
@@ -53,9 +53,9 @@ pb::ModelSpec parse_preset(std::string_view name, SourceMap* where) {
   const auto& texts = preset_texts();
   auto it = texts.find(name);
   if (it == texts.end()) {
-    throw InputError("", 0, "model",
+    throw base::InputError("", 0, "model",
                      "no preset named '" + std::string(name) + "'" +
-                         suggest(name, preset_names()));
+                         base::suggest(name, preset_names()));
   }
   pb::ModelSpec spec;
   SourceMap local;

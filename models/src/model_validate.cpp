@@ -4,7 +4,7 @@
 
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::models {
 namespace {
@@ -38,7 +38,7 @@ void check_enums(const pb::ModelSpec& spec, const SourceMap& where) {
 
 void check_regularisation(const pb::ModelSpec& spec, const SourceMap& where) {
   if (!(spec.hidden_dropout() >= 0 && spec.hidden_dropout() < 1)) {
-    where.fail("hidden_dropout", "got " + units::number(spec.hidden_dropout()) +
+    where.fail("hidden_dropout", "got " + base::units::number(spec.hidden_dropout()) +
                                      ", must be in [0, 1)");
   }
   if (spec.has_rotary_fraction()) {
@@ -47,7 +47,7 @@ void check_regularisation(const pb::ModelSpec& spec, const SourceMap& where) {
     }
     if (!(spec.rotary_fraction() > 0 && spec.rotary_fraction() <= 1)) {
       where.fail("rotary_fraction",
-                 "got " + units::number(spec.rotary_fraction()) + ", must be in (0, 1]");
+                 "got " + base::units::number(spec.rotary_fraction()) + ", must be in (0, 1]");
     }
   }
 }

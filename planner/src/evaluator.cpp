@@ -4,17 +4,17 @@
 #include "orrery/sim/des_engine.hpp"
 
 #include "orrery/sim/memory_model.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::planner {
 namespace {
 
 // Resolves and checks memory; fills `resolved` when the plan is valid.
-Evaluation check_into(const PlanSpace& space, const Knobs& knobs, sim::ResolvedPlan* resolved) {
+Evaluation check_into(const PlanSpace& space, const Knobs& knobs, plan::ResolvedPlan* resolved) {
   Evaluation e;
   try {
-    *resolved = sim::resolve_plan(space.plan(knobs), space.job().model, space.job().cluster);
-  } catch (const InputError& error) {
+    *resolved = plan::resolve_plan(space.plan(knobs), space.job().model, space.job().cluster);
+  } catch (const base::InputError& error) {
     e.status = Evaluation::Status::kInvalid;
     e.reason = error.what();
     return e;
@@ -36,11 +36,11 @@ double ring_weight(int64_t cp) { return 1 + static_cast<double>(cp - 1) / 5; }
 
 }  // namespace
 
-pb::SimResult AnalyticEngine::simulate(const sim::ResolvedPlan& plan) const {
+pb::SimResult AnalyticEngine::simulate(const plan::ResolvedPlan& plan) const {
   return sim::simulate_analytic(plan, costs_).result;
 }
 
-pb::SimResult DesEngine::simulate(const sim::ResolvedPlan& plan) const {
+pb::SimResult DesEngine::simulate(const plan::ResolvedPlan& plan) const {
   sim::DesOptions options;
   options.timeline = false;
   pb::SimResult r = sim::simulate_des(plan, costs_, options).result;
@@ -48,7 +48,7 @@ pb::SimResult DesEngine::simulate(const sim::ResolvedPlan& plan) const {
   return r;
 }
 
-double DesEngine::work(const sim::ResolvedPlan& plan) const {
+double DesEngine::work(const plan::ResolvedPlan& plan) const {
   if (!plan.uniform_stages()) {
     // Stages with their own degrees run without symmetry: every rank through its stage's layers.
     double passes = 0;
@@ -68,12 +68,12 @@ double DesEngine::work(const sim::ResolvedPlan& plan) const {
 }
 
 Evaluation check(const PlanSpace& space, const Knobs& knobs) {
-  sim::ResolvedPlan resolved;
+  plan::ResolvedPlan resolved;
   return check_into(space, knobs, &resolved);
 }
 
 Evaluation evaluate(const PlanSpace& space, const Knobs& knobs, const Engine& engine) {
-  sim::ResolvedPlan resolved;
+  plan::ResolvedPlan resolved;
   Evaluation e = check_into(space, knobs, &resolved);
   if (e.status != Evaluation::Status::kFits) return e;
   e.result = engine.simulate(resolved);

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -82,7 +82,7 @@ std::string plan_label(const RankedPlan& p) {
   if (k.sharding == pb::SHARDING_HSDP) s += "/" + std::to_string(k.shard_group);
   if (k.recompute != pb::RECOMPUTE_NONE) s += " recompute=" + enum_name(pb::Recompute_descriptor(), k.recompute);
   if (!k.placement.empty()) s += " placement=" + k.placement;
-  if (k.bucket_bytes > 0) s += " bucket=" + units::bytes(k.bucket_bytes);
+  if (k.bucket_bytes > 0) s += " bucket=" + base::units::bytes(k.bucket_bytes);
   if (p.plan.layers_per_stage_size() > 0) {
     // Runs of equal counts as "count*n": 1,2*62,1.
     s += " layers=";
@@ -123,8 +123,8 @@ std::string why_best(const RankedPlan& best, const RankedPlan* second) {
   const double margin = second->eval.step_time_s() / best.eval.step_time_s() - 1;
   s += "; it beats #2 by " + percent(margin, 1);
   if (!name.empty()) {
-    s += ", mostly on " + name + " (" + units::seconds(term_seconds(terms, name)) + " vs " +
-         units::seconds(term_seconds(other, name)) + ")";
+    s += ", mostly on " + name + " (" + base::units::seconds(term_seconds(terms, name)) + " vs " +
+         base::units::seconds(term_seconds(other, name)) + ")";
   }
   return s + ".";
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::planner {
 namespace {

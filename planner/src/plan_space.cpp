@@ -8,10 +8,11 @@
 #include <tuple>
 
 #include "orrery/models/layer_ops.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/planner/layer_partition.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -69,14 +70,7 @@ Shape shape_of(const Knobs& k) {
   return {k.tp, k.pp, k.dp, k.cp, k.ep, k.vp, k.stage_groups, k.stage_tp, k.stage_dp};
 }
 
-std::string precision_dtype(pb::Precision p) {
-  switch (p) {
-    case pb::PRECISION_FP32: return "fp32";
-    case pb::PRECISION_FP16: return "fp16";
-    case pb::PRECISION_FP8: return "fp8";
-    default: return "bf16";
-  }
-}
+std::string precision_dtype(pb::Precision p) { return plan::precisions_of(p).dtype; }
 
 int64_t nvlink_domain_size(const pb::ClusterSpec& cluster) {
   int64_t smallest = 0;
@@ -200,7 +194,7 @@ void PlanSpace::staged_shapes(std::vector<Shape>& out) const {
   const auto& o = options_;
   const int64_t seq = job_.base.job().seq_len();
   const int64_t layers = m.num_layers();
-  // Per-stage degrees need cp = ep = vp = 1 (sim::resolve_plan's stage-degrees-need-uniform).
+  // Per-stage degrees need cp = ep = vp = 1 (plan::resolve_plan's stage-degrees-need-uniform).
   if (!allowed(o.cp, 1) || !allowed(o.ep, 1) || !allowed(o.vp, 1)) return;
   // TP degrees a stage of `devices` devices may use, and fits the model's shapes.
   auto tps_for = [&](int64_t devices) {

@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "orrery/planner/ranks.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -50,7 +50,7 @@ std::string loaded_libmpi() {
 template <class F>
 void resolve(void* library, const char* name, const std::string& path, F& f) {
   f = reinterpret_cast<F>(dlsym(library, name));
-  if (f == nullptr) throw EnvironmentError(path + ": has no " + name);
+  if (f == nullptr) throw base::EnvironmentError(path + ": has no " + name);
 }
 
 const MpiApi& api() {
@@ -58,7 +58,7 @@ const MpiApi& api() {
     const std::string path = loaded_libmpi();
     void* library = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
     if (library == nullptr)
-      throw EnvironmentError("libmpi.so is not loaded in this process (linked without MPI?)");
+      throw base::EnvironmentError("libmpi.so is not loaded in this process (linked without MPI?)");
     MpiApi t{};
     resolve(library, "MPI_Initialized", path, t.initialized);
     resolve(library, "MPI_Init_thread", path, t.init_thread);
@@ -79,7 +79,7 @@ void check_mpi(int code, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   api().error_string(code, text, &length);
-  throw EnvironmentError(std::string(call) +
+  throw base::EnvironmentError(std::string(call) +
                          " failed: " + std::string(text, static_cast<size_t>(length)));
 }
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -293,7 +293,7 @@ SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOp
     double work = 0;
     std::vector<double> works;
     for (const auto& p : out.ranked) {
-      works.push_back(options.rerank->work(sim::resolve_plan(space.plan(p.knobs), space.job().model, space.job().cluster)));
+      works.push_back(options.rerank->work(plan::resolve_plan(space.plan(p.knobs), space.job().model, space.job().cluster)));
       work += works.back();
     }
     if (options.rerank_budget > 0 && work > options.rerank_budget) {

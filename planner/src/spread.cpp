@@ -3,7 +3,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "parallel.hpp"
 
 namespace orrery::planner::detail {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "executor_test_util.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -15,7 +15,7 @@ std::string failure_of(const char* fault, double timeout_s) {
   std::string message;
   try {
     test::launch(2, {"--tp", "2", "--steps", "3", "--timeout", std::to_string(timeout_s)}, timeout_s);
-  } catch (const EnvironmentError& e) {
+  } catch (const base::EnvironmentError& e) {
     message = e.what();
   }
   ::unsetenv("ORRERY_FAULT_INJECT");
@@ -59,7 +59,7 @@ TEST(Launcher, MissingProgramIsReported) {
   try {
     launch_local(o);
     FAIL() << "no error";
-  } catch (const EnvironmentError& e) {
+  } catch (const base::EnvironmentError& e) {
     EXPECT_NE(std::string(e.what()).find("exited with status 127"), std::string::npos) << e.what();
   }
 }

@@ -17,8 +17,8 @@
 
 #include "executor_test_util.hpp"
 #include "orrery/pb/exec_graph.pb.h"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::executor {
@@ -43,9 +43,9 @@ void expect_trace_matches_lowering(const std::string& name, const std::string& a
   EXPECT_GT(measured.measured_step_s(), 0);
   EXPECT_EQ(measured.device(), "local-cpu-core");
 
-  const sim::ResolvedPlan plan =
-      sim::resolve_plan(measured.plan(), measured.model_spec(), measured.cluster_spec());
-  const pb::ExecGraph predicted = sim::lower(plan);
+  const plan::ResolvedPlan plan =
+      plan::resolve_plan(measured.plan(), measured.model_spec(), measured.cluster_spec());
+  const pb::ExecGraph predicted = plan::lower(plan);
   ASSERT_EQ(measured.world_size(), predicted.world_size());
   ASSERT_EQ(measured.ranks_size(), predicted.ranks_size());
   for (int r = 0; r < predicted.ranks_size(); ++r) {

@@ -39,8 +39,8 @@
 #include "orrery/executor/train_config.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/pb/exec_graph.pb.h"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -202,9 +202,9 @@ TEST(Bf16Layout, FsdpBucketsAndGathersAsTheLowering) {
       const TrainConfig c = config("tiny", 1, 2, sharding, bucket);
       ASSERT_EQ(unsupported_reason(c), "");
       cluster.mutable_node_types(0)->set_devices_per_node(2);
-      sim::LowerOptions o;
+      plan::LowerOptions o;
       o.ranks = {0};
-      const auto g = sim::lower(sim::resolve_plan(c.plan, c.model, cluster), o);
+      const auto g = plan::lower(plan::resolve_plan(c.plan, c.model, cluster), o);
       std::vector<std::string> theirs;
       std::map<std::string, double> bytes;
       for (const auto& n : g.ranks(0).nodes()) {

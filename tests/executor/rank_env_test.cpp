@@ -13,7 +13,7 @@
 #include "executor_test_util.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -34,7 +34,7 @@ class RankEnvTest : public ::testing::Test {
   static std::string error() {
     try {
       rank_env_from_environment();
-    } catch (const InputError& e) {
+    } catch (const base::InputError& e) {
       return e.what();
     }
     return "";

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::cli {
 void add_run_command(CLI::App& app);
@@ -21,10 +21,10 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
-  } catch (const orrery::InputError& e) {
+  } catch (const orrery::base::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
-  } catch (const orrery::EnvironmentError& e) {
+  } catch (const orrery::base::EnvironmentError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 3;
   } catch (const std::exception& e) {

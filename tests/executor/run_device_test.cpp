@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "op_trace.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "run_device.hpp"
 
 namespace orrery::executor {
@@ -21,7 +21,7 @@ template <typename Fn>
 std::string environment_error(Fn&& fn) {
   try {
     fn();
-  } catch (const EnvironmentError& e) {
+  } catch (const base::EnvironmentError& e) {
     return e.what();
   }
   return "";
@@ -211,7 +211,7 @@ TEST(OpTraceClock, StampsBelongToTheirStep) {
   const OpTrace::Stamp old = trace.now();
   trace.end_step();
   trace.begin_step();
-  EXPECT_THROW(trace.add("late", old, trace.now()), InternalError);
+  EXPECT_THROW(trace.add("late", old, trace.now()), base::InternalError);
 }
 
 TEST(OpTraceClock, TraceClockIsInertWithoutATrace) {

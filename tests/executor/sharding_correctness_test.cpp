@@ -24,8 +24,8 @@
 #include "orrery/executor/results.hpp"
 #include "orrery/executor/train_config.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::executor {
@@ -122,9 +122,9 @@ std::vector<DataParallelCollective> lowered(const TrainConfig& c, int64_t rank) 
   auto cluster = topologies::load_cluster("dgx-h100", 1);
   const int64_t world = c.plan.parallel().tp() * c.plan.parallel().dp() * c.plan.parallel().pp();
   cluster.mutable_node_types(0)->set_devices_per_node(world);
-  sim::LowerOptions o;
+  plan::LowerOptions o;
   o.ranks = {rank};
-  const auto g = sim::lower(sim::resolve_plan(c.plan, c.model, cluster), o);
+  const auto g = plan::lower(plan::resolve_plan(c.plan, c.model, cluster), o);
   std::vector<DataParallelCollective> out;
   for (const auto& n : g.ranks(0).nodes()) {
     if (n.kind() != pb::NODE_KIND_COLLECTIVE) continue;

@@ -6,7 +6,7 @@
 
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::models {
 namespace {
@@ -25,7 +25,7 @@ std::string error_of(const std::string& path) {
     } else {
       load_model(path);
     }
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     return e.what();
   }
   return "(no error)";
@@ -93,13 +93,13 @@ TEST(BadModel, UnknownPresetSuggestsTheClosest) {
   try {
     preset("lama3-8b");
     FAIL() << "no error";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_STREQ(e.what(), "model: no preset named 'lama3-8b' (did you mean 'llama3-8b'?)");
   }
 }
 
 TEST(BadModel, MissingConfigIsAnEnvironmentError) {
-  EXPECT_THROW(import_hf_config(kBad + "no-such/config.json"), EnvironmentError);
+  EXPECT_THROW(import_hf_config(kBad + "no-such/config.json"), base::EnvironmentError);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::models {
 namespace {

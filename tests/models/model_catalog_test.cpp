@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::models {
 namespace {
@@ -103,19 +103,19 @@ TEST(ModelCatalog, ValidateNamesTheFieldOfASpecMadeInCode) {
   try {
     validate_model(spec, SourceMap("made-in-code"));
     FAIL() << "no error";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_EQ(e.field(), "moe.top_k");
     EXPECT_STREQ(e.what(), "made-in-code: moe.top_k: got 9, must be in 1..moe.num_experts (8)");
   }
   spec = preset("deepseek-v3");
   spec.set_num_kv_heads(8);
-  EXPECT_THROW(validate_model(spec, SourceMap()), InputError);  // MLA: kv heads = heads
+  EXPECT_THROW(validate_model(spec, SourceMap()), base::InputError);  // MLA: kv heads = heads
   spec = preset("tiny");
   spec.mutable_moe()->set_num_experts(4);
   spec.mutable_moe()->set_top_k(1);
   spec.mutable_moe()->set_expert_ffn_hidden_size(32);
   spec.mutable_moe()->set_shared_expert_ffn_hidden_size(32);  // but no shared expert
-  EXPECT_THROW(validate_model(spec, SourceMap()), InputError);
+  EXPECT_THROW(validate_model(spec, SourceMap()), base::InputError);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -168,7 +168,7 @@ TEST(Search, PlanFileResimulatesToTheSameStepTime) {
     const auto cluster = topologies::load_cluster(back.cluster(), back.nodes());
     const topologies::Topology topology(cluster);
     const sim::CostModels costs(topology, "bf16");
-    const auto again = sim::simulate_analytic(sim::resolve_plan(back, model, cluster), costs);
+    const auto again = sim::simulate_analytic(plan::resolve_plan(back, model, cluster), costs);
     EXPECT_EQ(again.result.step_time_s(), p.eval.step_time_s()) << plan_label(p);
   }
 }
@@ -262,7 +262,7 @@ TEST(Rerank, AnExhaustedBudgetKeepsTheAnalyticRanking) {
 
 // des work as it was counted before cp rings were folded: one rank per (cp, pp) index through
 // every micro-batch of its layers.
-double unfolded_work(const sim::ResolvedPlan& plan) {
+double unfolded_work(const plan::ResolvedPlan& plan) {
   return static_cast<double>(plan.degrees.cp * plan.num_micro_batches * plan.model.num_layers());
 }
 
@@ -283,7 +283,7 @@ TEST(Rerank, FoldedCpRingsFitABudgetTheUnfoldedCountExceeded) {
   ASSERT_FALSE(analytic.ranked.empty());
   double unfolded = 0, folded = 0;
   for (const auto& p : analytic.ranked) {
-    const sim::ResolvedPlan plan = sim::resolve_plan(p.plan, f.job.model, f.job.cluster);
+    const plan::ResolvedPlan plan = plan::resolve_plan(p.plan, f.job.model, f.job.cluster);
     ASSERT_EQ(plan.degrees.cp, 4);
     unfolded += unfolded_work(plan);
     folded += des.work(plan);
@@ -310,7 +310,7 @@ TEST(Rerank, FiveCpHeavyPlansAt1024GpusFitTheDefaultBudget) {
   q->set_tp(8), q->set_cp(4), q->set_pp(16), q->set_dp(2), q->set_sequence_parallel(true);
   p.set_micro_batch_size(1);
   for (int s = 0; s < 16; ++s) p.add_layers_per_stage(s == 0 || s == 15 ? 7 : 8);
-  const sim::ResolvedPlan plan = sim::resolve_plan(p, f.job.model, f.job.cluster);
+  const plan::ResolvedPlan plan = plan::resolve_plan(p, f.job.model, f.job.cluster);
   const DesEngine des(f.costs);
   constexpr double kDefaultBudget = 60000;
   EXPECT_GT(5 * unfolded_work(plan), kDefaultBudget);

@@ -7,7 +7,7 @@
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -97,7 +97,7 @@ TEST(StageDegreesSearch, BeatsTheBestUniformPlanAndTheSearchFindsIt) {
   // The plan file carries the stages' degrees, resolves as written, and fits.
   EXPECT_EQ(top.plan.stage_tp_size(), top.knobs.pp);
   EXPECT_FALSE(top.plan.parallel().has_tp());
-  const sim::ResolvedPlan r = sim::resolve_plan(top.plan, with.job.model, with.job.cluster);
+  const plan::ResolvedPlan r = plan::resolve_plan(top.plan, with.job.model, with.job.cluster);
   EXPECT_FALSE(r.uniform_stages());
   for (const auto& m : top.eval.result.memory()) EXPECT_FALSE(m.oom());
   // The label reads stage by stage.

@@ -4,12 +4,12 @@
 
 #include <cstdint>
 
-#include "orrery/sim/calibration_fit.hpp"
+#include "orrery/calibration/calibration_fit.hpp"
 
 namespace orrery::sim::test {
 
-inline CommSample all_reduce_sample(double bytes, int64_t ranks, double latency, double bus_bw) {
-  CommSample s;
+inline calibration::CommSample all_reduce_sample(double bytes, int64_t ranks, double latency, double bus_bw) {
+  calibration::CommSample s;
   s.scope = "intra_node";
   s.collective = pb::COLLECTIVE_KIND_ALL_REDUCE;
   s.bytes = bytes;

@@ -14,7 +14,7 @@
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/rank_layout.hpp"
+#include "orrery/plan/rank_layout.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
@@ -38,8 +38,8 @@ pb::Plan base(const std::string& model, int64_t global_batch, int64_t seq) {
   return p;
 }
 
-ResolvedPlan resolve(const pb::Plan& p, const pb::ClusterSpec& cluster) {
-  return resolve_plan(p, models::load_model(p.model()), cluster);
+plan::ResolvedPlan resolve(const pb::Plan& p, const pb::ClusterSpec& cluster) {
+  return plan::resolve_plan(p, models::load_model(p.model()), cluster);
 }
 
 double comm(const pb::SimResult& r, const std::string& name) {
@@ -79,12 +79,12 @@ double pass_seconds(const CostModels& costs, const pb::DeviceSpec& device,
 
 // x_p = F_p + B_p of pipeline rank p: its virtual stages' layers, the embedding on stage 0 and
 // the head on the last.
-double stage_seconds(const ResolvedPlan& plan, const CostModels& costs, int64_t p) {
+double stage_seconds(const plan::ResolvedPlan& plan, const CostModels& costs, int64_t p) {
   models::ShardContext ctx;
   ctx.micro_batch = plan.micro_batch_size;
   ctx.seq_len = plan.seq_len;
   const auto& m = plan.model;
-  const auto& dev = device_of(plan, p);
+  const auto& dev = plan::device_of(plan, p);
   auto both = [&](const std::vector<models::LayerOp>& ops) {
     return pass_seconds(costs, dev, ops, false) + pass_seconds(costs, dev, ops, true);
   };
@@ -102,7 +102,7 @@ double stage_seconds(const ResolvedPlan& plan, const CostModels& costs, int64_t 
 
 // Parameters of pipeline rank p at tp = 1, part by part in forward order (embedding, layers,
 // head): the units gradient buckets are filled from.
-std::vector<double> stage_parts(const ResolvedPlan& plan, int64_t p) {
+std::vector<double> stage_parts(const plan::ResolvedPlan& plan, int64_t p) {
   models::ShardContext ctx;
   ctx.seq_len = plan.seq_len;
   auto params = [](const std::vector<models::LayerOp>& ops) {
@@ -124,7 +124,7 @@ std::vector<double> stage_parts(const ResolvedPlan& plan, int64_t p) {
   return parts;
 }
 
-double stage_params(const ResolvedPlan& plan, int64_t p) {
+double stage_params(const plan::ResolvedPlan& plan, int64_t p) {
   const auto parts = stage_parts(plan, p);
   return std::accumulate(parts.begin(), parts.end(), 0.0);
 }
@@ -135,11 +135,11 @@ double stage_params(const ResolvedPlan& plan, int64_t p) {
 // own — all-reduced in fp32 after the last backward, serially; then AdamW: 12 FLOPs per
 // parameter, reading master 4 + grad 4 + moments 8 and writing master 4 + moments 8 + bf16
 // copy 2 = 30 bytes each.
-double tail_seconds(const ResolvedPlan& plan, const CostModels& costs, int64_t rank,
+double tail_seconds(const plan::ResolvedPlan& plan, const CostModels& costs, int64_t rank,
                     const std::vector<double>& parts) {
-  const RankLayout layout(plan.degrees, plan.placement);
+  const plan::RankLayout layout(plan.degrees, plan.placement);
   std::vector<int64_t> devs;
-  for (int64_t r : layout.group(GroupKind::kDp, rank)) devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+  for (int64_t r : layout.group(plan::GroupKind::kDp, rank)) devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
   double t = 0;
   if (devs.size() > 1) {
     double filled = 0;
@@ -153,7 +153,7 @@ double tail_seconds(const ResolvedPlan& plan, const CostModels& costs, int64_t r
     if (filled > 0) t += costs.collectives().estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devs, filled * 4).seconds;
   }
   const double params = std::accumulate(parts.begin(), parts.end(), 0.0);
-  t += costs.compute().seconds(device_of(plan, rank), pb::OP_CLASS_OPTIMIZER, 12 * params, 30 * params);
+  t += costs.compute().seconds(plan::device_of(plan, rank), pb::OP_CLASS_OPTIMIZER, 12 * params, 30 * params);
   return t;
 }
 
@@ -161,7 +161,7 @@ TEST(AnalyticEngine, OneStageStepIsMicroBatchesTimesForwardBackwardPlusTail) {
   Bench h100(topologies::load_cluster("dgx-h100", 1));
   pb::Plan p = base("llama3-8b", 16, 2048);
   p.mutable_parallel()->set_dp(8);  // M = 16 / 8 = 2
-  const ResolvedPlan plan = resolve(p, h100.cluster);
+  const plan::ResolvedPlan plan = resolve(p, h100.cluster);
   const SimOutput out = simulate_analytic(plan, h100.costs);
   const double x = stage_seconds(plan, h100.costs, 0);
   // 8,030,261,248 parameters in 34 buckets (head, 32 layers, embedding).
@@ -172,7 +172,7 @@ TEST(AnalyticEngine, OneStageStepIsMicroBatchesTimesForwardBackwardPlusTail) {
   expect_breakdown_adds_up(out.result);
   EXPECT_EQ(out.result.breakdown().pipeline_bubble_s(), 0);
   // Exposed DP is the bucket chain; the optimizer the AdamW step.
-  const double optimizer = h100.costs.compute().seconds(device_of(plan, 0), pb::OP_CLASS_OPTIMIZER,
+  const double optimizer = h100.costs.compute().seconds(plan::device_of(plan, 0), pb::OP_CLASS_OPTIMIZER,
                                                         12 * params, 30 * params);
   EXPECT_NEAR(out.result.breakdown().optimizer_s(), optimizer, 1e-15);
   EXPECT_NEAR(comm(out.result, "dp"), tail - optimizer, 1e-12);
@@ -188,9 +188,9 @@ struct PipelineFigures {
   double p2p = 0;  // the fill: every boundary crossed once each way
 };
 
-PipelineFigures figures(const ResolvedPlan& plan, const CostModels& costs) {
+PipelineFigures figures(const plan::ResolvedPlan& plan, const CostModels& costs) {
   PipelineFigures f;
-  const RankLayout layout(plan.degrees, plan.placement);
+  const plan::RankLayout layout(plan.degrees, plan.placement);
   // One micro-batch of hidden states: 1 x 2048 x 4096 x 2 B = 16,777,216 bytes per hop, sent
   // forward (activations) and backward (gradients). Every hop here stays in one node: one time.
   const double bytes = 1.0 * plan.seq_len * plan.model.hidden_size() * 2;
@@ -225,7 +225,7 @@ TEST(AnalyticEngine, OneFOneBBubbleIsTheOtherStagesWork) {
   pb::Plan p = base("llama3-8b", 16, 2048);
   p.mutable_parallel()->set_pp(4);
   p.mutable_parallel()->set_dp(2);
-  const ResolvedPlan plan = resolve(p, h100.cluster);
+  const plan::ResolvedPlan plan = resolve(p, h100.cluster);
   const pb::SimResult r = simulate_analytic(plan, h100.costs).result;
   const PipelineFigures f = figures(plan, h100.costs);
   const double max_x = *std::max_element(f.x.begin(), f.x.end());
@@ -256,7 +256,7 @@ TEST(AnalyticEngine, InterleavingShrinksTheBubbleByVp) {
   p.mutable_parallel()->set_pp(4);
   p.mutable_parallel()->set_dp(2);
   p.mutable_parallel()->set_vp(2);
-  const ResolvedPlan plan = resolve(p, h100.cluster);
+  const plan::ResolvedPlan plan = resolve(p, h100.cluster);
   const pb::SimResult r = simulate_analytic(plan, h100.costs).result;
   const PipelineFigures f = figures(plan, h100.costs);
   const double max_x = *std::max_element(f.x.begin(), f.x.end());
@@ -357,7 +357,7 @@ TEST(AnalyticEngine, BreakdownAddsUpAcrossPlans) {
   }
   for (const auto& [name, p] : plans) {
     SCOPED_TRACE(name);
-    const ResolvedPlan plan = resolve(p, h100.cluster);
+    const plan::ResolvedPlan plan = resolve(p, h100.cluster);
     const pb::SimResult r = simulate_analytic(plan, h100.costs).result;
     expect_breakdown_adds_up(r);
     EXPECT_EQ(r.engine(), "analytic");
@@ -388,7 +388,7 @@ TEST(AnalyticEngine, FullRecomputeHfuCountsTheExtraForward) {
   pb::Plan p = base("llama3-8b", 16, 2048);
   p.mutable_parallel()->set_dp(8);
   p.set_recompute(pb::RECOMPUTE_FULL);
-  const ResolvedPlan plan = resolve(p, h100.cluster);
+  const plan::ResolvedPlan plan = resolve(p, h100.cluster);
   const pb::SimResult r = simulate_analytic(plan, h100.costs).result;
   models::ShardContext ctx;
   ctx.seq_len = 2048;
@@ -419,7 +419,7 @@ TEST(AnalyticEngine, IsDeterministic) {
   p.mutable_parallel()->set_tp(2), p.mutable_parallel()->set_dp(4), p.mutable_parallel()->set_ep(4);
   Bench a(topologies::load_cluster("dgx-h100", 1));
   Bench b(topologies::load_cluster("dgx-h100", 1));
-  const ResolvedPlan plan = resolve(p, a.cluster);
+  const plan::ResolvedPlan plan = resolve(p, a.cluster);
   const std::string first = simulate_analytic(plan, a.costs).result.SerializeAsString();
   EXPECT_EQ(simulate_analytic(plan, a.costs).result.SerializeAsString(), first);
   EXPECT_EQ(simulate_analytic(resolve(p, b.cluster), b.costs).result.SerializeAsString(), first);

@@ -6,7 +6,7 @@
 
 #include "dgx_h100_plans.hpp"
 #include "orrery/sim/collective_cost.hpp"
-#include "orrery/sim/lower.hpp"
+#include "orrery/plan/lower.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -17,7 +17,7 @@ struct Steps {
 
 // `per_round`: the overhead as calibrate writes it (per message round); otherwise as a profile
 // written before per_round_s existed holds it (per collective).
-Steps steps(const ResolvedPlan& plan, double overhead_s, bool per_round = true) {
+Steps steps(const plan::ResolvedPlan& plan, double overhead_s, bool per_round = true) {
   pb::CalibrationProfile profile;
   if (overhead_s > 0) {
     pb::BlockingOverhead* o = profile.add_blocking_overhead();
@@ -33,13 +33,13 @@ Steps steps(const ResolvedPlan& plan, double overhead_s, bool per_round = true) 
 struct InLine {
   int64_t collectives = 0, rounds = 0;
 };
-InLine blocking_collectives(const ResolvedPlan& plan) {
-  LowerOptions options;
+InLine blocking_collectives(const plan::ResolvedPlan& plan) {
+  plan::LowerOptions options;
   options.ranks = {0};
-  const pb::ExecGraph g = lower(plan, options);
+  const pb::ExecGraph g = plan::lower(plan, options);
   InLine n;
   for (const auto& node : g.ranks(0).nodes()) {
-    if (node.kind() != pb::NODE_KIND_COLLECTIVE || node.stream() != kCompute) continue;
+    if (node.kind() != pb::NODE_KIND_COLLECTIVE || node.stream() != plan::kCompute) continue;
     ++n.collectives;
     n.rounds += message_rounds(node.collective(), g.process_groups(static_cast<int>(node.process_group())).ranks_size());
   }
@@ -58,7 +58,7 @@ TEST(BlockingOverhead, MessageRoundsOfARing) {
 
 TEST(BlockingOverhead, EveryInLineCollectiveCostsItPerRoundInBothEngines) {
   // tp 8 with SP: all-gathers and reduce-scatters (7 rounds each) and the loss's all-reduces (14).
-  const ResolvedPlan plan = test::dgx_h100_plan(8, 1, true);
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(8, 1, true);
   const InLine n = blocking_collectives(plan);
   ASSERT_GT(n.collectives, 100);  // 32 layers x 2 micro-batches x (4 forward + 4 backward) and the head's
   EXPECT_GT(n.rounds, 7 * n.collectives);  // some all-reduces among them
@@ -69,7 +69,7 @@ TEST(BlockingOverhead, EveryInLineCollectiveCostsItPerRoundInBothEngines) {
 }
 
 TEST(BlockingOverhead, AnOlderProfilesOverheadIsPerCollective) {
-  const ResolvedPlan plan = test::dgx_h100_plan(8, 1);
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(8, 1);
   const InLine n = blocking_collectives(plan);
   const Steps none = steps(plan, 0), slow = steps(plan, 1e-3, false);
   EXPECT_NEAR(slow.analytic - none.analytic, static_cast<double>(n.collectives) * 1e-3, 1e-9) << n.collectives;
@@ -78,7 +78,7 @@ TEST(BlockingOverhead, AnOlderProfilesOverheadIsPerCollective) {
 
 TEST(BlockingOverhead, CollectivesOnCommunicationStreamsPayNothing) {
   // dp 8, tp 1: the only collectives are the DP reduction's, on the DP stream.
-  const ResolvedPlan plan = test::dgx_h100_plan(1, 8);
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(1, 8);
   EXPECT_EQ(blocking_collectives(plan).collectives, 0);
   const Steps none = steps(plan, 0), slow = steps(plan, 1e-3);
   EXPECT_DOUBLE_EQ(slow.analytic, none.analytic);

@@ -2,9 +2,9 @@
 // by its fastest rank, the scope the collective cost model looks up, and the errors.
 #include <gtest/gtest.h>
 
-#include "orrery/sim/calibration_samples.hpp"
+#include "orrery/calibration/calibration_samples.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -75,8 +75,8 @@ TEST(CalibrationSamples, OverlapIsTheShareOfTimeBesideAsyncCommunication) {
   rank.mutable_nodes(1)->set_start_s(1e-3);
   rank.mutable_nodes(2)->set_start_s(1.5e-3);
   rank.mutable_nodes(2)->set_stream(1);
-  TraceSamples out;
-  add_trace_samples(g, "t.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(g, "t.json", {}, out);
   ASSERT_FALSE(out.compute.empty());
   EXPECT_EQ(out.compute[0].source, "t.json: L0.mb0.fwd.attn.qkv");
   EXPECT_NEAR(out.compute[0].overlap, 0.25, 1e-12);
@@ -87,26 +87,26 @@ TEST(CalibrationSamples, OverlapIsTheShareOfTimeBesideAsyncCommunication) {
 TEST(CalibrationSamples, EachComputeSampleCountsTheRanksOnItsHost) {
   // Ranks 0 and 1 share node 0, rank 2 has node 1 to itself; a bench file's ops ran alone; a
   // trace without a plan (an imported profile) does not say.
-  TraceSamples run;
-  add_trace_samples(measured_trace(), "t.json", {}, run);
+  calibration::TraceSamples run;
+  calibration::add_trace_samples(measured_trace(), "t.json", {}, run);
   ASSERT_EQ(run.compute.size(), 3u);  // the GEMM of each rank (the norms are untimed)
   EXPECT_EQ(run.compute[0].host_ranks, 2);
   EXPECT_EQ(run.compute[1].host_ranks, 2);
   EXPECT_EQ(run.compute[2].host_ranks, 1);
   pb::ExecGraph bench = measured_trace();
   bench.set_producer("orrery bench (OpenBLAS)");
-  TraceSamples b;
-  add_trace_samples(bench, "b.json", {}, b);
+  calibration::TraceSamples b;
+  calibration::add_trace_samples(bench, "b.json", {}, b);
   for (const auto& s : b.compute) EXPECT_EQ(s.host_ranks, 1) << s.source;
   pb::ExecGraph profile = measured_trace();
   profile.clear_plan();
   for (auto& rank : *profile.mutable_ranks()) {
     for (auto& n : *rank.mutable_nodes()) n.set_dtype("bf16");  // the plan said it before
   }
-  TraceSamples k;
-  SampleOptions o;
+  calibration::TraceSamples k;
+  calibration::SampleOptions o;
   o.device = "H100-SXM";
-  add_trace_samples(profile, "k.json", o, k);
+  calibration::add_trace_samples(profile, "k.json", o, k);
   ASSERT_FALSE(k.compute.empty());
   for (const auto& s : k.compute) EXPECT_EQ(s.host_ranks, 0) << s.source;
 }
@@ -129,8 +129,8 @@ pb::ExecGraph dp_beside_compute(double rank0_start) {
 
 TEST(CalibrationSamples, CollectivesBesideComputeFitNoCurveAndInLineOnesAreBlocking) {
   const pb::ExecGraph g = dp_beside_compute(0.5e-3);
-  TraceSamples out;
-  add_trace_samples(g, "t.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(g, "t.json", {}, out);
   ASSERT_EQ(out.comm.size(), 2u);
   // The TP all-reduce sits on the compute stream: a blocking sample.
   EXPECT_EQ(out.comm[0].source, "t.json: L0.mb0.fwd.attn.tp_all_reduce");
@@ -150,8 +150,8 @@ TEST(CalibrationSamples, CollectivesBesideComputeFitNoCurveAndInLineOnesAreBlock
 TEST(CalibrationSamples, ACollectiveThatTouchedComputeForAtMostOneTwentiethRanAlone) {
   // Rank 0's copy ran beside its GEMM for 0.5 ms of its 20 (2.5%, the tail of the op that
   // launched it): a curve sample, and the instance's fastest.
-  TraceSamples out;
-  add_trace_samples(dp_beside_compute(1.5e-3), "t.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(dp_beside_compute(1.5e-3), "t.json", {}, out);
   ASSERT_EQ(out.comm.size(), 2u);
   EXPECT_FALSE(out.comm[1].blocking);
   EXPECT_DOUBLE_EQ(out.comm[1].seconds, 20e-3);
@@ -204,16 +204,16 @@ pb::ExecGraph zero_step() {
 }
 
 TEST(CalibrationSamples, CollectivesBesideComputeAreStretchesOfTheCommunicationSlowdown) {
-  TraceSamples out;
-  add_trace_samples(zero_step(), "z.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(zero_step(), "z.json", {}, out);
   // Each rank's gathers are one stretch: from their launch to the middle of the op during which
   // the last was seen complete (7-8 ms): 7.5 ms, all of it beside compute.
   ASSERT_EQ(out.overlapped_comm.size(), 2u);
-  for (const OverlappedCommSample& o : out.overlapped_comm) {
+  for (const calibration::OverlappedCommSample& o : out.overlapped_comm) {
     EXPECT_NEAR(o.seconds, 7.5e-3, 1e-12);
     EXPECT_NEAR(o.overlap, 1.0, 1e-12);
     ASSERT_EQ(o.collectives.size(), 3u);
-    for (const CommSample& c : o.collectives) {
+    for (const calibration::CommSample& c : o.collectives) {
       EXPECT_EQ(c.collective, pb::COLLECTIVE_KIND_ALL_GATHER);
       EXPECT_EQ(c.bytes, 8e6);
       EXPECT_EQ(c.ranks, 2);
@@ -234,8 +234,8 @@ TEST(CalibrationSamples, CollectivesBesideComputeAreStretchesOfTheCommunicationS
     if (n.name() == "opt.L0.param_all_gather") n.set_duration_s(9e-3);
     if (n.name() == "opt.L1.param_all_gather" || n.name() == "opt.L2.param_all_gather") n.set_duration_s(10e-3);
   }
-  TraceSamples l;
-  add_trace_samples(late, "z.json", {}, l);
+  calibration::TraceSamples l;
+  calibration::add_trace_samples(late, "z.json", {}, l);
   ASSERT_EQ(l.overlapped_comm.size(), 2u);
   EXPECT_NEAR(l.overlapped_comm[1].seconds, 9.5e-3, 1e-12);
 }
@@ -245,8 +245,8 @@ TEST(CalibrationSamples, UntimedTimeIsSpreadOverTheComputeStreamsOps) {
   g.mutable_ranks(0)->set_untimed_s(0.9e-3);
   g.mutable_ranks(0)->mutable_nodes(2)->set_stream(1);  // the DP all-reduce: not on the compute stream
   g.mutable_ranks(1)->set_untimed_s(0.6e-3);            // rank 2 did not measure it
-  TraceSamples out;
-  add_trace_samples(g, "t.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(g, "t.json", {}, out);
   ASSERT_EQ(out.dispatch.size(), 2u);
   // Rank 0: the GEMM, the TP all-reduce and the norm; rank 1 the same three.
   EXPECT_DOUBLE_EQ(out.dispatch[0].per_op_s, 0.3e-3);
@@ -257,8 +257,8 @@ TEST(CalibrationSamples, UntimedTimeIsSpreadOverTheComputeStreamsOps) {
 }
 
 TEST(CalibrationSamples, DevicesPeaksInstancesAndScopes) {
-  TraceSamples out;
-  add_trace_samples(measured_trace(), "run/trace.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(measured_trace(), "run/trace.json", {}, out);
   // One GEMM per rank, on H100-SXM against its bf16 peak (the plan's precision): 989 TFLOP/s.
   ASSERT_EQ(out.compute.size(), 3u);
   EXPECT_EQ(out.compute[0].device, "H100-SXM");
@@ -298,9 +298,9 @@ TEST(CalibrationSamples, AReceivePostedAfterItsSendIsAPointToPointSample) {
   };
   transfer(2, 5, 1e-3, 2e-3);
   transfer(1, 6, 3e-3, 2.5e-3);
-  TraceSamples out;
-  add_trace_samples(g, "run/trace.json", {}, out);
-  std::vector<CommSample> p2p;
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(g, "run/trace.json", {}, out);
+  std::vector<calibration::CommSample> p2p;
   for (const auto& c : out.comm) {
     if (c.collective == pb::COLLECTIVE_KIND_UNSPECIFIED) p2p.push_back(c);
   }
@@ -323,16 +323,16 @@ TEST(CalibrationSamples, ThePlansPrecisionWinsOverTheNodesDtype) {
   pb::ExecGraph g = measured_trace();
   g.mutable_plan()->mutable_job()->set_precision(pb::PRECISION_BF16);
   g.mutable_ranks(0)->mutable_nodes(0)->set_dtype("fp32");
-  TraceSamples out;
-  add_trace_samples(g, "t.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(g, "t.json", {}, out);
   EXPECT_DOUBLE_EQ(out.compute[0].peak_flops_per_s, 989e12);  // H100-SXM bf16, not fp32's 67e12
   g.clear_plan();
   for (auto& rank : *g.mutable_ranks()) {
     for (auto& n : *rank.mutable_nodes()) n.set_dtype("bf16");
   }
   g.mutable_ranks(0)->mutable_nodes(0)->set_dtype("fp8");
-  TraceSamples bench;
-  add_trace_samples(g, "t.json", {}, bench);
+  calibration::TraceSamples bench;
+  calibration::add_trace_samples(g, "t.json", {}, bench);
   EXPECT_DOUBLE_EQ(bench.compute[0].peak_flops_per_s, 1979e12);  // H100-SXM fp8
 }
 
@@ -341,11 +341,11 @@ TEST(CalibrationSamples, ALoweredGraphIsNotAMeasurement) {
   for (auto& r : *g.mutable_ranks()) {
     for (auto& n : *r.mutable_nodes()) n.clear_duration_s();
   }
-  TraceSamples out;
+  calibration::TraceSamples out;
   try {
-    add_trace_samples(g, "graph.json", {}, out);
+    calibration::add_trace_samples(g, "graph.json", {}, out);
     FAIL() << "accepted";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_EQ(std::string(e.what()),
               "graph.json: ranks[].nodes[].duration_s: no node has a measured duration: this is a "
               "lowered graph "
@@ -359,23 +359,23 @@ TEST(CalibrationSamples, UnknownDeviceAndDtypeAreNamed) {
   pb::ExecGraph g = measured_trace();
   g.clear_cluster_spec();
   g.set_device("H100-SXN");
-  TraceSamples out;
+  calibration::TraceSamples out;
   try {
-    add_trace_samples(g, "k.json", {}, out);
+    calibration::add_trace_samples(g, "k.json", {}, out);
     FAIL() << "accepted";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_EQ(std::string(e.what()),
               "k.json: device: device 'H100-SXN' is not in the trace's cluster or the device "
               "database (did you mean "
               "'H100-SXM'?); pass --device NAME, or --cluster FILE|local that defines it");
   }
-  SampleOptions options;
+  calibration::SampleOptions options;
   options.device = "H100-SXM";
   g.mutable_ranks(1)->mutable_nodes(0)->set_dtype("bf61");
   try {
-    add_trace_samples(g, "k.json", options, out);
+    calibration::add_trace_samples(g, "k.json", options, out);
     FAIL() << "accepted";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_EQ(std::string(e.what()),
               "k.json: ranks[1].nodes[0].dtype: got 'bf61' (did you mean 'bf16'?)");
   }
@@ -384,11 +384,11 @@ TEST(CalibrationSamples, UnknownDeviceAndDtypeAreNamed) {
 TEST(CalibrationSamples, TracesWithoutAClusterUseTheGivenScope) {
   pb::ExecGraph g = measured_trace();
   g.clear_cluster_spec();
-  SampleOptions options;
+  calibration::SampleOptions options;
   options.device = "H100-SXM";
   options.comm_scope = "inter_node";
-  TraceSamples out;
-  add_trace_samples(g, "k.json", options, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(g, "k.json", options, out);
   ASSERT_EQ(out.comm.size(), 2u);
   EXPECT_EQ(out.comm[0].scope, "inter_node");
   EXPECT_EQ(out.comm[1].scope, "inter_node");

@@ -1,5 +1,5 @@
 // The collective cost model on preset clusters, each expected time derived by hand from the
-// model's alpha-beta terms (constants in sim/src/collective_algorithms.cpp):
+// model's alpha-beta terms (constants in sim/costs/src/collective_algorithms.cpp):
 //   launch 4.6 us; ring Simple base 37.2 us + 2.2 us per NVLink step (0.6 us hop x 2.2/0.6);
 //   ring Simple bus bandwidth = min(0.69 x NVLink, 0.648 x the island's NICs);
 //   all-to-all network share 0.414 x a rank's NIC bandwidth.

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "orrery/sim/collective_validation.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/validation/collective_validation.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -23,8 +23,8 @@ fs::path write_temp(const std::string& name, const std::string& text) {
 
 std::string message_of(const fs::path& file) {
   try {
-    validate_collectives(file);
-  } catch (const InputError& e) {
+    validation::validate_collectives(file);
+  } catch (const base::InputError& e) {
     return e.what();
   }
   return "no error";
@@ -34,9 +34,9 @@ constexpr const char* kTableHead =
     R"json({"tables": [{"id": "t", "system": "s", "gpu": "H100 80GB HBM3 (SXM)", "collective": "all_reduce",
         "gpus": 8, "nodes": 1, "gpus_per_node": 8, "rows": )json";
 
-TEST(CollectiveValidation, PublicTablesWithinTenPercentMedian) {
+TEST(validation::CollectiveValidation, PublicTablesWithinTenPercentMedian) {
   if (!fs::exists(kPublicTables)) GTEST_SKIP() << kPublicTables << " is not checked out here";
-  const CollectiveValidation v = validate_collectives(kPublicTables);
+  const validation::CollectiveValidation v = validation::validate_collectives(kPublicTables);
   ASSERT_EQ(v.tables.size(), 22u);
   for (const auto& t : v.tables) {
     EXPECT_FALSE(t.skipped) << t.id << ": " << t.skip_reason;
@@ -50,9 +50,9 @@ TEST(CollectiveValidation, PublicTablesWithinTenPercentMedian) {
   EXPECT_LE(v.p90_abs_error, 0.50);  // what the model reaches today (47.9%); see docs/collectives.md
 }
 
-TEST(CollectiveValidation, ForcedNvlsTablePinsNvls) {
+TEST(validation::CollectiveValidation, ForcedNvlsTablePinsNvls) {
   if (!fs::exists(kPublicTables)) GTEST_SKIP() << kPublicTables << " is not checked out here";
-  const CollectiveValidation v = validate_collectives(kPublicTables);
+  const validation::CollectiveValidation v = validation::validate_collectives(kPublicTables);
   for (const auto& t : v.tables) {
     if (t.id != "azure-ndh100v5-ar-8") continue;
     EXPECT_TRUE(t.nvls_pinned);
@@ -62,18 +62,18 @@ TEST(CollectiveValidation, ForcedNvlsTablePinsNvls) {
   FAIL() << "table azure-ndh100v5-ar-8 not found";
 }
 
-TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
+TEST(validation::CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
   const fs::path p = write_temp("unknown_gpu", R"({"tables": [{"id": "x", "system": "s", "gpu": "MI250X",
       "collective": "all_reduce", "gpus": 8, "nodes": 1, "gpus_per_node": 8,
       "rows": [{"bytes": 1024, "time_us": 10}]}]})");
-  const CollectiveValidation v = validate_collectives(p);
+  const validation::CollectiveValidation v = validation::validate_collectives(p);
   ASSERT_EQ(v.tables.size(), 1u);
   EXPECT_TRUE(v.tables[0].skipped);
   EXPECT_EQ(v.tables[0].skip_reason, "no cluster for GPU 'MI250X' (known: A100, H100, B200)");
   EXPECT_EQ(v.rows, 0);
 }
 
-TEST(CollectiveValidation, BadFilesGiveExactMessages) {
+TEST(validation::CollectiveValidation, BadFilesGiveExactMessages) {
   fs::path p = write_temp("negative_time", std::string(kTableHead) +
                                                R"([{"bytes": 8, "time_us": 1}, {"bytes": 16, "time_us": -3}]}]})");
   EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows[1].time_us: got -3, expected a positive number");

@@ -7,9 +7,9 @@
 
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/des_engine.hpp"
-#include "orrery/sim/lower.hpp"
+#include "orrery/plan/lower.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 struct Case {
   std::unique_ptr<topologies::Topology> topology;
   std::unique_ptr<CostModels> costs;
-  ResolvedPlan plan;
+  plan::ResolvedPlan plan;
 };
 
 Case make_case(const std::string& model, int64_t nodes, int64_t tp, int64_t pp, int64_t dp,
@@ -37,7 +37,7 @@ Case make_case(const std::string& model, int64_t nodes, int64_t tp, int64_t pp, 
   p.set_micro_batch_size(micro_batch);
   const pb::ClusterSpec cluster = topologies::load_cluster("dgx-h100", nodes);
   Case c;
-  c.plan = resolve_plan(p, models::load_model(model), cluster);
+  c.plan = plan::resolve_plan(p, models::load_model(model), cluster);
   c.topology = std::make_unique<topologies::Topology>(c.plan.cluster);
   c.costs = std::make_unique<CostModels>(*c.topology, c.plan.precision.dtype, calibration);
   return c;
@@ -58,7 +58,7 @@ pb::RankGraph* add_rank(pb::ExecGraph& g, int64_t rank, int64_t device) {
   pb::RankGraph* r = g.add_ranks();
   r->set_rank(rank);
   r->set_device(device);
-  for (auto s : kStreams) r->add_streams(std::string(s));
+  for (auto s : plan::kStreams) r->add_streams(std::string(s));
   return r;
 }
 
@@ -73,11 +73,11 @@ TEST(DesEngine, OneRankComputeOnlyIsTheSumOfItsOps) {
   const double flops[] = {4e12, 1e9, 3e11};
   const pb::OpClass classes[] = {pb::OP_CLASS_GEMM, pb::OP_CLASS_ELEMENTWISE, pb::OP_CLASS_ATTENTION};
   for (int i = 0; i < 3; ++i) {
-    pb::ExecNode* n = add_node(r, pb::NODE_KIND_COMPUTE, kCompute, "op" + std::to_string(i));
+    pb::ExecNode* n = add_node(r, pb::NODE_KIND_COMPUTE, plan::kCompute, "op" + std::to_string(i));
     n->set_op_class(classes[i]);
     n->set_flops(flops[i]);
     n->set_bytes_read(1e8);
-    expected += c.costs->compute().seconds(device_of(c.plan, 0), *n);
+    expected += c.costs->compute().seconds(plan::device_of(c.plan, 0), *n);
   }
   DesOptions o;
   o.graph = &g;
@@ -111,9 +111,9 @@ TEST(DesEngine, TwoFlowsOnOneLinkTakeTwiceAsLong) {
     pb::RankGraph* sink = add_rank(g, 2, 2);
     for (int s = 0; s < senders; ++s) {
       pb::RankGraph* r = add_rank(g, s, s);
-      pb::ExecNode* send = add_node(r, pb::NODE_KIND_SEND, kSendNext, "send");
+      pb::ExecNode* send = add_node(r, pb::NODE_KIND_SEND, plan::kSendNext, "send");
       send->set_peer(2), send->set_tag(s), send->set_comm_bytes(bytes);
-      pb::ExecNode* recv = add_node(sink, pb::NODE_KIND_RECV, s == 0 ? kRecvPrev : kRecvNext, "recv" + std::to_string(s));
+      pb::ExecNode* recv = add_node(sink, pb::NODE_KIND_RECV, s == 0 ? plan::kRecvPrev : plan::kRecvNext, "recv" + std::to_string(s));
       recv->set_peer(s), recv->set_tag(s), recv->set_comm_bytes(bytes);
     }
     DesOptions o;
@@ -131,9 +131,9 @@ TEST(DesEngine, DeadlockIsReported) {
   g.set_world_size(8);
   for (int r = 0; r < 2; ++r) {
     pb::RankGraph* rg = add_rank(g, r, r);
-    pb::ExecNode* recv = add_node(rg, pb::NODE_KIND_RECV, kRecvPrev, "recv.first");
+    pb::ExecNode* recv = add_node(rg, pb::NODE_KIND_RECV, plan::kRecvPrev, "recv.first");
     recv->set_peer(1 - r), recv->set_tag(7), recv->set_comm_bytes(1e6);
-    pb::ExecNode* send = add_node(rg, pb::NODE_KIND_SEND, kSendNext, "send.after");
+    pb::ExecNode* send = add_node(rg, pb::NODE_KIND_SEND, plan::kSendNext, "send.after");
     send->set_peer(1 - r), send->set_tag(7), send->set_comm_bytes(1e6);
     send->add_data_deps(0);
   }
@@ -142,7 +142,7 @@ TEST(DesEngine, DeadlockIsReported) {
   try {
     simulate_des(c.plan, *c.costs, o);
     FAIL() << "expected a deadlock";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("deadlock: 4 nodes can never run"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("waits at 'recv.first'"), std::string::npos) << e.what();
   }
@@ -158,7 +158,7 @@ TEST(DesEngine, TwoRankDataParallelAllReduce) {
   const SimOutput out = simulate_des(c.plan, *c.costs, o);
   int buckets = 0;
   for (const auto& n : out.timeline.ranks(0).nodes()) {
-    if (n.kind() != pb::NODE_KIND_COLLECTIVE || n.stream() != kCommDp) continue;
+    if (n.kind() != pb::NODE_KIND_COLLECTIVE || n.stream() != plan::kCommDp) continue;
     ++buckets;
     const double model = c.costs->collectives().estimate(n.collective(), {0, 4}, n.comm_bytes()).seconds;
     EXPECT_NEAR(n.duration_s(), model, 1e-6 * model) << n.name();
@@ -252,7 +252,7 @@ Case make_cp_case(int64_t nodes, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
   p.set_sharding(pb::SHARDING_ZERO1);
   p.set_overlap_grad_reduce(true);
   Case c;
-  c.plan = resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", nodes));
+  c.plan = plan::resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", nodes));
   c.topology = std::make_unique<topologies::Topology>(c.plan.cluster);
   c.costs = std::make_unique<CostModels>(*c.topology, c.plan.precision.dtype);
   return c;

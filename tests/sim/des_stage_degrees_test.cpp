@@ -15,7 +15,7 @@ namespace {
 
 const std::string& kCluster = test::kMixedCluster;
 
-ResolvedPlan staged(bool sp) {
+plan::ResolvedPlan staged(bool sp) {
   pb::Plan p = test::staged_plan(sp);
   // About balanced: the H100 stage (3.2x the A100's bf16 peak, same tokens per device) takes
   // three times the A100 stage's layers. The analytic 1F1B composition, (M - 1) max + sum,
@@ -23,7 +23,7 @@ ResolvedPlan staged(bool sp) {
   // and an even split, the des finds the slow stage never waiting and runs ~7% faster (measured:
   // 0.322 s against 0.346 s), which is that formula's approximation, not the redistribution's.
   for (int64_t v : {8, 24}) p.add_layers_per_stage(v);
-  return resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster(kCluster));
+  return plan::resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster(kCluster));
 }
 
 // Tolerance: the engines share every op and collective cost; they differ in the pipeline
@@ -35,7 +35,7 @@ constexpr double kTolerance = 0.01;
 TEST(DesStageDegrees, AgreesWithAnalyticAndSymmetryFallsBackToAllRanks) {
   for (bool sp : {false, true}) {
     SCOPED_TRACE(sp ? "sp" : "no sp");
-    const ResolvedPlan plan = staged(sp);
+    const plan::ResolvedPlan plan = staged(sp);
     topologies::Topology topo(plan.cluster);
     CostModels costs(topo, "bf16");
     const double analytic = simulate_analytic(plan, costs).result.step_time_s();

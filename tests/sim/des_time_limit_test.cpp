@@ -18,7 +18,7 @@ TEST(DesTimeLimit, ARunPastItsLimitIsStopped) {
   p.mutable_parallel()->set_dp(8);
   p.set_micro_batch_size(1);
   const auto cluster = topologies::load_cluster("dgx-h100", 1);
-  const ResolvedPlan plan = resolve_plan(p, models::preset("llama3-8b"), cluster);
+  const plan::ResolvedPlan plan = plan::resolve_plan(p, models::preset("llama3-8b"), cluster);
   const topologies::Topology topology(cluster);
   const CostModels costs(topology, "bf16");
   DesOptions o;

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/lower.hpp"
+#include "orrery/plan/lower.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -15,7 +15,7 @@ struct Sims {
   double analytic_dispatch = 0, des_dispatch = 0;
 };
 
-Sims run(const ResolvedPlan& plan, const std::string& device, double per_op_s) {
+Sims run(const plan::ResolvedPlan& plan, const std::string& device, double per_op_s) {
   pb::CalibrationProfile profile;
   if (per_op_s > 0) {
     pb::DispatchOverhead* d = profile.add_dispatch_overhead();
@@ -27,17 +27,17 @@ Sims run(const ResolvedPlan& plan, const std::string& device, double per_op_s) {
 }
 
 // Ops rank 0 issues on its compute stream in one step.
-int64_t compute_stream_ops(const ResolvedPlan& plan) {
-  LowerOptions options;
+int64_t compute_stream_ops(const plan::ResolvedPlan& plan) {
+  plan::LowerOptions options;
   options.ranks = {0};
-  const pb::ExecGraph g = lower(plan, options);
+  const pb::ExecGraph g = plan::lower(plan, options);
   int64_t n = 0;
-  for (const auto& node : g.ranks(0).nodes()) n += node.stream() == kCompute ? 1 : 0;
+  for (const auto& node : g.ranks(0).nodes()) n += node.stream() == plan::kCompute ? 1 : 0;
   return n;
 }
 
-void expect_every_op_pays(const ResolvedPlan& plan) {
-  const std::string device = device_of(plan, 0).name();
+void expect_every_op_pays(const plan::ResolvedPlan& plan) {
+  const std::string device = plan::device_of(plan, 0).name();
   const int64_t n = compute_stream_ops(plan);
   const Sims none = run(plan, device, 0), slow = run(plan, device, 1e-3);
   // One stage, nothing overlapped: every compute-stream op is on the step's critical path.
@@ -60,7 +60,7 @@ TEST(DispatchOverhead, InLineCollectivesPayItToo) {
 }
 
 TEST(DispatchOverhead, OtherDevicesPayNothing) {
-  const ResolvedPlan plan = test::dgx_h100_plan(8, 1);
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(8, 1);
   const Sims none = run(plan, "", 0), other = run(plan, "some-other-device", 1e-3);
   EXPECT_DOUBLE_EQ(other.analytic, none.analytic);
   EXPECT_DOUBLE_EQ(other.des, none.des);

@@ -11,15 +11,15 @@
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 
 namespace orrery::sim {
 namespace {
 
-ResolvedPlan fsdp_plan(double bucket_bytes, int64_t prefetch = 1, const std::string& model = "llama3-8b") {
+plan::ResolvedPlan fsdp_plan(double bucket_bytes, int64_t prefetch = 1, const std::string& model = "llama3-8b") {
   pb::Plan p;
   p.mutable_job()->set_global_batch_size(8);
   p.mutable_job()->set_seq_len(2048);
@@ -29,7 +29,7 @@ ResolvedPlan fsdp_plan(double bucket_bytes, int64_t prefetch = 1, const std::str
   p.set_sharding(pb::SHARDING_FSDP);
   p.set_prefetch_buckets(prefetch);
   p.set_bucket_bytes(bucket_bytes);
-  return resolve_plan(p, models::preset(model), topologies::load_cluster("dgx-h100", 1));
+  return plan::resolve_plan(p, models::preset(model), topologies::load_cluster("dgx-h100", 1));
 }
 
 struct Counted {
@@ -37,10 +37,10 @@ struct Counted {
   double gather_bytes = 0, reduce_bytes = 0;
 };
 
-Counted count(const ResolvedPlan& plan) {
-  LowerOptions o;
+Counted count(const plan::ResolvedPlan& plan) {
+  plan::LowerOptions o;
   o.ranks = {0};
-  const pb::ExecGraph g = lower(plan, o);
+  const pb::ExecGraph g = plan::lower(plan, o);
   Counted c;
   for (const auto& n : g.ranks(0).nodes()) {
     if (n.name().find("fsdp.all_gather") != std::string::npos) ++c.gathers, c.gather_bytes += n.comm_bytes();
@@ -97,7 +97,7 @@ TEST(FsdpBuckets, NodeNamesAreUniqueWithinARank) {
     p.set_micro_batch_size(1);
     p.set_sharding(v.sharding);
     p.set_bucket_bytes(v.bucket_bytes);
-    const pb::ExecGraph g = lower(resolve_plan(p, models::preset(v.model), cluster));
+    const pb::ExecGraph g = plan::lower(plan::resolve_plan(p, models::preset(v.model), cluster));
     for (const auto& rg : g.ranks()) {
       std::set<std::string> seen;
       for (const auto& n : rg.nodes()) EXPECT_TRUE(seen.insert(n.name()).second) << "rank " << rg.rank() << ": " << n.name();
@@ -116,10 +116,10 @@ TEST(FsdpBuckets, TiedEmbeddingStaysGatheredUntilItsBackward) {
   p.mutable_parallel()->set_dp(8);
   p.set_micro_batch_size(1);
   p.set_sharding(pb::SHARDING_FSDP);
-  LowerOptions o;
+  plan::LowerOptions o;
   o.ranks = {0};
   const pb::ExecGraph g =
-      lower(resolve_plan(p, models::preset("sc21-1.7b"), topologies::load_cluster("dgx-h100", 1)), o);
+      plan::lower(plan::resolve_plan(p, models::preset("sc21-1.7b"), topologies::load_cluster("dgx-h100", 1)), o);
   std::set<std::string> names;
   for (const auto& n : g.ranks(0).nodes()) names.insert(n.name());
   EXPECT_TRUE(names.count("mb0.fwd.embed.fsdp.all_gather"));
@@ -152,9 +152,9 @@ namespace {
 // the previous reduce-scatter (one in flight); each reads and writes the bucket's bytes (bf16
 // parameters: 2 per parameter; fp32 gradients: 4). The optimizer waits for the last reduce-scatter.
 TEST(FsdpBuckets, CopiesAroundEveryGatherAndReduceScatter) {
-  LowerOptions o;
+  plan::LowerOptions o;
   o.ranks = {0};
-  const pb::ExecGraph g = lower(fsdp_plan(0), o);
+  const pb::ExecGraph g = plan::lower(fsdp_plan(0), o);
   const auto& nodes = g.ranks(0).nodes();
   std::map<std::string, const pb::ExecNode*> by_name;
   for (const auto& n : nodes) by_name[n.name()] = &n;
@@ -224,7 +224,7 @@ TEST(FsdpBuckets, EnginesAgreeWithAndWithoutPrefetch) {
                                          {"sc21-1.7b", 0, 0},    {"sc21-1.7b", 0, 1}};
   for (const auto& v : variants) {
     SCOPED_TRACE(v.model + " bucket " + std::to_string(v.bucket_bytes) + " prefetch " + std::to_string(v.prefetch));
-    const ResolvedPlan plan = fsdp_plan(v.bucket_bytes, v.prefetch, v.model);
+    const plan::ResolvedPlan plan = fsdp_plan(v.bucket_bytes, v.prefetch, v.model);
     const double analytic = simulate_analytic(plan, costs).result.step_time_s();
     const double des = simulate_des(plan, costs).result.step_time_s();
     EXPECT_NEAR(des, analytic, 0.02 * analytic);

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/calibration_fit.hpp"
+#include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/sim/compute_cost.hpp"
 #include "test_core_device.hpp"
 
@@ -38,16 +38,16 @@ struct Sims {
   double compute = 0, optimizer = 0;  // the analytic breakdown's
 };
 
-Sims run(const ResolvedPlan& plan, double slowdown) {
+Sims run(const plan::ResolvedPlan& plan, double slowdown) {
   pb::CalibrationProfile profile;
-  if (slowdown > 0) *profile.add_host_sharing() = sharing(device_of(plan, 0).name(), slowdown, 8);
+  if (slowdown > 0) *profile.add_host_sharing() = sharing(plan::device_of(plan, 0).name(), slowdown, 8);
   const auto [a, d] = test::simulate_both(plan, profile);
   return {a.step_time_s(), d.step_time_s(), a.breakdown().compute_s(), a.breakdown().optimizer_s()};
 }
 
 TEST(HostSharing, EveryComputeOpOfASharedHostSlowsInBothEngines) {
   // dp 8 on one DGX H100 node: every rank shares its host with 7 others, at the measured 8.
-  const ResolvedPlan plan = test::dgx_h100_plan(1, 8);
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(1, 8);
   const Sims alone = run(plan, 0), shared = run(plan, 1.25);
   EXPECT_NEAR(shared.compute, 1.25 * alone.compute, 1e-9 * alone.compute);
   EXPECT_NEAR(shared.optimizer, 1.25 * alone.optimizer, 1e-9 * alone.optimizer);
@@ -70,7 +70,7 @@ TEST(HostSharing, ARankAloneOnItsHostIsUntouched) {
   p.mutable_job()->set_precision(pb::PRECISION_BF16);
   p.mutable_parallel()->set_dp(2);
   p.set_micro_batch_size(1);
-  const ResolvedPlan plan = resolve_plan(p, models::load_model("llama3-8b"), cluster);
+  const plan::ResolvedPlan plan = plan::resolve_plan(p, models::load_model("llama3-8b"), cluster);
   const Sims alone = run(plan, 0), shared = run(plan, 1.25);
   EXPECT_GT(alone.analytic, 0);
   EXPECT_DOUBLE_EQ(shared.analytic, alone.analytic);
@@ -79,7 +79,7 @@ TEST(HostSharing, ARankAloneOnItsHostIsUntouched) {
 
 // GEMM samples on test_core_device.hpp's core: squares and matrix-vector products, each shape
 // twice alone (host_ranks 1) and twice with two ranks on the host, `slowdown` times slower.
-std::vector<ComputeSample> samples(double slowdown) {
+std::vector<calibration::ComputeSample> samples(double slowdown) {
   pb::ComputeCurve truth;
   truth.set_device("test-core");
   truth.set_op_class(pb::OP_CLASS_GEMM);
@@ -87,10 +87,10 @@ std::vector<ComputeSample> samples(double slowdown) {
   truth.set_half_saturation_flops(2e8);
   truth.set_memory_efficiency(0.7);
   truth.set_overhead_s(15e-6);
-  std::vector<ComputeSample> out;
+  std::vector<calibration::ComputeSample> out;
   for (double n : {64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0}) {
     for (const bool square : {true, false}) {
-      ComputeSample s;
+      calibration::ComputeSample s;
       s.device = "test-core";
       s.op_class = pb::OP_CLASS_GEMM;
       s.flops = square ? 2 * n * n * n : 2 * n * n;
@@ -100,7 +100,7 @@ std::vector<ComputeSample> samples(double slowdown) {
       s.shape = {square ? static_cast<int64_t>(n) : 1, static_cast<int64_t>(n), static_cast<int64_t>(n)};
       s.phase = pb::PHASE_FORWARD;
       s.source = "test";
-      const double t = predict_compute_seconds(truth, s);
+      const double t = calibration::predict_compute_seconds(truth, s);
       for (int64_t ranks : {1, 1, 2, 2}) {
         s.host_ranks = ranks;
         s.seconds = ranks == 1 ? t : t * slowdown;
@@ -114,7 +114,7 @@ std::vector<ComputeSample> samples(double slowdown) {
 std::map<std::string, pb::DeviceSpec> devices() { return test::test_core_devices(); }
 
 TEST(HostSharing, FittedFromShapesMeasuredAloneAndSharedAndDividedOut) {
-  const CalibrationFit fit = fit_calibration(samples(1.3), {}, devices());
+  const calibration::CalibrationFit fit = calibration::fit_calibration(samples(1.3), {}, devices());
   ASSERT_EQ(fit.sharing.size(), 1u);
   EXPECT_TRUE(fit.sharing[0].fitted) << fit.sharing[0].note;
   EXPECT_EQ(fit.sharing[0].shapes, 14);
@@ -125,7 +125,7 @@ TEST(HostSharing, FittedFromShapesMeasuredAloneAndSharedAndDividedOut) {
   EXPECT_NEAR(h.slowdown(), 1.3, 1e-12);
   // The shared samples were divided by it: the curve is the one fitted where sharing cost
   // nothing (the same samples with the shared ones as fast as alone).
-  const CalibrationFit same = fit_calibration(samples(1.0), {}, devices());
+  const calibration::CalibrationFit same = calibration::fit_calibration(samples(1.0), {}, devices());
   EXPECT_EQ(same.profile.host_sharing_size(), 0);
   ASSERT_EQ(fit.profile.compute_size(), 1);
   ASSERT_EQ(same.profile.compute_size(), 1);
@@ -138,11 +138,11 @@ TEST(HostSharing, FittedFromShapesMeasuredAloneAndSharedAndDividedOut) {
 }
 
 TEST(HostSharing, NothingToCompareOrNoSlowerFitsNothing) {
-  std::vector<ComputeSample> shared_only;
-  for (ComputeSample s : samples(1.3)) {
+  std::vector<calibration::ComputeSample> shared_only;
+  for (calibration::ComputeSample s : samples(1.3)) {
     if (s.host_ranks == 2) shared_only.push_back(s);
   }
-  const CalibrationFit a = fit_calibration(shared_only, {}, devices());
+  const calibration::CalibrationFit a = calibration::fit_calibration(shared_only, {}, devices());
   ASSERT_EQ(a.sharing.size(), 1u);
   EXPECT_FALSE(a.sharing[0].fitted);
   EXPECT_EQ(a.sharing[0].note, "0 op shape(s) measured both alone and with 2 ranks on the host, 3 needed: "
@@ -150,11 +150,11 @@ TEST(HostSharing, NothingToCompareOrNoSlowerFitsNothing) {
   EXPECT_EQ(a.profile.host_sharing_size(), 0);
   // Faster shared on half the shapes only (ratios 0.8 and 1.05): a median below 1, a third
   // quartile above it, nothing written.
-  std::vector<ComputeSample> mixed = samples(1.0);
-  for (ComputeSample& s : mixed) {
+  std::vector<calibration::ComputeSample> mixed = samples(1.0);
+  for (calibration::ComputeSample& s : mixed) {
     if (s.host_ranks == 2) s.seconds *= s.shape[0] == 1 ? 0.8 : 1.05;
   }
-  const CalibrationFit b = fit_calibration(mixed, {}, devices());
+  const calibration::CalibrationFit b = calibration::fit_calibration(mixed, {}, devices());
   ASSERT_EQ(b.sharing.size(), 1u);
   EXPECT_FALSE(b.sharing[0].fitted);
   EXPECT_NE(b.sharing[0].note.find("nor faster for three quarters"), std::string::npos) << b.sharing[0].note;
@@ -164,7 +164,7 @@ TEST(HostSharing, NothingToCompareOrNoSlowerFitsNothing) {
 TEST(HostSharing, ARankAloneThatRanSlowerOnEveryShapeIsWritten) {
   // Every shape ran 0.9 times as long with two ranks on the host as alone: written as measured,
   // and the shared samples divided by it describe the rank alone.
-  const CalibrationFit fit = fit_calibration(samples(0.9), {}, devices());
+  const calibration::CalibrationFit fit = calibration::fit_calibration(samples(0.9), {}, devices());
   ASSERT_EQ(fit.sharing.size(), 1u);
   EXPECT_TRUE(fit.sharing[0].fitted) << fit.sharing[0].note;
   ASSERT_EQ(fit.profile.host_sharing_size(), 1);

@@ -14,8 +14,8 @@
 
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/rank_layout.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/rank_layout.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
@@ -28,7 +28,7 @@ struct Case {
   std::function<void(pb::Plan&)> set;
 };
 
-ResolvedPlan make(const Case& c) {
+plan::ResolvedPlan make(const Case& c) {
   pb::Plan p;
   p.set_model(c.model);
   p.set_cluster("dgx-h100");
@@ -37,7 +37,7 @@ ResolvedPlan make(const Case& c) {
   p.mutable_job()->set_precision(pb::PRECISION_BF16);
   p.set_micro_batch_size(1);
   c.set(p);
-  return resolve_plan(p, models::load_model(c.model), topologies::load_cluster("dgx-h100", 1));
+  return plan::resolve_plan(p, models::load_model(c.model), topologies::load_cluster("dgx-h100", 1));
 }
 
 // The plans the issue names, each filling the 8 GPUs.
@@ -119,13 +119,13 @@ void check_structure(const pb::ExecGraph& g) {
   for (int i = 0; i < g.ranks_size(); ++i) {
     const auto& rg = g.ranks(i);
     EXPECT_EQ(rg.rank(), i);
-    ASSERT_EQ(rg.streams_size(), static_cast<int>(kStreams.size()));
-    for (int s = 0; s < rg.streams_size(); ++s) EXPECT_EQ(rg.streams(s), kStreams[static_cast<size_t>(s)]);
+    ASSERT_EQ(rg.streams_size(), static_cast<int>(plan::kStreams.size()));
+    for (int s = 0; s < rg.streams_size(); ++s) EXPECT_EQ(rg.streams(s), plan::kStreams[static_cast<size_t>(s)]);
     for (int k = 0; k < rg.nodes_size(); ++k) {
       const auto& n = rg.nodes(k);
       ASSERT_EQ(n.id(), k) << "rank " << i;
       ASSERT_GE(n.stream(), 0);
-      ASSERT_LT(n.stream(), static_cast<int>(kStreams.size()));
+      ASSERT_LT(n.stream(), static_cast<int>(plan::kStreams.size()));
       for (int64_t d : n.data_deps()) {
         ASSERT_GE(d, 0);
         ASSERT_LT(d, n.id()) << "rank " << i << " " << n.name() << ": a dependency must point back";
@@ -134,13 +134,13 @@ void check_structure(const pb::ExecGraph& g) {
       }
       // Sends and receives sit on the point-to-point streams of their direction.
       if (n.kind() == pb::NODE_KIND_SEND) {
-        EXPECT_TRUE(n.stream() == kSendNext || n.stream() == kSendPrev || n.stream() == kCommCpSend) << n.name();
+        EXPECT_TRUE(n.stream() == plan::kSendNext || n.stream() == plan::kSendPrev || n.stream() == plan::kCommCpSend) << n.name();
       }
       if (n.kind() == pb::NODE_KIND_RECV) {
-        EXPECT_TRUE(n.stream() == kRecvPrev || n.stream() == kRecvNext || n.stream() == kCommCpRecv) << n.name();
+        EXPECT_TRUE(n.stream() == plan::kRecvPrev || n.stream() == plan::kRecvNext || n.stream() == plan::kCommCpRecv) << n.name();
       }
       if (n.kind() == pb::NODE_KIND_COMPUTE) {
-        EXPECT_EQ(n.stream(), kCompute) << n.name();
+        EXPECT_EQ(n.stream(), plan::kCompute) << n.name();
       }
     }
   }
@@ -216,8 +216,8 @@ void check_collectives(const pb::ExecGraph& g) {
 // their streams, a collective when all its group's members are. Returns the nodes left undone.
 int64_t unfinished_after_run(const pb::ExecGraph& g, std::string* stuck) {
   const size_t ranks = static_cast<size_t>(g.ranks_size());
-  std::vector<std::vector<std::vector<int>>> queue(ranks, std::vector<std::vector<int>>(kStreams.size()));
-  std::vector<std::vector<size_t>> head(ranks, std::vector<size_t>(kStreams.size(), 0));
+  std::vector<std::vector<std::vector<int>>> queue(ranks, std::vector<std::vector<int>>(plan::kStreams.size()));
+  std::vector<std::vector<size_t>> head(ranks, std::vector<size_t>(plan::kStreams.size(), 0));
   std::vector<std::vector<char>> done(ranks);
   std::map<int64_t, size_t> group_size;
   for (const auto& pg : g.process_groups()) group_size[pg.id()] = static_cast<size_t>(pg.ranks_size());
@@ -242,7 +242,7 @@ int64_t unfinished_after_run(const pb::ExecGraph& g, std::string* stuck) {
     std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<size_t, size_t>> sends, recvs;
     std::map<int64_t, std::vector<std::pair<size_t, size_t>>> colls;
     for (size_t r = 0; r < ranks; ++r) {
-      for (size_t s = 0; s < kStreams.size(); ++s) {
+      for (size_t s = 0; s < plan::kStreams.size(); ++s) {
         while (head[r][s] < queue[r][s].size()) {
           const int id = queue[r][s][head[r][s]];
           if (!ready(r, id)) break;
@@ -275,7 +275,7 @@ int64_t unfinished_after_run(const pb::ExecGraph& g, std::string* stuck) {
   }
   int64_t left = 0;
   for (size_t r = 0; r < ranks; ++r) {
-    for (size_t s = 0; s < kStreams.size(); ++s) {
+    for (size_t s = 0; s < plan::kStreams.size(); ++s) {
       left += static_cast<int64_t>(queue[r][s].size() - head[r][s]);
       if (head[r][s] < queue[r][s].size() && stuck->size() < 2000) {
         *stuck += "rank " + std::to_string(r) + " " + std::string(kStreams[s]) + " waits at " +
@@ -289,8 +289,8 @@ int64_t unfinished_after_run(const pb::ExecGraph& g, std::string* stuck) {
 TEST(Lowering, InvariantsHoldOnEveryRankOfEveryCase) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    const ResolvedPlan plan = make(c);
-    const pb::ExecGraph g = lower(plan);
+    const plan::ResolvedPlan plan = make(c);
+    const pb::ExecGraph g = plan::lower(plan);
     check_structure(g);
     check_point_to_point(g);
     check_collectives(g);
@@ -302,7 +302,7 @@ TEST(Lowering, InvariantsHoldOnEveryRankOfEveryCase) {
 TEST(Lowering, TheRunnerStallsOnAMismatchedGraph) {
   // The no-deadlock check is not vacuous: a recv whose tag matches no send, or a collective moved
   // to a group whose other members never issue it, leaves nodes unfinished.
-  const pb::ExecGraph good = lower(make(find_case("tiny_tp2_pp2_dp2")));
+  const pb::ExecGraph good = plan::lower(make(find_case("tiny_tp2_pp2_dp2")));
   std::string stuck;
   ASSERT_EQ(unfinished_after_run(good, &stuck), 0) << stuck;
   pb::ExecGraph bad_tag = good;
@@ -313,11 +313,11 @@ TEST(Lowering, TheRunnerStallsOnAMismatchedGraph) {
   ASSERT_TRUE(changed);
   EXPECT_GT(unfinished_after_run(bad_tag, &stuck), 0);
   pb::ExecGraph bad_group = good;
-  const RankLayout layout(make(find_case("tiny_tp2_pp2_dp2")).degrees, {Dim::kTp, Dim::kCp, Dim::kDp, Dim::kPp});
+  const plan::RankLayout layout(make(find_case("tiny_tp2_pp2_dp2")).degrees, {plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp, plan::Dim::kPp});
   changed = false;
   for (auto& n : *bad_group.mutable_ranks(0)->mutable_nodes()) {
-    if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.process_group() == layout.group_id(GroupKind::kTp, 0) && !changed) {
-      n.set_process_group(layout.group_id(GroupKind::kDp, 0)), changed = true;
+    if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.process_group() == layout.group_id(plan::GroupKind::kTp, 0) && !changed) {
+      n.set_process_group(layout.group_id(plan::GroupKind::kDp, 0)), changed = true;
     }
   }
   ASSERT_TRUE(changed);
@@ -327,13 +327,13 @@ TEST(Lowering, TheRunnerStallsOnAMismatchedGraph) {
 TEST(Lowering, IsDeterministicAndRankSubsetsMatchTheFullGraph) {
   for (const std::string name : {"llama_pp4_vp2_dp2", "mixtral_tp2_dp4_ep4", "llama_tp2_cp2_dp2"}) {
     SCOPED_TRACE(name);
-    const ResolvedPlan plan = make(find_case(name));
-    const pb::ExecGraph a = lower(plan);
-    const pb::ExecGraph b = lower(plan);
+    const plan::ResolvedPlan plan = make(find_case(name));
+    const pb::ExecGraph a = plan::lower(plan);
+    const pb::ExecGraph b = plan::lower(plan);
     EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
-    LowerOptions one;
+    plan::LowerOptions one;
     one.ranks = {5};
-    const pb::ExecGraph sub = lower(plan, one);
+    const pb::ExecGraph sub = plan::lower(plan, one);
     ASSERT_EQ(sub.ranks_size(), 1);
     EXPECT_EQ(sub.ranks(0).SerializeAsString(), a.ranks(5).SerializeAsString());
     EXPECT_EQ(sub.process_groups_size(), a.process_groups_size());
@@ -397,8 +397,8 @@ double replicated_flops_per_token(const pb::ModelSpec& m, bool sp) {
 
 void expect_total_flops(const Case& c) {
   SCOPED_TRACE(c.name);
-  const ResolvedPlan plan = make(c);
-  const PhaseFlops f = flops(lower(plan));
+  const plan::ResolvedPlan plan = make(c);
+  const PhaseFlops f = flops(plan::lower(plan));
   const auto stats = models::model_stats(plan.model, plan.seq_len);
   const double tokens = static_cast<double>(c.global_batch * c.seq);
   const double tp = static_cast<double>(plan.degrees.tp);
@@ -432,8 +432,8 @@ TEST(LoweringFlops, ReplicatedShareIsWhatTheSumMeasures) {
              p.mutable_parallel()->set_tp(2);
              p.mutable_parallel()->set_dp(4);
            }};
-  const PhaseFlops a = flops(lower(make(tp1)));
-  const PhaseFlops b = flops(lower(make(tp2)));
+  const PhaseFlops a = flops(plan::lower(make(tp1)));
+  const PhaseFlops b = flops(plan::lower(make(tp2)));
   const double diff = (b.forward + b.backward) - (a.forward + a.backward);
   EXPECT_NEAR(diff, 909.0 * 4096 * 8 * 512, 1e3);
 }
@@ -441,8 +441,8 @@ TEST(LoweringFlops, ReplicatedShareIsWhatTheSumMeasures) {
 TEST(LoweringFlops, FullRecomputeAddsExactlyTheLayersForwardFlops) {
   const Case& with = find_case("tiny_tp2_pp2_dp2_full_recompute");
   const Case& without = find_case("tiny_tp2_pp2_dp2");
-  const PhaseFlops r = flops(lower(make(with)));
-  const PhaseFlops n = flops(lower(make(without)));
+  const PhaseFlops r = flops(plan::lower(make(with)));
+  const PhaseFlops n = flops(plan::lower(make(without)));
   // Recomputation re-runs each decoder layer's forward (not the embedding or head) once per
   // micro-batch; forward and backward themselves are unchanged.
   EXPECT_GT(r.recompute, 0);
@@ -457,8 +457,8 @@ TEST(LoweringFlops, SelectiveRecomputeAddsTheAttentionCoresForwardFlops) {
   // micro-batch, in phase RECOMPUTE; the backward is unchanged. Here with CP 2 (ring attention).
   const Case& with = find_case("llama_tp2_cp2_dp2_selective_recompute");
   const Case& without = find_case("llama_tp2_cp2_dp2");
-  const PhaseFlops s = flops(lower(make(with)));
-  const PhaseFlops n = flops(lower(make(without)));
+  const PhaseFlops s = flops(plan::lower(make(with)));
+  const PhaseFlops n = flops(plan::lower(make(without)));
   EXPECT_DOUBLE_EQ(s.recompute, n.forward_attention_core);
   EXPECT_DOUBLE_EQ(s.backward, n.backward);
   EXPECT_DOUBLE_EQ(s.forward, n.forward);
@@ -486,10 +486,10 @@ TEST(LoweringComm, TpCollectivesPerLayerFollowMegatron) {
   // llama3-8b tp 2 cp 2: micro-batch 1 x seq 2048 / cp 2 x hidden 4096 x 2 bytes (bf16)
   // = 8,388,608 bytes per TP collective (Megatron's b s h activations).
   {
-    const ResolvedPlan plan = make(find_case("llama_tp2_cp2_dp2"));
-    const pb::ExecGraph g = lower(plan, {{0}});
-    const RankLayout layout(plan.degrees, plan.placement);
-    const int64_t tp = layout.group_id(GroupKind::kTp, 0);
+    const plan::ResolvedPlan plan = make(find_case("llama_tp2_cp2_dp2"));
+    const pb::ExecGraph g = plan::lower(plan, {{0}});
+    const plan::RankLayout layout(plan.degrees, plan.placement);
+    const int64_t tp = layout.group_id(plan::GroupKind::kTp, 0);
     const double bytes = 1.0 * 2048 / 2 * 4096 * 2;
     for (const pb::Phase phase : {pb::PHASE_FORWARD, pb::PHASE_BACKWARD}) {
       // No SP: all-reduce after attn.out and mlp.down forward; of the input gradient before
@@ -518,10 +518,10 @@ TEST(LoweringComm, TpCollectivesPerLayerFollowMegatron) {
   // With SP (tp 2 pp 2, seq 1024): 1 x 1024 x 4096 x 2 = 8,388,608 bytes; forward all-gather
   // after each norm, reduce-scatter after each row-parallel GEMM; backward mirrored.
   {
-    const ResolvedPlan plan = make(find_case("llama_tp2_sp_pp2_dp2_overlap"));
-    const pb::ExecGraph g = lower(plan, {{0}});
-    const RankLayout layout(plan.degrees, plan.placement);
-    const int64_t tp = layout.group_id(GroupKind::kTp, 0);
+    const plan::ResolvedPlan plan = make(find_case("llama_tp2_sp_pp2_dp2_overlap"));
+    const pb::ExecGraph g = plan::lower(plan, {{0}});
+    const plan::RankLayout layout(plan.degrees, plan.placement);
+    const int64_t tp = layout.group_id(plan::GroupKind::kTp, 0);
     const double bytes = 1.0 * 1024 * 4096 * 2;
     const auto fwd = tp_collectives(g.ranks(0), tp, 3, pb::PHASE_FORWARD);
     ASSERT_EQ(fwd.size(), 4u);
@@ -566,9 +566,9 @@ constexpr double kTableTp1 = 525336576, kTableTp2 = 262668288;
 TEST(LoweringComm, DdpBucketsCarryEveryGradientOnceInFp32) {
   // tp 2, pp 2: stage 0 holds the embedding + 16 layers = 262,668,288 + 16 x 109,060,096
   // = 2,007,629,824 parameters; stage 1 16 layers + head norm + LM head = 2,007,633,920.
-  const ResolvedPlan plan = make(find_case("llama_tp2_sp_pp2_dp2_overlap"));
-  const pb::ExecGraph g = lower(plan);
-  const RankLayout layout(plan.degrees, plan.placement);
+  const plan::ResolvedPlan plan = make(find_case("llama_tp2_sp_pp2_dp2_overlap"));
+  const pb::ExecGraph g = plan::lower(plan);
+  const plan::RankLayout layout(plan.degrees, plan.placement);
   for (const auto& rg : g.ranks()) {
     const int64_t pp = layout.coord(rg.rank()).pp;
     const double params = pp == 0 ? kTableTp2 + 16 * kLayerTp2 : 16 * kLayerTp2 + 4096 + kTableTp2;
@@ -587,8 +587,8 @@ TEST(LoweringComm, DistributedOptimizerReduceScattersGradsAndGathersBf16Params) 
   // tp 2, dp 4, zero1: every rank holds 32 x 109,060,096 + 2 x 262,668,288 + 4096
   // = 4,015,263,744 parameters: 4 bytes each reduce-scattered, 2 bytes each all-gathered
   // (layer by layer at the step start, with overlap_param_gather).
-  const ResolvedPlan plan = make(find_case("llama_zero1_tp2_dp4_overlap_param_gather"));
-  const pb::ExecGraph g = lower(plan);
+  const plan::ResolvedPlan plan = make(find_case("llama_zero1_tp2_dp4_overlap_param_gather"));
+  const pb::ExecGraph g = plan::lower(plan);
   const double params = 32 * kLayerTp2 + 2 * kTableTp2 + 4096;
   EXPECT_EQ(params, 4015263744.0);
   for (const auto& rg : g.ranks()) {
@@ -640,16 +640,16 @@ TEST(LoweringComm, ExpertAndDenseGradientsReduceOverTheirOwnGroups) {
              x->set_tp(2), x->set_dp(4), x->set_ep(2);
            }};
   {
-    const ResolvedPlan plan = make(ep2);
-    const pb::ExecGraph g = lower(plan);
-    const RankLayout layout(plan.degrees, plan.placement);
+    const plan::ResolvedPlan plan = make(ep2);
+    const pb::ExecGraph g = plan::lower(plan);
+    const plan::RankLayout layout(plan.degrees, plan.placement);
     for (const auto& rg : g.ranks()) {
       EXPECT_DOUBLE_EQ(collective_bytes(rg, "edp.bucket"), 32 * 4 * 88080384.0 * 4);
       EXPECT_DOUBLE_EQ(collective_bytes(rg, "dp.bucket") - collective_bytes(rg, "edp.bucket"), dense * 4);
-      const int64_t edp = layout.group_id(GroupKind::kEdp, rg.rank());
-      const int64_t dp = layout.group_id(GroupKind::kDp, rg.rank());
+      const int64_t edp = layout.group_id(plan::GroupKind::kEdp, rg.rank());
+      const int64_t dp = layout.group_id(plan::GroupKind::kDp, rg.rank());
       ASSERT_GE(edp, 0);
-      EXPECT_EQ(layout.group(GroupKind::kEdp, rg.rank()).size(), 2u);
+      EXPECT_EQ(layout.group(plan::GroupKind::kEdp, rg.rank()).size(), 2u);
       for (const auto& n : rg.nodes()) {
         if (n.name().find("edp.bucket") != std::string::npos) {
           EXPECT_EQ(n.process_group(), edp) << n.name();
@@ -662,8 +662,8 @@ TEST(LoweringComm, ExpertAndDenseGradientsReduceOverTheirOwnGroups) {
   // ep 4 = dp x cp: every expert lives on one rank of the plane, so its gradient is final there
   // and nothing reduces it; the dense part still goes over dp.
   {
-    const ResolvedPlan plan = make(find_case("mixtral_tp2_dp4_ep4"));
-    const pb::ExecGraph g = lower(plan);
+    const plan::ResolvedPlan plan = make(find_case("mixtral_tp2_dp4_ep4"));
+    const pb::ExecGraph g = plan::lower(plan);
     for (const auto& rg : g.ranks()) {
       EXPECT_EQ(collective_bytes(rg, "edp.bucket"), 0);
       EXPECT_DOUBLE_EQ(collective_bytes(rg, "dp.bucket"), dense * 4);
@@ -677,8 +677,8 @@ TEST(LoweringComm, FsdpReducesAndGathersEveryParameterEachMicroBatch) {
   // no_sync). The rank's parameters: 32 x 218,112,000 + 2 x 525,336,576 + 4096 = 8,030,261,248
   // (Llama 3 8B). The embedding and LM head are parameters too: unless the lowering gathers and
   // reduces them, their gradients are never averaged over the replicas.
-  const ResolvedPlan plan = make(find_case("llama_fsdp_dp8_prefetch1"));
-  const pb::ExecGraph g = lower(plan, {{0}});
+  const plan::ResolvedPlan plan = make(find_case("llama_fsdp_dp8_prefetch1"));
+  const pb::ExecGraph g = plan::lower(plan, {{0}});
   const double params = 32 * kLayerTp1 + 2 * kTableTp1 + 4096;
   EXPECT_EQ(params, 8030261248.0);
   for (int64_t mb = 0; mb < plan.num_micro_batches; ++mb) {
@@ -699,8 +699,8 @@ TEST(LoweringComm, PipelineMessagesCarryOneMicroBatchOfHiddenStates) {
   // pp 4 vp 2 at tp 1: 1 x 512 x 4096 x 2 bytes = 4,194,304 per activation or gradient message;
   // each micro-batch crosses 7 virtual-stage boundaries both ways: 4 micro-batches x 7 x 2 = 56
   // messages over the 8 ranks' two DP replicas: 112 sends in all.
-  const ResolvedPlan plan = make(find_case("llama_pp4_vp2_dp2"));
-  const pb::ExecGraph g = lower(plan);
+  const plan::ResolvedPlan plan = make(find_case("llama_pp4_vp2_dp2"));
+  const pb::ExecGraph g = plan::lower(plan);
   int sends = 0;
   for (const auto& rg : g.ranks()) {
     for (const auto& n : rg.nodes()) {

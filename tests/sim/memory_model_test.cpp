@@ -30,7 +30,7 @@ constexpr double kLayerActivations = 285474816.0;
 constexpr double kHeadActivations = 1084227584.0;
 constexpr double kCapacity = 80e9;  // H100-SXM: 80 GB
 
-ResolvedPlan plan(const std::string& model, int64_t tp, int64_t pp, int64_t dp, int64_t global_batch,
+plan::ResolvedPlan plan(const std::string& model, int64_t tp, int64_t pp, int64_t dp, int64_t global_batch,
                   pb::Sharding sharding, pb::Recompute recompute = pb::RECOMPUTE_NONE, int64_t vp = 1,
                   pb::PipelineSchedule schedule = pb::PIPELINE_SCHEDULE_UNSPECIFIED) {
   pb::Plan p;
@@ -46,7 +46,7 @@ ResolvedPlan plan(const std::string& model, int64_t tp, int64_t pp, int64_t dp, 
   p.set_sharding(sharding);
   p.set_recompute(recompute);
   const int64_t nodes = tp * pp * dp / 8;
-  return resolve_plan(p, models::load_model(model), topologies::load_cluster("dgx-h100", nodes));
+  return plan::resolve_plan(p, models::load_model(model), topologies::load_cluster("dgx-h100", nodes));
 }
 
 void expect_consistent(const pb::RankMemory& m) {
@@ -101,7 +101,7 @@ TEST(MemoryModel, StatesPerShardingOnOneNode) {
 
 TEST(MemoryModel, FsdpPrefetchKeepsMoreLayersGathered) {
   pb::Plan p;
-  ResolvedPlan r = plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_FSDP);
+  plan::ResolvedPlan r = plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_FSDP);
   r.plan.set_prefetch_buckets(2);
   const auto m = memory_per_stage(r);
   // 1 current + 2 prefetched units of the largest size (the head): 2P/8 + 3 x 525,340,672 x 2.
@@ -131,7 +131,7 @@ TEST(MemoryModel, OneFOneBActivationsScaleWithPpMinusRank) {
   // pp 4, dp 2, 16 sequences: M = 16 / 2 = 8 micro-batches. Stage p holds layers 8p..8p+7
   // (8 x 285,474,816 = 2,283,798,528 per micro-batch); the last also the head. 1F1B stashes
   // pp - p micro-batches on stage p.
-  const ResolvedPlan r = plan("llama3-8b", 1, 4, 2, 16, pb::SHARDING_ZERO1);
+  const plan::ResolvedPlan r = plan("llama3-8b", 1, 4, 2, 16, pb::SHARDING_ZERO1);
   const auto m = memory_per_stage(r);
   ASSERT_EQ(m.size(), 4u);
   const double stage = 8 * kLayerActivations;
@@ -191,7 +191,7 @@ TEST(MemoryModel, TensorParallelismSplitsWeightsAndMostActivations) {
   // tp 8 on one node, dp 1: weights are split except the 2 x 32 + 1 RMSNorm weights of 4096:
   // layer 218,112,000 / 8 + 8,192 x 7 / 8 = 27,271,168 (norms replicated); embedding and head
   // 128256 / 8 x 4096 = 65,667,072 each; final norm 4096.
-  const ResolvedPlan r = plan("llama3-8b", 8, 1, 1, 1, pb::SHARDING_NONE);
+  const plan::ResolvedPlan r = plan("llama3-8b", 8, 1, 1, 1, pb::SHARDING_NONE);
   const auto m = memory_per_stage(r);
   const double layer = (kLayerParams - 8192) / 8 + 8192;
   EXPECT_EQ(layer, 27271168.0);

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/calibration_fit.hpp"
+#include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/sim/compute_cost.hpp"
 #include "test_core_device.hpp"
 
@@ -58,13 +58,13 @@ TEST(OpCurves, AnOpsPassIsPricedByItsOwnCurveElseByItsClasss) {
 
 // Memory-bound samples of class `elementwise` on the test core: `op` in `phase`, `elements` of 4
 // bytes read and written, timed `overhead_s` + `scale` x the bytes at `memory_efficiency`.
-std::vector<ComputeSample> op_samples(const std::string& op, pb::Phase phase, std::vector<int64_t> elements,
+std::vector<calibration::ComputeSample> op_samples(const std::string& op, pb::Phase phase, std::vector<int64_t> elements,
                                       double memory_efficiency, double scale, double overhead_s) {
   const pb::DeviceSpec device = test::test_core();
-  std::vector<ComputeSample> out;
+  std::vector<calibration::ComputeSample> out;
   for (int64_t n : elements) {
     for (int repeat = 0; repeat < 2; ++repeat) {
-      ComputeSample s;
+      calibration::ComputeSample s;
       s.device = "test-core";
       s.op_class = pb::OP_CLASS_ELEMENTWISE;
       s.op = op;
@@ -92,11 +92,11 @@ const pb::ComputeCurve* find(const pb::CalibrationProfile& p, const std::string&
 TEST(OpCurves, CalibrateFitsAnOpsScaleAndOverheadOverItsClasssCurve) {
   // A single-kernel add at the class's bandwidth, and a RoPE three times as slow per byte with
   // 200 us of launches of its own, both forward at four sizes; the RoPE's backward at one size.
-  std::vector<ComputeSample> samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18, 1 << 20}, 0.6, 1, 0);
+  std::vector<calibration::ComputeSample> samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18, 1 << 20}, 0.6, 1, 0);
   for (const auto& s : op_samples("attn.rope", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18, 1 << 20}, 0.6, 3, 200e-6))
     samples.push_back(s);
   for (const auto& s : op_samples("attn.rope", pb::PHASE_BACKWARD, {1 << 16}, 0.6, 5, 300e-6)) samples.push_back(s);
-  const CalibrationFit fit = fit_calibration(samples, {}, test::test_core_devices());
+  const calibration::CalibrationFit fit = calibration::fit_calibration(samples, {}, test::test_core_devices());
 
   const pb::ComputeCurve* of_class = find(fit.profile, "", pb::PHASE_UNSPECIFIED);
   const pb::ComputeCurve* rope = find(fit.profile, "attn.rope", pb::PHASE_FORWARD);
@@ -120,7 +120,7 @@ TEST(OpCurves, CalibrateFitsAnOpsScaleAndOverheadOverItsClasssCurve) {
   // The engines' model prices the RoPE's forward by its curve, its backward by the class's.
   const ComputeCostModel model("fp32", &fit.profile);
   const pb::DeviceSpec device = test::test_core();
-  for (const ComputeSample& s : samples) {
+  for (const calibration::ComputeSample& s : samples) {
     if (s.op != "attn.rope" || s.phase != pb::PHASE_FORWARD) continue;
     EXPECT_NEAR(model.seconds(device, s.op_class, 0, s.bytes, s.shape, s.phase, s.op), s.seconds, 1e-6 * s.seconds);
   }
@@ -128,14 +128,14 @@ TEST(OpCurves, CalibrateFitsAnOpsScaleAndOverheadOverItsClasssCurve) {
 
 TEST(OpCurves, AnOpWhoseTimeDoesNotGrowWithItsSizeIsItsOverhead) {
   // An add's backward only passes its gradient on: 11 us whatever its size.
-  std::vector<ComputeSample> samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 1, 5e-6);
+  std::vector<calibration::ComputeSample> samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 1, 5e-6);
   for (auto s : op_samples("add", pb::PHASE_BACKWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 0, 11e-6)) samples.push_back(s);
-  const CalibrationFit fit = fit_calibration(samples, {}, test::test_core_devices());
+  const calibration::CalibrationFit fit = calibration::fit_calibration(samples, {}, test::test_core_devices());
   const pb::ComputeCurve* flat = find(fit.profile, "add", pb::PHASE_BACKWARD);
   ASSERT_NE(flat, nullptr);
   EXPECT_NEAR(flat->overhead_s(), 11e-6, 0.02 * 11e-6);
   const auto report = std::find_if(fit.op_curves.begin(), fit.op_curves.end(),
-                                    [](const CurveReport& r) { return r.op == "add backward"; });
+                                    [](const calibration::CurveReport& r) { return r.op == "add backward"; });
   ASSERT_NE(report, fit.op_curves.end());
   ASSERT_EQ(report->held.size(), 1u);
   EXPECT_EQ(report->held[0].name, "time_scale");
@@ -145,7 +145,7 @@ TEST(OpCurves, AnOpWhoseTimeDoesNotGrowWithItsSizeIsItsOverhead) {
 TEST(OpCurves, OneOpInOnePassIsItsClass) {
   // Only the add's forward: the class's curve is its curve, and nothing more is written.
   const auto samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 1, 5e-6);
-  const CalibrationFit fit = fit_calibration(samples, {}, test::test_core_devices());
+  const calibration::CalibrationFit fit = calibration::fit_calibration(samples, {}, test::test_core_devices());
   ASSERT_EQ(fit.profile.compute_size(), 1);
   EXPECT_TRUE(fit.profile.compute(0).op().empty());
   EXPECT_TRUE(fit.op_curves.empty());
@@ -155,8 +155,8 @@ TEST(OpCurves, BothEnginesPriceAnOpsPassByItsCurve) {
   // dp 8 on one DGX H100: 32 layers x 2 micro-batches, so 64 RoPE forwards on every rank's
   // critical path. A curve of its own for the RoPE's forward, the class's default plus 1 ms,
   // adds 64 ms to each engine's step and nothing to its backward.
-  const ResolvedPlan plan = test::dgx_h100_plan(1, 8);
-  const pb::DeviceSpec& device = device_of(plan, 0);
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(1, 8);
+  const pb::DeviceSpec& device = plan::device_of(plan, 0);
   pb::ComputeCurve rope = ComputeCostModel(plan.precision.dtype).curve(device, pb::OP_CLASS_ELEMENTWISE);
   rope.set_op("attn.rope");
   rope.set_phase(pb::PHASE_FORWARD);

@@ -32,7 +32,7 @@ Steps steps(double slowdown, bool overlap, double comm_slowdown = 0, void (*shap
   p.set_overlap_grad_reduce(overlap);
   if (shape != nullptr) shape(p);
   const pb::ClusterSpec cluster = topologies::load_cluster("dgx-h100", 1);
-  const ResolvedPlan plan = resolve_plan(p, models::load_model("llama3-8b"), cluster);
+  const plan::ResolvedPlan plan = plan::resolve_plan(p, models::load_model("llama3-8b"), cluster);
   const topologies::Topology topology(plan.cluster);
   pb::CalibrationProfile profile;
   profile.set_overlap_compute_slowdown(slowdown);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "orrery/sim/pipeline_schedule.hpp"
+#include "orrery/plan/pipeline_schedule.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -40,10 +40,10 @@ TEST(PipelineSchedule, EveryMicroBatchAndChunkRunsForwardOnceThenBackwardOnce) {
   for (const Case& c : grid()) {
     for (int64_t rank = 0; rank < c.pp; ++rank) {
       SCOPED_TRACE(name(c) + " rank=" + std::to_string(rank));
-      const auto order = pipeline_order(c.schedule, c.pp, c.vp, rank, c.m);
+      const auto order = plan::pipeline_order(c.schedule, c.pp, c.vp, rank, c.m);
       ASSERT_EQ(order.size(), static_cast<size_t>(2 * c.m * c.vp));
       std::map<std::pair<int64_t, int64_t>, int> fwd, bwd;
-      for (const PipeStep& s : order) {
+      for (const plan::PipeStep& s : order) {
         ASSERT_GE(s.micro_batch, 0);
         ASSERT_LT(s.micro_batch, c.m);
         ASSERT_GE(s.chunk, 0);
@@ -68,16 +68,16 @@ TEST(PipelineSchedule, EveryMicroBatchAndChunkRunsForwardOnceThenBackwardOnce) {
 }
 
 // Leading forwards before the first backward.
-int64_t warmup(const std::vector<PipeStep>& order) {
+int64_t warmup(const std::vector<plan::PipeStep>& order) {
   int64_t n = 0;
   while (n < static_cast<int64_t>(order.size()) && order[static_cast<size_t>(n)].forward) ++n;
   return n;
 }
 
 // Most (micro-batch, chunk) forwards done whose backward has not run: activations held at once.
-int64_t peak_in_flight(const std::vector<PipeStep>& order) {
+int64_t peak_in_flight(const std::vector<plan::PipeStep>& order) {
   int64_t live = 0, peak = 0;
-  for (const PipeStep& s : order) {
+  for (const plan::PipeStep& s : order) {
     live += s.forward ? 1 : -1;
     peak = std::max(peak, live);
   }
@@ -89,7 +89,7 @@ TEST(PipelineSchedule, OneFOneBWarmsUpWithPpMinusRankMinusOneForwards) {
     if (c.schedule != pb::PIPELINE_SCHEDULE_ONE_F_ONE_B) continue;
     for (int64_t rank = 0; rank < c.pp; ++rank) {
       SCOPED_TRACE(name(c) + " rank=" + std::to_string(rank));
-      const auto order = pipeline_order(c.schedule, c.pp, c.vp, rank, c.m);
+      const auto order = plan::pipeline_order(c.schedule, c.pp, c.vp, rank, c.m);
       // PipeDream-flush: pp - rank - 1 warm-up forwards, then the steady state starts with one
       // more forward before the first backward; with M too small, all M forwards first.
       const int64_t expected_warmup = std::min(c.pp - rank - 1, c.m);
@@ -113,7 +113,7 @@ TEST(PipelineSchedule, OneFOneBWarmsUpWithPpMinusRankMinusOneForwards) {
 }
 
 TEST(PipelineSchedule, GPipeHoldsEveryMicroBatch) {
-  const auto order = pipeline_order(pb::PIPELINE_SCHEDULE_GPIPE, 4, 1, 2, 6);
+  const auto order = plan::pipeline_order(pb::PIPELINE_SCHEDULE_GPIPE, 4, 1, 2, 6);
   // F0..F5 then B0..B5: all 6 in flight at once on every rank.
   EXPECT_EQ(warmup(order), 6);
   EXPECT_EQ(peak_in_flight(order), 6);
@@ -129,7 +129,7 @@ TEST(PipelineSchedule, InterleavedWarmUpAndInFlightFollowMegatron) {
     if (c.schedule != pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) continue;
     for (int64_t rank = 0; rank < c.pp; ++rank) {
       SCOPED_TRACE(name(c) + " rank=" + std::to_string(rank));
-      const auto order = pipeline_order(c.schedule, c.pp, c.vp, rank, c.m);
+      const auto order = plan::pipeline_order(c.schedule, c.pp, c.vp, rank, c.m);
       // Megatron: (pp - rank - 1) x 2 + (vp - 1) x pp warm-up micro-steps (capped at M vp), then
       // one more forward before the first backward.
       const int64_t total = c.m * c.vp;
@@ -156,8 +156,8 @@ TEST(PipelineSchedule, InterleavedWarmUpAndInFlightFollowMegatron) {
 // makespan in steps, or -1 on deadlock.
 int64_t run_pipeline(const Case& c) {
   const int64_t stages = c.pp * c.vp;
-  std::vector<std::vector<PipeStep>> orders;
-  for (int64_t r = 0; r < c.pp; ++r) orders.push_back(pipeline_order(c.schedule, c.pp, c.vp, r, c.m));
+  std::vector<std::vector<plan::PipeStep>> orders;
+  for (int64_t r = 0; r < c.pp; ++r) orders.push_back(plan::pipeline_order(c.schedule, c.pp, c.vp, r, c.m));
   // Time each (mb, stage, fwd) completes; -1 not yet.
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> done;
   std::vector<size_t> next(static_cast<size_t>(c.pp), 0);
@@ -168,7 +168,7 @@ int64_t run_pipeline(const Case& c) {
     for (int64_t r = 0; r < c.pp; ++r) {
       auto& i = next[static_cast<size_t>(r)];
       if (i == orders[static_cast<size_t>(r)].size()) continue;
-      const PipeStep& s = orders[static_cast<size_t>(r)][i];
+      const plan::PipeStep& s = orders[static_cast<size_t>(r)][i];
       const int64_t stage = s.chunk * c.pp + r;
       auto ready = [&](int64_t st, bool fwd) {
         auto it = done.find({s.micro_batch, st, fwd});

@@ -5,13 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/lower.hpp"
+#include "orrery/plan/lower.hpp"
 
 namespace orrery::sim {
 namespace {
 
 // llama3-8b on one DGX H100 node: pp 2 (1F1B), dp 4, 4 micro-batches per step.
-ResolvedPlan pp2_plan() {
+plan::ResolvedPlan pp2_plan() {
   pb::Plan p;
   p.set_model("llama3-8b");
   p.set_cluster("dgx-h100");
@@ -22,12 +22,12 @@ ResolvedPlan pp2_plan() {
   p.mutable_parallel()->set_pp(2);
   p.mutable_parallel()->set_schedule(pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
   p.set_micro_batch_size(1);
-  return resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", 1));
+  return plan::resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", 1));
 }
 
 TEST(PipelineTransfers, AReceiveIsPostedAfterTheComputeBeforeIt) {
-  const ResolvedPlan plan = pp2_plan();
-  const pb::ExecGraph g = lower(plan);
+  const plan::ResolvedPlan plan = pp2_plan();
+  const pb::ExecGraph g = plan::lower(plan);
   int receives = 0, posted_after_compute = 0;
   for (const auto& rank : g.ranks()) {
     int last_compute = -1;
@@ -44,7 +44,7 @@ TEST(PipelineTransfers, AReceiveIsPostedAfterTheComputeBeforeIt) {
         EXPECT_EQ(n.data_deps(0), rank.nodes(last_compute).id()) << n.name();
         ++posted_after_compute;
       }
-      if (n.stream() == kCompute) last_compute = i;
+      if (n.stream() == plan::kCompute) last_compute = i;
     }
   }
   // 4 micro-batches: stage 0 receives 4 gradients, stage 1 4 activations, on each of the 4

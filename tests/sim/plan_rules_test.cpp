@@ -1,5 +1,5 @@
 // Plan resolution: the bad-plan corpus (tests/inputs/sim/bad_plans/*.yaml, one file per call
-// site of a rule in sim/src/resolved_plan.cpp, each with the exact InputError it must produce)
+// site of a rule in plan/src/resolved_plan.cpp, each with the exact InputError it must produce)
 // and the defaults resolve_plan fills in.
 //
 // Corpus format: the first line is `# expect: <exact what()>`; the file name in the message is
@@ -13,9 +13,9 @@
 #include <regex>
 
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::sim {
@@ -61,8 +61,8 @@ std::string resolve_file(const fs::path& file) {
   const pb::ClusterSpec cluster = topologies::load_cluster(
       plan.cluster(), plan.has_nodes() ? std::optional<int64_t>(plan.nodes()) : std::nullopt);
   try {
-    resolve_plan(plan, model, cluster, where);
-  } catch (const InputError& e) {
+    plan::resolve_plan(plan, model, cluster, where);
+  } catch (const base::InputError& e) {
     return e.what();
   }
   return "accepted";
@@ -120,14 +120,14 @@ pb::Plan minimal(const std::string& model, int64_t global_batch, int64_t seq) {
   return p;
 }
 
-ResolvedPlan resolve(const pb::Plan& p, int64_t nodes) {
-  return resolve_plan(p, models::load_model(p.model()), topologies::load_cluster(p.cluster(), nodes));
+plan::ResolvedPlan resolve(const pb::Plan& p, int64_t nodes) {
+  return plan::resolve_plan(p, models::load_model(p.model()), topologies::load_cluster(p.cluster(), nodes));
 }
 
 TEST(PlanDefaults, AbsentFieldsBecomeExplicit) {
   pb::Plan p = minimal("llama3-8b", 16, 2048);
   p.mutable_parallel()->set_dp(8);
-  const ResolvedPlan r = resolve(p, 1);
+  const plan::ResolvedPlan r = resolve(p, 1);
   // Degrees left out are 1, and written back into the plan.
   EXPECT_EQ(r.degrees.tp, 1);
   EXPECT_EQ(r.degrees.pp, 1);
@@ -146,7 +146,7 @@ TEST(PlanDefaults, AbsentFieldsBecomeExplicit) {
   EXPECT_EQ(r.plan.moe_imbalance(), 1.0);
   EXPECT_EQ(r.plan.attention_kernel(), pb::ATTENTION_KERNEL_FLASH);
   // Megatron's order: TP innermost.
-  EXPECT_EQ(r.placement, (std::vector<Dim>{Dim::kTp, Dim::kCp, Dim::kDp, Dim::kPp}));
+  EXPECT_EQ(r.placement, (std::vector<plan::Dim>{plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp, plan::Dim::kPp}));
   // 16 sequences / (dp 8 x micro-batch 1) = 2 micro-batches; one stage of all 32 layers.
   EXPECT_EQ(r.num_micro_batches, 2);
   EXPECT_EQ(r.layers_per_stage, (std::vector<int64_t>{32}));
@@ -154,13 +154,13 @@ TEST(PlanDefaults, AbsentFieldsBecomeExplicit) {
   EXPECT_EQ(r.micro_batch_size, 1);
   // Ranks sit on devices in order.
   EXPECT_EQ(r.device_of_rank, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(device_of(r, 7).name(), "H100-SXM");
+  EXPECT_EQ(plan::device_of(r, 7).name(), "H100-SXM");
 }
 
 TEST(PlanDefaults, PrecisionUnspecifiedIsBf16MixedPrecision) {
   pb::Plan p = minimal("tiny", 8, 64);
   p.mutable_parallel()->set_dp(8);
-  const ResolvedPlan r = resolve(p, 1);
+  const plan::ResolvedPlan r = resolve(p, 1);
   // Megatron mixed precision: bf16 activations and weights, fp32 grads, fp32 master + Adam m, v.
   EXPECT_EQ(r.precision.dtype, "bf16");
   EXPECT_EQ(r.precision.activation_bytes, 2);
@@ -170,7 +170,7 @@ TEST(PlanDefaults, PrecisionUnspecifiedIsBf16MixedPrecision) {
   EXPECT_EQ(r.precision.optimizer_state_bytes, 8);
 
   p.mutable_job()->set_precision(pb::PRECISION_FP32);
-  const ResolvedPlan f = resolve(p, 1);
+  const plan::ResolvedPlan f = resolve(p, 1);
   // fp32: the compute copy is the master copy.
   EXPECT_EQ(f.precision.dtype, "fp32");
   EXPECT_EQ(f.precision.activation_bytes, 4);
@@ -179,7 +179,7 @@ TEST(PlanDefaults, PrecisionUnspecifiedIsBf16MixedPrecision) {
   EXPECT_EQ(f.precision.master_param_bytes, 0);
 
   p.mutable_job()->set_precision(pb::PRECISION_FP16);
-  const ResolvedPlan h = resolve(p, 1);
+  const plan::ResolvedPlan h = resolve(p, 1);
   EXPECT_EQ(h.precision.dtype, "fp16");
   EXPECT_EQ(h.precision.grad_bytes, 2);  // reduced in fp16
 }
@@ -189,7 +189,7 @@ TEST(PlanDefaults, VirtualStagesDefaultToInterleavedAndSplitEvenly) {
   p.mutable_parallel()->set_pp(4);
   p.mutable_parallel()->set_vp(2);
   p.mutable_parallel()->set_dp(2);
-  const ResolvedPlan r = resolve(p, 1);
+  const plan::ResolvedPlan r = resolve(p, 1);
   EXPECT_EQ(r.schedule(), pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B);
   // 32 layers over pp 4 x vp 2 = 8 virtual stages of 4; stage s starts at layer 4 s.
   EXPECT_EQ(r.layers_per_stage, std::vector<int64_t>(8, 4));
@@ -205,7 +205,7 @@ TEST(PlanDefaults, GivenLayersPerStageAreKept) {
   p.mutable_parallel()->set_dp(4);
   p.add_layers_per_stage(15);
   p.add_layers_per_stage(17);
-  const ResolvedPlan r = resolve(p, 1);
+  const plan::ResolvedPlan r = resolve(p, 1);
   EXPECT_EQ(r.layers_per_stage, (std::vector<int64_t>{15, 17}));
   EXPECT_EQ(r.first_layer(1), 15);
 }
@@ -216,8 +216,8 @@ TEST(PlanDefaults, PlacementOrderIsCompletedAndEpIsIgnored) {
   p.mutable_parallel()->set_ep(4);
   // Megatron's spelling with ep; the missing dimensions follow in tp, cp, dp, pp order.
   p.set_placement_order("dp, ep, tp");
-  const ResolvedPlan r = resolve(p, 1);
-  EXPECT_EQ(r.placement, (std::vector<Dim>{Dim::kDp, Dim::kTp, Dim::kCp, Dim::kPp}));
+  const plan::ResolvedPlan r = resolve(p, 1);
+  EXPECT_EQ(r.placement, (std::vector<plan::Dim>{plan::Dim::kDp, plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kPp}));
 }
 
 TEST(PlanDefaults, StageNodeGroupsPlaceStagesOnTheirGroups) {
@@ -229,15 +229,15 @@ TEST(PlanDefaults, StageNodeGroupsPlaceStagesOnTheirGroups) {
   p.mutable_parallel()->set_pp(2);
   p.add_stage_node_groups("h100");
   p.add_stage_node_groups("a100");
-  const ResolvedPlan r = resolve(p, 32);
+  const plan::ResolvedPlan r = resolve(p, 32);
   ASSERT_EQ(r.device_of_rank.size(), 256u);
   // With tp,cp,dp,pp the first 128 ranks are stage 0, which goes to the H100s, in order.
   EXPECT_EQ(r.device_of_rank[0], 128);
   EXPECT_EQ(r.device_of_rank[127], 255);
   EXPECT_EQ(r.device_of_rank[128], 0);
   EXPECT_EQ(r.device_of_rank[255], 127);
-  EXPECT_EQ(device_of(r, 0).name(), "H100-SXM");
-  EXPECT_EQ(device_of(r, 200).name(), "A100-SXM-80GB");
+  EXPECT_EQ(plan::device_of(r, 0).name(), "H100-SXM");
+  EXPECT_EQ(plan::device_of(r, 200).name(), "A100-SXM-80GB");
 }
 
 TEST(PlanDefaults, StageNodeGroupsKeepTpConsecutiveUnderPpInnerPlacement) {
@@ -251,7 +251,7 @@ TEST(PlanDefaults, StageNodeGroupsKeepTpConsecutiveUnderPpInnerPlacement) {
   p.set_placement_order("pp,tp,cp,dp");
   p.add_stage_node_groups("h100");
   p.add_stage_node_groups("a100");
-  const ResolvedPlan r = resolve(p, 32);
+  const plan::ResolvedPlan r = resolve(p, 32);
   EXPECT_EQ(r.device_of_rank[0], 128);
   EXPECT_EQ(r.device_of_rank[1], 0);
   EXPECT_EQ(r.device_of_rank[2], 129);

@@ -5,32 +5,33 @@
 #include <map>
 #include <set>
 
-#include "orrery/sim/rank_layout.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/plan/rank_layout.hpp"
 
 namespace orrery::sim {
 namespace {
 
-const std::vector<Dim> kMegatron{Dim::kTp, Dim::kCp, Dim::kDp, Dim::kPp};
+const std::vector<plan::Dim> kMegatron{plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp, plan::Dim::kPp};
 
-Degrees degrees(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep = 1) {
-  Degrees d;
+plan::Degrees degrees(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep = 1) {
+  plan::Degrees d;
   d.tp = tp, d.cp = cp, d.dp = dp, d.pp = pp, d.ep = ep;
   return d;
 }
 
-constexpr GroupKind kDenseKinds[] = {GroupKind::kTp, GroupKind::kCp, GroupKind::kDp,
-                                     GroupKind::kDpCp, GroupKind::kPp};
+constexpr plan::GroupKind kDenseKinds[] = {plan::GroupKind::kTp, plan::GroupKind::kCp, plan::GroupKind::kDp,
+                                     plan::GroupKind::kDpCp, plan::GroupKind::kPp};
 
-TEST(RankLayout, CoordAndRankRoundTripUnderEveryPlacement) {
-  const Degrees d = degrees(2, 3, 2, 2);  // 24 ranks
-  std::vector<Dim> order = kMegatron;
+TEST(plan::RankLayout, CoordAndRankRoundTripUnderEveryPlacement) {
+  const plan::Degrees d = degrees(2, 3, 2, 2);  // 24 ranks
+  std::vector<plan::Dim> order = kMegatron;
   std::sort(order.begin(), order.end());
   int placements = 0;
   do {
-    RankLayout layout(d, order);
+    plan::RankLayout layout(d, order);
     std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> seen;
     for (int64_t r = 0; r < 24; ++r) {
-      const RankCoord c = layout.coord(r);
+      const plan::RankCoord c = layout.coord(r);
       EXPECT_EQ(layout.rank(c), r);
       EXPECT_TRUE(c.tp < 2 && c.cp < 3 && c.dp < 2 && c.pp < 2);
       seen.insert({c.tp, c.cp, c.dp, c.pp});
@@ -41,61 +42,61 @@ TEST(RankLayout, CoordAndRankRoundTripUnderEveryPlacement) {
   EXPECT_EQ(placements, 24);
 }
 
-TEST(RankLayout, MegatronOrderStridesAreTpCpDpPp) {
+TEST(plan::RankLayout, MegatronOrderStridesAreTpCpDpPp) {
   // tp 2, cp 2, dp 3, pp 2: rank = tp + 2 cp + 4 dp + 12 pp.
-  RankLayout layout(degrees(2, 2, 3, 2), kMegatron);
+  plan::RankLayout layout(degrees(2, 2, 3, 2), kMegatron);
   EXPECT_EQ(layout.rank({1, 1, 2, 1}), 1 + 2 + 8 + 12);
-  const RankCoord c = layout.coord(19);  // 19 = 1 + 2x1 + 4x1 + 12x1
+  const plan::RankCoord c = layout.coord(19);  // 19 = 1 + 2x1 + 4x1 + 12x1
   EXPECT_EQ(c.tp, 1);
   EXPECT_EQ(c.cp, 1);
   EXPECT_EQ(c.dp, 1);
   EXPECT_EQ(c.pp, 1);
 }
 
-TEST(RankLayout, TpGroupsAreConsecutiveRanks) {
-  RankLayout layout(degrees(4, 2, 2, 2), kMegatron);  // 32 ranks
+TEST(plan::RankLayout, TpGroupsAreConsecutiveRanks) {
+  plan::RankLayout layout(degrees(4, 2, 2, 2), kMegatron);  // 32 ranks
   for (int64_t r = 0; r < 32; ++r) {
-    const auto g = layout.group(GroupKind::kTp, r);
+    const auto g = layout.group(plan::GroupKind::kTp, r);
     const int64_t first = r / 4 * 4;
     EXPECT_EQ(g, (std::vector<int64_t>{first, first + 1, first + 2, first + 3}));
-    EXPECT_EQ(layout.index_in_group(GroupKind::kTp, r), r % 4);
+    EXPECT_EQ(layout.index_in_group(plan::GroupKind::kTp, r), r % 4);
   }
   // Rank 5 = tp 1 + 4 x cp 1 (rank = tp + 4 cp + 8 dp + 16 pp). Its pp group: stride 16.
-  EXPECT_EQ(layout.group(GroupKind::kPp, 5), (std::vector<int64_t>{5, 21}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kPp, 5), (std::vector<int64_t>{5, 21}));
   // Its dp group: stride tp x cp = 8.
-  EXPECT_EQ(layout.group(GroupKind::kDp, 5), (std::vector<int64_t>{5, 13}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kDp, 5), (std::vector<int64_t>{5, 13}));
   // The cp group of rank 5: stride tp = 4.
-  EXPECT_EQ(layout.group(GroupKind::kCp, 5), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kCp, 5), (std::vector<int64_t>{1, 5}));
   // dp x cp: same tp and pp, (dp, cp) plane dp-major: positions 0..3 = (0,0), (0,1), (1,0), (1,1).
-  EXPECT_EQ(layout.group(GroupKind::kDpCp, 5), (std::vector<int64_t>{1, 5, 9, 13}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kDpCp, 5), (std::vector<int64_t>{1, 5, 9, 13}));
 }
 
-TEST(RankLayout, GroupSizesAndMembersShareTheOtherCoordinates) {
-  const Degrees d = degrees(2, 2, 3, 2);
-  RankLayout layout(d, {Dim::kDp, Dim::kTp, Dim::kPp, Dim::kCp});
-  const std::map<GroupKind, size_t> size{{GroupKind::kTp, 2}, {GroupKind::kCp, 2}, {GroupKind::kDp, 3},
-                                         {GroupKind::kDpCp, 6}, {GroupKind::kPp, 2}};
+TEST(plan::RankLayout, GroupSizesAndMembersShareTheOtherCoordinates) {
+  const plan::Degrees d = degrees(2, 2, 3, 2);
+  plan::RankLayout layout(d, {plan::Dim::kDp, plan::Dim::kTp, plan::Dim::kPp, plan::Dim::kCp});
+  const std::map<plan::GroupKind, size_t> size{{plan::GroupKind::kTp, 2}, {plan::GroupKind::kCp, 2}, {plan::GroupKind::kDp, 3},
+                                         {plan::GroupKind::kDpCp, 6}, {plan::GroupKind::kPp, 2}};
   for (int64_t r = 0; r < 24; ++r) {
-    const RankCoord me = layout.coord(r);
-    for (GroupKind k : kDenseKinds) {
+    const plan::RankCoord me = layout.coord(r);
+    for (plan::GroupKind k : kDenseKinds) {
       const auto g = layout.group(k, r);
       EXPECT_EQ(g.size(), size.at(k)) << to_string(k);
       EXPECT_EQ(std::count(g.begin(), g.end(), r), 1) << to_string(k);
       for (int64_t m : g) {
-        const RankCoord c = layout.coord(m);
+        const plan::RankCoord c = layout.coord(m);
         // Members differ only in the group's own dimensions.
-        EXPECT_TRUE(k == GroupKind::kTp || c.tp == me.tp) << to_string(k);
-        EXPECT_TRUE(k == GroupKind::kCp || k == GroupKind::kDpCp || c.cp == me.cp) << to_string(k);
-        EXPECT_TRUE(k == GroupKind::kDp || k == GroupKind::kDpCp || c.dp == me.dp) << to_string(k);
-        EXPECT_TRUE(k == GroupKind::kPp || c.pp == me.pp) << to_string(k);
+        EXPECT_TRUE(k == plan::GroupKind::kTp || c.tp == me.tp) << to_string(k);
+        EXPECT_TRUE(k == plan::GroupKind::kCp || k == plan::GroupKind::kDpCp || c.cp == me.cp) << to_string(k);
+        EXPECT_TRUE(k == plan::GroupKind::kDp || k == plan::GroupKind::kDpCp || c.dp == me.dp) << to_string(k);
+        EXPECT_TRUE(k == plan::GroupKind::kPp || c.pp == me.pp) << to_string(k);
       }
     }
   }
 }
 
-TEST(RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
-  const Degrees d = degrees(2, 2, 2, 2, /*ep=*/2);
-  RankLayout layout(d, kMegatron);
+TEST(plan::RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
+  const plan::Degrees d = degrees(2, 2, 2, 2, /*ep=*/2);
+  plan::RankLayout layout(d, kMegatron);
   const auto groups = layout.process_groups();
   // Per kind, 16 / size groups: tp 8, cp 8, dp 8, dp_cp 4, pp 8, ep 8, edp 8 = 52.
   ASSERT_EQ(groups.size(), 52u);
@@ -124,10 +125,10 @@ TEST(RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
   EXPECT_EQ(groups[36].dim(), "ep");
   EXPECT_EQ(groups[44].dim(), "edp");
   // group_id agrees with the listing, and lists the rank.
-  const std::map<std::string, GroupKind> kinds{{"tp", GroupKind::kTp}, {"cp", GroupKind::kCp},
-                                               {"dp", GroupKind::kDp}, {"dp_cp", GroupKind::kDpCp},
-                                               {"pp", GroupKind::kPp}, {"ep", GroupKind::kEp},
-                                               {"edp", GroupKind::kEdp}};
+  const std::map<std::string, plan::GroupKind> kinds{{"tp", plan::GroupKind::kTp}, {"cp", plan::GroupKind::kCp},
+                                               {"dp", plan::GroupKind::kDp}, {"dp_cp", plan::GroupKind::kDpCp},
+                                               {"pp", plan::GroupKind::kPp}, {"ep", plan::GroupKind::kEp},
+                                               {"edp", plan::GroupKind::kEdp}};
   for (int64_t r = 0; r < 16; ++r) {
     for (const auto& [dim, kind] : kinds) {
       const int64_t id = layout.group_id(kind, r);
@@ -138,38 +139,38 @@ TEST(RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
     }
   }
   // Same inputs, same listing.
-  const auto again = RankLayout(d, kMegatron).process_groups();
+  const auto again = plan::RankLayout(d, kMegatron).process_groups();
   ASSERT_EQ(again.size(), groups.size());
   for (size_t i = 0; i < groups.size(); ++i) EXPECT_EQ(again[i].SerializeAsString(), groups[i].SerializeAsString());
 }
 
-TEST(RankLayout, SizeOneGroupsAreLeftOut) {
-  RankLayout layout(degrees(8, 1, 1, 1), kMegatron);
+TEST(plan::RankLayout, SizeOneGroupsAreLeftOut) {
+  plan::RankLayout layout(degrees(8, 1, 1, 1), kMegatron);
   const auto groups = layout.process_groups();
   // Only the tp group has more than one member (ep = 1 makes EP groups singletons, and EDP the
   // whole dp x cp plane, which is one rank).
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0].dim(), "tp");
-  EXPECT_EQ(layout.group_id(GroupKind::kTp, 3), 0);
-  EXPECT_EQ(layout.group_id(GroupKind::kDp, 3), -1);
-  EXPECT_EQ(layout.group_id(GroupKind::kPp, 3), -1);
+  EXPECT_EQ(layout.group_id(plan::GroupKind::kTp, 3), 0);
+  EXPECT_EQ(layout.group_id(plan::GroupKind::kDp, 3), -1);
+  EXPECT_EQ(layout.group_id(plan::GroupKind::kPp, 3), -1);
 }
 
-TEST(RankLayout, EpAndEdpPartitionTheDpCpPlane) {
+TEST(plan::RankLayout, EpAndEdpPartitionTheDpCpPlane) {
   // tp 2, cp 2, dp 4, pp 1: the (dp, cp) plane of each tp rank has 8 positions, dp-major:
   // position = 2 dp + cp. ep 4: EP groups are positions {0..3}, {4..7}; EDP groups the positions
   // with the same index inside their EP group: {0, 4}, {1, 5}, {2, 6}, {3, 7}.
-  const Degrees d = degrees(2, 2, 4, 1, /*ep=*/4);
-  RankLayout layout(d, kMegatron);
+  const plan::Degrees d = degrees(2, 2, 4, 1, /*ep=*/4);
+  plan::RankLayout layout(d, kMegatron);
   // rank = tp + 2 cp + 4 dp; plane position p of tp 0 is rank 2 p.
-  EXPECT_EQ(layout.group(GroupKind::kEp, 0), (std::vector<int64_t>{0, 2, 4, 6}));
-  EXPECT_EQ(layout.group(GroupKind::kEp, 9), (std::vector<int64_t>{9, 11, 13, 15}));
-  EXPECT_EQ(layout.group(GroupKind::kEdp, 0), (std::vector<int64_t>{0, 8}));
-  EXPECT_EQ(layout.group(GroupKind::kEdp, 13), (std::vector<int64_t>{5, 13}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEp, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEp, 9), (std::vector<int64_t>{9, 11, 13, 15}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEdp, 0), (std::vector<int64_t>{0, 8}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEdp, 13), (std::vector<int64_t>{5, 13}));
   for (int64_t r = 0; r < 16; ++r) {
-    const auto ep = layout.group(GroupKind::kEp, r);
-    const auto edp = layout.group(GroupKind::kEdp, r);
-    const auto plane = layout.group(GroupKind::kDpCp, r);
+    const auto ep = layout.group(plan::GroupKind::kEp, r);
+    const auto edp = layout.group(plan::GroupKind::kEdp, r);
+    const auto plane = layout.group(plan::GroupKind::kDpCp, r);
     ASSERT_EQ(ep.size(), 4u);
     ASSERT_EQ(edp.size(), 2u);
     // EP x EDP tiles the plane: one common rank (this one), and together all 8 positions.
@@ -177,7 +178,7 @@ TEST(RankLayout, EpAndEdpPartitionTheDpCpPlane) {
     for (int64_t a : ep) {
       for (int64_t b : edp) {
         // The rank at (EP index of a, EDP index of b) is in the plane; all 8 are distinct.
-        const int64_t pos = layout.index_in_group(GroupKind::kEdp, b) * 4 + layout.index_in_group(GroupKind::kEp, a);
+        const int64_t pos = layout.index_in_group(plan::GroupKind::kEdp, b) * 4 + layout.index_in_group(plan::GroupKind::kEp, a);
         tiles.insert(plane[static_cast<size_t>(pos)]);
       }
     }
@@ -189,12 +190,12 @@ TEST(RankLayout, EpAndEdpPartitionTheDpCpPlane) {
   }
 }
 
-TEST(RankLayout, HsdpShardAndReplicaGroups) {
+TEST(plan::RankLayout, HsdpShardAndReplicaGroups) {
   // dp 8 split into shard groups of 4: shards {0..3}, {4..7}; replicas {0, 4}, {1, 5}, ...
-  RankLayout layout(degrees(1, 1, 8, 1), kMegatron, 4);
-  EXPECT_EQ(layout.group(GroupKind::kDpShard, 6), (std::vector<int64_t>{4, 5, 6, 7}));
-  EXPECT_EQ(layout.group(GroupKind::kDpReplica, 6), (std::vector<int64_t>{2, 6}));
-  EXPECT_EQ(layout.index_in_group(GroupKind::kDpReplica, 6), 1);
+  plan::RankLayout layout(degrees(1, 1, 8, 1), kMegatron, 4);
+  EXPECT_EQ(layout.group(plan::GroupKind::kDpShard, 6), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kDpReplica, 6), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(layout.index_in_group(plan::GroupKind::kDpReplica, 6), 1);
   const auto groups = layout.process_groups();
   int shards = 0, replicas = 0;
   for (const auto& g : groups) {
@@ -210,11 +211,47 @@ TEST(RankLayout, HsdpShardAndReplicaGroups) {
   EXPECT_EQ(shards, 2);
   EXPECT_EQ(replicas, 4);
   // Without a shard group size those kinds do not exist.
-  RankLayout plain(degrees(1, 1, 8, 1), kMegatron);
+  plan::RankLayout plain(degrees(1, 1, 8, 1), kMegatron);
   for (const auto& g : plain.process_groups()) {
     EXPECT_NE(g.dim(), "dp_shard");
     EXPECT_NE(g.dim(), "dp_replica");
   }
+}
+
+// The executor forms its process groups from the plan as written (plan::layout_of).
+TEST(LayoutOf, DefaultPlacementPutsTpInnermost) {
+  pb::Plan p;
+  p.mutable_parallel()->set_tp(2);
+  p.mutable_parallel()->set_dp(3);
+  const plan::RankLayout layout = plan::layout_of(p);
+  EXPECT_EQ(layout.world_size(), 6);
+  EXPECT_EQ(layout.group(plan::GroupKind::kTp, 4), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kDp, 1), (std::vector<int64_t>{1, 3, 5}));
+}
+
+TEST(LayoutOf, ExpertGroupsOfTwoByFour) {
+  // tp 2 x dp 4 with ep 2: EP pairs of consecutive dp replicas, EDP the replicas with the same
+  // experts.
+  pb::Plan p;
+  p.mutable_parallel()->set_tp(2);
+  p.mutable_parallel()->set_dp(4);
+  p.mutable_parallel()->set_ep(2);
+  const plan::RankLayout layout = plan::layout_of(p);
+  EXPECT_EQ(layout.group(plan::GroupKind::kEp, 2), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEp, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEdp, 2), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEdp, 1), (std::vector<int64_t>{1, 5}));
+}
+
+TEST(LayoutOf, RejectsBadPlacement) {
+  try {
+    plan::parse_placement("tp,xp");
+    FAIL() << "no error";
+  } catch (const base::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("placement_order"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown dimension 'xp'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(plan::parse_placement("tp,dp,tp"), base::InputError);
 }
 
 }  // namespace

@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/calibration_fit.hpp"
-#include "orrery/sim/calibration_samples.hpp"
+#include "orrery/calibration/calibration_fit.hpp"
+#include "orrery/calibration/calibration_samples.hpp"
 #include "orrery/sim/compute_cost.hpp"
-#include "orrery/sim/lower.hpp"
+#include "orrery/plan/lower.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/statistics.hpp"
+#include "orrery/base/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -20,7 +20,7 @@ struct Sims {
   double compute = 0;  // the analytic breakdown's compute (the step's, on the critical rank)
 };
 
-Sims run(const ResolvedPlan& plan, const std::string& device, double cv, double jitter_s = 0) {
+Sims run(const plan::ResolvedPlan& plan, const std::string& device, double cv, double jitter_s = 0) {
   pb::CalibrationProfile profile;
   if (cv > 0 || jitter_s > 0) {
     pb::RankSkew* k = profile.add_rank_skew();
@@ -35,11 +35,11 @@ Sims run(const ResolvedPlan& plan, const std::string& device, double cv, double 
 // Nothing overlapped, every op on the critical path: the step waits cv x e(n) x its compute,
 // whether that compute is cut into segments by in-line collectives (tp) or not (dp, which waits
 // once, at the gradient reduction after the last backward).
-void expect_the_step_waits_for_the_slowest(const ResolvedPlan& plan, int64_t group) {
-  const std::string device = device_of(plan, 0).name();
+void expect_the_step_waits_for_the_slowest(const plan::ResolvedPlan& plan, int64_t group) {
+  const std::string device = plan::device_of(plan, 0).name();
   const double cv = 0.05;
   const Sims none = run(plan, device, 0), skewed = run(plan, device, cv);
-  const double expected = cv * expected_max_of_normals(group) * none.compute;
+  const double expected = cv * base::expected_max_of_normals(group) * none.compute;
   ASSERT_GT(expected, 0);
   EXPECT_NEAR(skewed.analytic - none.analytic, expected, 1e-9 * none.analytic);
   EXPECT_NEAR(skewed.des - none.des, expected, 0.02 * expected);
@@ -58,11 +58,11 @@ TEST(RankSkew, TensorParallelWaitsAtEveryInLineCollective) {
 // DP group of four for its slowest after the step's compute (the TP waits do not bring the DP
 // group together: its members are in different pairs).
 TEST(RankSkew, EachGroupWaitsForItsOwnSlowest) {
-  const ResolvedPlan plan = test::dgx_h100_plan(2, 4);
-  const std::string device = device_of(plan, 0).name();
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(2, 4);
+  const std::string device = plan::device_of(plan, 0).name();
   const double cv = 0.05;
   const Sims none = run(plan, device, 0), skewed = run(plan, device, cv);
-  const double expected = cv * (expected_max_of_normals(2) + expected_max_of_normals(4)) * none.compute;
+  const double expected = cv * (base::expected_max_of_normals(2) + base::expected_max_of_normals(4)) * none.compute;
   EXPECT_NEAR(skewed.analytic - none.analytic, expected, 1e-9 * none.analytic);
   EXPECT_NEAR(skewed.des - none.des, expected, 0.02 * expected);
 }
@@ -74,23 +74,23 @@ TEST(RankSkew, TheJitterIsWaitedAtEverySynchronizationAfterCompute) {
   const ComputeCostModel model("bf16", &profile);
   pb::DeviceSpec d;
   d.set_name("d");
-  EXPECT_NEAR(model.skew_wait_s(d, 2, 4e-3), (200e-6 + 0.05 * 4e-3) * expected_max_of_normals(2), 1e-15);
-  EXPECT_NEAR(model.skew_wait_s(d, 8, 1e-6), (200e-6 + 0.05 * 1e-6) * expected_max_of_normals(8), 1e-15);
+  EXPECT_NEAR(model.skew_wait_s(d, 2, 4e-3), (200e-6 + 0.05 * 4e-3) * base::expected_max_of_normals(2), 1e-15);
+  EXPECT_NEAR(model.skew_wait_s(d, 8, 1e-6), (200e-6 + 0.05 * 1e-6) * base::expected_max_of_normals(8), 1e-15);
   EXPECT_EQ(model.skew_wait_s(d, 2, 0), 0);  // no compute since: nothing to drift
   EXPECT_EQ(model.skew_wait_s(d, 1, 4e-3), 0);
 
   // tp 8: the step waits the jitter at each in-line collective, in both engines alike.
-  const ResolvedPlan plan = test::dgx_h100_plan(8, 1);
-  const std::string device = device_of(plan, 0).name();
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(8, 1);
+  const std::string device = plan::device_of(plan, 0).name();
   const Sims none = run(plan, device, 0), jitter = run(plan, device, 0, 50e-6);
   const double analytic = jitter.analytic - none.analytic, des = jitter.des - none.des;
-  EXPECT_GT(analytic, 10 * 50e-6 * expected_max_of_normals(8));  // many collectives, not one
+  EXPECT_GT(analytic, 10 * 50e-6 * base::expected_max_of_normals(8));  // many collectives, not one
   EXPECT_NEAR(des, analytic, 0.05 * analytic);
   EXPECT_DOUBLE_EQ(jitter.compute, none.compute);
 }
 
 TEST(RankSkew, OtherDevicesWaitForNobody) {
-  const ResolvedPlan plan = test::dgx_h100_plan(1, 8);
+  const plan::ResolvedPlan plan = test::dgx_h100_plan(1, 8);
   const Sims none = run(plan, "", 0), other = run(plan, "some-other-device", 0.05);
   EXPECT_DOUBLE_EQ(other.analytic, none.analytic);
   EXPECT_DOUBLE_EQ(other.des, none.des);
@@ -144,7 +144,7 @@ pb::ExecGraph skewed_trace() {
   return g;
 }
 
-const SkewSample& sample(const TraceSamples& out, const std::string& name) {
+const calibration::SkewSample& sample(const calibration::TraceSamples& out, const std::string& name) {
   for (const auto& s : out.skew) {
     if (s.source == "t.json: " + name) return s;
   }
@@ -153,20 +153,20 @@ const SkewSample& sample(const TraceSamples& out, const std::string& name) {
 }
 
 TEST(RankSkew, SamplesAreTheWaitsAndTheComputeSinceTheGroupLastWaited) {
-  TraceSamples out;
-  add_trace_samples(skewed_trace(), "t.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(skewed_trace(), "t.json", {}, out);
   ASSERT_EQ(out.skew.size(), 3u);
-  const SkewSample& first = sample(out, "tp.first");
+  const calibration::SkewSample& first = sample(out, "tp.first");
   EXPECT_EQ(first.device, "H100-SXM");
   EXPECT_EQ(first.ranks, 2);
   EXPECT_NEAR(first.wait_s, 1e-3, 1e-12);  // (2 + 0) / 2 ms
   EXPECT_NEAR(first.compute_s, 10e-3, 1e-12);
   // Group 1 was never waited on: all 30 ms of compute so far.
-  const SkewSample& dp = sample(out, "dp.bucket");
+  const calibration::SkewSample& dp = sample(out, "dp.bucket");
   EXPECT_NEAR(dp.wait_s, 1.5e-3, 1e-12);
   EXPECT_NEAR(dp.compute_s, 30e-3, 1e-12);
   // Group 0 was last waited on after a: b, c and d since (waiting on group 1 does not count).
-  const SkewSample& second = sample(out, "tp.second");
+  const calibration::SkewSample& second = sample(out, "tp.second");
   EXPECT_NEAR(second.wait_s, 0, 1e-12);
   EXPECT_NEAR(second.compute_s, 25e-3, 1e-12);
 }
@@ -174,42 +174,42 @@ TEST(RankSkew, SamplesAreTheWaitsAndTheComputeSinceTheGroupLastWaited) {
 TEST(RankSkew, ACollectiveNotTimedOnEveryMemberIsNoSample) {
   pb::ExecGraph g = skewed_trace();
   g.mutable_ranks(1)->mutable_nodes(1)->clear_duration_s();
-  TraceSamples out;
-  add_trace_samples(g, "t.json", {}, out);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(g, "t.json", {}, out);
   EXPECT_EQ(out.skew.size(), 2u);
 }
 
 TEST(RankSkew, TheFitMakesTheEnginesWaitsAddUpToTheMeasuredOnes) {
-  TraceSamples out;
-  add_trace_samples(skewed_trace(), "t.json", {}, out);
-  CalibrationFit fit;
-  fit_rank_skew(out.skew, {}, fit);
+  calibration::TraceSamples out;
+  calibration::add_trace_samples(skewed_trace(), "t.json", {}, out);
+  calibration::CalibrationFit fit;
+  calibration::fit_rank_skew(out.skew, {}, fit);
   ASSERT_EQ(fit.skew.size(), 1u);
   ASSERT_TRUE(fit.skew[0].fitted) << fit.skew[0].note;
-  const double cv = 2.5e-3 / (65e-3 * expected_max_of_normals(2));
+  const double cv = 2.5e-3 / (65e-3 * base::expected_max_of_normals(2));
   EXPECT_NEAR(fit.skew[0].cv, cv, 1e-12);
   EXPECT_EQ(fit.skew[0].samples, 3);
   ASSERT_EQ(fit.profile.rank_skew_size(), 1);
   EXPECT_EQ(fit.profile.rank_skew(0).device(), "H100-SXM");
   EXPECT_NEAR(fit.profile.rank_skew(0).cv(), cv, 1e-12);
   // The quartiles of the samples' own cv: 0, 1/10 and 1.5/30 ms per ms, over e(2).
-  EXPECT_NEAR(fit.skew[0].q1, 0.025 / expected_max_of_normals(2), 1e-12);
-  EXPECT_NEAR(fit.skew[0].q3, 0.075 / expected_max_of_normals(2), 1e-12);
+  EXPECT_NEAR(fit.skew[0].q1, 0.025 / base::expected_max_of_normals(2), 1e-12);
+  EXPECT_NEAR(fit.skew[0].q3, 0.075 / base::expected_max_of_normals(2), 1e-12);
 }
 
 TEST(RankSkew, AJitterThatComputeDoesNotExplainIsFittedBesideTheCv) {
   // Two-rank collectives after 0.5-8 ms of compute (a TP plan's) and after 200 ms (a gradient
   // reduction), waiting e(2) x (150 us + 0.03 x compute), give or take 20%.
-  std::vector<SkewSample> samples;
-  const double e = expected_max_of_normals(2);
+  std::vector<calibration::SkewSample> samples;
+  const double e = base::expected_max_of_normals(2);
   int i = 0;
   for (double c : {0.5e-3, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3, 8e-3, 200e-3}) {
     for (double noise : {0.8, 1.0, 1.2, 0.9, 1.1}) {
       samples.push_back({"cpu", 2, e * (150e-6 + 0.03 * c) * noise, c, "s" + std::to_string(i++)});
     }
   }
-  CalibrationFit fit;
-  fit_rank_skew(samples, {}, fit);
+  calibration::CalibrationFit fit;
+  calibration::fit_rank_skew(samples, {}, fit);
   ASSERT_EQ(fit.skew.size(), 1u);
   ASSERT_TRUE(fit.skew[0].fitted) << fit.skew[0].note;
   EXPECT_NEAR(fit.skew[0].jitter_s, 150e-6, 15e-6);
@@ -218,35 +218,35 @@ TEST(RankSkew, AJitterThatComputeDoesNotExplainIsFittedBesideTheCv) {
   EXPECT_DOUBLE_EQ(fit.profile.rank_skew(0).jitter_s(), fit.skew[0].jitter_s);
   // With the jitter, the engines' waits still add up to the measured ones.
   double measured = 0, predicted = 0;
-  for (const SkewSample& s : samples) {
+  for (const calibration::SkewSample& s : samples) {
     measured += s.wait_s;
     predicted += e * (fit.skew[0].jitter_s + fit.skew[0].cv * s.compute_s);
   }
   EXPECT_NEAR(predicted, measured, 1e-9 * measured);
 
   // Waits proportional to compute alone: no jitter, the cv of the sums as before.
-  std::vector<SkewSample> proportional;
+  std::vector<calibration::SkewSample> proportional;
   for (double c : {0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3, 200e-3}) {
     for (double noise : {0.8, 1.0, 1.2}) proportional.push_back({"cpu", 2, e * 0.05 * c * noise, c, "p"});
   }
-  CalibrationFit plain;
-  fit_rank_skew(proportional, {}, plain);
+  calibration::CalibrationFit plain;
+  calibration::fit_rank_skew(proportional, {}, plain);
   ASSERT_TRUE(plain.skew[0].fitted) << plain.skew[0].note;
   EXPECT_EQ(plain.skew[0].jitter_s, 0);
   EXPECT_EQ(plain.profile.rank_skew(0).jitter_s(), 0);
 }
 
 TEST(RankSkew, NoWaitsOrTooFewSamplesWriteNothing) {
-  std::vector<SkewSample> none_waited(4, SkewSample{"H100-SXM", 2, 0, 10e-3, "x"});
-  CalibrationFit fit;
-  fit_rank_skew(none_waited, {}, fit);
+  std::vector<calibration::SkewSample> none_waited(4, calibration::SkewSample{"H100-SXM", 2, 0, 10e-3, "x"});
+  calibration::CalibrationFit fit;
+  calibration::fit_rank_skew(none_waited, {}, fit);
   ASSERT_EQ(fit.skew.size(), 1u);
   EXPECT_FALSE(fit.skew[0].fitted);
   EXPECT_NE(fit.skew[0].note.find("ever waited"), std::string::npos) << fit.skew[0].note;
   EXPECT_EQ(fit.profile.rank_skew_size(), 0);
 
-  CalibrationFit few;
-  fit_rank_skew({SkewSample{"H100-SXM", 2, 1e-3, 10e-3, "x"}}, {}, few);
+  calibration::CalibrationFit few;
+  calibration::fit_rank_skew({calibration::SkewSample{"H100-SXM", 2, 1e-3, 10e-3, "x"}}, {}, few);
   EXPECT_FALSE(few.skew[0].fitted);
   EXPECT_NE(few.skew[0].note.find("1 collective(s)"), std::string::npos) << few.skew[0].note;
   EXPECT_EQ(few.profile.rank_skew_size(), 0);

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "orrery/sim/calibration_fit.hpp"
+#include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
@@ -15,22 +15,22 @@ namespace orrery::sim {
 namespace {
 
 // An all-reduce of `bytes` on `ranks` ranks taking 40 us + bytes x 2(n-1)/n / 2 GB/s, times `slower`.
-CommSample all_reduce(double bytes, int64_t ranks, double slower, bool bench) {
-  CommSample s = test::all_reduce_sample(bytes, ranks, 40e-6, 2e9);
+calibration::CommSample all_reduce(double bytes, int64_t ranks, double slower, bool bench) {
+  calibration::CommSample s = test::all_reduce_sample(bytes, ranks, 40e-6, 2e9);
   s.seconds *= slower;
   s.back_to_back = bench;
   return s;
 }
 
 // Bench's sizes, 4 KiB to 64 MiB on 2 ranks, on the curve.
-std::vector<CommSample> bench() {
-  std::vector<CommSample> out;
+std::vector<calibration::CommSample> bench() {
+  std::vector<calibration::CommSample> out;
   for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) out.push_back(all_reduce(b, 2, 1.0, true));
   return out;
 }
 
 TEST(SizeCorrections, BenchSamplesMakeNoPoint) {
-  const CalibrationFit fit = fit_calibration({}, bench(), {});
+  const calibration::CalibrationFit fit = calibration::fit_calibration({}, bench(), {});
   ASSERT_EQ(fit.profile.comm_size(), 1);
   EXPECT_EQ(fit.profile.comm(0).size_points_size(), 0);
 }
@@ -39,9 +39,9 @@ TEST(SizeCorrections, ARunsSizeIsPricedAsMeasuredAndItsNeighboursInPart) {
   // A training run's 20 MB gradient all-reduces took 1.6, 1.8 and 1.7 times the bench's law (a
   // clipped mean of 1.7), beside bench's 4 KiB-64 MiB on it.
   const double grads = 20e6;
-  std::vector<CommSample> samples = bench();
+  std::vector<calibration::CommSample> samples = bench();
   for (double slower : {1.6, 1.8, 1.7}) samples.push_back(all_reduce(grads, 2, slower, false));
-  const CalibrationFit fit = fit_calibration({}, samples, {});
+  const calibration::CalibrationFit fit = calibration::fit_calibration({}, samples, {});
   ASSERT_EQ(fit.profile.comm_size(), 1);
   const pb::CommCurve& c = fit.profile.comm(0);
   ASSERT_EQ(c.size_points_size(), 1);
@@ -65,7 +65,7 @@ TEST(SizeCorrections, ARunsSizeIsPricedAsMeasuredAndItsNeighboursInPart) {
   // Another group size took no point: its curve alone (bus factor 2(n-1)/n = 1.5 on 4 ranks).
   EXPECT_NEAR(seconds(grads, {0, 1, 2, 3}) / (c.latency_s() + 1.5 * grads / c.bandwidth_bytes_per_s()), 1, 1e-9);
   // The same samples give the same profile.
-  EXPECT_EQ(fit_calibration({}, samples, {}).profile.SerializeAsString(), fit.profile.SerializeAsString());
+  EXPECT_EQ(calibration::fit_calibration({}, samples, {}).profile.SerializeAsString(), fit.profile.SerializeAsString());
 }
 
 }  // namespace

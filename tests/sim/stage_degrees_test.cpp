@@ -16,10 +16,10 @@
 
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/lower.hpp"
+#include "orrery/plan/lower.hpp"
 #include "orrery/sim/memory_model.hpp"
-#include "orrery/sim/rank_layout.hpp"
-#include "orrery/sim/stage_redistribution.hpp"
+#include "orrery/plan/rank_layout.hpp"
+#include "orrery/plan/stage_redistribution.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "stage_degrees_plans.hpp"
@@ -42,12 +42,12 @@ pb::Plan uniform(int64_t tp, int64_t dp, int64_t mbs) {
   return p;
 }
 
-ResolvedPlan resolve(const pb::Plan& p) {
-  return resolve_plan(p, models::load_model(p.model()), topologies::load_cluster(kCluster));
+plan::ResolvedPlan resolve(const pb::Plan& p) {
+  return plan::resolve_plan(p, models::load_model(p.model()), topologies::load_cluster(kCluster));
 }
 
 TEST(StageDegrees, ResolveGivesEachStageItsDegreesAndDevices) {
-  const ResolvedPlan r = resolve(staged());
+  const plan::ResolvedPlan r = resolve(staged());
   ASSERT_FALSE(r.uniform_stages());
   EXPECT_EQ(r.world_size(), 16);  // 4 x 2 + 8 x 1
   EXPECT_EQ(r.stage(0).tp, 4);
@@ -60,17 +60,17 @@ TEST(StageDegrees, ResolveGivesEachStageItsDegreesAndDevices) {
   EXPECT_EQ(r.num_micro_batches, 4);
   EXPECT_FALSE(r.plan.parallel().has_tp());  // stage_tp is the one source
   // Consecutive ranks per stage, devices in order: stage 0 on the A100s, stage 1 on the H100s.
-  EXPECT_EQ(device_of(r, 7).name(), "A100-SXM-80GB");
-  EXPECT_EQ(device_of(r, 8).name(), "H100-SXM");
+  EXPECT_EQ(plan::device_of(r, 7).name(), "A100-SXM-80GB");
+  EXPECT_EQ(plan::device_of(r, 8).name(), "H100-SXM");
 
   // stage_node_groups puts stage 0 on the H100 node and stage 1 on the A100 node.
   pb::Plan swapped = staged();
   swapped.add_stage_node_groups("h100");
   swapped.add_stage_node_groups("a100");
-  const ResolvedPlan s = resolve(swapped);
+  const plan::ResolvedPlan s = resolve(swapped);
   EXPECT_EQ(s.device_of_rank[0], 8);
   EXPECT_EQ(s.device_of_rank[8], 0);
-  EXPECT_EQ(device_of(s, 0).name(), "H100-SXM");
+  EXPECT_EQ(plan::device_of(s, 0).name(), "H100-SXM");
 }
 
 TEST(StageDegrees, ListsRepeatingTheUniformDegreesAreTheUniformPlan) {
@@ -80,19 +80,19 @@ TEST(StageDegrees, ListsRepeatingTheUniformDegreesAreTheUniformPlan) {
   for (int64_t v : {8, 8}) p.add_stage_tp(v);
   p.mutable_parallel()->set_dp(1);
   p.set_micro_batch_size(2);
-  const ResolvedPlan r = resolve(p);
+  const plan::ResolvedPlan r = resolve(p);
   EXPECT_TRUE(r.uniform_stages());
   EXPECT_EQ(r.degrees.tp, 8);
   EXPECT_EQ(r.plan.stage_tp_size(), 0);
-  const ResolvedPlan u = resolve(uniform(8, 1, 2));
+  const plan::ResolvedPlan u = resolve(uniform(8, 1, 2));
   topologies::Topology topo(u.cluster);
   CostModels costs(topo, "bf16");
   EXPECT_EQ(simulate_analytic(r, costs).result.SerializeAsString(), simulate_analytic(u, costs).result.SerializeAsString());
 }
 
 TEST(StageDegrees, RankLayoutNumbersEachStageAsItsOwnGrid) {
-  const ResolvedPlan r = resolve(staged());
-  const RankLayout layout = rank_layout(r);
+  const plan::ResolvedPlan r = resolve(staged());
+  const plan::RankLayout layout = plan::rank_layout(r);
   EXPECT_EQ(layout.world_size(), 16);
   // Stage 0: tp innermost, ranks 0-7 = (tp 0..3) x (dp 0..1); stage 1: ranks 8-15, tp 0..7.
   EXPECT_EQ(layout.coord(5).tp, 1);
@@ -101,10 +101,10 @@ TEST(StageDegrees, RankLayoutNumbersEachStageAsItsOwnGrid) {
   EXPECT_EQ(layout.coord(13).tp, 5);
   EXPECT_EQ(layout.coord(13).pp, 1);
   for (int64_t rank = 0; rank < 16; ++rank) EXPECT_EQ(layout.rank(layout.coord(rank)), rank);
-  EXPECT_EQ(layout.group(GroupKind::kTp, 5), (std::vector<int64_t>{4, 5, 6, 7}));
-  EXPECT_EQ(layout.group(GroupKind::kDp, 5), (std::vector<int64_t>{1, 5}));
-  EXPECT_EQ(layout.group(GroupKind::kTp, 9), (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15}));
-  EXPECT_EQ(layout.group(GroupKind::kDp, 9), (std::vector<int64_t>{9}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kTp, 5), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kDp, 5), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kTp, 9), (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kDp, 9), (std::vector<int64_t>{9}));
   // tp groups {0-3}, {4-7}, {8-15}; dp groups {0,4} .. {3,7}; no pp groups between unlike stages.
   int tp = 0, dp = 0, pp = 0;
   for (const auto& g : layout.process_groups()) {
@@ -119,11 +119,11 @@ TEST(StageDegrees, RankLayoutNumbersEachStageAsItsOwnGrid) {
 constexpr double kSequenceBytes = 2048.0 * 4096 * 2;
 
 TEST(StageDegrees, RedistributionWithoutSequenceParallelismScattersThenGathers) {
-  const ResolvedPlan r = resolve(staged());
-  const RankLayout layout = rank_layout(r);
+  const plan::ResolvedPlan r = resolve(staged());
+  const plan::RankLayout layout = plan::rank_layout(r);
   // Forward 0 -> 1: stage 1's one replica needs both sequences, one from each stage-0 replica;
   // its TP rank k takes the k-th eighth from sender TP rank k % 4: 2 replicas x 8 ranks.
-  const auto fwd = redistribute(r, layout, 0, 1);
+  const auto fwd = plan::redistribute(r, layout, 0, 1);
   ASSERT_EQ(fwd.transfers.size(), 16u);
   double total = 0;
   for (const auto& t : fwd.transfers) {
@@ -138,7 +138,7 @@ TEST(StageDegrees, RedistributionWithoutSequenceParallelismScattersThenGathers) 
   EXPECT_DOUBLE_EQ(fwd.gather_bytes, 2 * kSequenceBytes);  // the all-gather's output: both sequences
   // Backward 1 -> 0: each stage-0 replica's sequence from the one stage-1 replica, quarter k
   // from sender TP rank k.
-  const auto bwd = redistribute(r, layout, 1, 0);
+  const auto bwd = plan::redistribute(r, layout, 1, 0);
   ASSERT_EQ(bwd.transfers.size(), 8u);
   const auto into6 = bwd.receives_of(6);  // replica 1, tp 2
   ASSERT_EQ(into6.size(), 1u);
@@ -148,11 +148,11 @@ TEST(StageDegrees, RedistributionWithoutSequenceParallelismScattersThenGathers) 
 }
 
 TEST(StageDegrees, RedistributionWithSequenceParallelismMovesTokenRanges) {
-  const ResolvedPlan r = resolve(staged(true));
-  const RankLayout layout = rank_layout(r);
+  const plan::ResolvedPlan r = resolve(staged(true));
+  const plan::RankLayout layout = plan::rank_layout(r);
   // Receiver tp k of 8 needs tokens [k/8, (k+1)/8), inside sender tp k/2's quarter: one transfer
   // of S/8 per (sender replica, receiver rank), and no all-gather.
-  const auto fwd = redistribute(r, layout, 0, 1);
+  const auto fwd = plan::redistribute(r, layout, 0, 1);
   ASSERT_EQ(fwd.transfers.size(), 16u);
   const auto into13 = fwd.receives_of(13);
   ASSERT_EQ(into13.size(), 2u);
@@ -161,7 +161,7 @@ TEST(StageDegrees, RedistributionWithSequenceParallelismMovesTokenRanges) {
   EXPECT_DOUBLE_EQ(into13[0].bytes, kSequenceBytes / 8);
   EXPECT_EQ(fwd.gather_bytes, 0);
   // Backward: receiver tp k of 4 needs a quarter, held by sender tp 2k and 2k + 1.
-  const auto bwd = redistribute(r, layout, 1, 0);
+  const auto bwd = plan::redistribute(r, layout, 1, 0);
   ASSERT_EQ(bwd.transfers.size(), 16u);
   const auto into6 = bwd.receives_of(6);
   ASSERT_EQ(into6.size(), 2u);
@@ -189,7 +189,7 @@ TEST(StageDegrees, MemoryPerStageUsesThatStagesDegreesAndMicroBatch) {
 }
 
 TEST(StageDegrees, AnalyticCostsEachStageAtItsOwnShape) {
-  const ResolvedPlan r = resolve(staged(true));
+  const plan::ResolvedPlan r = resolve(staged(true));
   topologies::Topology topo(r.cluster);
   CostModels costs(topo, "bf16");
   const pb::SimResult mine = simulate_analytic(r, costs).result;
@@ -219,8 +219,8 @@ TEST(StageDegrees, AnalyticCostsEachStageAtItsOwnShape) {
 }
 
 TEST(StageDegrees, LoweredPipelineTrafficPairsUpAcrossUnlikeStages) {
-  const ResolvedPlan r = resolve(staged());
-  const pb::ExecGraph g = lower(r);
+  const plan::ResolvedPlan r = resolve(staged());
+  const pb::ExecGraph g = plan::lower(r);
   ASSERT_EQ(g.ranks_size(), 16);
   // Every send has exactly one receive with the same (sender, receiver, tag) and bytes.
   std::map<std::tuple<int64_t, int64_t, int64_t>, double> sends, recvs;

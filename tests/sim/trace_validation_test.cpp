@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/lower.hpp"
-#include "orrery/sim/trace_validation.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/validation/trace_validation.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
-#include "orrery/traces/statistics.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -35,7 +35,7 @@ pb::ExecGraph fake_measurement(double factor, double step_s) {
   const pb::Plan plan = tiny_plan();
   const pb::ModelSpec model = models::preset("tiny");
   const pb::ClusterSpec cluster = topologies::load_cluster("dgx-a100", 1);
-  pb::ExecGraph g = lower(resolve_plan(plan, model, cluster));
+  pb::ExecGraph g = plan::lower(plan::resolve_plan(plan, model, cluster));
   *g.mutable_plan() = plan;
   *g.mutable_model_spec() = model;
   *g.mutable_cluster_spec() = cluster;
@@ -44,7 +44,7 @@ pb::ExecGraph fake_measurement(double factor, double step_s) {
   for (auto& r : *g.mutable_ranks()) {
     for (auto& n : *r.mutable_nodes()) n.set_duration_s(1);
   }
-  const TraceValidation unit = validate_trace(g, "t.json", EngineKind::kAnalytic, nullptr);
+  const validation::TraceValidation unit = validation::validate_trace(g, "t.json", EngineKind::kAnalytic, nullptr);
   size_t i = 0;
   for (auto& r : *g.mutable_ranks()) {
     for (auto& n : *r.mutable_nodes()) n.set_duration_s(unit.nodes[i++].predicted_s * factor);
@@ -52,10 +52,10 @@ pb::ExecGraph fake_measurement(double factor, double step_s) {
   return g;
 }
 
-TEST(TraceValidation, ReportsTheKnownErrors) {
+TEST(validation::TraceValidation, ReportsTheKnownErrors) {
   // Measured 25% slower than predicted everywhere: every group's error is 1 / 1.25 - 1 = -20%.
   const pb::ExecGraph trace = fake_measurement(1.25, 0.5);
-  const TraceValidation v = validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
+  const validation::TraceValidation v = validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
   EXPECT_EQ(v.ranks, 8);
   ASSERT_FALSE(v.op_classes.empty());
   for (const auto& g : v.op_classes) {
@@ -78,7 +78,7 @@ TEST(TraceValidation, ReportsTheKnownErrors) {
 
 // With a calibrated rank skew a collective's prediction carries the expected wait for its
 // group's slowest member: cv x e(n) x the predicted compute since the rank last waited on it.
-TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
+TEST(validation::TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
   pb::ExecGraph trace = fake_measurement(1.0, 0.5);
   for (auto& r : *trace.mutable_ranks()) {  // one node after another, in the lowering's order
     double t = 0;
@@ -88,8 +88,8 @@ TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
   pb::RankSkew* k = profile.add_rank_skew();
   k->set_device(trace.cluster_spec().node_types(0).device());
   k->set_cv(0.1);
-  const TraceValidation plain = validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
-  const TraceValidation skewed = validate_trace(trace, "t.json", EngineKind::kAnalytic, &profile);
+  const validation::TraceValidation plain = validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
+  const validation::TraceValidation skewed = validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, &profile);
   ASSERT_EQ(plain.nodes.size(), skewed.nodes.size());
   // Rank 0's first collective on its compute stream (a TP all-reduce, the pair's first): it
   // waits for the compute before it. Compute nodes keep their prediction.
@@ -101,33 +101,33 @@ TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
     if (n.kind() == pb::NODE_KIND_COMPUTE) {
       EXPECT_DOUBLE_EQ(skewed.nodes[static_cast<size_t>(i)].predicted_s, plain.nodes[static_cast<size_t>(i)].predicted_s);
       before += plain.nodes[static_cast<size_t>(i)].predicted_s;
-    } else if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() == kCompute) {
+    } else if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() == plan::kCompute) {
       found = true;
       EXPECT_NEAR(skewed.nodes[static_cast<size_t>(i)].predicted_s - plain.nodes[static_cast<size_t>(i)].predicted_s,
-                  0.1 * expected_max_of_normals(2) * before, 1e-12) << n.name();
+                  0.1 * base::expected_max_of_normals(2) * before, 1e-12) << n.name();
     }
   }
   EXPECT_TRUE(found);
   EXPECT_GT(before, 0);
 }
 
-TEST(TraceValidation, DesGivesTheTimelineOfEveryRank) {
+TEST(validation::TraceValidation, DesGivesTheTimelineOfEveryRank) {
   const pb::ExecGraph trace = fake_measurement(1.0, 0.5);
-  const TraceValidation v = validate_trace(trace, "t.json", EngineKind::kDes, nullptr);
+  const validation::TraceValidation v = validation::validate_trace(trace, "t.json", EngineKind::kDes, nullptr);
   EXPECT_EQ(v.predicted_timeline.ranks_size(), 8);
   for (const auto& g : v.op_classes) EXPECT_NEAR(g.error, 0, 1e-12) << g.name;
   EXPECT_GT(v.predicted_step_s, 0);
 }
 
-TEST(TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
+TEST(validation::TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
   pb::ExecGraph trace = fake_measurement(1.0, 0.5);
   pb::ExecGraph renamed = trace;
   const std::string name = renamed.ranks(1).nodes(3).name();
   renamed.mutable_ranks(1)->mutable_nodes(3)->set_name("L0.mb0.fwd.mystery");
   try {
-    validate_trace(renamed, "t.json", EngineKind::kAnalytic, nullptr);
+    validation::validate_trace(renamed, "t.json", EngineKind::kAnalytic, nullptr);
     FAIL() << "accepted";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_EQ(std::string(e.what()), "t.json: ranks[1].nodes[3].name: node " +
                                          std::to_string(trace.ranks(1).nodes(3).id()) +
                                          " of rank 1 is 'L0.mb0.fwd.mystery' in the trace but '" +
@@ -138,9 +138,9 @@ TEST(TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
   missing.mutable_ranks(0)->mutable_nodes()->erase(
       missing.mutable_ranks(0)->mutable_nodes()->begin());
   try {
-    validate_trace(missing, "t.json", EngineKind::kAnalytic, nullptr);
+    validation::validate_trace(missing, "t.json", EngineKind::kAnalytic, nullptr);
     FAIL() << "accepted";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_EQ(std::string(e.what()),
               "t.json: ranks[0].nodes: rank 0 has no node " + std::to_string(first.id()) + " '" +
                   first.name() +
@@ -149,13 +149,13 @@ TEST(TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
   }
 }
 
-TEST(TraceValidation, NeedsAMeasuredRun) {
+TEST(validation::TraceValidation, NeedsAMeasuredRun) {
   pb::ExecGraph trace = fake_measurement(1.0, 0.5);
   trace.clear_plan();
   try {
-    validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
+    validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
     FAIL() << "accepted";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_EQ(std::string(e.what()),
               "t.json: plan: missing: validate --trace needs a measured run's trace (`orrery run "
               "--out DIR` writes "

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -29,7 +29,7 @@ TEST(TopologiesBadInputs, EachFileFailsWithItsExpectedMessage) {
     try {
       load_cluster(file.string());
       ADD_FAILURE() << "loaded without an error";
-    } catch (const InputError& e) {
+    } catch (const base::InputError& e) {
       EXPECT_EQ(std::string(e.what()), first.substr(prefix.size()));
     }
   }

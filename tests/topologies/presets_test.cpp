@@ -8,7 +8,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -56,7 +56,7 @@ TEST(TopologiesPresets, UnknownPresetSuggestsTheNearestName) {
   try {
     preset("dgx-h10");
     FAIL() << "no error";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_STREQ(e.what(), "cluster: unknown cluster preset 'dgx-h10' (did you mean 'dgx-h100'?)");
   }
 }
@@ -77,7 +77,7 @@ TEST(TopologiesResize, MixedGroupsRejectABrokenMix) {
   try {
     load_cluster("mixed-a100-h100", 40);
     FAIL() << "no error";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_STREQ(e.what(),
                  "--nodes: got 40, but cluster 'mixed-a100-h100' mixes 2 node groups in 32 nodes: "
                  "give a multiple of 32 to keep the mix");
@@ -85,14 +85,14 @@ TEST(TopologiesResize, MixedGroupsRejectABrokenMix) {
 }
 
 TEST(TopologiesResize, RejectsNonPositiveCounts) {
-  EXPECT_THROW(load_cluster("dgx-h100", 0), InputError);
+  EXPECT_THROW(load_cluster("dgx-h100", 0), base::InputError);
 }
 
 TEST(TopologiesResize, NvlinkDomainsMustStayWhole) {
   try {
     load_cluster("gb200-nvl72", 20);
     FAIL() << "no error";
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_STREQ(e.what(),
                  "presets/clusters/gb200-nvl72.yaml:26: node_groups[0].count: 20 nodes do not fill "
                  "whole NVLink domains of 18 nodes (node_types[0].intra.domain_nodes)");
@@ -118,8 +118,8 @@ TEST(TopologiesDeviceDb, HoldsTheDatasheetFigures) {
   // 2.3 GHz x 2 FMA units x 16 lanes x 2 FLOP
   EXPECT_DOUBLE_EQ(peak_flops(find_device(none, "x86-64-AVX512-core"), "fp32"), 147.2e9);
   EXPECT_EQ(peak_flops(h100, "fp4"), 0);
-  EXPECT_THROW(find_device(none, "H100"), InputError);
-  EXPECT_THROW(peak_flops(h100, "bf61"), InputError);
+  EXPECT_THROW(find_device(none, "H100"), base::InputError);
+  EXPECT_THROW(peak_flops(h100, "bf61"), base::InputError);
 }
 
 TEST(TopologiesDeviceDb, ClusterDevicesOverrideTheDatabase) {

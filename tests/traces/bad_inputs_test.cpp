@@ -11,7 +11,7 @@
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -55,7 +55,7 @@ TEST(BadInputs, EveryFileFailsWithItsExactMessage) {
     try {
       parse_spec(text, shown, SpecFormat::kYaml, msg.get());
       ADD_FAILURE() << "accepted";
-    } catch (const InputError& e) {
+    } catch (const base::InputError& e) {
       EXPECT_EQ(e.what(), expect);
     }
   }

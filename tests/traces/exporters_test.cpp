@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orrery/traces/chakra.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/perfetto.hpp"
 
 namespace orrery {
@@ -107,7 +107,7 @@ TEST(Chakra, RoundTripsWithChakraAttributes) {
   const auto files = write_chakra(g, dir / "trace", false);
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[1].filename(), "trace.1.et");
-  EXPECT_THROW(write_chakra(g, dir / "trace", false), InputError);  // never overwrites
+  EXPECT_THROW(write_chakra(g, dir / "trace", false), base::InputError);  // never overwrites
   const ChakraRank r0 = read_chakra(files[0]);
   ASSERT_EQ(r0.nodes.size(), 2u);
   EXPECT_EQ(r0.nodes[0].type(), chakra::COMP_NODE);
@@ -139,7 +139,7 @@ TEST(Chakra, RejectsAFileThatIsNotATrace) {
     std::ofstream out(f, std::ios::binary);
     out << "\x05garbage-that-is-not-protobuf";
   }
-  EXPECT_THROW(read_chakra(f), InputError);
+  EXPECT_THROW(read_chakra(f), base::InputError);
   fs::remove(f);
 }
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/kineto.hpp"
 
 namespace orrery {
@@ -225,7 +225,7 @@ TEST(Kineto, BadTracesFailWithTheirExactMessage) {
     try {
       import_kineto(read(file), fs::relative(file, inputs()).string());
       ADD_FAILURE() << "accepted";
-    } catch (const InputError& e) {
+    } catch (const base::InputError& e) {
       EXPECT_EQ(e.what(), expect);
     }
   }

@@ -4,7 +4,7 @@
 #include "orrery/pb/cluster.pb.h"
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -14,7 +14,7 @@ std::string error_of(std::string_view text, google::protobuf::Message* msg,
                      SpecFormat format = SpecFormat::kYaml) {
   try {
     parse_spec(text, "in.yaml", format, msg);
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     return e.what();
   }
   return "no error";
@@ -131,7 +131,7 @@ TEST(SpecReader, MissingFileIsAnInputError) {
   try {
     read_spec_file("/nonexistent/cluster.yaml", &link);
     FAIL();
-  } catch (const InputError& e) {
+  } catch (const base::InputError& e) {
     EXPECT_STREQ(e.what(), "/nonexistent/cluster.yaml: no such file");
   }
 }

@@ -6,7 +6,7 @@
 
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/plan.pb.h"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -70,7 +70,7 @@ TEST(SpecWriter, AtomicWriteNeverOverwritesUnlessAsked) {
   fs::create_directories(dir);
   const fs::path file = dir / "out.yaml";
   write_file_atomically(file, "a: 1\n", false);
-  EXPECT_THROW(write_file_atomically(file, "a: 2\n", false), InputError);
+  EXPECT_THROW(write_file_atomically(file, "a: 2\n", false), base::InputError);
   std::ifstream in(file);
   std::string content((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(content, "a: 1\n");
@@ -79,7 +79,7 @@ TEST(SpecWriter, AtomicWriteNeverOverwritesUnlessAsked) {
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), "a: 3\n");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1)
       << "temporary file left behind";
-  EXPECT_THROW(write_file_atomically(dir / "missing" / "x.yaml", "", false), InputError);
+  EXPECT_THROW(write_file_atomically(dir / "missing" / "x.yaml", "", false), base::InputError);
   fs::remove_all(dir);
 }
 

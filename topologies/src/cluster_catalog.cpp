@@ -6,7 +6,7 @@
 
 #include "embedded_presets.hpp"
 #include "orrery/topologies/discover.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -34,9 +34,9 @@ pb::ClusterSpec read_preset(std::string_view name, SourceMap* where) {
       return spec;
     }
   }
-  throw InputError("", 0, "cluster",
+  throw base::InputError("", 0, "cluster",
                    "unknown cluster preset '" + std::string(name) + "'" +
-                       suggest(name, preset_names()));
+                       base::suggest(name, preset_names()));
 }
 
 const pb::NodeType* type_of(const pb::ClusterSpec& c, const pb::NodeGroup& g) {
@@ -80,7 +80,7 @@ pb::ClusterSpec load_cluster(std::string_view name_or_file, std::optional<int64_
 
 void resize(pb::ClusterSpec& cluster, int64_t nodes) {
   if (nodes <= 0) {
-    throw InputError("", 0, "--nodes", "got " + std::to_string(nodes) + ", expected a node count > 0");
+    throw base::InputError("", 0, "--nodes", "got " + std::to_string(nodes) + ", expected a node count > 0");
   }
   if (cluster.node_groups_size() == 1) {
     cluster.mutable_node_groups(0)->set_count(nodes);
@@ -88,7 +88,7 @@ void resize(pb::ClusterSpec& cluster, int64_t nodes) {
   }
   const int64_t total = total_nodes(cluster);
   if (total <= 0 || nodes % total != 0) {
-    throw InputError("", 0, "--nodes",
+    throw base::InputError("", 0, "--nodes",
                      "got " + std::to_string(nodes) + ", but cluster '" + cluster.name() + "' mixes " +
                          std::to_string(cluster.node_groups_size()) + " node groups in " +
                          std::to_string(total) + " nodes: give a multiple of " +

@@ -7,7 +7,7 @@
 #include "fabric_layout.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -110,7 +110,7 @@ void check_node_types(const pb::ClusterSpec& c, const SourceMap& where) {
     const pb::DeviceSpec* device = lookup_device(c, t.device());
     if (device == nullptr) {
       where.fail(path + ".device",
-                 "unknown device '" + t.device() + "'" + suggest(t.device(), device_names(c)));
+                 "unknown device '" + t.device() + "'" + base::suggest(t.device(), device_names(c)));
     }
     if (t.devices_per_node() <= 0) where.fail(path + ".devices_per_node", "expected a value > 0");
     check_intra(t, *device, path, where);
@@ -143,7 +143,7 @@ void check_node_groups(const pb::ClusterSpec& c, const SourceMap& where) {
     const int ti = node_type_index(c, g.node_type());
     if (ti < 0) {
       where.fail(path + ".node_type", "unknown node type '" + g.node_type() + "'" +
-                                          suggest(g.node_type(), type_names));
+                                          base::suggest(g.node_type(), type_names));
     }
     if (g.count() <= 0) where.fail(path + ".count", "expected a value > 0");
     const pb::IntraNodeSpec& in = c.node_types(ti).intra();

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "embedded_presets.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::topologies {
@@ -56,9 +56,9 @@ std::vector<std::string> device_names(const pb::ClusterSpec& cluster) {
 
 const pb::DeviceSpec& find_device(const pb::ClusterSpec& cluster, std::string_view name) {
   if (const pb::DeviceSpec* d = lookup_device(cluster, name)) return *d;
-  throw InputError("", 0, "device",
+  throw base::InputError("", 0, "device",
                    "unknown device '" + std::string(name) + "'" +
-                       suggest(name, device_names(cluster)));
+                       base::suggest(name, device_names(cluster)));
 }
 
 double peak_flops(const pb::DeviceSpec& device, std::string_view dtype) {
@@ -71,9 +71,9 @@ double peak_flops(const pb::DeviceSpec& device, std::string_view dtype) {
   if (dtype == "fp8") return p.fp8();
   if (dtype == "int8") return p.int8();
   if (dtype == "fp4") return p.fp4();
-  throw InputError("", 0, "dtype",
+  throw base::InputError("", 0, "dtype",
                    "unknown data type '" + std::string(dtype) + "'" +
-                       suggest(dtype, {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8",
+                       base::suggest(dtype, {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8",
                                        "fp4"}));
 }
 

@@ -15,8 +15,8 @@
 
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/discover.hpp"
-#include "orrery/traces/error.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -49,11 +49,11 @@ double nic_speed(const hwloc_obj_t osdev) {
 
 Machine read_machine() {
   hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0) throw EnvironmentError("hwloc: cannot initialise a topology");
+  if (hwloc_topology_init(&topo) != 0) throw base::EnvironmentError("hwloc: cannot initialise a topology");
   std::unique_ptr<hwloc_topology, void (*)(hwloc_topology_t)> guard(topo, hwloc_topology_destroy);
   hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(topo) != 0) {
-    throw EnvironmentError(std::string("hwloc: cannot read this machine's topology: ") + std::strerror(errno));
+    throw base::EnvironmentError(std::string("hwloc: cannot read this machine's topology: ") + std::strerror(errno));
   }
   Machine m;
   m.cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
@@ -62,7 +62,7 @@ Machine read_machine() {
   // (a VM here: 6 GB in node 0 of 25 GB); the kernel's own total is the one processes get.
   m.memory_bytes = std::max(static_cast<double>(hwloc_get_root_obj(topo)->total_memory),
                             static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)));
-  if (m.cores <= 0 || m.memory_bytes <= 0) throw EnvironmentError("hwloc: found no cores or no memory");
+  if (m.cores <= 0 || m.memory_bytes <= 0) throw base::EnvironmentError("hwloc: found no cores or no memory");
   for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o; o = hwloc_get_next_osdev(topo, o)) {
     const auto type = o->attr->osdev.type;
     if (type != HWLOC_OBJ_OSDEV_NETWORK && type != HWLOC_OBJ_OSDEV_OPENFABRICS) continue;
@@ -88,13 +88,13 @@ double measure_copy_bandwidth() {
     std::memcpy(b.data(), a.data(), kBytes);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (b[kBytes / 2] != 1) throw InternalError("copy measurement was optimised away");
+  if (b[kBytes / 2] != 1) throw base::InternalError("copy measurement was optimised away");
   return 2.0 * kBytes / best;
 }
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw EnvironmentError(path + ": cannot be read");
+  if (!in) throw base::EnvironmentError(path + ": cannot be read");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -112,7 +112,7 @@ bool on_path(const std::string& tool) {
 
 std::string run(const std::string& command) {
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>/dev/null").c_str(), "r"), pclose);
-  if (!pipe) throw EnvironmentError("cannot run " + command);
+  if (!pipe) throw base::EnvironmentError("cannot run " + command);
   std::string out;
   std::array<char, 4096> buf;
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) out.append(buf.data(), n);
@@ -134,7 +134,7 @@ void add_nics(const Machine& m, pb::NodeType& node) {
 
 pb::ClusterSpec cpu_cluster(const Machine& m) {
   const CpuInfo cpu = parse_cpuinfo(read_text("/proc/cpuinfo"));
-  if (cpu.frequency_hz <= 0) throw EnvironmentError("/proc/cpuinfo: no CPU frequency found");
+  if (cpu.frequency_hz <= 0) throw base::EnvironmentError("/proc/cpuinfo: no CPU frequency found");
   const double copy = measure_copy_bandwidth();
   pb::ClusterSpec c;
   c.set_name("local");
@@ -145,7 +145,7 @@ pb::ClusterSpec cpu_cluster(const Machine& m) {
   *d.mutable_peak_flops() = cpu_core_peak(cpu);
   d.set_memory_bytes(m.memory_bytes / static_cast<double>(m.cores));
   d.set_memory_bandwidth_bytes_per_s(copy);
-  d.set_description("one core of " + cpu.model_name + " at " + units::number(cpu.frequency_hz / 1e9) +
+  d.set_description("one core of " + cpu.model_name + " at " + base::units::number(cpu.frequency_hz / 1e9) +
                     " GHz: peaks derived as frequency x FMA units x SIMD lanes x 2 from /proc/cpuinfo "
                     "flags; memory = the machine's memory / cores; bandwidth measured (one thread "
                     "copying 256 MiB, bytes read + written)");
@@ -161,7 +161,7 @@ pb::ClusterSpec cpu_cluster(const Machine& m) {
   *node.mutable_intra()->mutable_pcie_link() = link(m.nic_pcie_bytes_per_s > 0 ? m.nic_pcie_bytes_per_s : copy);
   add_nics(m, node);
   c.set_description("this machine, discovered: " + std::to_string(m.cores) + " cores in " +
-                    std::to_string(m.numa_nodes) + " NUMA nodes, " + units::bytes(m.memory_bytes) +
+                    std::to_string(m.numa_nodes) + " NUMA nodes, " + base::units::bytes(m.memory_bytes) +
                     " memory, " + std::to_string(m.nic_bytes_per_s.size()) + " NICs of known speed");
   return c;
 }
@@ -170,7 +170,7 @@ pb::ClusterSpec cpu_cluster(const Machine& m) {
 double gpu_pcie_bandwidth(const std::string& csv) {
   int gen = 0, width = 0;
   if (std::sscanf(csv.c_str(), "%d, %d", &gen, &width) != 2 || gen < 1 || gen > 6 || width <= 0) {
-    throw EnvironmentError("nvidia-smi: cannot read the GPU's PCIe generation and width from '" + csv + "'");
+    throw base::EnvironmentError("nvidia-smi: cannot read the GPU's PCIe generation and width from '" + csv + "'");
   }
   constexpr std::array kGigaTransfers{2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
   const double encoding = gen <= 2 ? 8.0 / 10 : 128.0 / 130;
@@ -179,12 +179,12 @@ double gpu_pcie_bandwidth(const std::string& csv) {
 
 pb::ClusterSpec gpu_cluster(const Machine& m) {
   const auto gpus = parse_gpu_query(run("nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits"));
-  if (gpus.empty()) throw EnvironmentError("nvidia-smi is installed but lists no GPU");
+  if (gpus.empty()) throw base::EnvironmentError("nvidia-smi is installed but lists no GPU");
   const std::string db = database_gpu_name(gpus[0].name);
   pb::ClusterSpec probe;
   const pb::DeviceSpec* known = db.empty() ? nullptr : lookup_device(probe, db);
   if (known == nullptr) {
-    throw EnvironmentError("GPU '" + gpus[0].name + "' is not in orrery's device database; write a cluster "
+    throw base::EnvironmentError("GPU '" + gpus[0].name + "' is not in orrery's device database; write a cluster "
                            "file with its DeviceSpec (see topologies/presets/devices/)");
   }
   pb::ClusterSpec c;

@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::topologies::detail {
 namespace {
@@ -52,13 +52,13 @@ LeafPorts leaf_ports(const pb::FabricSpec& f, const SourceMap& where) {
   const double o = f.oversubscription() == 0 ? 1.0 : f.oversubscription();
   if (o < 1) {
     where.fail("fabric.oversubscription",
-               "got " + units::number(o) + ", expected >= 1 (1 is non-blocking, 3 is 3 downlinks per uplink)");
+               "got " + base::units::number(o) + ", expected >= 1 (1 is non-blocking, 3 is 3 downlinks per uplink)");
   }
   const double up = static_cast<double>(f.switch_radix()) / (1 + o);
   if (std::abs(up - std::round(up)) > 1e-9 || std::round(up) < 1) {
     where.fail("fabric.switch_radix", "got " + std::to_string(f.switch_radix()) +
                                           ", which cannot be split into downlinks : uplinks = " +
-                                          units::number(o) + " : 1 in whole ports");
+                                          base::units::number(o) + " : 1 in whole ports");
   }
   LeafPorts ports;
   ports.up = static_cast<int64_t>(std::round(up));
@@ -158,7 +158,7 @@ FabricLayout plan_fabric(const pb::ClusterSpec& cluster, const SourceMap& where)
     out.pod_oversubscription = f.pod_oversubscription() == 0 ? 1.0 : f.pod_oversubscription();
     if (out.pod_oversubscription < 1) {
       where.fail("fabric.pod_oversubscription",
-                 "got " + units::number(out.pod_oversubscription) + ", expected >= 1 (1 is non-blocking)");
+                 "got " + base::units::number(out.pod_oversubscription) + ", expected >= 1 (1 is non-blocking)");
     }
     fill_leaves(out, nics, f.pod_nodes());
   } else if (f.kind() == pb::FABRIC_KIND_RAIL_OPTIMIZED) {

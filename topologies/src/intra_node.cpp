@@ -17,7 +17,7 @@
 
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "topology_builder.hpp"
 
 namespace orrery::topologies::detail {

@@ -5,7 +5,7 @@
 #include <boost/graph/push_relabel_max_flow.hpp>
 
 #include "orrery/topologies/routing.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::topologies {
 namespace {

@@ -12,7 +12,7 @@
 #include <deque>
 #include <limits>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery::topologies {
 namespace {

@@ -4,7 +4,7 @@
 #include "orrery/topologies/topology.hpp"
 
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "topology_builder.hpp"
 
 namespace orrery::topologies {

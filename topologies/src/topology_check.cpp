@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "orrery/topologies/topology.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -130,7 +130,7 @@ std::string to_dot(const Topology& topology, int64_t max_nodes) {
   for (const Edge& e : boost::make_iterator_range(boost::edges(g))) {
     const Vertex u = boost::source(e, g), v = boost::target(e, g);
     if (u < v && drawn[u] && drawn[v]) {
-      out << "  v" << u << " -- v" << v << " [label=\"" << units::bandwidth(g[e].bandwidth_bytes_per_s)
+      out << "  v" << u << " -- v" << v << " [label=\"" << base::units::bandwidth(g[e].bandwidth_bytes_per_s)
           << "\", class=" << to_string(g[e].kind) << "];\n";
     }
   }

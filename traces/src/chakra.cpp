@@ -7,7 +7,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -126,7 +126,7 @@ std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
 
 ChakraRank read_chakra(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file.string(), 0, "", "no such file");
+  if (!in) throw base::InputError(file.string(), 0, "", "no such file");
   io::IstreamInputStream raw(&in);
   io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(1 << 30);
@@ -138,10 +138,10 @@ ChakraRank read_chakra(const std::filesystem::path& file) {
     m.Clear();  // parsing merges: start from an empty message every time
     const bool ok = m.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
     coded.PopLimit(limit);
-    if (!ok) throw InputError(file.string(), 0, "", "not a Chakra execution trace (a record does not parse)");
+    if (!ok) throw base::InputError(file.string(), 0, "", "not a Chakra execution trace (a record does not parse)");
     return true;
   };
-  if (!read(out.metadata)) throw InputError(file.string(), 0, "", "empty Chakra trace");
+  if (!read(out.metadata)) throw base::InputError(file.string(), 0, "", "empty Chakra trace");
   chakra::Node node;
   while (read(node)) out.nodes.push_back(node);
   return out;

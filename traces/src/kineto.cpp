@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kineto_ops.hpp"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 
 namespace orrery {
 namespace {
@@ -48,7 +48,7 @@ class Importer {
     try {
       root_ = json::parse(text);
     } catch (const json::parse_error& e) {
-      throw InputError(file_, line_of(text, e.byte), "",
+      throw base::InputError(file_, line_of(text, e.byte), "",
                        std::string("not valid JSON: ") + e.what());
     }
   }
@@ -69,20 +69,20 @@ class Importer {
   }
 
   [[noreturn]] void fail(size_t event, const std::string& field, const std::string& reason) const {
-    throw InputError(
+    throw base::InputError(
         file_, 0, "traceEvents[" + std::to_string(event) + "]" + (field.empty() ? "" : "." + field),
         reason);
   }
 
   void check_shape() {
     if (root_.is_array()) {
-      throw InputError(
+      throw base::InputError(
           file_, 0, "traceEvents",
           "a bare event list is the legacy autograd profiler's format, which records no shapes; "
           "profile with torch.profiler (Kineto) and record_shapes=True");
     }
     if (!root_.is_object() || !root_.contains("traceEvents") || !root_["traceEvents"].is_array()) {
-      throw InputError(file_, 0, "traceEvents", "missing: not a PyTorch profiler (Kineto) trace");
+      throw base::InputError(file_, 0, "traceEvents", "missing: not a PyTorch profiler (Kineto) trace");
     }
   }
 

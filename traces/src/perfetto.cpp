@@ -7,7 +7,7 @@
 #include <google/protobuf/descriptor.h>
 
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery {
 namespace {
@@ -27,7 +27,7 @@ std::string quoted(const std::string& s) {
 }
 
 // Microseconds, rounded to the nanosecond so the text is stable.
-std::string micros(double seconds) { return units::number(std::round(seconds * 1e9) / 1e3); }
+std::string micros(double seconds) { return base::units::number(std::round(seconds * 1e9) / 1e3); }
 
 std::string enum_name(const google::protobuf::EnumDescriptor* e, int v) {
   const auto* value = e->FindValueByNumber(v);
@@ -46,11 +46,11 @@ std::string category(const pb::ExecNode& n) {
 
 std::string args(const pb::ExecNode& n) {
   std::string a = "{\"id\":" + std::to_string(n.id());
-  if (n.flops() > 0) a += ",\"flops\":" + units::number(n.flops());
+  if (n.flops() > 0) a += ",\"flops\":" + base::units::number(n.flops());
   if (n.bytes_read() + n.bytes_written() > 0) {
-    a += ",\"bytes\":" + units::number(n.bytes_read() + n.bytes_written());
+    a += ",\"bytes\":" + base::units::number(n.bytes_read() + n.bytes_written());
   }
-  if (n.comm_bytes() > 0) a += ",\"comm_bytes\":" + units::number(n.comm_bytes());
+  if (n.comm_bytes() > 0) a += ",\"comm_bytes\":" + base::units::number(n.comm_bytes());
   if (n.kind() == pb::NODE_KIND_COLLECTIVE) a += ",\"process_group\":" + std::to_string(n.process_group());
   if (!n.algorithm().empty()) a += ",\"algorithm\":" + quoted(n.algorithm());
   if (n.kind() == pb::NODE_KIND_SEND || n.kind() == pb::NODE_KIND_RECV) {

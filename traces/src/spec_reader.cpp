@@ -12,9 +12,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "orrery/pb/options.pb.h"
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery {
 namespace {
@@ -59,7 +59,7 @@ class Reader {
       if (field == nullptr) {
         std::vector<std::string> names;
         for (int i = 0; i < desc->field_count(); ++i) names.push_back(desc->field(i)->name());
-        fail(field_path, it->first, "unknown field" + suggest(key, names));
+        fail(field_path, it->first, "unknown field" + base::suggest(key, names));
       }
       record(field_path, it->first);
       if (it->second.IsNull()) {
@@ -83,11 +83,24 @@ class Reader {
   [[noreturn]] void fail(const std::string& path, const YAML::Node& node,
                          const std::string& reason) const {
     int line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
-    throw InputError(file_, line, path, reason);
+    throw base::InputError(file_, line, path, reason);
   }
 
   static pb::FieldMeta meta(const FieldDescriptor* field) {
     return field->options().GetExtension(pb::meta);
+  }
+
+  // The field's declared unit (options.proto) as base's.
+  static base::units::Unit unit_of(const FieldDescriptor* field) {
+    switch (meta(field).unit()) {
+      case pb::UNIT_SECONDS: return base::units::Unit::kSeconds;
+      case pb::UNIT_BYTES: return base::units::Unit::kBytes;
+      case pb::UNIT_BYTES_PER_SECOND: return base::units::Unit::kBytesPerSecond;
+      case pb::UNIT_FLOP: return base::units::Unit::kFlop;
+      case pb::UNIT_FLOP_PER_SECOND: return base::units::Unit::kFlopPerSecond;
+      case pb::UNIT_WATTS: return base::units::Unit::kWatts;
+      default: return base::units::Unit::kNone;
+    }
   }
 
   void check_required(const YAML::Node& node, const Message& msg, const std::set<std::string>& seen,
@@ -111,9 +124,10 @@ class Reader {
       case FieldDescriptor::CPPTYPE_BOOL: return "true or false";
       case FieldDescriptor::CPPTYPE_DOUBLE:
       case FieldDescriptor::CPPTYPE_FLOAT: {
-        auto unit = meta(field).unit();
-        return unit == pb::UNIT_UNSPECIFIED ? "a number"
-                                            : "a number in " + std::string(units::si_symbol(unit));
+        const auto unit = unit_of(field);
+        return unit == base::units::Unit::kNone
+                   ? "a number"
+                   : "a number in " + std::string(base::units::si_symbol(unit));
       }
       default: return "an integer";
     }
@@ -231,7 +245,7 @@ class Reader {
     const std::string s = scalar(node, path);
     double value = 0;
     try {
-      value = units::parse(s, meta(field).unit());
+      value = base::units::parse(s, unit_of(field));
     } catch (const std::invalid_argument& e) {
       fail(path, node, e.what());
     }
@@ -262,7 +276,7 @@ class Reader {
         return e->value(i)->number();
       }
     }
-    fail(path, node, "got '" + s + "'" + suggest(s, enum_names(e)));
+    fail(path, node, "got '" + s + "'" + base::suggest(s, enum_names(e)));
   }
 
   std::string file_;
@@ -281,7 +295,7 @@ void check_json_syntax(std::string_view text, std::string_view file) {
     for (size_t i = 0; i + 1 < offset; ++i) line += text[i] == '\n';
     std::string reason = e.what();
     if (auto pos = reason.find("syntax error"); pos != std::string::npos) reason = reason.substr(pos);
-    throw InputError(std::string(file), line, "", "not valid JSON: " + reason);
+    throw base::InputError(std::string(file), line, "", "not valid JSON: " + reason);
   }
 }
 
@@ -313,7 +327,7 @@ int SourceMap::line(std::string_view path) const {
 }
 
 void SourceMap::fail(std::string_view path, std::string_view reason) const {
-  throw InputError(file_, line(path), std::string(path), std::string(reason));
+  throw base::InputError(file_, line(path), std::string(path), std::string(reason));
 }
 
 void parse_spec(std::string_view text, std::string_view file, SpecFormat format, Message* out,
@@ -325,11 +339,11 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    throw InputError(std::string(file), e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
+    throw base::InputError(std::string(file), e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
                      "not valid YAML: " + e.msg);
   }
   if (!root.IsDefined() || root.IsNull()) {
-    throw InputError(std::string(file), 0, "", "the file is empty");
+    throw base::InputError(std::string(file), 0, "", "the file is empty");
   }
   Reader(std::string(file), where).fill(root, out, "");
 }
@@ -339,9 +353,9 @@ void read_spec_file(const std::filesystem::path& file, Message* out, SourceMap* 
   if (!in) {
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) {
-      throw InputError(file.string(), 0, "", "no such file");
+      throw base::InputError(file.string(), 0, "", "no such file");
     }
-    throw EnvironmentError(file.string() + ": cannot be read");
+    throw base::EnvironmentError(file.string() + ": cannot be read");
   }
   std::ostringstream text;
   text << in.rdbuf();

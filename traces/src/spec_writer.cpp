@@ -7,9 +7,9 @@
 #include <google/protobuf/reflection.h>
 #include <yaml-cpp/yaml.h>
 
-#include "orrery/traces/error.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/traces/units.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery {
 namespace {
@@ -50,7 +50,7 @@ Value get(const Message& msg, const FieldDescriptor* field, int index) {
       return {Value::Kind::kNumber, integer_text(rep ? r->GetRepeatedInt32(msg, field, index)
                                                      : r->GetInt32(msg, field))};
     case FieldDescriptor::CPPTYPE_DOUBLE:
-      return {Value::Kind::kNumber, units::number(rep ? r->GetRepeatedDouble(msg, field, index)
+      return {Value::Kind::kNumber, base::units::number(rep ? r->GetRepeatedDouble(msg, field, index)
                                                       : r->GetDouble(msg, field))};
     case FieldDescriptor::CPPTYPE_BOOL:
       return {Value::Kind::kBool, (rep ? r->GetRepeatedBool(msg, field, index)
@@ -204,12 +204,12 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!overwrite && fs::exists(file, ec)) {
-    throw InputError(file.string(), 0, "",
+    throw base::InputError(file.string(), 0, "",
                      "already exists; refusing to overwrite it (choose another path or remove it)");
   }
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec)) {
-    throw InputError(file.string(), 0, "", "its folder " + dir.string() + " does not exist");
+    throw base::InputError(file.string(), 0, "", "its folder " + dir.string() + " does not exist");
   }
   fs::path tmp = dir / ("." + file.filename().string() + ".tmp" + std::to_string(::getpid()));
   {
@@ -218,13 +218,13 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
     out.close();
     if (!out) {
       fs::remove(tmp, ec);
-      throw EnvironmentError(file.string() + ": could not be written");
+      throw base::EnvironmentError(file.string() + ": could not be written");
     }
   }
   fs::rename(tmp, file, ec);
   if (ec) {
     fs::remove(tmp, ec);
-    throw EnvironmentError(file.string() + ": could not be written (" + ec.message() + ")");
+    throw base::EnvironmentError(file.string() + ": could not be written (" + ec.message() + ")");
   }
 }
 

@@ -1,5 +1,5 @@
-// How the executor groups parameters for data-parallel collectives: the simulator's rule
-// (sim/src/lower_data_parallel.cpp), so that each collective it runs is one node of the predicted
+// How the executor groups parameters for data-parallel collectives: the plan library's rule
+// (orrery/plan/buckets.hpp, which the lowering follows too), so that each collective it runs is one node of the predicted
 // graph, with the same name and the same bytes. Torch-free; the collectives themselves are in
 // src/parallel_sharding.hpp.
 //
@@ -11,11 +11,12 @@
 // sharded.
 //   - Gradient buckets (sharding none: all-reduce; zero1/zero2: reduce-scatter): the parts in
 //     backward order (head, L<last> ... L<first>, embed), a bucket flushed once it holds at least
-//     gradient_bucket_params() parameters; a part is never split. Dense and routed-expert weights
+//     plan::gradient_bucket_params() parameters; a part is never split. Dense and routed-expert weights
 //     fill separate buckets: "opt.dp.bucket<i>.<verb>" over dp, "opt.edp.bucket<i>.<verb>" over the
 //     expert-data-parallel group.
 //   - FSDP buckets (zero3/fsdp): consecutive parts in forward order, closed once they hold at least
-//     bucket_bytes / 4 parameters (one part each when bucket_bytes is 0).
+//     bucket_bytes / (gathered bytes per parameter) parameters (one part each when bucket_bytes is
+//     0), filled by the same plan::gradient_buckets.
 #pragma once
 
 #include <cstdint>
@@ -29,18 +30,6 @@ namespace orrery::executor {
 // The part of parameter `name` ("embed.tokens.weight" -> "embed", "layers.3.mlp.up.weight" -> "L3",
 // "head.norm.weight" -> "head").
 std::string parameter_part(const std::string& name);
-
-// Parameters per gradient bucket: bucket_bytes / grad_bytes, or Megatron's default
-// max(40e6, 1e6 x dp) when bucket_bytes is 0.
-double gradient_bucket_params(double bucket_bytes, int64_t dp, double grad_bytes = 4);
-
-// Gradient buckets over parts given in backward order with their parameter counts: each bucket
-// is a run of consecutive indices, flushed when it reaches `bucket_params`.
-std::vector<std::vector<size_t>> fill_gradient_buckets(const std::vector<int64_t>& part_params, double bucket_params);
-
-// FSDP buckets over parts given in forward order: runs of consecutive indices, closed when they
-// reach `limit` parameters (limit 0: one part per bucket).
-std::vector<std::vector<size_t>> fill_fsdp_buckets(const std::vector<int64_t>& part_params, double limit);
 
 // One data-parallel collective of a step as the executor runs it for one rank: its node name
 // (for FSDP, the first micro-batch's forward gather), the parts it covers, and its parameters

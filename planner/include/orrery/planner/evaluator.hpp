@@ -10,7 +10,7 @@
 #include "orrery/pb/sim_result.pb.h"
 #include "orrery/planner/plan_space.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/sim/resolved_plan.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::planner {
 
@@ -18,10 +18,10 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual std::string name() const = 0;
-  virtual pb::SimResult simulate(const sim::ResolvedPlan& plan) const = 0;
+  virtual pb::SimResult simulate(const plan::ResolvedPlan& plan) const = 0;
   // A deterministic estimate of what simulating `plan` costs, in the engine's own units (0 when
   // negligible), so that a search can decide before running anything whether it can afford it.
-  virtual double work(const sim::ResolvedPlan&) const { return 0; }
+  virtual double work(const plan::ResolvedPlan&) const { return 0; }
 };
 
 // The closed-form engine. CostModels holds no caches or mutable state (checked: the compute and
@@ -33,7 +33,7 @@ class DesEngine : public Engine {
  public:
   explicit DesEngine(const sim::CostModels& costs) : costs_(costs) {}
   std::string name() const override { return "des"; }
-  pb::SimResult simulate(const sim::ResolvedPlan& plan) const override;
+  pb::SimResult simulate(const plan::ResolvedPlan& plan) const override;
   // Layer passes it simulates, weighted by what a context-parallel ring adds to each: its
   // symmetric mode runs one rank per pp index (per (cp, pp) index when the cp ring does not
   // fold), each through every micro-batch of its layers, so micro-batches x layers (x cp
@@ -41,7 +41,7 @@ class DesEngine : public Engine {
   // micro-batches: about 0.9 s on the development machine; docs/planner.md has the weights).
   // Stages with their own degrees are simulated without symmetry: every rank through its
   // stage's layers.
-  double work(const sim::ResolvedPlan& plan) const override;
+  double work(const plan::ResolvedPlan& plan) const override;
 
  private:
   const sim::CostModels& costs_;
@@ -51,7 +51,7 @@ class AnalyticEngine : public Engine {
  public:
   explicit AnalyticEngine(const sim::CostModels& costs) : costs_(costs) {}
   std::string name() const override { return "analytic"; }
-  pb::SimResult simulate(const sim::ResolvedPlan& plan) const override;
+  pb::SimResult simulate(const plan::ResolvedPlan& plan) const override;
 
  private:
   const sim::CostModels& costs_;

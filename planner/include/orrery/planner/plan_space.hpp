@@ -1,6 +1,6 @@
 // The plan space: every way the planner may parallelize one job on one cluster, as compact knob
 // settings (`Knobs`) that become a pb::Plan. The validity rules are the simulator's own
-// (sim::resolve_plan is the arbiter); the cheap divisibility checks here only keep obviously
+// (plan::resolve_plan is the arbiter); the cheap divisibility checks here only keep obviously
 // invalid shapes out of the enumeration, they never admit a plan resolve_plan rejects.
 #pragma once
 

@@ -1,0 +1,83 @@
+// What one layer (or the embedding, or the head) runs in a forward, recompute or backward pass:
+// its ops in order with the TP/SP/EP communication between them and ring attention under CP.
+// Both the lowering (which turns steps into graph nodes) and the analytic engine (which adds up
+// their costs) read this, so they cannot disagree about where communication happens.
+//
+// Megatron-LM's placement:
+//   TP without SP: all-reduce after each row-parallel op (attn.out, mlp.down) in forward, and of
+//     the input gradient before the block norm's backward.
+//   TP with SP: reduce-scatter instead of that forward all-reduce and an all-gather after each
+//     block norm; backward mirrors them (all-gather before a row-parallel op's backward,
+//     reduce-scatter before the block norm's backward).
+//   EP: all-to-all after the router (dispatch) and after the experts (combine); backward mirrors.
+//   CP: the attention core as a ring: cp pieces, KV blocks passed on while each piece computes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "orrery/models/layer_ops.hpp"
+#include "orrery/pb/exec_graph.pb.h"
+#include "orrery/plan/resolved_plan.hpp"
+
+namespace orrery::plan::detail {
+
+struct Step {
+  enum class Kind { kCompute, kCollective, kRing };
+  Kind kind = Kind::kCompute;
+  const models::LayerOp* op = nullptr;  // kCompute, kRing
+  pb::Phase phase = pb::PHASE_FORWARD;  // kCompute: RECOMPUTE for selectively recomputed ops
+  // kCollective: which group, what, how much, and a readable name ("attn.out.all_reduce").
+  bool expert_group = false;  // EP group instead of TP
+  pb::CollectiveKind collective = pb::COLLECTIVE_KIND_UNSPECIFIED;
+  double bytes = 0;
+  std::string name;
+  // kRing: bytes of each KV exchange (doubled in backward: KV and their gradients travel).
+  double ring_bytes = 0;
+};
+
+// FLOPs and bytes one op moves in a phase (backward: its backward FLOPs and about twice the
+// forward bytes: it reads activations and output gradients and writes input and weight
+// gradients). The lowering's nodes and the analytic engine both use this.
+struct Work {
+  double flops = 0;
+  double bytes_read = 0;
+  double bytes_written = 0;
+};
+Work op_work(const models::LayerOp& op, pb::Phase phase);
+
+// FSDP's copies on the compute stream around its collectives (PyTorch FSDP2's copy-out and
+// copy-in): after an all-gather the gathered flat buffer is split into the parameters' tensors,
+// and before a reduce-scatter the gradients are packed into one flat buffer. Each reads and
+// writes `elements` values of `bytes_per_element`, in any phase (unlike op_work, no backward
+// doubling: a copy is the same copy in backward). Plain copies with no FLOPs, costed by the copy
+// class's curve (OP_CLASS_COPY: bytes over the memory bandwidth, which calibration fits from
+// `orrery bench`'s copies); the lowering's nodes and the analytic engine both use this.
+struct CopyWork {
+  std::vector<int64_t> shape;  // {elements}
+  double bytes_read = 0;
+  double bytes_written = 0;
+};
+CopyWork fsdp_copy(double elements, double bytes_per_element);
+
+// FSDP buckets of one chunk (Megatron/SimpleFSDP-style): consecutive units (parts with weights,
+// in forward order) share one gather and one reduce-scatter, filled up to `limit` parameters (one
+// unit each when it is 0). The lowering gathers and reduces them, the analytic engine costs them.
+// `keys`: each unit's part (its layer, -1 the embedding, -2 the head); `params`: its parameters.
+struct FsdpBucketSpan {
+  double params = 0;
+  size_t first = 0, last = 0;  // the bucket's first and last unit (indices into keys)
+  // Tied embeddings on a rank that also holds the head (`tied_single_stage`): the LM head reads
+  // the embedding matrix after the embedding's forward, so the embedding's bucket stays gathered
+  // from its forward gather until its backward (as FSDP keeps a root unit's shared weights),
+  // unless the head shares the bucket, which is then gathered as usual.
+  bool resident = false;
+};
+std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys, const std::vector<double>& params,
+                                         double limit, bool tied_single_stage);
+
+// `phase`: FORWARD, RECOMPUTE (the same steps re-run) or BACKWARD (reverse order).
+std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& plan,
+                                pb::Phase phase);
+
+}  // namespace orrery::plan::detail

@@ -1,0 +1,22 @@
+// The per-layer op tables of a plan (models::layer_ops under the plan's sharding), computed once
+// per lowering and shared with the analytic engine and the memory model, which cost the same ops.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "orrery/models/layer_ops.hpp"
+#include "orrery/plan/resolved_plan.hpp"
+
+namespace orrery::plan::detail {
+
+// The ops of each distinct part, computed once per lowering.
+struct OpTables {
+  std::vector<models::LayerOp> embedding, head;
+  std::vector<models::LayerOp> dense_layer, moe_layer;
+  const std::vector<models::LayerOp>& layer(const pb::ModelSpec& m, int64_t l) const;
+};
+OpTables make_op_tables(const ResolvedPlan& plan);
+models::ShardContext shard_context(const ResolvedPlan& plan);
+
+}  // namespace orrery::plan::detail

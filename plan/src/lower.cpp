@@ -1,0 +1,256 @@
+// The lowering driver: sets up each rank and walks its pipeline schedule.
+#include "orrery/plan/lower.hpp"
+
+#include "lower_rank.hpp"
+#include "orrery/plan/pipeline_schedule.hpp"
+#include "orrery/base/error.hpp"
+
+namespace orrery::plan {
+namespace detail {
+
+models::ShardContext shard_context(const ResolvedPlan& plan) {
+  models::ShardContext ctx;
+  ctx.micro_batch = plan.micro_batch_size;
+  ctx.seq_len = plan.seq_len;
+  ctx.tp = plan.degrees.tp;
+  ctx.sequence_parallel = plan.sequence_parallel();
+  ctx.cp = plan.degrees.cp;
+  ctx.ep = plan.degrees.ep;
+  ctx.activation_bytes = plan.precision.activation_bytes;
+  ctx.param_bytes = plan.precision.param_bytes;
+  ctx.moe_imbalance = plan.plan.moe_imbalance();
+  ctx.flash_attention = plan.plan.attention_kernel() != pb::ATTENTION_KERNEL_MATERIALIZED;
+  return ctx;
+}
+
+OpTables make_op_tables(const ResolvedPlan& plan) {
+  const auto ctx = shard_context(plan);
+  const auto& m = plan.model;
+  OpTables t;
+  t.embedding = models::layer_ops(m, models::LayerPart::kEmbedding, 0, ctx);
+  t.head = models::layer_ops(m, models::LayerPart::kHead, 0, ctx);
+  const int64_t first_moe = m.has_moe() ? m.moe().first_dense_layers() : m.num_layers();
+  if (first_moe > 0) t.dense_layer = models::layer_ops(m, models::LayerPart::kDecoder, 0, ctx);
+  if (first_moe < m.num_layers()) {
+    t.moe_layer = models::layer_ops(m, models::LayerPart::kDecoder, first_moe, ctx);
+  }
+  return t;
+}
+
+const std::vector<models::LayerOp>& OpTables::layer(const pb::ModelSpec& m, int64_t l) const {
+  const bool moe = m.has_moe() && l >= m.moe().first_dense_layers();
+  return moe ? moe_layer : dense_layer;
+}
+
+RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, const OpTables& ops,
+                           int64_t rank, pb::RankGraph* out)
+    : plan_(plan),
+      layout_(layout),
+      ops_(ops),
+      rank_(rank),
+      coord_(layout.coord(rank)),
+      b_(out),
+      stages_(plan.degrees.pp * plan.degrees.vp) {
+  out->set_rank(rank);
+  out->set_device(plan.device_of_rank[static_cast<size_t>(rank)]);
+  for (auto s : kStreams) out->add_streams(std::string(s));
+  const auto& d = plan.degrees;
+  tp_group_ = layout.group_id(GroupKind::kTp, rank);
+  cp_group_ = layout.group_id(GroupKind::kCp, rank);
+  ep_group_ = d.ep > 1 ? layout.group_id(GroupKind::kEp, rank) : -1;
+  // Dense gradients are reduced over every replica of the weights: dp, and cp ranks (which hold
+  // the same weights and see different tokens).
+  grad_group_ = layout.group_id(d.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, rank);
+  expert_grad_group_ = plan.model.has_moe() ? layout.group_id(GroupKind::kEdp, rank) : -1;
+  fsdp_group_ = -1;
+  if (fsdp()) {
+    const bool hsdp = plan.sharding() == pb::SHARDING_HSDP;
+    fsdp_group_ = layout.group_id(hsdp ? GroupKind::kDpShard : GroupKind::kDp, rank);
+    if (hsdp) replica_group_ = layout.group_id(GroupKind::kDpReplica, rank);
+  }
+  if (!plan.uniform_stages()) {
+    const int64_t p = coord_.pp;
+    if (p > 0) act_in_ = redistribute(plan, layout, p - 1, p), grad_out_ = redistribute(plan, layout, p, p - 1);
+    if (p + 1 < d.pp) act_out_ = redistribute(plan, layout, p, p + 1), grad_in_ = redistribute(plan, layout, p + 1, p);
+  }
+}
+
+int64_t RankLowering::receive_moved(const Site& site, bool forward) {
+  const Redistribution& move = forward ? act_in_ : grad_in_;
+  const std::string what = forward ? "recv.act" : "recv.grad";
+  int64_t last = -1;
+  for (const auto& t : move.receives_of(rank_)) {
+    last = b_.recv(site, forward ? kRecvPrev : kRecvNext, what + ".from" + std::to_string(t.from), t.from,
+                   tag(site.micro_batch, site.stage, forward), t.bytes, receive_posted_after());
+  }
+  // Same-stream receives finish in order, so the all-gather waits for the last one.
+  if (move.gather_bytes > 0 && tp_group_ >= 0) {
+    last = b_.collective(site, kCompute, what + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, tp_group_,
+                         move.gather_bytes, {last});
+  }
+  return last;
+}
+
+void RankLowering::send_moved(const Site& site, bool forward, int64_t input) {
+  const Redistribution& move = forward ? act_out_ : grad_out_;
+  const int64_t to_stage = site.stage + (forward ? 1 : -1);
+  for (const auto& t : move.sends_of(rank_)) {
+    b_.send(site, forward ? kSendNext : kSendPrev, std::string(forward ? "send.act" : "send.grad") + ".to" +
+            std::to_string(t.to), t.to, tag(site.micro_batch, to_stage, forward), t.bytes, {input});
+  }
+}
+
+bool RankLowering::fsdp() const {
+  const auto s = plan_.sharding();
+  return s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP;
+}
+
+double RankLowering::activation_bytes_per_mb() const {
+  const auto& d = plan_.degrees;
+  double tokens = static_cast<double>(plan_.micro_batch_size * plan_.seq_len / d.cp);
+  if (plan_.sequence_parallel()) tokens /= static_cast<double>(d.tp);
+  return tokens * static_cast<double>(plan_.model.hidden_size()) * plan_.precision.activation_bytes;
+}
+
+std::vector<int64_t> RankLowering::receive_posted_after() const {
+  const int64_t last = b_.last_on(kCompute);
+  return last >= 0 ? std::vector<int64_t>{last} : std::vector<int64_t>{};
+}
+
+int64_t RankLowering::stage_of(int64_t chunk) const { return chunk * plan_.degrees.pp + coord_.pp; }
+
+int64_t RankLowering::pipeline_peer(int64_t pp) const {
+  RankCoord c = coord_;
+  c.pp = (pp + plan_.degrees.pp) % plan_.degrees.pp;
+  return layout_.rank(c);
+}
+
+int64_t RankLowering::tag(int64_t mb, int64_t stage, bool forward) const {
+  return (mb * stages_ + stage) * 2 + (forward ? 0 : 1);
+}
+
+void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
+  const int64_t s = stage_of(chunk);
+  Site site{pb::PHASE_FORWARD, -1, mb, s};
+  int64_t last;
+  if (s == 0) {
+    last = run_program(ops_.embedding, {pb::PHASE_FORWARD, -1, mb, s}, -1);
+  } else if (!plan_.uniform_stages()) {
+    last = receive_moved(site, true);
+  } else {
+    last = b_.recv(site, kRecvPrev, "recv.act", pipeline_peer(coord_.pp - 1), tag(mb, s, true),
+                   activation_bytes_per_mb(), receive_posted_after());
+  }
+  const int64_t first = plan_.first_layer(s);
+  for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
+    site.layer = l;
+    last = run_program(ops_.layer(plan_.model, l), site, last);
+  }
+  site.layer = -1;
+  if (s == stages_ - 1) {
+    run_program(ops_.head, site, last);
+  } else if (!plan_.uniform_stages()) {
+    send_moved(site, true, last);
+  } else {
+    b_.send(site, kSendNext, "send.act", pipeline_peer(coord_.pp + 1), tag(mb, s + 1, true),
+            activation_bytes_per_mb(), {last});
+  }
+}
+
+void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
+  const int64_t s = stage_of(chunk);
+  const bool last_mb = mb == plan_.num_micro_batches - 1;
+  Site site{pb::PHASE_BACKWARD, -1, mb, s};
+  int64_t last;
+  if (s == stages_ - 1) {
+    last = run_program(ops_.head, site, b_.last_on(kCompute));
+    if (last_mb) record_grads("head", ops_.head, last);
+  } else if (!plan_.uniform_stages()) {
+    last = receive_moved(site, false);
+  } else {
+    last = b_.recv(site, kRecvNext, "recv.grad", pipeline_peer(coord_.pp + 1), tag(mb, s, false),
+                   activation_bytes_per_mb(), receive_posted_after());
+  }
+  const int64_t first = plan_.first_layer(s);
+  for (int64_t l = first + plan_.layers_per_stage[static_cast<size_t>(s)] - 1; l >= first; --l) {
+    site.layer = l;
+    const auto& ops = ops_.layer(plan_.model, l);
+    if (plan_.recompute() == pb::RECOMPUTE_FULL) {
+      // Re-run the layer's forward from its saved input just before its backward.
+      last = run_program(ops, {pb::PHASE_RECOMPUTE, l, mb, s}, last);
+    }
+    last = run_program(ops, site, last);
+    if (last_mb) record_grads("L" + std::to_string(l), ops, last);
+  }
+  site.layer = -1;
+  if (s == 0) {
+    last = run_program(ops_.embedding, site, last);
+    if (last_mb) record_grads("embed", ops_.embedding, last);
+  } else if (!plan_.uniform_stages()) {
+    send_moved(site, false, last);
+  } else {
+    b_.send(site, kSendPrev, "send.grad", pipeline_peer(coord_.pp - 1), tag(mb, s - 1, false),
+            activation_bytes_per_mb(), {last});
+  }
+  last_backward_ = last;
+}
+
+void RankLowering::run() {
+  const auto& d = plan_.degrees;
+  const auto order = pipeline_order(plan_.schedule(), d.pp, d.vp, coord_.pp, plan_.num_micro_batches);
+  start_step();
+  for (const PipeStep& step : order) {
+    if (step.forward) {
+      forward_chunk(step.micro_batch, step.chunk);
+    } else {
+      backward_chunk(step.micro_batch, step.chunk);
+    }
+  }
+  finish_step();
+}
+
+}  // namespace detail
+
+std::vector<int64_t> representative_ranks(const ResolvedPlan& plan) {
+  const RankLayout layout = rank_layout(plan);
+  std::vector<int64_t> out;
+  for (int64_t p = 0; p < plan.degrees.pp; ++p) out.push_back(layout.rank({0, 0, 0, p}));
+  return out;
+}
+
+pb::ExecGraph lower(const ResolvedPlan& plan, const LowerOptions& options) {
+  const RankLayout layout = rank_layout(plan);
+  const detail::OpTables ops = detail::make_op_tables(plan);
+  // Stages with their own degrees: each stage's view of the plan and its ops, made once.
+  std::vector<ResolvedPlan> views;
+  std::vector<detail::OpTables> view_ops;
+  if (!plan.uniform_stages()) {
+    for (int64_t p = 0; p < plan.degrees.pp; ++p) {
+      views.push_back(plan.for_stage(p));
+      view_ops.push_back(detail::make_op_tables(views.back()));
+    }
+  }
+  pb::ExecGraph g;
+  g.set_model(plan.model.name());
+  g.set_cluster(plan.cluster.name());
+  g.set_producer("orrery sim lowering");
+  g.set_world_size(plan.world_size());
+  g.set_steps(1);
+  for (auto& pg : layout.process_groups()) *g.add_process_groups() = std::move(pg);
+  std::vector<int64_t> ranks = options.ranks;
+  if (ranks.empty()) {
+    for (int64_t r = 0; r < plan.world_size(); ++r) ranks.push_back(r);
+  }
+  for (int64_t r : ranks) {
+    ORRERY_CHECK(r >= 0 && r < plan.world_size(), "rank to lower out of range");
+    if (plan.uniform_stages()) {
+      detail::RankLowering(plan, layout, ops, r, g.add_ranks()).run();
+    } else {
+      const auto p = static_cast<size_t>(layout.coord(r).pp);
+      detail::RankLowering(views[p], layout, view_ops[p], r, g.add_ranks()).run();
+    }
+  }
+  return g;
+}
+
+}  // namespace orrery::plan

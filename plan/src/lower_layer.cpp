@@ -1,0 +1,96 @@
+// One layer's steps (layer_program.cpp) turned into graph nodes, and ring attention as the
+// cp pieces of the attention core with the KV exchange on its own streams.
+#include <algorithm>
+
+#include "orrery/plan/layer_program.hpp"
+#include "lower_rank.hpp"
+#include "orrery/plan/lower.hpp"
+
+namespace orrery::plan::detail {
+namespace {
+
+
+}  // namespace
+
+int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site site,
+                                  int64_t input) {
+  int64_t last = input;
+  // FSDP: every part with weights is a unit, grouped into buckets (plan_fsdp_buckets). A bucket
+  // is gathered at its first unit in forward order before the forward, and at its first unit in
+  // backward order before the backward pass touches it (the recompute, under full
+  // recomputation, for decoder layers); it is reduce-scattered after its last unit's backward.
+  const FsdpBucket* bucket = nullptr;
+  if (fsdp()) {
+    if (auto it = fsdp_bucket_of_.find(part_key(ops, site)); it != fsdp_bucket_of_.end()) bucket = &it->second;
+  }
+  if (bucket != nullptr) {
+    const int64_t key = part_key(ops, site);
+    const bool recomputed = site.layer >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL;
+    const bool gather = site.phase == pb::PHASE_FORWARD ? key == bucket->first
+                        : site.phase == pb::PHASE_RECOMPUTE ? key == bucket->last && !bucket->resident
+                                                            : key == bucket->last && !recomputed && !bucket->resident;
+    if (gather) last = fsdp_gather(site, *bucket, last);
+  }
+  // ZeRO-1/2 with overlapped parameter gathers: the first forward of a part copies out its
+  // parameters, all-gathered after the previous step's optimizer, and waits for them.
+  int64_t gathered = -1;
+  if (site.phase == pb::PHASE_FORWARD && site.micro_batch == 0) {
+    if (auto it = param_gather_.find(part_key(ops, site)); it != param_gather_.end()) gathered = copy_part(it->second, last);
+  }
+  for (const Step& step : layer_program(ops, plan_, site.phase)) {
+    switch (step.kind) {
+      case Step::Kind::kCompute: {
+        Site s = site;
+        s.phase = step.phase;
+        last = b_.compute(s, *step.op, 1.0, {last, gathered});
+        gathered = -1;
+        break;
+      }
+      case Step::Kind::kRing: {
+        Site s = site;
+        s.phase = step.phase;  // selective recomputation re-runs the ring inside a backward
+        last = ring_attention(*step.op, step.ring_bytes, s, last);
+        break;
+      }
+      case Step::Kind::kCollective: {
+        const int64_t group = step.expert_group ? ep_group_ : tp_group_;
+        if (group >= 0) {
+          last = b_.collective(site, kCompute, step.name, step.collective, group, step.bytes, {last});
+        }
+        break;
+      }
+    }
+  }
+  if (bucket != nullptr && site.phase == pb::PHASE_BACKWARD && part_key(ops, site) == bucket->first) {
+    fsdp_reduce(site, part_key(ops, site), bucket->params, last);
+  }
+  return last;
+}
+
+int64_t RankLowering::ring_attention(const models::LayerOp& op, double bytes, const Site& site,
+                                     int64_t input) {
+  const int64_t cp = plan_.degrees.cp;
+  const auto ring = layout_.group(GroupKind::kCp, rank_);
+  const int64_t me = layout_.index_in_group(GroupKind::kCp, rank_);
+  const int64_t next = ring[static_cast<size_t>((me + 1) % cp)];
+  const int64_t prev = ring[static_cast<size_t>((me + cp - 1) % cp)];
+  int64_t last = input;
+  int64_t arrived = input;  // the KV block the next piece works on
+  for (int64_t step = 0; step < cp; ++step) {
+    const std::string suffix = ".ring" + std::to_string(step);
+    int64_t received = -1;
+    if (step + 1 < cp) {
+      // Pass the block just used on while computing with it; ring traffic shares one tag space
+      // per (layer, micro-batch, phase, step) so sends and receives pair up in order.
+      const int64_t t = ((site.layer * plan_.num_micro_batches + site.micro_batch) * 4 +
+                         static_cast<int64_t>(site.phase)) * cp + step;
+      b_.send(site, kCommCpSend, op.name + suffix + ".send", next, t, bytes, {arrived});
+      received = b_.recv(site, kCommCpRecv, op.name + suffix + ".recv", prev, t, bytes, {});
+    }
+    last = b_.compute(site, op, 1.0 / static_cast<double>(cp), {last, arrived}, suffix);
+    arrived = received;
+  }
+  return last;
+}
+
+}  // namespace orrery::plan::detail

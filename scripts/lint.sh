@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The house style as errors (docs/development.md): clang-format on every C++ file git tracks, and
+# clang-tidy (.clang-tidy: function size, a few bug patterns) on every compiled source of a
+# configured build but the tests and generated code. Usage: scripts/lint.sh [build-dir]
+# (default build/, which needs compile_commands.json: scripts/build.sh makes it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build}"
+
+mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' '*.cu')
+echo "lint: clang-format on ${#sources[@]} files" >&2
+if ! clang-format --dry-run --Werror "${sources[@]}"; then
+  echo "lint: clang-format: the files above are not formatted (run: clang-format -i FILE)" >&2
+  exit 1
+fi
+
+if [[ ! -f "$build/compile_commands.json" ]]; then
+  echo "lint: $build/compile_commands.json is missing: configure first (scripts/build.sh)" >&2
+  exit 1
+fi
+# Sources of the compile database that are ours: not tests, benchmarks or generated code.
+root="$(pwd)/"
+mapfile -t units < <(grep -o '"file": "[^"]*"' "$build/compile_commands.json" | sed 's/^"file": "//; s/"$//' |
+  sed "s|^$root||" | grep -v -e '^tests/' -e '^bench/' -e '/gen/' -e '^/' | sort -u)
+echo "lint: clang-tidy on ${#units[@]} translation units ($(nproc) at a time)" >&2
+# One process per unit, run in parallel; -quiet keeps the output to the findings.
+printf '%s\n' "${units[@]}" |
+  xargs -P "$(nproc)" -n 1 clang-tidy -p "$build" -quiet 2> >(grep -v "warnings generated" >&2)
+echo "lint: ok" >&2

@@ -1,0 +1,134 @@
+// Reads a device group's shape off the topology (see collective_group.hpp).
+#include "orrery/sim/collective_group.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string_view>
+
+#include "orrery/topologies/routing.hpp"
+#include "orrery/base/error.hpp"
+
+namespace orrery::sim::detail {
+namespace {
+
+// GPU families whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
+// generation NVSwitch and later, i.e. Hopper and Blackwell HGX/DGX boards and NVL72 racks (NCCL
+// enables its NVLS algorithm on these when the NVSwitch supports multicast).
+constexpr std::array<std::string_view, 8> kNvlsDeviceFamilies = {
+    "H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300"};
+
+const pb::NodeType& node_type_of(const topologies::Topology& topology, int64_t device) {
+  const pb::ClusterSpec& spec = topology.spec();
+  const auto& group = spec.node_groups(topology.device(device).node_group);
+  for (const auto& t : spec.node_types()) {
+    if (t.name() == group.node_type()) return t;
+  }
+  ORRERY_CHECK(false, "node type " + group.node_type() + " of a validated cluster is missing");
+}
+
+bool nvls_family(std::string_view device_name) {
+  return std::any_of(kNvlsDeviceFamilies.begin(), kNvlsDeviceFamilies.end(),
+                     [&](std::string_view f) { return device_name.substr(0, f.size()) == f; });
+}
+
+// The first two ranks of the group in its fullest island (-1 when no island has two).
+std::pair<int64_t, int64_t> pair_in_island(const topologies::Topology& topology,
+                                           const std::vector<int64_t>& devices, int64_t island) {
+  int64_t first = -1;
+  for (int64_t d : devices) {
+    if (island_of(topology, d) != island) continue;
+    if (first < 0) {
+      first = d;
+    } else {
+      return {first, d};
+    }
+  }
+  return {first, -1};
+}
+
+}  // namespace
+
+int64_t island_of(const topologies::Topology& topology, int64_t device) {
+  const auto& info = topology.device(device);
+  return info.nvlink_domain >= 0 ? info.nvlink_domain : -(info.node + 1);
+}
+
+HopLatency hop_latency(const topologies::Topology& topology, int64_t src, int64_t dst) {
+  HopLatency out;
+  if (src == dst) return out;
+  const topologies::Route r = topologies::route(topology, src, dst);
+  for (const auto& e : r.edges) {
+    const auto& link = topology.graph()[e];
+    (link.kind == topologies::LinkKind::kNetwork ? out.network_s : out.intra_s) += link.latency_s;
+  }
+  return out;
+}
+
+CollectiveGroup describe_group(const topologies::Topology& topology,
+                               const std::vector<int64_t>& devices) {
+  CollectiveGroup g;
+  g.ranks = static_cast<int64_t>(devices.size());
+  std::map<int64_t, int64_t> per_island, per_node;
+  for (int64_t d : devices) {
+    ++per_island[island_of(topology, d)];
+    ++per_node[topology.device(d).node];
+  }
+  g.islands = static_cast<int64_t>(per_island.size());
+  int64_t fullest = per_island.begin()->first;
+  for (const auto& [island, count] : per_island) {
+    if (count > g.ranks_per_island) {
+      g.ranks_per_island = count;
+      fullest = island;
+    }
+  }
+  for (const auto& [node, count] : per_node) g.ranks_per_node = std::max(g.ranks_per_node, count);
+
+  const int64_t first = devices.front();
+  const pb::NodeType& type = node_type_of(topology, first);
+  const pb::IntraNodeSpec& intra = type.intra();
+  const auto [a, b] = pair_in_island(topology, devices, fullest);
+  switch (intra.kind()) {
+    case pb::INTRA_NODE_KIND_NVSWITCH:
+    case pb::INTRA_NODE_KIND_HOST:
+      g.intra_pair_bytes_per_s = intra.device_link().bandwidth_bytes_per_s();
+      g.intra_rank_bytes_per_s = g.intra_pair_bytes_per_s;
+      break;
+    case pb::INTRA_NODE_KIND_MESH:
+      // Rings and all-to-all spread over every direct link of the rank.
+      g.intra_pair_bytes_per_s = intra.device_link().bandwidth_bytes_per_s();
+      g.intra_rank_bytes_per_s =
+          g.intra_pair_bytes_per_s * static_cast<double>(std::max<int64_t>(1, g.ranks_per_island - 1));
+      break;
+    default:
+      g.intra_pair_bytes_per_s = b >= 0 ? topologies::pair_bottleneck_bandwidth(topology, a, b)
+                                        : intra.pcie_link().bandwidth_bytes_per_s();
+      g.intra_rank_bytes_per_s = g.intra_pair_bytes_per_s;
+      break;
+  }
+  g.nvls = intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH && g.ranks_per_island >= 2 &&
+           nvls_family(type.device());
+  if (b >= 0) g.intra_hop_latency_s = hop_latency(topology, a, b).intra_s;
+
+  const int64_t nics = type.nic().count();
+  const double nic_bw = type.nic().link().bandwidth_bytes_per_s();
+  g.pair_nic_bytes_per_s = nics > 0 ? nic_bw : 0;
+  g.rank_nic_bytes_per_s = static_cast<double>(std::min(nics, g.ranks_per_node)) * nic_bw /
+                           static_cast<double>(g.ranks_per_node);
+  for (const auto& [node, count] : per_node) {
+    const int64_t device_of_node = *std::find_if(devices.begin(), devices.end(), [&, n = node](int64_t d) {
+      return topology.device(d).node == n;
+    });
+    if (island_of(topology, device_of_node) != fullest) continue;
+    g.island_nic_bytes_per_s += static_cast<double>(std::min(nics, count)) * nic_bw;
+  }
+  if (g.islands > 1) {
+    const auto other = std::find_if(devices.begin(), devices.end(), [&](int64_t d) {
+      return island_of(topology, d) != island_of(topology, first);
+    });
+    g.network_hop_latency_s = hop_latency(topology, first, *other).network_s;
+  }
+  return g;
+}
+
+}  // namespace orrery::sim::detail

@@ -1,0 +1,146 @@
+#include "orrery/sim/memory_model.hpp"
+
+#include <algorithm>
+
+#include "orrery/plan/op_tables.hpp"
+#include "orrery/plan/pipeline_schedule.hpp"
+#include "orrery/plan/rank_layout.hpp"
+
+namespace orrery::sim {
+namespace {
+
+double params_of(const std::vector<models::LayerOp>& ops) {
+  double p = 0;
+  for (const auto& op : ops) p += op.parameters;
+  return p;
+}
+
+// Activations one micro-batch leaves for the backward of these ops.
+double saved_bytes(const std::vector<models::LayerOp>& ops, pb::Recompute recompute) {
+  double bytes = 0;
+  for (const auto& op : ops) {
+    bytes += op.saved_activation_bytes;
+    if (recompute == pb::RECOMPUTE_SELECTIVE) bytes -= op.selective_recompute_bytes;
+  }
+  return bytes;
+}
+
+struct Stage {
+  double params = 0;           // this rank's shard (after TP/EP), elements
+  double activation_bytes = 0; // one micro-batch
+  double largest_layer_bytes = 0;  // full recomputation: one layer re-materialized at a time
+  double largest_layer_params = 0;
+};
+
+Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t, int64_t s) {
+  const auto recompute = plan.recompute();
+  const int64_t stages = plan.degrees.pp * plan.degrees.vp;
+  // A layer's input, which full recomputation keeps (sequence-parallel: this rank's slice).
+  double input = static_cast<double>(plan.micro_batch_size * plan.seq_len / plan.degrees.cp) *
+                 static_cast<double>(plan.model.hidden_size()) * plan.precision.activation_bytes;
+  if (plan.sequence_parallel()) input /= static_cast<double>(plan.degrees.tp);
+  Stage st;
+  auto add = [&](const std::vector<models::LayerOp>& ops, bool layer) {
+    const double params = params_of(ops);
+    st.params += params;
+    const double saved = saved_bytes(ops, recompute == pb::RECOMPUTE_FULL ? pb::RECOMPUTE_NONE : recompute);
+    if (layer && recompute == pb::RECOMPUTE_FULL) {
+      st.activation_bytes += input;
+      st.largest_layer_bytes = std::max(st.largest_layer_bytes, saved);
+    } else {
+      st.activation_bytes += saved;
+    }
+    // FSDP units: decoder layers, and the embedding and head (often the largest).
+    st.largest_layer_params = std::max(st.largest_layer_params, params);
+  };
+  if (s == 0) add(t.embedding, false);
+  const int64_t first = plan.first_layer(s);
+  for (int64_t l = first; l < first + plan.layers_per_stage[static_cast<size_t>(s)]; ++l) {
+    add(t.layer(plan.model, l), true);
+  }
+  if (s == stages - 1) add(t.head, false);
+  return st;
+}
+
+// Pipeline rank p's memory. `plan` is the plan as that stage sees it (ResolvedPlan::for_stage:
+// its tp, its dp for ZeRO sharding, its replicas' micro-batch for activations), `t` its ops.
+pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t, const plan::RankLayout& layout,
+                            int64_t p) {
+  const auto& d = plan.degrees;
+  const auto& prec = plan.precision;
+  const auto sharding = plan.sharding();
+  const double shard_degree = sharding == pb::SHARDING_HSDP ? static_cast<double>(plan.plan.shard_group_size())
+                                                           : static_cast<double>(d.dp);
+  const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
+                    sharding == pb::SHARDING_HSDP;
+  std::vector<Stage> chunks;
+  Stage total;
+  for (int64_t c = 0; c < d.vp; ++c) {
+    chunks.push_back(stage_figures(plan, t, c * d.pp + p));
+    total.params += chunks.back().params;
+    total.largest_layer_bytes = std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
+    total.largest_layer_params = std::max(total.largest_layer_params, chunks.back().largest_layer_params);
+  }
+  // Activations alive at the schedule's worst moment: forwards done, backwards not yet.
+  double live = 0, peak_live = 0;
+  for (const auto& step : plan::pipeline_order(plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches)) {
+    const double a = chunks[static_cast<size_t>(step.chunk)].activation_bytes;
+    live += step.forward ? a : -a;
+    peak_live = std::max(peak_live, live);
+  }
+  pb::RankMemory m;
+  const int64_t rank = layout.rank({0, 0, 0, p});
+  m.set_rank(rank);
+  const double params = total.params;
+  double param_bytes = params * prec.param_bytes;
+  double grad_bytes = params * prec.grad_bytes;
+  double optimizer_bytes = params * (prec.master_param_bytes + prec.optimizer_state_bytes);
+  if (sharding != pb::SHARDING_NONE) optimizer_bytes /= shard_degree;
+  if (sharding == pb::SHARDING_ZERO2 || fsdp) grad_bytes /= shard_degree;
+  if (fsdp) {
+    // Sharded weights, plus the gathered layers in flight (current + prefetched) and one
+    // layer's full gradients before its reduce-scatter.
+    const double in_flight = static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets()));
+    param_bytes = param_bytes / shard_degree + in_flight * total.largest_layer_params * prec.param_bytes;
+    grad_bytes += total.largest_layer_params * prec.grad_bytes;
+  }
+  const double activations = peak_live + total.largest_layer_bytes;
+  // Pipeline send/receive buffers (two per direction) and, for DDP, the gradient buckets are
+  // the gradients themselves; the rest is the runtime's fixed share.
+  double tokens = static_cast<double>(plan.micro_batch_size * plan.seq_len / d.cp);
+  if (plan.sequence_parallel()) tokens /= static_cast<double>(d.tp);
+  const double p2p = d.pp > 1 ? 4 * tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes : 0;
+  const pb::DeviceSpec& device = plan::device_of(plan, rank);
+  const double runtime = device.kind() == pb::DEVICE_KIND_GPU ? kGpuRuntimeBytes : 0;
+  m.set_parameters_bytes(param_bytes);
+  m.set_gradients_bytes(grad_bytes);
+  m.set_optimizer_bytes(optimizer_bytes);
+  m.set_activations_bytes(activations);
+  m.set_comm_buffers_bytes(p2p);
+  m.set_allocator_overhead_bytes(runtime + kAllocatorFragmentation * activations);
+  const double peak = param_bytes + grad_bytes + optimizer_bytes + activations + p2p +
+                      m.allocator_overhead_bytes();
+  m.set_peak_bytes(peak);
+  m.set_capacity_bytes(device.memory_bytes());
+  m.set_oom(peak > device.memory_bytes());
+  return m;
+}
+
+}  // namespace
+
+std::vector<pb::RankMemory> memory_per_stage(const plan::ResolvedPlan& plan) {
+  const plan::RankLayout layout = plan::rank_layout(plan);
+  std::vector<pb::RankMemory> out;
+  if (plan.uniform_stages()) {
+    const auto t = plan::detail::make_op_tables(plan);
+    for (int64_t p = 0; p < plan.degrees.pp; ++p) out.push_back(stage_memory(plan, t, layout, p));
+    return out;
+  }
+  for (int64_t p = 0; p < plan.degrees.pp; ++p) {
+    const plan::ResolvedPlan stage = plan.for_stage(p);
+    out.push_back(stage_memory(stage, plan::detail::make_op_tables(stage), layout, p));
+  }
+  return out;
+}
+
+}  // namespace orrery::sim
