@@ -16,6 +16,7 @@ packages=(
   libcli11-dev libfmt-dev                                 # cli/
   libopenmpi-dev openmpi-bin                              # planner/: `mpirun -np N orrery plan` (optional in CMake)
   libgtest-dev libgmock-dev libbenchmark-dev              # tests and benchmarks
+  clang-format clang-tidy                                 # scripts/lint.sh: the house style as errors
 )
 if [[ "${ORRERY_SETUP_TORCH:-1}" == 1 ]]; then
   # executor/: libtorch (CPU) with Gloo process groups. Without OpenBLAS-OpenMP Debian's libtorch

@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-default}"
 bash scripts/build.sh "$preset"
+# clang-format and clang-tidy (.clang-tidy) over the tree, as errors (docs/development.md).
+case "$preset" in
+  asan) build_dir=build-asan ;;
+  *) build_dir=build ;;
+esac
+bash scripts/lint.sh "$build_dir"
 ctest --preset "$preset" -j"$(nproc)"
 # The executor-only build that GPU nodes use (no SimGrid, no Ceres) must build and train too.
 bash scripts/check_executor_only.sh

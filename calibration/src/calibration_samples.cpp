@@ -172,7 +172,7 @@ class TraceReader {
   // A collective on a communication stream (not the blocking TP/EP collectives on the compute
   // stream, during which no compute runs).
   static bool communication_stream_collective(const pb::ExecNode& n) {
-    return n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() != plan::kCompute;
+    return n.kind() == pb::NODE_KIND_COLLECTIVE && !plan::is_blocking_collective(n);
   }
 
   // Fraction of `node`'s [start, start + duration) covered by `spans`.
@@ -491,7 +491,7 @@ class TraceReader {
     }
     CommSample s = comm_sample(node, g);
     s.seconds = node.duration_s();
-    s.blocking = node.stream() == plan::kCompute;
+    s.blocking = plan::is_blocking_collective(node);
     instances_.emplace(key, std::move(s));
   }
 

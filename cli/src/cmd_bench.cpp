@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "text.hpp"
 #include "orrery/base/error.hpp"
 
 #ifdef ORRERY_HAVE_EXECUTOR
@@ -36,12 +37,6 @@ struct BenchArgs {
   bool force = false;
   int64_t ranks = 2;
 };
-
-std::string percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
-  return buf;
-}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "text.hpp"
 #include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/calibration/calibration_samples.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -67,12 +68,6 @@ pb::ExecGraph read_trace(const std::string& file, std::vector<std::string>& note
   const bool json = std::filesystem::path(file).extension() == ".json";
   parse_spec(text, file, json ? SpecFormat::kJson : SpecFormat::kYaml, &graph);
   return graph;
-}
-
-std::string percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
-  return buf;
 }
 
 std::string plain(double v) {

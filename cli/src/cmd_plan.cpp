@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "text.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
@@ -47,19 +48,10 @@ struct PlanCommandArgs {
   double rerank_budget = 60000;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 std::vector<int64_t> int_list(const std::string& flag, const std::string& text) {
   std::vector<int64_t> out;
-  for (const auto& item : split(text)) {
+  for (const auto& item : split_commas(text)) {
+    if (item.empty()) continue;
     size_t used = 0;
     int64_t v = 0;
     try {
@@ -79,7 +71,8 @@ template <class E>
 std::vector<E> enum_list(const std::string& flag, const std::string& text,
                          const google::protobuf::EnumDescriptor* e) {
   std::vector<E> out;
-  for (const auto& item : split(text)) {
+  for (const auto& item : split_commas(text)) {
+    if (item.empty()) continue;
     std::vector<std::string> names;
     bool found = false;
     for (int i = 0; i < e->value_count(); ++i) {
@@ -91,12 +84,6 @@ std::vector<E> enum_list(const std::string& flag, const std::string& text,
     if (!found) throw base::InputError("", 0, flag, "got '" + item + "'" + base::suggest(item, names));
   }
   return out;
-}
-
-std::string percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
-  return buf;
 }
 
 // Progress on stderr: a redrawn bar when stderr is a terminal (at most ~10 times a second).

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "text.hpp"
 #include "orrery/validation/collective_validation.hpp"
 #include "orrery/validation/run_validation.hpp"
 #include "orrery/validation/trace_validation.hpp"
@@ -32,19 +33,7 @@ struct ValidateArgs {
   bool force = false;
 };
 
-std::string signed_percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * fraction);
-  return buf;
-}
-
-std::string percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
-  return buf;
-}
-
-void validation::validate_runs(const ValidateArgs& a, const OutputFlags& out) {
+void report_runs(const ValidateArgs& a, const OutputFlags& out) {
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
   const validation::RunValidation v = validation::validate_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"),
@@ -93,7 +82,7 @@ void validation::validate_runs(const ValidateArgs& a, const OutputFlags& out) {
   }
 }
 
-void validation::validate_collectives(const ValidateArgs& a, const OutputFlags& out) {
+void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
   const validation::CollectiveValidation v = validation::validate_collectives(a.collectives_file);
   if (out.json) {
     nlohmann::ordered_json tables = nlohmann::ordered_json::array();
@@ -189,8 +178,8 @@ std::vector<const validation::NodeComparison*> worst_nodes(const validation::Tra
 
 constexpr size_t kWorstNodes = 10;
 
-void validation::validate_trace(const ValidateArgs& a, const OutputFlags& out) {
-  const sim::EngineKind engine = engine_kind(a.engine);
+void report_trace(const ValidateArgs& a, const OutputFlags& out) {
+  const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
   if (!a.timeline_file.empty() && engine != sim::EngineKind::kDes) {
     throw base::InputError("", 0, "--timeline", "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
@@ -265,9 +254,9 @@ void add_validate_command(CLI::App& app) {
   runs->excludes(trace);
   coll->excludes(trace);
   cmd->callback([a, out] {
-    if (!a->runs_file.empty()) return validation::validate_runs(*a, *out);
-    if (!a->collectives_file.empty()) return validation::validate_collectives(*a, *out);
-    if (!a->trace_file.empty()) return validation::validate_trace(*a, *out);
+    if (!a->runs_file.empty()) return report_runs(*a, *out);
+    if (!a->collectives_file.empty()) return report_collectives(*a, *out);
+    if (!a->trace_file.empty()) return report_trace(*a, *out);
     throw base::InputError("", 0, "validate", "give --runs FILE, --collectives FILE or --trace FILE");
   });
 }

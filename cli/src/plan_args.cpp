@@ -1,5 +1,7 @@
 #include "plan_args.hpp"
 
+#include "text.hpp"
+
 #include <algorithm>
 #include <sstream>
 
@@ -24,18 +26,10 @@ int parse_enum(const std::string& flag, const std::string& text, const google::p
   throw base::InputError("", 0, flag, "got '" + text + "'" + base::suggest(text, names));
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
-  return out;
-}
-
 // A comma list of integers for a repeated plan field.
 void set_int_list(const std::string& flag, const std::string& text, google::protobuf::RepeatedField<int64_t>* out) {
   out->Clear();
-  for (const auto& item : split(text)) {
+  for (const auto& item : split_commas(text)) {
     try {
       size_t used = 0;
       const int64_t v = std::stoll(item, &used);
@@ -153,7 +147,7 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.placement) p.set_placement_order(*a.placement);
   if (a.layers_per_stage) {
     p.clear_layers_per_stage();
-    for (const auto& item : split(*a.layers_per_stage)) {
+    for (const auto& item : split_commas(*a.layers_per_stage)) {
       try {
         p.add_layers_per_stage(std::stoll(item));
       } catch (const std::exception&) {
@@ -163,7 +157,7 @@ LoadedJob load_job(const PlanArgs& a) {
   }
   if (a.stage_node_groups) {
     p.clear_stage_node_groups();
-    for (const auto& item : split(*a.stage_node_groups)) p.add_stage_node_groups(item);
+    for (const auto& item : split_commas(*a.stage_node_groups)) p.add_stage_node_groups(item);
   }
   if (a.moe_imbalance) p.set_moe_imbalance(*a.moe_imbalance);
   if (a.overlap_grad_reduce) p.set_overlap_grad_reduce(true);

@@ -1,4 +1,5 @@
 #include "sim_report.hpp"
+#include "text.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -10,12 +11,6 @@
 
 namespace orrery::cli {
 namespace {
-
-std::string percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
-  return buf;
-}
 
 std::string enum_name(const google::protobuf::EnumDescriptor* e, int v) {
   return enum_value_name(*e->FindValueByNumber(v));

@@ -64,7 +64,7 @@ std::vector<std::string> fitted(const pb::FitStats& f) {
   return {f.fitted_params().begin(), f.fitted_params().end()};
 }
 
-TEST(calibration::CalibrationFit, FitsTheCostModelsOwnFormula) {
+TEST(CalibrationFit, FitsTheCostModelsOwnFormula) {
   // predict_compute_seconds is ComputeCostModel::seconds; pin it against the model on a real
   // device and dtype: H100 bf16, 989 TFLOP/s, 3.35 TB/s.
   pb::ClusterSpec none;
@@ -84,7 +84,7 @@ TEST(calibration::CalibrationFit, FitsTheCostModelsOwnFormula) {
   }
 }
 
-TEST(calibration::CalibrationFit, RecoversAllFourParametersFromBothRegimes) {
+TEST(CalibrationFit, RecoversAllFourParametersFromBothRegimes) {
   // The squares are compute-bound: 64^3 takes (5.2e5 + 2e6) / (1e11 x 0.6) = 42 us against
   // 49 kB / (20 GB/s x 0.7) = 3.5 us. The matrix-vector products are memory-bound: 1 x 512 x
   // 512 reads 1.05 MB, 75 us, against (5.2e5 + 2e6) / 6e10 = 42 us. Both regimes: all four
@@ -105,7 +105,7 @@ TEST(calibration::CalibrationFit, RecoversAllFourParametersFromBothRegimes) {
   EXPECT_TRUE(fit.curves[0].held.empty());
 }
 
-TEST(calibration::CalibrationFit, StandardErrorsCoverNoisyTruth) {
+TEST(CalibrationFit, StandardErrorsCoverNoisyTruth) {
   // 2% wobble: the fit lands near the truth and its standard errors say how near.
   const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
   const calibration::CalibrationFit fit = calibration::fit_calibration(gemm_samples(truth, 0.02), {}, devices());
@@ -124,7 +124,7 @@ TEST(calibration::CalibrationFit, StandardErrorsCoverNoisyTruth) {
   EXPECT_LT(c.fit().max_abs_rel_error(), 0.05);
 }
 
-TEST(calibration::CalibrationFit, HoldsHalfSaturationWhenEverySampleIsComputeBound) {
+TEST(CalibrationFit, HoldsHalfSaturationWhenEverySampleIsComputeBound) {
   // Squares only: every prediction is overhead + (F + h) / (P emax), so only overhead +
   // h / (P emax) is determined: h is held at 0 and the overhead carries it,
   // 15 us + 2e8 / (1e11 x 0.6) = 3.348 ms. No sample depends on memory_efficiency: default.
@@ -144,7 +144,7 @@ TEST(calibration::CalibrationFit, HoldsHalfSaturationWhenEverySampleIsComputeBou
   EXPECT_EQ(fit.curves[0].held[1].value, 0.5);  // the CPU default (compute_defaults.cpp)
 }
 
-TEST(calibration::CalibrationFit, CopiesFitTheirBandwidthFromBytesAlone) {
+TEST(CalibrationFit, CopiesFitTheirBandwidthFromBytesAlone) {
   // `orrery bench`'s copies (x.clone(), no FLOPs) of 16 KiB to 64 MiB, timed 10 us + bytes /
   // (20 GB/s x 0.3): the copy class gets that memory efficiency and overhead, its FLOP
   // parameters are held, and the elementwise class (which no sample measured) keeps its default.
@@ -178,7 +178,7 @@ calibration::CommSample comm(double bytes, int64_t ranks, double latency, double
   return test::all_reduce_sample(bytes, ranks, latency, bus_bw);
 }
 
-TEST(calibration::CalibrationFit, CommunicationAlphaBeta) {
+TEST(CalibrationFit, CommunicationAlphaBeta) {
   // 40 us + bytes x 2(n-1)/n / 2 GB/s on 2 and 4 ranks, 4 KiB to 64 MiB.
   std::vector<calibration::CommSample> samples;
   for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) {
@@ -197,7 +197,7 @@ TEST(calibration::CalibrationFit, CommunicationAlphaBeta) {
   for (const auto& s : samples) EXPECT_NEAR(calibration::predict_comm_seconds(c, s) / s.seconds, 1, 1e-9);
 }
 
-TEST(calibration::CalibrationFit, OneMessageSizeCannotSeparateLatency) {
+TEST(CalibrationFit, OneMessageSizeCannotSeparateLatency) {
   // Three repeats of 1 MiB: latency is held at 0 and the bandwidth carries the whole time,
   // 1 MiB x 1 / (40 us + 1 MiB / 2 GB/s) = 1.9262 GB/s.
   const std::vector<calibration::CommSample> samples = {
@@ -211,7 +211,7 @@ TEST(calibration::CalibrationFit, OneMessageSizeCannotSeparateLatency) {
   EXPECT_EQ(fit.curves[0].held[0].name, "latency_s");
 }
 
-TEST(calibration::CalibrationFit, PointToPointLatencyOnTheCollectivesBandwidth) {
+TEST(CalibrationFit, PointToPointLatencyOnTheCollectivesBandwidth) {
   // A pipeline's receives move one size (128 KiB, 2-4 ms each): latency and bandwidth cannot be
   // told apart from them, so the bandwidth is the all-reduce curve's (2 GB/s, fitted from many
   // sizes) and the latency the mean time beyond it: 3 ms - 65.536 us.
@@ -247,7 +247,7 @@ TEST(calibration::CalibrationFit, PointToPointLatencyOnTheCollectivesBandwidth) 
   EXPECT_NE(alone.curves[0].note.find("no collective of this scope"), std::string::npos) << alone.curves[0].note;
 }
 
-TEST(calibration::CalibrationFit, TooFewSamplesKeepTheDefault) {
+TEST(CalibrationFit, TooFewSamplesKeepTheDefault) {
   std::vector<calibration::ComputeSample> two = gemm_samples(curve(0.6, 0, 0.7, 1e-5), 0);
   two.resize(2);
   const calibration::CalibrationFit fit = calibration::fit_calibration(two, {comm(4096, 2, 1e-5, 1e9)}, devices());
@@ -285,7 +285,7 @@ std::vector<calibration::ComputeSample> shaped_samples(const pb::ComputeCurve& t
   return out;
 }
 
-TEST(calibration::CalibrationFit, ShapePointsCarryWhatTheCurveMisses) {
+TEST(CalibrationFit, ShapePointsCarryWhatTheCurveMisses) {
   const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
   const calibration::CalibrationFit fit = calibration::fit_calibration(shaped_samples(truth, 1.5), {}, devices());
   ASSERT_EQ(fit.profile.compute_size(), 1);
@@ -328,7 +328,7 @@ TEST(calibration::CalibrationFit, ShapePointsCarryWhatTheCurveMisses) {
   EXPECT_DOUBLE_EQ(ComputeCostModel::shape_correction(c, {}, pb::PHASE_FORWARD), 1.0);
 }
 
-TEST(calibration::CalibrationFit, OverlapSlowdownFromOpsBesideCommunication) {
+TEST(CalibrationFit, OverlapSlowdownFromOpsBesideCommunication) {
   const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
   std::vector<calibration::ComputeSample> samples = gemm_samples(truth, 0);
   // Copies of the same ops that ran beside communication at 1/1.3 speed: fully overlapped ones
@@ -383,7 +383,7 @@ calibration::OverlappedCommSample beside_compute(double bytes_a, double bytes_b,
   return o;
 }
 
-TEST(calibration::CalibrationFit, CommunicationSlowdownBesideComputeFromStretchesAgainstTheCurves) {
+TEST(CalibrationFit, CommunicationSlowdownBesideComputeFromStretchesAgainstTheCurves) {
   std::vector<calibration::CommSample> alone;
   for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) alone.push_back(comm(b, 2, 40e-6, 2e9));
   calibration::CalibrationFit fit = calibration::fit_calibration({}, alone, {});
@@ -404,7 +404,7 @@ TEST(calibration::CalibrationFit, CommunicationSlowdownBesideComputeFromStretche
   EXPECT_EQ(fit.profile.overlap_compute_slowdown(), 0);
 }
 
-TEST(calibration::CalibrationFit, CommunicationSlowdownNeedsCurvesSamplesAndASlowdown) {
+TEST(CalibrationFit, CommunicationSlowdownNeedsCurvesSamplesAndASlowdown) {
   std::vector<calibration::CommSample> alone;
   for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) alone.push_back(comm(b, 2, 40e-6, 2e9));
   // Stretches holding an all-gather, whose kind has no fitted curve: not usable.
@@ -430,7 +430,7 @@ TEST(calibration::CalibrationFit, CommunicationSlowdownNeedsCurvesSamplesAndASlo
   EXPECT_NE(few.overlap_comm.note.find("3 needed"), std::string::npos) << few.overlap_comm.note;
 }
 
-TEST(calibration::CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
+TEST(CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWithCompute) {
   // Back to back: 40 us + bytes x 2(n-1)/n / 2 GB/s, 4 KiB to 4 MiB. In line with compute, the
   // same collectives took 1.5 ms longer, give or take 0.2 ms (one sample much slower).
   std::vector<calibration::CommSample> samples;
@@ -461,7 +461,7 @@ TEST(calibration::CalibrationFit, BlockingOverheadFromCollectivesIssuedInLineWit
   EXPECT_NEAR(o.q3_s(), 0.85e-3, 1e-12);
 }
 
-TEST(calibration::CalibrationFit, BlockingOverheadSplitsPerCollectiveAndPerRoundAtTwoRoundCounts) {
+TEST(CalibrationFit, BlockingOverheadSplitsPerCollectiveAndPerRoundAtTwoRoundCounts) {
   // Back to back, all-reduces and all-gathers on 2 ranks: 40 us + bytes x (bus factor) / 2 GB/s.
   // In line with compute, an all-reduce (2 rounds) took 1.0 ms longer, an all-gather (1 round)
   // 0.6 ms: 0.2 ms per collective and 0.4 ms per round.
@@ -509,7 +509,7 @@ TEST(calibration::CalibrationFit, BlockingOverheadSplitsPerCollectiveAndPerRound
   EXPECT_NEAR(cheap.profile.blocking_overhead(0).per_round_s(), 2.3e-3 / 5, 1e-9);
 }
 
-TEST(calibration::CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {
+TEST(CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {
   // The squares price the curve exactly; six more samples of one skinny shape ran 1.0-1.4 times
   // the curve (leaning right) and one 10 times (a descheduled op).
   const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
@@ -544,7 +544,7 @@ TEST(calibration::CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {
   EXPECT_EQ(behind, 7);
 }
 
-TEST(calibration::CalibrationFit, DispatchOverheadIsTheClippedMeanPerOpUntimedTimePerDevice) {
+TEST(CalibrationFit, DispatchOverheadIsTheClippedMeanPerOpUntimedTimePerDevice) {
   std::vector<calibration::DispatchSample> samples;
   for (double us : {50.0, 60.0, 70.0, 400.0, 65.0}) samples.push_back({"cpu-a", us * 1e-6, "t.json: rank 0"});
   samples.push_back({"cpu-b", 80e-6, "u.json: rank 0"});  // one rank: too few
@@ -567,7 +567,7 @@ TEST(calibration::CalibrationFit, DispatchOverheadIsTheClippedMeanPerOpUntimedTi
   EXPECT_EQ(again.profile.SerializeAsString(), fit.profile.SerializeAsString());
 }
 
-TEST(calibration::CalibrationFit, BlockingSamplesFitTheCurveWhenTheyAreAllThereIs) {
+TEST(CalibrationFit, BlockingSamplesFitTheCurveWhenTheyAreAllThereIs) {
   // Only blocking samples of a kind: they make its curve, and no overhead is claimed.
   std::vector<calibration::CommSample> samples;
   for (double b = 4096; b <= 4.0 * 1024 * 1024; b *= 4) {
@@ -594,7 +594,7 @@ TEST(calibration::CalibrationFit, BlockingSamplesFitTheCurveWhenTheyAreAllThereI
   EXPECT_NE(none.blocking[0].note.find("no longer than back to back"), std::string::npos) << none.blocking[0].note;
 }
 
-TEST(calibration::CalibrationFit, SameSamplesSameBytes) {
+TEST(CalibrationFit, SameSamplesSameBytes) {
   const auto samples = gemm_samples(curve(0.6, 2e6, 0.7, 15e-6), 0.02);
   std::vector<calibration::CommSample> c;
   for (double b = 4096; b <= 1 << 24; b *= 4) c.push_back(comm(b, 2, 30e-6, 3e9));

@@ -34,7 +34,7 @@ constexpr const char* kTableHead =
     R"json({"tables": [{"id": "t", "system": "s", "gpu": "H100 80GB HBM3 (SXM)", "collective": "all_reduce",
         "gpus": 8, "nodes": 1, "gpus_per_node": 8, "rows": )json";
 
-TEST(validation::CollectiveValidation, PublicTablesWithinTenPercentMedian) {
+TEST(CollectiveValidation, PublicTablesWithinTenPercentMedian) {
   if (!fs::exists(kPublicTables)) GTEST_SKIP() << kPublicTables << " is not checked out here";
   const validation::CollectiveValidation v = validation::validate_collectives(kPublicTables);
   ASSERT_EQ(v.tables.size(), 22u);
@@ -50,7 +50,7 @@ TEST(validation::CollectiveValidation, PublicTablesWithinTenPercentMedian) {
   EXPECT_LE(v.p90_abs_error, 0.50);  // what the model reaches today (47.9%); see docs/collectives.md
 }
 
-TEST(validation::CollectiveValidation, ForcedNvlsTablePinsNvls) {
+TEST(CollectiveValidation, ForcedNvlsTablePinsNvls) {
   if (!fs::exists(kPublicTables)) GTEST_SKIP() << kPublicTables << " is not checked out here";
   const validation::CollectiveValidation v = validation::validate_collectives(kPublicTables);
   for (const auto& t : v.tables) {
@@ -62,7 +62,7 @@ TEST(validation::CollectiveValidation, ForcedNvlsTablePinsNvls) {
   FAIL() << "table azure-ndh100v5-ar-8 not found";
 }
 
-TEST(validation::CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
+TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
   const fs::path p = write_temp("unknown_gpu", R"({"tables": [{"id": "x", "system": "s", "gpu": "MI250X",
       "collective": "all_reduce", "gpus": 8, "nodes": 1, "gpus_per_node": 8,
       "rows": [{"bytes": 1024, "time_us": 10}]}]})");
@@ -73,7 +73,7 @@ TEST(validation::CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
   EXPECT_EQ(v.rows, 0);
 }
 
-TEST(validation::CollectiveValidation, BadFilesGiveExactMessages) {
+TEST(CollectiveValidation, BadFilesGiveExactMessages) {
   fs::path p = write_temp("negative_time", std::string(kTableHead) +
                                                R"([{"bytes": 8, "time_us": 1}, {"bytes": 16, "time_us": -3}]}]})");
   EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows[1].time_us: got -3, expected a positive number");

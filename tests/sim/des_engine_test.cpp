@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/des_engine.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/plan/lower.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/base/error.hpp"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/des_engine.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "stage_degrees_plans.hpp"

@@ -278,7 +278,7 @@ int64_t unfinished_after_run(const pb::ExecGraph& g, std::string* stuck) {
     for (size_t s = 0; s < plan::kStreams.size(); ++s) {
       left += static_cast<int64_t>(queue[r][s].size() - head[r][s]);
       if (head[r][s] < queue[r][s].size() && stuck->size() < 2000) {
-        *stuck += "rank " + std::to_string(r) + " " + std::string(kStreams[s]) + " waits at " +
+        *stuck += "rank " + std::to_string(r) + " " + std::string(plan::kStreams[s]) + " waits at " +
                   node(r, queue[r][s][head[r][s]]).name() + "\n";
       }
     }

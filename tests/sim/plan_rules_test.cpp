@@ -83,7 +83,7 @@ TEST(BadPlans, EveryFileFailsWithItsExactMessage) {
 // "tp-divides-heads" in resolved_plan.cpp, counted once per call site (layers-cover-stages has
 // four: even split, entry count, an empty stage, the sum).
 TEST(BadPlans, EveryRuleCallSiteHasAFile) {
-  std::ifstream src(fs::path(ORRERY_SOURCE_DIR) / "sim" / "src" / "resolved_plan.cpp");
+  std::ifstream src(fs::path(ORRERY_SOURCE_DIR) / "plan" / "src" / "resolved_plan.cpp");
   const std::string text((std::istreambuf_iterator<char>(src)), {});
   ASSERT_FALSE(text.empty());
   std::map<std::string, int> sites;

@@ -22,7 +22,7 @@ plan::Degrees degrees(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep
 constexpr plan::GroupKind kDenseKinds[] = {plan::GroupKind::kTp, plan::GroupKind::kCp, plan::GroupKind::kDp,
                                      plan::GroupKind::kDpCp, plan::GroupKind::kPp};
 
-TEST(plan::RankLayout, CoordAndRankRoundTripUnderEveryPlacement) {
+TEST(RankLayout, CoordAndRankRoundTripUnderEveryPlacement) {
   const plan::Degrees d = degrees(2, 3, 2, 2);  // 24 ranks
   std::vector<plan::Dim> order = kMegatron;
   std::sort(order.begin(), order.end());
@@ -42,7 +42,7 @@ TEST(plan::RankLayout, CoordAndRankRoundTripUnderEveryPlacement) {
   EXPECT_EQ(placements, 24);
 }
 
-TEST(plan::RankLayout, MegatronOrderStridesAreTpCpDpPp) {
+TEST(RankLayout, MegatronOrderStridesAreTpCpDpPp) {
   // tp 2, cp 2, dp 3, pp 2: rank = tp + 2 cp + 4 dp + 12 pp.
   plan::RankLayout layout(degrees(2, 2, 3, 2), kMegatron);
   EXPECT_EQ(layout.rank({1, 1, 2, 1}), 1 + 2 + 8 + 12);
@@ -53,7 +53,7 @@ TEST(plan::RankLayout, MegatronOrderStridesAreTpCpDpPp) {
   EXPECT_EQ(c.pp, 1);
 }
 
-TEST(plan::RankLayout, TpGroupsAreConsecutiveRanks) {
+TEST(RankLayout, TpGroupsAreConsecutiveRanks) {
   plan::RankLayout layout(degrees(4, 2, 2, 2), kMegatron);  // 32 ranks
   for (int64_t r = 0; r < 32; ++r) {
     const auto g = layout.group(plan::GroupKind::kTp, r);
@@ -71,7 +71,7 @@ TEST(plan::RankLayout, TpGroupsAreConsecutiveRanks) {
   EXPECT_EQ(layout.group(plan::GroupKind::kDpCp, 5), (std::vector<int64_t>{1, 5, 9, 13}));
 }
 
-TEST(plan::RankLayout, GroupSizesAndMembersShareTheOtherCoordinates) {
+TEST(RankLayout, GroupSizesAndMembersShareTheOtherCoordinates) {
   const plan::Degrees d = degrees(2, 2, 3, 2);
   plan::RankLayout layout(d, {plan::Dim::kDp, plan::Dim::kTp, plan::Dim::kPp, plan::Dim::kCp});
   const std::map<plan::GroupKind, size_t> size{{plan::GroupKind::kTp, 2}, {plan::GroupKind::kCp, 2}, {plan::GroupKind::kDp, 3},
@@ -94,7 +94,7 @@ TEST(plan::RankLayout, GroupSizesAndMembersShareTheOtherCoordinates) {
   }
 }
 
-TEST(plan::RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
+TEST(RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
   const plan::Degrees d = degrees(2, 2, 2, 2, /*ep=*/2);
   plan::RankLayout layout(d, kMegatron);
   const auto groups = layout.process_groups();
@@ -144,7 +144,7 @@ TEST(plan::RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds
   for (size_t i = 0; i < groups.size(); ++i) EXPECT_EQ(again[i].SerializeAsString(), groups[i].SerializeAsString());
 }
 
-TEST(plan::RankLayout, SizeOneGroupsAreLeftOut) {
+TEST(RankLayout, SizeOneGroupsAreLeftOut) {
   plan::RankLayout layout(degrees(8, 1, 1, 1), kMegatron);
   const auto groups = layout.process_groups();
   // Only the tp group has more than one member (ep = 1 makes EP groups singletons, and EDP the
@@ -156,7 +156,7 @@ TEST(plan::RankLayout, SizeOneGroupsAreLeftOut) {
   EXPECT_EQ(layout.group_id(plan::GroupKind::kPp, 3), -1);
 }
 
-TEST(plan::RankLayout, EpAndEdpPartitionTheDpCpPlane) {
+TEST(RankLayout, EpAndEdpPartitionTheDpCpPlane) {
   // tp 2, cp 2, dp 4, pp 1: the (dp, cp) plane of each tp rank has 8 positions, dp-major:
   // position = 2 dp + cp. ep 4: EP groups are positions {0..3}, {4..7}; EDP groups the positions
   // with the same index inside their EP group: {0, 4}, {1, 5}, {2, 6}, {3, 7}.
@@ -190,7 +190,7 @@ TEST(plan::RankLayout, EpAndEdpPartitionTheDpCpPlane) {
   }
 }
 
-TEST(plan::RankLayout, HsdpShardAndReplicaGroups) {
+TEST(RankLayout, HsdpShardAndReplicaGroups) {
   // dp 8 split into shard groups of 4: shards {0..3}, {4..7}; replicas {0, 4}, {1, 5}, ...
   plan::RankLayout layout(degrees(1, 1, 8, 1), kMegatron, 4);
   EXPECT_EQ(layout.group(plan::GroupKind::kDpShard, 6), (std::vector<int64_t>{4, 5, 6, 7}));

@@ -52,7 +52,7 @@ pb::ExecGraph fake_measurement(double factor, double step_s) {
   return g;
 }
 
-TEST(validation::TraceValidation, ReportsTheKnownErrors) {
+TEST(TraceValidation, ReportsTheKnownErrors) {
   // Measured 25% slower than predicted everywhere: every group's error is 1 / 1.25 - 1 = -20%.
   const pb::ExecGraph trace = fake_measurement(1.25, 0.5);
   const validation::TraceValidation v = validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
@@ -78,7 +78,7 @@ TEST(validation::TraceValidation, ReportsTheKnownErrors) {
 
 // With a calibrated rank skew a collective's prediction carries the expected wait for its
 // group's slowest member: cv x e(n) x the predicted compute since the rank last waited on it.
-TEST(validation::TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
+TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
   pb::ExecGraph trace = fake_measurement(1.0, 0.5);
   for (auto& r : *trace.mutable_ranks()) {  // one node after another, in the lowering's order
     double t = 0;
@@ -111,7 +111,7 @@ TEST(validation::TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMe
   EXPECT_GT(before, 0);
 }
 
-TEST(validation::TraceValidation, DesGivesTheTimelineOfEveryRank) {
+TEST(TraceValidation, DesGivesTheTimelineOfEveryRank) {
   const pb::ExecGraph trace = fake_measurement(1.0, 0.5);
   const validation::TraceValidation v = validation::validate_trace(trace, "t.json", EngineKind::kDes, nullptr);
   EXPECT_EQ(v.predicted_timeline.ranks_size(), 8);
@@ -119,7 +119,7 @@ TEST(validation::TraceValidation, DesGivesTheTimelineOfEveryRank) {
   EXPECT_GT(v.predicted_step_s, 0);
 }
 
-TEST(validation::TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
+TEST(TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
   pb::ExecGraph trace = fake_measurement(1.0, 0.5);
   pb::ExecGraph renamed = trace;
   const std::string name = renamed.ranks(1).nodes(3).name();
@@ -149,7 +149,7 @@ TEST(validation::TraceValidation, NamesTheFirstNodeTheTwoDoNotShare) {
   }
 }
 
-TEST(validation::TraceValidation, NeedsAMeasuredRun) {
+TEST(TraceValidation, NeedsAMeasuredRun) {
   pb::ExecGraph trace = fake_measurement(1.0, 0.5);
   trace.clear_plan();
   try {

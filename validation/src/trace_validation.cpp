@@ -106,7 +106,7 @@ double predicted_seconds(const pb::ExecNode& n, int64_t rank, const plan::Resolv
       std::vector<int64_t> devices;
       for (int64_t r : group_of(lowered, n.process_group()).ranks())
         devices.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
-      const double blocking = n.stream() == plan::kCompute ? costs.collectives().blocking_overhead_s(n.collective(), devices) : 0;
+      const double blocking = plan::is_blocking_collective(n) ? costs.collectives().blocking_overhead_s(n.collective(), devices) : 0;
       return costs.collectives().estimate(n.collective(), devices, n.comm_bytes()).seconds + blocking;
     }
     default: {

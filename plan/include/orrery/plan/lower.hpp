@@ -34,6 +34,13 @@ inline constexpr std::array<std::string_view, 8> kStreams{
     "compute",   "comm.dp",   "cp.send",   "cp.recv",
     "recv.prev", "send.next", "recv.next", "send.prev"};
 
+// A collective issued in line with compute (Megatron's TP/EP collectives, on the compute stream):
+// it blocks that stream, pays the calibrated blocking overhead and ends a stretch of compute. The
+// one rule the engines, calibration and validation tell it by.
+inline bool is_blocking_collective(const pb::ExecNode& n) {
+  return n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() == kCompute;
+}
+
 struct LowerOptions {
   // Ranks to lower; empty means all of them. Engines that exploit symmetry lower one
   // representative rank per pipeline stage.

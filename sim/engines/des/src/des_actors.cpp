@@ -163,7 +163,7 @@ class Runner {
       }
       if (!errors_.empty()) return;
       pb::ExecNode& n = node(st.rank, j);
-      if (st.stream == plan::kCompute && n.kind() == pb::NODE_KIND_COLLECTIVE) rs.waited_at[n.process_group()] = rs.computed_s;
+      if (plan::is_blocking_collective(n)) rs.waited_at[n.process_group()] = rs.computed_s;
       n.set_start_s(op_start);
       n.set_duration_s(op_end - op_start);
       makespan_ = std::max(makespan_, op_end);

@@ -144,7 +144,7 @@ class ModelBuilder {
     std::memcpy(&bits, &bytes, sizeof bits);
     // Collectives issued in line with compute (kind 2) pay the calibrated blocking overhead too
     // (collective_cost.hpp), so they are sites apart from the same collective on a comm stream.
-    const bool blocking = n.stream() == plan::kCompute;
+    const bool blocking = plan::is_blocking_collective(n);
     const auto key = std::make_tuple(blocking ? 2 : 0, n.process_group(), static_cast<int64_t>(n.collective()), bits);
     if (auto it = keys_.find(key); it != keys_.end()) return it->second;
     const pb::ProcessGroup& pg = groups_.at(n.process_group(), where);
