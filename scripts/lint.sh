@@ -18,10 +18,11 @@ if [[ ! -f "$build/compile_commands.json" ]]; then
   echo "lint: $build/compile_commands.json is missing: configure first (scripts/build.sh)" >&2
   exit 1
 fi
-# Sources of the compile database that are ours: not tests, benchmarks or generated code.
+# Sources of the compile database that are ours: not tests, benchmarks or generated code (protoc's
+# output, the embedded presets).
 root="$(pwd)/"
 mapfile -t units < <(grep -o '"file": "[^"]*"' "$build/compile_commands.json" | sed 's/^"file": "//; s/"$//' |
-  sed "s|^$root||" | grep -v -e '^tests/' -e '^bench/' -e '/gen/' -e '^/' | sort -u)
+  sed "s|^$root||" | grep -v -e '^tests/' -e '^bench/' -e '^build' -e '/gen/' -e '^/' | sort -u)
 echo "lint: clang-tidy on ${#units[@]} translation units ($(nproc) at a time)" >&2
 # One process per unit, run in parallel; -quiet keeps the output to the findings.
 printf '%s\n' "${units[@]}" |
