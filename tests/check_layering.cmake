@@ -3,11 +3,12 @@
 #
 # Modules are top-level folders, except sim/, whose parts are modules of their own here so that
 # the analytic engine cannot reach the des engine's SimGrid code and the cost models neither
-# engine: sim/costs, sim/engines/analytic, sim/engines/des, and sim itself (the dispatch). All of
+# engine: sim/costs, sim/engines/analytic, sim/engines/des, sim itself (the dispatch) and
+# sim/goodput (failures and checkpoints, above the engines). All of
 # sim's parts publish headers as orrery/sim/NAME.hpp; a header belongs to the part whose include/
 # folder holds it.
-set(order base traces models topologies plan sim_costs sim_analytic sim_des sim calibration validation
-    planner executor cli)
+set(order base traces models topologies plan sim_costs sim_analytic sim_des sim sim_goodput calibration
+    validation planner executor cli)
 set(dir_base base)
 set(dir_traces traces)
 set(dir_models models)
@@ -17,6 +18,7 @@ set(dir_sim_costs sim/costs)
 set(dir_sim_analytic sim/engines/analytic)
 set(dir_sim_des sim/engines/des)
 set(dir_sim sim)
+set(dir_sim_goodput sim/goodput)
 set(dir_calibration calibration)
 set(dir_validation validation)
 set(dir_planner planner)
@@ -32,6 +34,7 @@ set(allowed_sim_costs base traces models topologies plan sim_costs)
 set(allowed_sim_analytic base traces models topologies plan sim_costs sim_analytic)
 set(allowed_sim_des base traces models topologies plan sim_costs sim_des)
 set(allowed_sim base traces models topologies plan sim_costs sim_analytic sim_des sim)
+set(allowed_sim_goodput ${allowed_sim} sim_goodput)
 set(allowed_calibration ${allowed_sim} calibration)
 set(allowed_validation ${allowed_calibration} validation)
 set(allowed_planner ${allowed_sim} planner)
@@ -40,7 +43,7 @@ set(allowed_executor base traces models topologies plan executor)
 set(allowed_cli ${order})
 
 # Which part owns each orrery/sim/NAME.hpp.
-foreach(part sim_costs sim_analytic sim_des sim)
+foreach(part sim_costs sim_analytic sim_des sim sim_goodput)
   file(GLOB headers RELATIVE "${ROOT}/${dir_${part}}/include/orrery/sim"
        "${ROOT}/${dir_${part}}/include/orrery/sim/*.hpp")
   foreach(h IN LISTS headers)
@@ -58,7 +61,7 @@ foreach(module IN LISTS order)
   foreach(f IN LISTS files)
     file(RELATIVE_PATH rel "${ROOT}" "${f}")
     # sim/'s own files: only those directly in sim/include and sim/src belong to `sim`.
-    if(module STREQUAL "sim" AND (rel MATCHES "^sim/costs/" OR rel MATCHES "^sim/engines/"))
+    if(module STREQUAL "sim" AND (rel MATCHES "^sim/(costs|engines|goodput)/"))
       continue()
     endif()
     file(STRINGS "${f}" lines REGEX "^#include [<\"]orrery/")

@@ -2,6 +2,7 @@
 // measured traces (orrery bench files, executor run traces, PyTorch profiler traces) and writes
 // a CalibrationProfile for `simulate`, `plan` and `validate --calibration`.
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -101,28 +102,34 @@ std::string short_number(double v) {
   return buf;
 }
 
-void print_report(const pb::CalibrationProfile& profile, const calibration::CalibrationFit& fit,
-                  const std::vector<std::string>& notes, const std::string& out_file) {
-  const auto secs = [](double v) { return base::units::seconds(v); };
-  const auto flop = [](double v) { return base::units::flops(v); };
-  const auto bw = [](double v) { return base::units::bandwidth(v); };
-  // A class's curve prices its ops that have no curve of their own ("all ops").
-  const auto op_of = [](const pb::ComputeCurve& c) {
-    if (c.op().empty()) return std::string("all ops");
-    return c.op() + (c.phase() == pb::PHASE_BACKWARD ? " backward" : c.phase() == pb::PHASE_FORWARD ? " forward" : "");
-  };
+// A curve's op for the tables: a class's curve prices its ops that have no curve of their own
+// ("all ops").
+std::string op_label(const pb::ComputeCurve& c) {
+  if (c.op().empty()) return std::string("all ops");
+  return c.op() + (c.phase() == pb::PHASE_BACKWARD ? " backward" : c.phase() == pb::PHASE_FORWARD ? " forward" : "");
+}
+
+std::string secs(double v) { return base::units::seconds(v); }
+std::string flop(double v) { return base::units::flops(v); }
+std::string bw(double v) { return base::units::bandwidth(v); }
+
+Table compute_table(const pb::CalibrationProfile& profile) {
   Table compute({"device", "op class", "op", "samples", "max_efficiency", "half_saturation",
                  "memory_efficiency", "overhead", "median |err|", "max |err|"});
   for (const auto& c : profile.compute()) {
     const ParamText p(c.fit());
     compute.add_row(
-        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_of(c),
+        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_label(c),
          std::to_string(c.fit().samples()), p("max_efficiency", c.max_efficiency(), plain),
          p("half_saturation_flops", c.half_saturation_flops(), flop),
          p("memory_efficiency", c.memory_efficiency(), plain),
          p("overhead_s", c.overhead_s(), secs), percent(c.fit().median_abs_rel_error()),
          percent(c.fit().max_abs_rel_error())});
   }
+  return compute;
+}
+
+Table comm_table(const pb::CalibrationProfile& profile) {
   Table comm(
       {"scope", "collective", "samples", "latency", "bandwidth", "median |err|", "max |err|"});
   for (const auto& c : profile.comm()) {
@@ -136,7 +143,11 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
          p("bandwidth_bytes_per_s", c.bandwidth_bytes_per_s(), bw),
          percent(c.fit().median_abs_rel_error()), percent(c.fit().max_abs_rel_error())});
   }
-  // Corrections by shape: how far the measured GEMM shapes sit from the curve.
+  return comm;
+}
+
+// Corrections by shape: how far the measured GEMM shapes sit from the curve (empty: none).
+std::optional<Table> shape_table(const pb::CalibrationProfile& profile) {
   Table shapes({"device", "op class", "op", "shapes", "samples", "time ratio min", "median", "max"});
   bool any_shapes = false;
   for (const auto& c : profile.compute()) {
@@ -147,11 +158,16 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
     for (const auto& p : c.shape_points()) ratios.push_back(p.time_ratio()), samples += p.samples();
     std::sort(ratios.begin(), ratios.end());
     shapes.add_row(
-        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_of(c),
+        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_label(c),
          std::to_string(c.shape_points_size()), std::to_string(samples), short_number(ratios.front()),
          short_number(ratios[ratios.size() / 2]), short_number(ratios.back())});
   }
-  // Corrections by message size: the training runs' collectives against the curve.
+  if (!any_shapes) return std::nullopt;
+  return shapes;
+}
+
+// Corrections by message size: the training runs' collectives against the curve (empty: none).
+std::optional<Table> size_table(const pb::CalibrationProfile& profile) {
   Table sizes({"scope", "collective", "ranks", "size", "samples", "time ratio"});
   bool any_sizes = false;
   for (const auto& c : profile.comm()) {
@@ -162,28 +178,28 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
                      short_number(p.time_ratio())});
     }
   }
+  if (!any_sizes) return std::nullopt;
+  return sizes;
+}
+
+void print_tables(const pb::CalibrationProfile& profile, const std::string& out_file) {
+  const Table compute = compute_table(profile), comm = comm_table(profile);
+  const std::optional<Table> shapes = shape_table(profile), sizes = size_table(profile);
   std::cout << "wrote " << out_file << "\n\n";
   if (profile.compute_size() > 0) std::cout << compute.render() << "\n";
-  if (any_shapes) {
+  if (shapes) {
     std::cout << "corrections by shape (measured time / curve time, per op shape and pass)\n"
-              << shapes.render() << "\n";
+              << shapes->render() << "\n";
   }
   if (profile.comm_size() > 0) std::cout << comm.render() << "\n";
-  if (any_sizes) {
+  if (sizes) {
     std::cout << "corrections by message size (measured time / curve time, per size the training runs issued "
                  "alone)\n"
-              << sizes.render() << "\n";
+              << sizes->render() << "\n";
   }
-  std::vector<std::pair<std::string, std::string>> held, kept;
-  std::vector<std::pair<std::string, std::string>> class_kept;
-  for (const auto* reports : {&fit.curves, &fit.op_curves}) {
-    for (const auto& r : *reports) {
-      const std::string subject = r.device_or_scope + " " + r.what + (r.op.empty() ? "" : " " + r.op);
-      if (!r.fitted) (r.op.empty() ? kept : class_kept).emplace_back(subject, r.note);
-      for (const auto& h : r.held)
-        held.emplace_back(subject, h.name + " held at " + held_value(h) + ": " + h.reason);
-    }
-  }
+}
+
+void print_slowdowns(const calibration::CalibrationFit& fit) {
   const calibration::OverlapReport& o = fit.overlap;
   if (o.fitted) {
     std::cout << "overlap slowdown: compute runs " << short_number(o.slowdown)
@@ -202,6 +218,9 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
   } else {
     std::cout << "communication slowdown not fitted: " << oc.note << "\n\n";
   }
+}
+
+void print_overheads(const calibration::CalibrationFit& fit) {
   for (const calibration::OverheadReport& b : fit.blocking) {
     if (b.fitted && b.split) {
       std::cout << "blocking collectives (" << b.subject << "): +" << base::units::seconds(b.per_collective_s)
@@ -228,6 +247,9 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
       std::cout << "dispatch (" << d.subject << ") not fitted: " << d.note << "\n\n";
     }
   }
+}
+
+void print_skew_and_sharing(const calibration::CalibrationFit& fit) {
   for (const calibration::SkewReport& k : fit.skew) {
     if (k.fitted) {
       std::cout << "rank skew (" << k.device << "): ";
@@ -250,6 +272,19 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
       std::cout << "host sharing (" << h.device << ") not fitted: " << h.note << "\n\n";
     }
   }
+}
+
+void print_held(const calibration::CalibrationFit& fit, const std::vector<std::string>& notes) {
+  std::vector<std::pair<std::string, std::string>> held, kept;
+  std::vector<std::pair<std::string, std::string>> class_kept;
+  for (const auto* reports : {&fit.curves, &fit.op_curves}) {
+    for (const auto& r : *reports) {
+      const std::string subject = r.device_or_scope + " " + r.what + (r.op.empty() ? "" : " " + r.op);
+      if (!r.fitted) (r.op.empty() ? kept : class_kept).emplace_back(subject, r.note);
+      for (const auto& h : r.held)
+        held.emplace_back(subject, h.name + " held at " + held_value(h) + ": " + h.reason);
+    }
+  }
   if (!held.empty())
     std::cout << "held (the samples cannot determine them)\n" << render_fields(held) << "\n";
   if (!kept.empty())
@@ -260,6 +295,15 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
     std::cout << "left out of the fit\n";
     for (const auto& n : notes) std::cout << "  " << n << "\n";
   }
+}
+
+void print_report(const pb::CalibrationProfile& profile, const calibration::CalibrationFit& fit,
+                  const std::vector<std::string>& notes, const std::string& out_file) {
+  print_tables(profile, out_file);
+  print_slowdowns(fit);
+  print_overheads(fit);
+  print_skew_and_sharing(fit);
+  print_held(fit, notes);
 }
 
 void print_json(const pb::CalibrationProfile& profile, const calibration::CalibrationFit& fit,

@@ -10,12 +10,15 @@ namespace orrery::cli {
 inline constexpr const char* kPlanHelp = "Find and rank the fastest plans for a job on a cluster";
 inline constexpr const char* kSimulateHelp = "Predict a plan's step time, throughput, MFU and memory";
 inline constexpr const char* kValidateHelp = "Compare predictions with measured runs or collective tables";
+inline constexpr const char* kGoodputHelp =
+    "Predict a run's goodput: failures, checkpoints, restarts and tokens per day";
 inline constexpr const char* kCalibrateHelp =
     "Fit the simulator's compute and collective cost parameters to measured traces";
 
 void add_model_commands(CLI::App& app);
 void add_topo_commands(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_goodput_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_validate_command(CLI::App& app);

@@ -24,9 +24,6 @@ class Engine {
   virtual double work(const plan::ResolvedPlan&) const { return 0; }
 };
 
-// The closed-form engine. CostModels holds no caches or mutable state (checked: the compute and
-// collective models are pure functions of the topology and calibration), so one instance serves
-// every thread.
 // The discrete-event engine (contention on the topology's links). Each call forks a SimGrid
 // engine; simulate_des serializes only the forks, so the planner's threads run several at once.
 class DesEngine : public Engine {
@@ -47,6 +44,9 @@ class DesEngine : public Engine {
   const sim::CostModels& costs_;
 };
 
+// The closed-form engine. One CostModels serves every thread: its models are functions of the
+// topology and calibration, and the one cache they keep (the collective model's groups, whose
+// routes it looked up) is locked.
 class AnalyticEngine : public Engine {
  public:
   explicit AnalyticEngine(const sim::CostModels& costs) : costs_(costs) {}

@@ -1,0 +1,121 @@
+// `orrery goodput`: what a plan trains per day once failures, checkpoints and restarts are
+// counted (docs/goodput.md): the closed form, the optimal checkpoint interval and a seeded
+// Monte Carlo simulation of whole runs.
+#include <cstdint>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "commands.hpp"
+#include "goodput_report.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/plan/resolved_plan.hpp"
+#include "orrery/topologies/topology.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
+#include "output.hpp"
+#include "plan_args.hpp"
+
+namespace orrery::cli {
+namespace {
+
+constexpr int64_t kMaxTrials = 100000;
+
+struct GoodputArgs {
+  PlanArgs plan;
+  double days = 30;
+  std::optional<double> tokens;
+  std::string checkpoint_every = "auto";
+  uint64_t seed = 1;
+  int64_t trials = 1000;
+};
+
+// --checkpoint-every: "auto" (the optimum) or a positive whole number of steps.
+std::optional<int64_t> parse_every(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  size_t used = 0;
+  int64_t steps = 0;
+  try {
+    steps = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || steps <= 0) {
+    throw base::InputError("", 0, "--checkpoint-every",
+                     "got '" + text + "', expected auto or a positive number of steps");
+  }
+  return steps;
+}
+
+// An asynchronous save persists in the background; the next one cannot start before it ends.
+void check_async_interval(const sim::RunModel& run, const sim::CheckpointInterval& chosen) {
+  const auto& c = run.checkpoint;
+  if (c.async && chosen.interval_s + c.blocking_s < c.background_s) {
+    throw base::InputError("", 0, "--checkpoint-every",
+                     std::to_string(chosen.steps) + " steps (" + base::units::seconds(chosen.interval_s) +
+                         ") is shorter than the asynchronous save's background write (" +
+                         base::units::seconds(c.background_s) + ")");
+  }
+}
+
+GoodputFigures figures(const GoodputArgs& a) {
+  const LoadedJob job = load_job(a.plan);
+  const plan::ResolvedPlan plan =
+      plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  const topologies::Topology topology(plan.cluster);
+  const sim::CostModels costs(topology, plan.precision.dtype);
+  const pb::SimResult step = sim::simulate_analytic(plan, costs).result;
+  GoodputFigures f;
+  f.model = plan.model.name();
+  f.cluster = plan.cluster.name();
+  f.footprint = sim::footprint(plan, topology);
+  f.analytic_step_s = step.step_time_s();
+  f.tokens_per_step = step.tokens_per_s() * step.step_time_s();
+  f.run.failures = sim::failure_rates(plan.cluster, f.footprint, job.plan.cluster());
+  f.straggler_factor = sim::straggler_step_factor(
+      f.run.failures.straggler_fraction, f.run.failures.straggler_slowdown, f.footprint.gpus);
+  f.run.step_s = f.analytic_step_s * f.straggler_factor;
+  f.run.checkpoint = sim::checkpoint_model(plan, f.footprint);
+  f.optimal = sim::optimal_interval(f.run);
+  const auto every = parse_every(a.checkpoint_every);
+  f.auto_interval = !every;
+  f.chosen = every ? sim::interval_of(f.run, *every) : f.optimal;
+  check_async_interval(f.run, f.chosen);
+  const double tokens_per_s = f.tokens_per_step / f.run.step_s;
+  f.target_tokens = a.tokens ? *a.tokens : a.days * 86400 * tokens_per_s;
+  f.seed = a.seed;
+  f.monte_carlo =
+      sim::monte_carlo(f.run, f.chosen.steps, f.target_tokens / tokens_per_s, a.trials, a.seed);
+  return f;
+}
+
+void goodput(const GoodputArgs& a, const OutputFlags& out) {
+  const GoodputFigures f = figures(a);
+  if (out.json) {
+    std::cout << goodput_json(f).dump(2) << "\n";
+  } else {
+    std::cout << render_goodput(f);
+  }
+}
+
+}  // namespace
+
+void add_goodput_command(CLI::App& app) {
+  auto a = std::make_shared<GoodputArgs>();
+  auto out = std::make_shared<OutputFlags>();
+  CLI::App* cmd = app.add_subcommand("goodput", kGoodputHelp);
+  add_plan_flags(cmd, a->plan);
+  cmd->add_option("--days", a->days, "Target: what the plan trains in this many failure-free days")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tokens", a->tokens, "Target in tokens (instead of --days)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--checkpoint-every", a->checkpoint_every,
+                  "auto (the optimal interval) or a number of steps");
+  cmd->add_option("--seed", a->seed, "Monte Carlo seed (same seed, same output)");
+  cmd->add_option("--trials", a->trials, "Monte Carlo runs")
+      ->check(CLI::Range(int64_t{1}, kMaxTrials));
+  add_output_flags(cmd, *out, false);
+  cmd->callback([a, out] { goodput(*a, *out); });
+}
+
+}  // namespace orrery::cli

@@ -1,0 +1,93 @@
+// `orrery goodput --json`: SI units throughout, keys in a fixed order.
+#include "goodput_report.hpp"
+
+namespace orrery::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json failures_json(const sim::FailureRates& r) {
+  Json components = Json::array();
+  for (const auto& c : r.components) {
+    components.push_back({{"component", c.component},
+                          {"count", c.count},
+                          {"mtbf_s", c.mtbf_s},
+                          {"rate_per_s", c.rate_per_s}});
+  }
+  return {{"components", components},
+          {"total_rate_per_s", r.total_rate_per_s},
+          {"hang_detection_s", r.hang_detection_s}};
+}
+
+Json checkpoint_json(const sim::CheckpointModel& c) {
+  return {{"total_bytes", c.total_bytes},
+          {"rank_bytes", c.rank_bytes},
+          {"node_bytes", c.node_bytes},
+          {"async", c.async},
+          {"snapshot_s", c.snapshot_s},
+          {"local_s", c.local_s},
+          {"remote_s", c.remote_s},
+          {"blocking_s", c.blocking_s},
+          {"background_s", c.background_s},
+          {"load_s", c.load_s},
+          {"restart_in_place_s", c.restart_s(false, false)},
+          {"restart_node_lost_s", c.restart_s(true, c.spare_nodes > 0)},
+          {"process_group_init_s", c.process_group_init_s}};
+}
+
+Json interval_json(const sim::CheckpointInterval& i) {
+  return {{"steps", i.steps}, {"interval_s", i.interval_s}, {"goodput", i.goodput}};
+}
+
+Json monte_carlo_json(const GoodputFigures& f) {
+  const auto& mc = f.monte_carlo;
+  return {{"trials", mc.trials},
+          {"seed", f.seed},
+          {"target_tokens", f.target_tokens},
+          {"target_work_s", mc.target_work_s},
+          {"wall_p10_s", sim::quantile(mc.wall_s, 0.1)},
+          {"wall_p50_s", sim::quantile(mc.wall_s, 0.5)},
+          {"wall_p90_s", sim::quantile(mc.wall_s, 0.9)},
+          {"mean_wall_s", mc.mean_wall_s},
+          {"goodput", mc.goodput},
+          {"mean_interruptions", mc.mean_interruptions},
+          {"mean_lost_work_s", mc.mean_lost_work_s},
+          {"mean_spares_missed", mc.mean_spares_missed}};
+}
+
+Json settings_json(const GoodputFigures& f) {
+  Json out = Json::array();
+  for (const auto* list : {&f.run.failures.settings, &f.run.checkpoint.settings}) {
+    for (const auto& s : *list) {
+      out.push_back({{"field", s.field}, {"value", s.value}, {"source", s.source}});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Json goodput_json(const GoodputFigures& f) {
+  const auto& fp = f.footprint;
+  return {{"model", f.model},
+          {"cluster", f.cluster},
+          {"footprint",
+           {{"gpus", fp.gpus},
+            {"hosts", fp.hosts},
+            {"nics", fp.nics},
+            {"links", fp.links},
+            {"switches", fp.switches}}},
+          {"analytic_step_s", f.analytic_step_s},
+          {"straggler_factor", f.straggler_factor},
+          {"step_s", f.run.step_s},
+          {"tokens_per_step", f.tokens_per_step},
+          {"failures", failures_json(f.run.failures)},
+          {"checkpoint", checkpoint_json(f.run.checkpoint)},
+          {"mean_restart_s", sim::mean_restart_s(f.run)},
+          {"interval", interval_json(f.chosen)},
+          {"optimal_interval", interval_json(f.optimal)},
+          {"monte_carlo", monte_carlo_json(f)},
+          {"settings", settings_json(f)}};
+}
+
+}  // namespace orrery::cli

@@ -1,0 +1,86 @@
+#include <algorithm>
+#include <cmath>
+
+#include "orrery/sim/goodput.hpp"
+
+namespace orrery::sim {
+namespace {
+
+double cause_restart_s(const RunModel& run, const ComponentFailures& c) {
+  const bool lost = c.cost == FailureCost::kNodeLost;
+  const double detect = c.cost == FailureCost::kHang ? run.failures.hang_detection_s : 0;
+  return detect + run.checkpoint.restart_s(lost, run.checkpoint.spare_nodes > 0);
+}
+
+}  // namespace
+
+double mean_restart_s(const RunModel& run) {
+  double weighted = 0;
+  for (const auto& c : run.failures.components) weighted += c.rate_per_s * cause_restart_s(run, c);
+  return run.failures.total_rate_per_s > 0 ? weighted / run.failures.total_rate_per_s : 0;
+}
+
+double closed_form_goodput(const RunModel& run, double interval_s) {
+  const double lambda = run.failures.total_rate_per_s;
+  const double c = run.checkpoint.blocking_s;
+  if (lambda <= 0) return interval_s / (interval_s + c);
+  const double m = 1 / lambda;
+  // A failure while an asynchronous save persists (background_s after its snapshot) rolls back
+  // one more interval; over the interval that averages to background_s more lost per failure.
+  const double background = std::min(run.checkpoint.background_s, interval_s + c);
+  const double r = mean_restart_s(run) + background;
+  // Daly (2006): E[wall time of one interval] = M e^(R/M) (e^((tau+C)/M) - 1).
+  const double wall = m * std::exp(r / m) * std::expm1((interval_s + c) / m);
+  return interval_s / wall;
+}
+
+CheckpointInterval interval_of(const RunModel& run, int64_t steps) {
+  const double interval = static_cast<double>(steps) * run.step_s;
+  return {steps, interval, closed_form_goodput(run, interval)};
+}
+
+CheckpointInterval optimal_interval(const RunModel& run) {
+  const double c = run.checkpoint.blocking_s;
+  const double min_interval = std::max(run.step_s, run.checkpoint.background_s - c);
+  const auto min_steps = static_cast<int64_t>(std::ceil(min_interval / run.step_s - 1e-9));
+  // Goodput is unimodal in the interval: golden-section search over log(interval), then the
+  // whole step counts on either side of the optimum.
+  const double hi_s = run.failures.total_rate_per_s > 0
+                          ? std::max(min_interval, 100 / run.failures.total_rate_per_s)
+                          : min_interval;
+  double lo = std::log(min_interval), hi = std::log(std::max(hi_s, min_interval));
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  auto f = [&](double x) { return closed_form_goodput(run, std::exp(x)); };
+  for (int i = 0; i < 200 && hi - lo > 1e-9; ++i) {
+    const double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
+    if (f(a) < f(b)) {
+      lo = a;
+    } else {
+      hi = b;
+    }
+  }
+  const auto below = std::max(min_steps, static_cast<int64_t>(std::exp(lo) / run.step_s));
+  CheckpointInterval best = interval_of(run, below);
+  const CheckpointInterval above = interval_of(run, below + 1);
+  return above.goodput > best.goodput ? above : best;
+}
+
+double young_interval_s(double checkpoint_s, double mtbf_s) {
+  return std::sqrt(2 * checkpoint_s * mtbf_s);
+}
+
+double daly_interval_s(double checkpoint_s, double mtbf_s) {
+  if (checkpoint_s >= 2 * mtbf_s) return mtbf_s;
+  const double x = checkpoint_s / (2 * mtbf_s);
+  return young_interval_s(checkpoint_s, mtbf_s) * (1 + std::sqrt(x) / 3 + x / 9) - checkpoint_s;
+}
+
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto i = static_cast<size_t>(pos);
+  if (i + 1 >= sorted.size()) return sorted.back();
+  return sorted[i] + (pos - static_cast<double>(i)) * (sorted[i + 1] - sorted[i]);
+}
+
+}  // namespace orrery::sim

@@ -1,0 +1,147 @@
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "orrery/sim/goodput.hpp"
+
+namespace orrery::sim {
+namespace {
+
+// Draws from the engine's raw bits (not std:: distributions, whose algorithms differ between
+// standard libraries), so a seed gives the same run everywhere.
+class Draws {
+ public:
+  explicit Draws(uint64_t seed) : engine_(seed) {}
+  double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+  double exponential(double rate) { return -std::log1p(-uniform()) / rate; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+struct Trial {
+  double t = 0;
+  double durable_work = 0;  // the last checkpoint that reached the remote store
+  double saved_work = 0;    // the last snapshot, durable at saved_at
+  double saved_at = 0;
+  double lost_work = 0;
+  int64_t interruptions = 0;
+  int64_t spares_missed = 0;
+  std::vector<double> spare_back;  // when each spare is available again
+};
+
+class Simulation {
+ public:
+  Simulation(const RunModel& run, double interval_s, uint64_t seed)
+      : run_(run), interval_s_(interval_s), draws_(seed) {}
+
+  Trial run_to(double target_work_s) {
+    Trial tr;
+    tr.spare_back.assign(static_cast<size_t>(run_.checkpoint.spare_nodes), 0.0);
+    while (tr.saved_work < target_work_s) {
+      const double work = std::min(interval_s_, target_work_s - tr.saved_work);
+      const double end = tr.t + work + run_.checkpoint.blocking_s;
+      const double failure = next_failure(tr.t);
+      if (failure >= end) {
+        checkpoint(tr, work, end);
+      } else {
+        interrupt(tr, failure);
+      }
+    }
+    // The last checkpoint counts once it is persisted.
+    tr.t = std::max(tr.t, tr.saved_at);
+    return tr;
+  }
+
+ private:
+  double next_failure(double now) {
+    const double rate = run_.failures.total_rate_per_s;
+    return rate > 0 ? now + draws_.exponential(rate) : INFINITY;
+  }
+
+  void checkpoint(Trial& tr, double work, double end) {
+    if (tr.saved_at <= end) tr.durable_work = tr.saved_work;
+    tr.saved_work += work;
+    tr.saved_at = end + run_.checkpoint.background_s;
+    tr.t = end;
+  }
+
+  // A failure at `when`: roll back to the last persisted checkpoint and restart, as often as
+  // failures interrupt the restart itself.
+  void interrupt(Trial& tr, double when) {
+    if (tr.saved_at <= when) tr.durable_work = tr.saved_work;
+    // This interval's training so far, and a snapshot that had not yet persisted.
+    tr.lost_work += std::min(when - tr.t, interval_s_) + (tr.saved_work - tr.durable_work);
+    tr.saved_work = tr.durable_work;
+    tr.saved_at = when;
+    tr.t = when;
+    for (;;) {
+      ++tr.interruptions;
+      const double restart = restart_after(pick_cause(), tr);
+      const double failure = next_failure(tr.t);
+      if (failure >= tr.t + restart) {
+        tr.t += restart;
+        return;
+      }
+      tr.t = failure;
+    }
+  }
+
+  const ComponentFailures& pick_cause() {
+    double u = draws_.uniform() * run_.failures.total_rate_per_s;
+    for (const auto& c : run_.failures.components) {
+      if (u < c.rate_per_s) return c;
+      u -= c.rate_per_s;
+    }
+    return run_.failures.components.back();
+  }
+
+  // Restart time after a failure of `cause`; a lost node takes the spare back soonest, which
+  // returns to the pool after repair.
+  double restart_after(const ComponentFailures& cause, Trial& tr) {
+    const CheckpointModel& ck = run_.checkpoint;
+    double detect = 0;
+    if (cause.cost == FailureCost::kHang) detect = run_.failures.hang_detection_s;
+    if (cause.cost != FailureCost::kNodeLost) return detect + ck.restart_s(false, false);
+    auto spare = std::min_element(tr.spare_back.begin(), tr.spare_back.end());
+    if (spare != tr.spare_back.end() && *spare <= tr.t) {
+      *spare = tr.t + ck.repair_s;
+      return ck.restart_s(true, true);
+    }
+    ++tr.spares_missed;
+    return ck.restart_s(true, false);
+  }
+
+  const RunModel& run_;
+  double interval_s_;
+  Draws draws_;
+};
+
+}  // namespace
+
+MonteCarloResult monte_carlo(const RunModel& run, int64_t steps, double target_work_s,
+                             int64_t trials, uint64_t seed) {
+  MonteCarloResult r;
+  r.trials = trials;
+  r.target_work_s = target_work_s;
+  Simulation sim(run, static_cast<double>(steps) * run.step_s, seed);
+  double lost = 0, interruptions = 0, missed = 0, wall = 0;
+  for (int64_t i = 0; i < trials; ++i) {
+    const Trial tr = sim.run_to(target_work_s);
+    r.wall_s.push_back(tr.t);
+    wall += tr.t;
+    lost += tr.lost_work;
+    interruptions += static_cast<double>(tr.interruptions);
+    missed += static_cast<double>(tr.spares_missed);
+  }
+  std::sort(r.wall_s.begin(), r.wall_s.end());
+  const double n = static_cast<double>(std::max<int64_t>(1, trials));
+  r.mean_wall_s = wall / n;
+  r.goodput = r.mean_wall_s > 0 ? target_work_s / r.mean_wall_s : 0;
+  r.mean_interruptions = interruptions / n;
+  r.mean_lost_work_s = lost / n;
+  r.mean_spares_missed = missed / n;
+  return r;
+}
+
+}  // namespace orrery::sim

@@ -1,0 +1,79 @@
+// `orrery goodput` end to end: the report, --json, same seed same bytes, bad input.
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_command.hpp"
+
+namespace orrery {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+const std::string kJob = std::string(ORRERY_BIN) +
+                         " goodput --model llama3-8b --cluster dgx-h100 --nodes 2 --tp 8"
+                         " --global-batch 16 --seq 2048 --trials 200";
+
+TEST(GoodputCli, ReportListsFailuresCheckpointGoodputAndEveryDefault) {
+  const auto r = run_command(kJob);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* text : {"16 GPUs, 2 hosts, 16 NICs", "Failures", "hbm", "Checkpoint",
+                           "goodput (closed form)", "goodput (Monte Carlo)", "time to target",
+                           "failures.gpu_mtbf_s", "storage.requeue_s", "default: assumed"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+}
+
+TEST(GoodputCli, JsonIsTheSameForTheSameSeed) {
+  const auto a = run_command(kJob + " --json --seed 5");
+  const auto b = run_command(kJob + " --json --seed 5");
+  const auto c = run_command(kJob + " --json --seed 6");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  const auto j = nlohmann::json::parse(a.out);
+  const auto& mc = j["monte_carlo"];
+  EXPECT_GT(mc["goodput"].get<double>(), 0.5);
+  EXPECT_LE(mc["goodput"].get<double>(), 1.0);
+  EXPECT_LE(mc["wall_p10_s"].get<double>(), mc["wall_p50_s"].get<double>());
+  EXPECT_LE(mc["wall_p50_s"].get<double>(), mc["wall_p90_s"].get<double>());
+  // The target is 30 failure-free days (the default), so every run takes longer.
+  EXPECT_DOUBLE_EQ(mc["target_work_s"].get<double>(), 30 * 86400.0);
+  EXPECT_GT(mc["wall_p10_s"].get<double>(), 30 * 86400.0);
+  EXPECT_EQ(j["footprint"]["gpus"], 16);
+}
+
+TEST(GoodputCli, CheckpointEveryTakesStepsOrAuto) {
+  const auto r = run_command(kJob + " --json --checkpoint-every 100");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["interval"]["steps"], 100);
+  const auto bad = run_command(kJob + " --checkpoint-every often");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--checkpoint-every: got 'often', expected auto or a positive number"),
+            std::string::npos)
+      << bad.err;
+}
+
+TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
+  const fs::path dir = fs::temp_directory_path() / ("orrery_goodput_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto shown = run_command(std::string(ORRERY_BIN) + " topo show dgx-h100 --nodes 2 --yaml");
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  const fs::path file = dir / "c.yaml";
+  std::ofstream(file) << shown.out << "failures:\n  straggler_fraction: 2\n";
+  const auto r = run_command(std::string(ORRERY_BIN) + " goodput --model llama3-8b --cluster " +
+                             file.string() + " --tp 8 --global-batch 16 --seq 2048 --trials 10");
+  fs::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("c.yaml: failures.straggler_fraction: must be between 0 and 1, got 2"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace orrery

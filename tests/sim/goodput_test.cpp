@@ -1,0 +1,229 @@
+// The goodput model (sim/goodput): the closed form by hand, the Monte Carlo simulation against it,
+// determinism, checkpoint sizes against the memory model, and bad failure/storage fields.
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "orrery/models/model_catalog.hpp"
+#include "orrery/sim/checkpoint_model.hpp"
+#include "orrery/sim/footprint.hpp"
+#include "orrery/sim/goodput.hpp"
+#include "orrery/sim/memory_model.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/traces/spec_io.hpp"
+
+namespace orrery::sim {
+namespace {
+
+// One kind of failure, MTBF M = 10,000 s, restarted in place in R = 100 s (process groups 50,
+// load 30, warm-up 20), a blocking checkpoint of C = 100 s, one-second steps.
+RunModel simple_run() {
+  RunModel run;
+  run.step_s = 1;
+  run.failures.components.push_back({"gpu", 1, 10000, 1.0 / 10000, FailureCost::kRestartInPlace});
+  run.failures.total_rate_per_s = 1.0 / 10000;
+  run.checkpoint.blocking_s = 100;
+  run.checkpoint.process_group_init_s = 50;
+  run.checkpoint.load_s = 30;
+  run.checkpoint.warmup_s = 20;
+  return run;
+}
+
+TEST(GoodputClosedForm, DalysExpectedIntervalByHand) {
+  // tau = 1000: E[wall] = M e^(R/M) (e^((tau+C)/M) - 1) = 10000 e^0.01 (e^0.11 - 1)
+  //           = 10000 x 1.01005017 x 0.11627807 = 1174.4668 s; goodput 1000 / 1174.4668.
+  const RunModel run = simple_run();
+  EXPECT_DOUBLE_EQ(mean_restart_s(run), 100);
+  EXPECT_NEAR(closed_form_goodput(run, 1000), 1000 / 1174.466844952076, 1e-12);
+  // Young: sqrt(2 C M) = sqrt(2e6) = 1414.2136; Daly: 1414.2136 (1 + sqrt(0.005)/3 + 0.005/9)
+  // - 100 = 1348.3326.
+  EXPECT_NEAR(young_interval_s(100, 10000), 1414.213562373095, 1e-9);
+  EXPECT_NEAR(daly_interval_s(100, 10000), 1348.332569907747, 1e-9);
+  // Without failures only the checkpoint costs: 1000 / 1100.
+  RunModel no_failures = run;
+  no_failures.failures.total_rate_per_s = 0;
+  EXPECT_DOUBLE_EQ(closed_form_goodput(no_failures, 1000), 1000.0 / 1100);
+}
+
+TEST(GoodputClosedForm, OptimalIntervalBeatsItsNeighbours) {
+  const RunModel run = simple_run();
+  const CheckpointInterval best = optimal_interval(run);
+  // The exact optimum lies near Daly's first-order interval (1348 s) for C/M = 0.01.
+  EXPECT_NEAR(best.interval_s, 1348, 60);
+  for (const int64_t steps : {best.steps - 1, best.steps + 1, best.steps / 2, best.steps * 2}) {
+    EXPECT_GE(best.goodput, interval_of(run, steps).goodput) << steps;
+  }
+}
+
+TEST(GoodputMonteCarlo, MeanConvergesToTheClosedForm) {
+  const RunModel run = simple_run();
+  // 500 intervals of 1000 s, each ending with a checkpoint: E[wall] = 500 x 1174.4668 s.
+  const MonteCarloResult mc = monte_carlo(run, 1000, 500 * 1000.0, 400, 7);
+  EXPECT_NEAR(mc.mean_wall_s / (500 * 1174.466844952076), 1, 0.005);
+  EXPECT_NEAR(mc.goodput, closed_form_goodput(run, 1000), 0.005);
+  // Failures come at rate 1/M over the whole wall time (restarts included).
+  EXPECT_NEAR(mc.mean_interruptions / (mc.mean_wall_s / 10000), 1, 0.02);
+  EXPECT_LE(quantile(mc.wall_s, 0.1), quantile(mc.wall_s, 0.5));
+  EXPECT_LE(quantile(mc.wall_s, 0.5), quantile(mc.wall_s, 0.9));
+}
+
+TEST(GoodputMonteCarlo, AsynchronousSaveLosesItsBackgroundWindow) {
+  // An asynchronous save stops training 10 s and persists 90 s later; the closed form adds the
+  // background window to every failure's loss, the simulation rolls back exactly.
+  RunModel run = simple_run();
+  run.checkpoint.blocking_s = 10;
+  run.checkpoint.background_s = 90;
+  run.checkpoint.async = true;
+  const MonteCarloResult mc = monte_carlo(run, 1000, 500 * 1000.0, 400, 11);
+  EXPECT_NEAR(mc.goodput, closed_form_goodput(run, 1000), 0.005);
+  EXPECT_GT(mc.goodput, closed_form_goodput(simple_run(), 1000));
+}
+
+TEST(GoodputMonteCarlo, SameSeedSameRunsOtherSeedOtherRuns) {
+  const RunModel run = simple_run();
+  const auto a = monte_carlo(run, 700, 1e5, 50, 42);
+  const auto b = monte_carlo(run, 700, 1e5, 50, 42);
+  const auto c = monte_carlo(run, 700, 1e5, 50, 43);
+  EXPECT_EQ(a.wall_s, b.wall_s);
+  EXPECT_EQ(a.mean_lost_work_s, b.mean_lost_work_s);
+  EXPECT_NE(a.wall_s, c.wall_s);
+}
+
+TEST(GoodputMonteCarlo, SparesShortenRestartsUntilTheyRunOut) {
+  RunModel run = simple_run();
+  run.failures.components[0].cost = FailureCost::kNodeLost;
+  run.checkpoint.requeue_s = 1000;
+  run.checkpoint.spare_swap_s = 10;
+  run.checkpoint.repair_s = 1e9;  // never back: the pool empties
+  run.checkpoint.spare_nodes = 3;
+  const auto mc = monte_carlo(run, 1000, 200 * 1000.0, 20, 3);
+  EXPECT_NEAR(mc.mean_spares_missed, mc.mean_interruptions - 3, 1e-9);
+}
+
+TEST(GoodputStragglers, SlowestMemberPacesTheStep) {
+  // 1 - 0.999^1000 = 0.63230458 of steps have a straggler 1.5x slower: 1 + 0.5 x 0.63230458.
+  EXPECT_NEAR(straggler_step_factor(0.001, 1.5, 1000), 1.316152287614518, 1e-12);
+  EXPECT_DOUBLE_EQ(straggler_step_factor(0, 3, 16384), 1);
+  EXPECT_DOUBLE_EQ(straggler_step_factor(1, 3, 8), 3);
+}
+
+plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding, pb::ClusterSpec cluster) {
+  pb::Plan p;
+  p.set_model("llama3-8b");
+  p.set_cluster("dgx-h100");
+  p.mutable_job()->set_global_batch_size(dp * 2);
+  p.mutable_job()->set_seq_len(2048);
+  p.mutable_job()->set_precision(pb::PRECISION_BF16);
+  p.set_micro_batch_size(1);
+  p.mutable_parallel()->set_tp(tp);
+  p.mutable_parallel()->set_dp(dp);
+  p.set_sharding(sharding);
+  return plan::resolve_plan(p, models::load_model("llama3-8b"), cluster);
+}
+
+plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding) {
+  return llama8b(tp, dp, sharding, topologies::load_cluster("dgx-h100", tp * dp / 8));
+}
+
+TEST(GoodputCheckpoint, SizeIsTheMemoryModelsOptimizerStateWrittenOnce) {
+  // bf16 mixed precision: the fp32 master weights and Adam's two moments, 12 bytes per parameter
+  // (8,030,261,248 of llama3-8b), written once whatever the sharding.
+  constexpr double kBytes = 12 * 8030261248.0;
+  for (const auto sharding : {pb::SHARDING_NONE, pb::SHARDING_ZERO1, pb::SHARDING_FSDP}) {
+    const plan::ResolvedPlan plan = llama8b(1, 16, sharding);
+    const topologies::Topology topology(plan.cluster);
+    const CheckpointModel c = checkpoint_model(plan, footprint(plan, topology));
+    const pb::RankMemory m = memory_per_stage(plan)[0];
+    EXPECT_DOUBLE_EQ(c.rank_bytes, m.optimizer_bytes()) << sharding;
+    EXPECT_NEAR(c.total_bytes, kBytes, kBytes * 1e-12) << sharding;
+    const double shards = sharding == pb::SHARDING_NONE ? 1 : 16;
+    EXPECT_NEAR(c.rank_bytes, kBytes / shards, kBytes * 1e-12) << sharding;
+    // Two nodes share the writes; the snapshot crosses each GPU's 63 GB/s PCIe link.
+    EXPECT_DOUBLE_EQ(c.node_bytes, c.total_bytes / 2);
+    EXPECT_DOUBLE_EQ(c.snapshot_s, c.rank_bytes / 63e9);
+  }
+  // Tensor parallelism splits the weights: each of 2 TP ranks writes its half, once.
+  const plan::ResolvedPlan tp2 = llama8b(2, 8, pb::SHARDING_NONE);
+  const topologies::Topology topology(tp2.cluster);
+  const CheckpointModel c = checkpoint_model(tp2, footprint(tp2, topology));
+  EXPECT_DOUBLE_EQ(c.total_bytes, 2 * memory_per_stage(tp2)[0].optimizer_bytes());
+}
+
+TEST(GoodputCheckpoint, SavePathByHand) {
+  pb::ClusterSpec cluster = topologies::load_cluster("dgx-h100", 2);
+  auto* s = cluster.mutable_storage();
+  s->set_host_copy_bytes_per_s(10e9);
+  s->set_local_write_bytes_per_s(5e9);
+  s->set_remote_node_bytes_per_s(1e9);
+  s->set_remote_aggregate_bytes_per_s(1.5e9);  // slower than the two nodes together
+  s->set_async_save(true);
+  const plan::ResolvedPlan plan = llama8b(1, 16, pb::SHARDING_ZERO1, cluster);
+  const topologies::Topology topology(plan.cluster);
+  const CheckpointModel c = checkpoint_model(plan, footprint(plan, topology));
+  const double total = 12 * 8030261248.0;
+  EXPECT_NEAR(c.snapshot_s, total / 16 / 10e9, 1e-9);
+  EXPECT_NEAR(c.local_s, total / 2 / 5e9, 1e-9);
+  EXPECT_NEAR(c.remote_s, total / 1.5e9, 1e-9);
+  EXPECT_DOUBLE_EQ(c.blocking_s, c.snapshot_s);
+  EXPECT_DOUBLE_EQ(c.background_s, c.local_s + c.remote_s);
+  // Every default used is listed with its source; these five came from the file.
+  int from_file = 0;
+  for (const auto& setting : c.settings) from_file += setting.source == "cluster file";
+  EXPECT_EQ(from_file, 5);
+}
+
+TEST(GoodputFootprint, CountsThePlansComponents) {
+  const plan::ResolvedPlan plan = llama8b(8, 2, pb::SHARDING_NONE);
+  const topologies::Topology topology(plan.cluster);
+  const Footprint f = footprint(plan, topology);
+  EXPECT_EQ(f.gpus, 16);
+  EXPECT_EQ(f.hosts, 2);
+  EXPECT_EQ(f.nics, 16);  // 8 NICs per DGX H100
+  EXPECT_EQ(f.links, 16);
+  EXPECT_GE(f.switches, 1);
+  const FailureRates r = failure_rates(plan.cluster, f, "dgx-h100");
+  ASSERT_EQ(r.components.size(), 8u);
+  double total = 0;
+  for (const auto& c : r.components) total += c.rate_per_s;
+  EXPECT_DOUBLE_EQ(r.total_rate_per_s, total);
+  // gpu: 16 GPUs over the default per-GPU MTBF.
+  EXPECT_DOUBLE_EQ(r.components[0].rate_per_s, 16 / r.components[0].mtbf_s);
+  for (const auto& s : r.settings)
+    EXPECT_NE(s.source.find("default"), std::string::npos) << s.field;
+}
+
+// The dgx-h100 preset with `fields` added as YAML, read and used; the error, or "".
+std::string error_of(const std::string& fields) {
+  const std::string text = to_yaml(topologies::load_cluster("dgx-h100", 1)) + "\n" + fields + "\n";
+  try {
+    pb::ClusterSpec cluster;
+    parse_spec(text, "c.yaml", SpecFormat::kYaml, &cluster);
+    failure_rates(cluster, Footprint{8, 1, 8, 8, 1}, "c.yaml");
+  } catch (const base::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GoodputInput, BadFailureAndStorageFieldsAreRefusedWithFieldAndReason) {
+  EXPECT_NE(error_of("failures: {gpu_mtbf_s: -5 h}")
+                .find("failures.gpu_mtbf_s: got -5 h, expected a value > 0"),
+            std::string::npos)
+      << error_of("failures: {gpu_mtbf_s: -5 h}");
+  EXPECT_NE(error_of("failures: {straggler_fraction: 1.5}")
+                .find("c.yaml: failures.straggler_fraction: must be between 0 and 1, got 1.5"),
+            std::string::npos)
+      << error_of("failures: {straggler_fraction: 1.5}");
+  EXPECT_NE(error_of("failures: {straggler_slowdown: 0.5}")
+                .find("failures.straggler_slowdown: a straggler is slower: must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error_of("storage: {spare_nodes: -1}").find("storage.spare_nodes"), std::string::npos)
+      << error_of("storage: {spare_nodes: -1}");
+  EXPECT_NE(error_of("storage: {remote_aggregate_bytes_per_s: 0}").find("expected a value > 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace orrery::sim
