@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 
 #include "orrery/pb/options.pb.h"
 #include "orrery/traces/error.hpp"
+#include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "orrery/traces/units.hpp"
 
@@ -223,6 +225,12 @@ class Reader {
     if (ec != std::errc() || end != s.data() + s.size()) {
       fail(path, node, "got '" + s + "', expected an integer");
     }
+    // An int32 field would otherwise keep the low 32 bits of a larger number.
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_INT32 &&
+        (value > std::numeric_limits<int32_t>::max() ||
+         value < std::numeric_limits<int32_t>::min())) {
+      fail(path, node, "got " + s + ", which is too large");
+    }
     check_sign(node, field, path, static_cast<double>(value), s);
     return value;
   }
@@ -241,9 +249,9 @@ class Reader {
 
   void check_sign(const YAML::Node& node, const FieldDescriptor* field, const std::string& path,
                   double value, const std::string& text) const {
-    const auto m = meta(field);
-    if (m.positive() && !(value > 0)) fail(path, node, "got " + text + ", expected a value > 0");
-    if (m.non_negative() && value < 0) fail(path, node, "got " + text + ", expected a value >= 0");
+    if (auto problem = field_value_problem(*field, value, text); !problem.empty()) {
+      fail(path, node, problem);
+    }
   }
 
   bool boolean(const YAML::Node& node, const std::string& path) const {
@@ -323,7 +331,15 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
   if (format == SpecFormat::kJson) check_json_syntax(text, file);
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    // Every document is parsed, so that a second one ("---") is refused, not silently dropped.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1) {
+      const int line = documents[1].Mark().line >= 0 ? documents[1].Mark().line + 1 : 0;
+      throw InputError(std::string(file), line, "",
+                       "holds " + std::to_string(documents.size()) +
+                           " YAML documents (separated by '---'); a file holds one");
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     throw InputError(std::string(file), e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
                      "not valid YAML: " + e.msg);
@@ -335,6 +351,9 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
 }
 
 void read_spec_file(const std::filesystem::path& file, Message* out, SourceMap* where) {
+  // A directory opens as a stream that reads nothing, which would pass for an empty file.
+  if (std::filesystem::is_directory(file))
+    throw InputError(file.string(), 0, "", "is a directory, expected a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     std::error_code ec;
