@@ -30,12 +30,13 @@
 
 #include "layer_program.hpp"
 #include "lower_rank.hpp"
-#include "orrery/sim/stage_redistribution.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/memory_model.hpp"
 #include "orrery/sim/rank_layout.hpp"
+#include "orrery/sim/stage_redistribution.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/traces/error.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -257,6 +258,10 @@ double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
     }
     if (flying) dt = std::min(dt, left / comm_rate);
     else if (ready[next] >= 0) dt = std::min(dt, launch_at(next, ready[next]) - t);
+    // A time that is not finite (a latency of 1e308 once made one) turns into NaN here and the
+    // walk would never reach its end: fail loudly instead of spinning.
+    ORRERY_CHECK(std::isfinite(dt),
+                 "dp_tail: a bucket, the window or a launch delay is not finite");
     t += dt;
     if (computing) work = std::min(window, work + dt * compute_rate);
     if (flying) {
