@@ -94,7 +94,12 @@ double parse(std::string_view text, Unit unit) {
   std::string_view rest = trim(s.substr(static_cast<size_t>(end - s.data())));
   if (rest.empty()) return value;
   for (const auto& suffix : suffixes(unit)) {
-    if (rest == suffix.text) return value * suffix.factor;
+    if (rest != suffix.text) continue;
+    // "1e308 TB/s" is finite as written and infinite in SI.
+    if (!std::isfinite(value * suffix.factor)) {
+      throw std::invalid_argument("got '" + std::string(text) + "', expected a finite number");
+    }
+    return value * suffix.factor;
   }
   throw std::invalid_argument("unknown unit '" + std::string(rest) + "' in '" + std::string(text) +
                               "'" +

@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "text.hpp"
+#include "number_flags.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
@@ -48,7 +49,9 @@ struct PlanCommandArgs {
   double rerank_budget = 60000;
 };
 
-std::vector<int64_t> int_list(const std::string& flag, const std::string& text) {
+// A comma list of the values a plan field may take, each with the field's checks.
+std::vector<int64_t> int_list(const std::string& flag, const std::string& text,
+                              const google::protobuf::Descriptor* message, const std::string& field) {
   std::vector<int64_t> out;
   for (const auto& item : split_commas(text)) {
     if (item.empty()) continue;
@@ -62,6 +65,7 @@ std::vector<int64_t> int_list(const std::string& flag, const std::string& text) 
     if (used != item.size() || v < 1) {
       throw base::InputError("", 0, flag, "got '" + item + "', expected a comma-separated list of positive integers");
     }
+    check_flag(flag, message, field, v);
     out.push_back(v);
   }
   return out;
@@ -116,6 +120,9 @@ class ProgressBar {
 planner::PlanningJob load(const PlanCommandArgs& a) {
   planner::PlanningJob job;
   if (a.global_batch <= 0) throw base::InputError("", 0, "--global-batch", "required");
+  check_flag("--nodes", pb::Plan::descriptor(), "nodes", a.nodes);
+  check_flag("--global-batch", pb::Job::descriptor(), "global_batch_size", a.global_batch);
+  check_flag("--seq", pb::Job::descriptor(), "seq_len", a.seq);
   job.model = models::load_model(a.model);
   job.cluster = topologies::load_cluster(a.cluster, a.nodes);
   job.base.set_model(a.model);
@@ -124,18 +131,24 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
   auto* j = job.base.mutable_job();
   j->set_global_batch_size(a.global_batch);
   j->set_seq_len(a.seq ? *a.seq : job.model.max_seq_len());
-  j->set_precision(enum_list<pb::Precision>("--precision", a.precision, pb::Precision_descriptor()).at(0));
+  const auto precision =
+      enum_list<pb::Precision>("--precision", a.precision, pb::Precision_descriptor());
+  if (precision.size() != 1) {
+    throw base::InputError("", 0, "--precision",
+                     "got '" + a.precision + "', expected one of: fp32, bf16, fp16, fp8");
+  }
+  j->set_precision(precision.front());
   return job;
 }
 
 planner::SpaceOptions space_options(const PlanCommandArgs& a) {
   planner::SpaceOptions o;
-  o.tp = int_list("--tp", a.tp);
-  o.pp = int_list("--pp", a.pp);
-  o.cp = int_list("--cp", a.cp);
-  o.ep = int_list("--ep", a.ep);
-  o.vp = int_list("--vp", a.vp);
-  o.micro_batch = int_list("--micro-batch", a.micro_batch);
+  o.tp = int_list("--tp", a.tp, pb::Parallelism::descriptor(), "tp");
+  o.pp = int_list("--pp", a.pp, pb::Parallelism::descriptor(), "pp");
+  o.cp = int_list("--cp", a.cp, pb::Parallelism::descriptor(), "cp");
+  o.ep = int_list("--ep", a.ep, pb::Parallelism::descriptor(), "ep");
+  o.vp = int_list("--vp", a.vp, pb::Parallelism::descriptor(), "vp");
+  o.micro_batch = int_list("--micro-batch", a.micro_batch, pb::Plan::descriptor(), "micro_batch_size");
   if (!a.sharding.empty()) o.sharding = enum_list<pb::Sharding>("--sharding", a.sharding, pb::Sharding_descriptor());
   if (!a.recompute.empty()) o.recompute = enum_list<pb::Recompute>("--recompute", a.recompute, pb::Recompute_descriptor());
   o.max_micro_batch = a.max_micro_batch;
@@ -162,6 +175,29 @@ std::string breakdown(const pb::SimResult& r) {
   return s;
 }
 
+// Why the search ranked nothing, with what the user can change: a search without a plan is an
+// answer the user must see as a failure, not an empty table.
+std::string no_plan_reason(const planner::PlanningJob& job, const planner::SearchResult& r) {
+  const std::string devices = std::to_string(topologies::total_devices(job.cluster));
+  if (r.stats.shapes == 0) {
+    return "no tp x cp x pp x dp shape of the allowed degrees (--tp, --pp, --cp, --vp) divides "
+           "the cluster's " +
+           devices + " devices";
+  }
+  if (!r.closest_oom_plan.empty() && r.stats.out_of_memory > 0) {
+    return "no plan fits in memory; closest: " + r.closest_oom_plan + " needs " +
+           base::units::bytes(r.closest_oom_peak_bytes) + " of " +
+           base::units::bytes(r.closest_oom_capacity_bytes);
+  }
+  std::string why = "every one of the " + std::to_string(r.stats.checked) +
+                    " plans checked broke a rule";
+  if (!r.rules_hit.empty()) {
+    why += ", most often: " + r.rules_hit.front().first + " (" +
+           std::to_string(r.rules_hit.front().second) + " plans)";
+  }
+  return why;
+}
+
 // "analytic", or "analytic, best 5 ranked with des".
 std::string engines(const planner::SearchResult& r, const planner::SearchOptions& o) {
   if (o.rerank == nullptr || r.ranked.empty()) return "analytic";
@@ -179,14 +215,6 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
          " nodes, " + std::to_string(topologies::total_devices(job.cluster)) + " devices), global batch " +
          std::to_string(job.base.job().global_batch_size()) + " x seq " + std::to_string(job.base.job().seq_len()) +
          ", engine " + engines(r, o) + "\n\n";
-  if (r.ranked.empty()) {
-    out += "no plan fits in memory";
-    if (!r.closest_oom_plan.empty()) {
-      out += "; closest: " + r.closest_oom_plan + " needs " + base::units::bytes(r.closest_oom_peak_bytes) + " of " +
-             base::units::bytes(r.closest_oom_capacity_bytes);
-    }
-    return out + "\n";
-  }
   Table table({"#", "plan", "step", "tokens/s", "MFU", "mem/GPU", "breakdown (share of step)", "limited by"});
   const auto& best = r.ranked.front();
   for (size_t i = 0; i < r.ranked.size(); ++i) {
@@ -275,6 +303,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   o.progress = [bar](const planner::Progress& p) { bar->update(p); };
   const planner::SearchResult r = planner::search(space, engine, o);
   bar->finish();
+  if (r.ranked.empty()) throw base::InputError("", 0, "plan", no_plan_reason(job, r));
   if (!a.quiet) {
     std::fprintf(stderr, "planned in %.2f s on %d threads: %lld plans checked, %lld timed (%s)\n", r.stats.seconds,
                  o.threads, static_cast<long long>(r.stats.checked), static_cast<long long>(r.stats.timed),
@@ -282,7 +311,6 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   }
   std::cout << (flags.json ? render_json(job, r, o) : render_text(job, r, o));
   if (!a.out_file.empty()) {
-    if (r.ranked.empty()) throw base::InputError("", 0, "--out", "no plan fits in memory, nothing to write");
     write_file_atomically(a.out_file, to_yaml(r.ranked.front().plan), a.force);
     std::cerr << "wrote " << a.out_file << " (run it with: orrery simulate --plan " << a.out_file << ")\n";
   }
@@ -321,7 +349,7 @@ void add_plan_command(CLI::App& app) {
                   "Most des work for the re-ranking, in simulated layer passes (cp x micro-batches x "
                   "layers per plan; default 60000, about 20 s here); over it the analytic ranking "
                   "stands and the output says so")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive());
   cmd->add_option("--threads", a->threads, "Worker threads (default: all cores); the result does not depend on it")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--exhaustive", a->exhaustive, "Evaluate every plan of the space, however large");

@@ -18,6 +18,7 @@
 #include "orrery/base/error.hpp"
 
 #ifdef ORRERY_HAVE_EXECUTOR
+#include "number_flags.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/trainer.hpp"
@@ -31,6 +32,10 @@ namespace orrery::cli {
 namespace {
 
 #ifdef ORRERY_HAVE_EXECUTOR
+
+// A collective's timeout beyond a day waits on a dead peer for longer than anyone watches; far
+// larger ones overflow the time arithmetic of Gloo's deadlines.
+constexpr double kMaxTimeoutS = 86400;
 
 struct RunArgs {
   PlanArgs plan;
@@ -155,11 +160,14 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--out", t.out_dir, "Directory for step_NNNNNN.json, the measured trace (trace.json) and its Perfetto timeline (timeline.json); params.bin with --save-params");
   cmd->add_flag("--save-params", t.save_parameters, "Write the trained parameters (TP shards gathered) to --out");
   cmd->add_flag("--force", a->force, "Write into an --out directory that is not empty");
-  cmd->add_option("--lr", t.learning_rate, "AdamW learning rate")->check(CLI::PositiveNumber);
-  cmd->add_option("--weight-decay", t.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--clip-grad", t.clip_grad_norm, "Clip gradients to this global L2 norm (0: off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--lr", t.learning_rate, "AdamW learning rate")->check(finite_positive());
+  cmd->add_option("--weight-decay", t.weight_decay, "AdamW weight decay")
+      ->check(finite_non_negative());
+  cmd->add_option("--clip-grad", t.clip_grad_norm, "Clip gradients to this global L2 norm (0: off)")
+      ->check(finite_non_negative());
   cmd->add_option("--timeout", t.timeout_s,
-                  "Seconds a collective may wait, and a rank may stay silent, before the job fails")->check(CLI::PositiveNumber);
+                  "Seconds a collective may wait, and a rank may stay silent, before the job fails")
+      ->check(finite_positive() & CLI::Range(0.0, kMaxTimeoutS));
   cmd->callback([a] { run(*a); });
 #else
   cmd->allow_extras();

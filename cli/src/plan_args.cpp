@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
+#include "number_flags.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -38,6 +40,39 @@ void set_int_list(const std::string& flag, const std::string& text, google::prot
     } catch (const std::exception&) {
       throw base::InputError("", 0, flag, "got '" + item + "', expected an integer");
     }
+  }
+}
+
+double bucket_bytes(const std::string& text) {
+  try {
+    return base::units::parse(text, base::units::Unit::kBytes);
+  } catch (const std::invalid_argument& e) {
+    throw base::InputError("", 0, "--bucket", e.what());
+  }
+}
+
+void check_number_flags(const PlanArgs& a) {
+  const auto* plan = pb::Plan::descriptor();
+  const auto* job = pb::Job::descriptor();
+  const auto* par = pb::Parallelism::descriptor();
+  check_flag("--nodes", plan, "nodes", a.nodes);
+  check_flag("--global-batch", job, "global_batch_size", a.global_batch);
+  check_flag("--seq", job, "seq_len", a.seq);
+  check_flag("--micro-batch", plan, "micro_batch_size", a.micro_batch);
+  for (const auto& [flag, field, value] : {std::tuple{"--tp", "tp", a.tp},
+                                           {"--pp", "pp", a.pp},
+                                           {"--dp", "dp", a.dp},
+                                           {"--cp", "cp", a.cp},
+                                           {"--ep", "ep", a.ep},
+                                           {"--vp", "vp", a.vp}}) {
+    check_flag(flag, par, field, value);
+  }
+  check_flag("--shard-group", plan, "shard_group_size", a.shard_group);
+  check_flag("--prefetch", plan, "prefetch_buckets", a.prefetch);
+  if (a.bucket) check_flag("--bucket", plan, "bucket_bytes", bucket_bytes(*a.bucket), *a.bucket);
+  if (a.moe_imbalance) {
+    check_flag("--moe-imbalance", plan, "moe_imbalance", *a.moe_imbalance,
+               base::units::number(*a.moe_imbalance));
   }
 }
 
@@ -79,6 +114,7 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
 LoadedJob load_job(const PlanArgs& a) {
   LoadedJob job;
   pb::Plan& p = job.plan;
+  check_number_flags(a);
   if (!a.plan_file.empty()) read_spec_file(a.plan_file, &p, &job.plan_where);
   if (!a.model.empty()) p.set_model(a.model);
   if (!a.cluster.empty()) p.set_cluster(a.cluster);
@@ -132,13 +168,7 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.sharding) p.set_sharding(static_cast<pb::Sharding>(parse_enum("--sharding", *a.sharding, pb::Sharding_descriptor())));
   if (a.shard_group) p.set_shard_group_size(*a.shard_group);
   if (a.recompute) p.set_recompute(static_cast<pb::Recompute>(parse_enum("--recompute", *a.recompute, pb::Recompute_descriptor())));
-  if (a.bucket) {
-    try {
-      p.set_bucket_bytes(base::units::parse(*a.bucket, base::units::Unit::kBytes));
-    } catch (const std::invalid_argument& e) {
-      throw base::InputError("", 0, "--bucket", e.what());
-    }
-  }
+  if (a.bucket) p.set_bucket_bytes(bucket_bytes(*a.bucket));
   if (a.prefetch) p.set_prefetch_buckets(*a.prefetch);
   if (a.attention) {
     p.set_attention_kernel(static_cast<pb::AttentionKernel>(

@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -217,6 +218,17 @@ std::string op_failed(const RankEnv& env, int64_t step, const std::string& why) 
   return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) + " failed in libtorch: " + why;
 }
 
+// A loss or gradient norm that is no longer a number: training diverged (a learning rate far
+// too large), and no later step can recover.
+std::string diverged(const RankEnv& env, const StepResult& r) {
+  std::ostringstream why;
+  why << "rank " << env.rank << ": step " << r.step << ": the loss is " << r.loss
+      << " and the gradient norm " << r.grad_norm
+      << ": training diverged (a smaller --lr, or --clip-grad, keeps it finite); stopped before "
+      << "writing step " << r.step;
+  return why.str();
+}
+
 }  // namespace
 
 std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out) {
@@ -243,6 +255,10 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
     for (step = 1; step <= config.steps; ++step) {
       maybe_inject_fault(env.rank, step);
       const StepResult r = run.step(step);
+      // Both are all-reduced, so every rank stops at the same step, and nothing of this step is
+      // written: the step files before it stay a consistent record of the run.
+      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+        throw base::InputError("", 0, "", diverged(env, r));
       results.push_back(r);
       std::ostringstream line;
       line.precision(6);

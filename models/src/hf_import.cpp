@@ -220,6 +220,8 @@ SourceMap source_map(const HfConfig& c, Family f) {
       {"num_kv_heads", "num_key_value_heads"},
       {"head_dim", "head_dim"},
       {"ffn_hidden_size", gpt2 ? "n_inner" : "intermediate_size"},
+      {"vocab_size", "vocab_size"},
+      {"max_seq_len", gpt2 ? "n_positions" : "max_position_embeddings"},
       {"moe.top_k", "num_experts_per_tok"},
       {"moe.first_dense_layers", "first_k_dense_replace"},
       {"hidden_dropout", gpt2 ? "resid_pdrop" : "hidden_dropout"},

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "orrery/base/units.hpp"
 
@@ -106,6 +107,7 @@ void check_mla(const pb::ModelSpec& spec, const SourceMap& where) {
 
 void validate_model(const pb::ModelSpec& spec, const SourceMap& where) {
   if (spec.name().empty()) where.fail("name", "must not be empty");
+  check_field_values(spec, where);  // an imported config's numbers get a file's ranges
   if (spec.num_layers() <= 0 || spec.hidden_size() <= 0 || spec.num_attention_heads() <= 0 ||
       spec.num_kv_heads() <= 0 || spec.ffn_hidden_size() <= 0 || spec.vocab_size() <= 0 ||
       spec.max_seq_len() <= 0) {

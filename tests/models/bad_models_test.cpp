@@ -43,6 +43,18 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         // ModelSpec files: the semantic rules of validate_model, at the line of the field.
         BadCase{"kv-heads.yaml", ":6: num_kv_heads: got 3, must divide num_attention_heads (4)"},
+        // Ranges and finiteness (options.proto), in files and in imported configs alike.
+        BadCase{"layers-huge.yaml",
+                ":3: num_layers: got 999999999, expected at most 100000 (500x the deepest "
+                "published model)"},
+        BadCase{"hidden-size-range.yaml",
+                ":4: hidden_size: got 640000000, expected at most 10000000 (100x the widest "
+                "published model)"},
+        BadCase{"rotary-fraction-inf.yaml",
+                ":10: rotary_fraction: got 'inf', expected a finite number"},
+        BadCase{"hf-context-huge.json",
+                ":13: max_seq_len: got 10000000000000, expected at most 1000000000 (100x the "
+                "longest context published)"},
         BadCase{"head-divide.yaml",
                 ":5: num_attention_heads: got 4, must divide hidden_size (66) when head_dim is not "
                 "set"},

@@ -5,6 +5,7 @@
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
 #include "orrery/base/error.hpp"
+#include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -121,9 +122,57 @@ TEST(SpecReader, JsonIsCheckedStrictlyWithLines) {
 
 TEST(SpecReader, ParseClearsThePreviousContent) {
   pb::LinkSpec link;
-  parse_spec("bandwidth_bytes_per_s: 5\nlatency_s: 1\n", "a", SpecFormat::kYaml, &link);
-  parse_spec("bandwidth_bytes_per_s: 7\n", "b", SpecFormat::kYaml, &link);
+  parse_spec("bandwidth_bytes_per_s: 5e9\nlatency_s: 1e-6\n", "a", SpecFormat::kYaml, &link);
+  parse_spec("bandwidth_bytes_per_s: 7e9\n", "b", SpecFormat::kYaml, &link);
   EXPECT_DOUBLE_EQ(link.latency_s(), 0);
+}
+
+// The message a LinkSpec in YAML gets, or "" when it is read.
+std::string link_error(const std::string& yaml) {
+  pb::LinkSpec link;
+  try {
+    parse_spec(yaml, "l.yaml", SpecFormat::kYaml, &link);
+  } catch (const base::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SpecReader, NumbersMustBeFiniteAndWithinTheirRange) {
+  EXPECT_EQ(link_error("bandwidth_bytes_per_s: nan\n"),
+            "l.yaml:1: bandwidth_bytes_per_s: got 'nan', expected a finite number");
+  EXPECT_EQ(link_error("bandwidth_bytes_per_s: 1e308 TB/s\n"),
+            "l.yaml:1: bandwidth_bytes_per_s: got '1e308 TB/s', expected a finite number");
+  EXPECT_EQ(link_error("bandwidth_bytes_per_s: 0.5 B/s\n"),
+            "l.yaml:1: bandwidth_bytes_per_s: got 0.5 B/s, expected at least 1 MB/s (10 Mb "
+            "Ethernet is faster; 1 PB/s is 500x NVLink 5)");
+  EXPECT_EQ(link_error("bandwidth_bytes_per_s: 1 GB/s\nlatency_s: 1.3 s\n"),
+            "l.yaml:2: latency_s: got 1.3 s, expected at most 100 ms (a round trip across a "
+            "continent; cluster links take microseconds)");
+  // Both ends are included: the widest real values are read.
+  EXPECT_EQ(link_error("bandwidth_bytes_per_s: 1000 TB/s\nlatency_s: 100 ms\n"), "");
+}
+
+TEST(SpecReader, ASecondYamlDocumentIsRefused) {
+  EXPECT_EQ(link_error("bandwidth_bytes_per_s: 1 GB/s\n---\nbandwidth_bytes_per_s: 2 GB/s\n"),
+            "l.yaml:3: holds 2 YAML documents (separated by '---'); a file holds one");
+}
+
+// A spec made in code gets the ranges a file would: the first field out of its range, by path.
+TEST(SpecReader, CheckFieldValuesWalksNestedMessages) {
+  pb::ClusterSpec c;
+  c.add_node_types()->mutable_intra()->mutable_pcie_link()->set_bandwidth_bytes_per_s(64e9);
+  c.add_node_groups()->set_count(4);
+  EXPECT_NO_THROW(check_field_values(c, SourceMap("c.yaml")));
+  c.mutable_node_types(0)->mutable_intra()->mutable_pcie_link()->set_latency_s(1e308);
+  try {
+    check_field_values(c, SourceMap("c.yaml"));
+    FAIL() << "1e308 s accepted";
+  } catch (const base::InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "c.yaml: node_types[0].intra.pcie_link.latency_s: got 1e+308, expected at most 100 "
+              "ms (a round trip across a continent; cluster links take microseconds)");
+  }
 }
 
 TEST(SpecReader, MissingFileIsAnInputError) {

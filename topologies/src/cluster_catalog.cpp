@@ -7,6 +7,8 @@
 #include "embedded_presets.hpp"
 #include "orrery/topologies/discover.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/traces/field_ranges.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -81,6 +83,13 @@ pb::ClusterSpec load_cluster(std::string_view name_or_file, std::optional<int64_
 void resize(pb::ClusterSpec& cluster, int64_t nodes) {
   if (nodes <= 0) {
     throw base::InputError("", 0, "--nodes", "got " + std::to_string(nodes) + ", expected a node count > 0");
+  }
+  // The node count a file could hold is the most --nodes may ask for (checked before any
+  // multiplication, so none overflows).
+  const auto* count = pb::NodeGroup::descriptor()->FindFieldByName("count");
+  if (auto problem = field_value_problem(*count, static_cast<double>(nodes), std::to_string(nodes));
+      !problem.empty()) {
+    throw base::InputError("", 0, "--nodes", problem);
   }
   if (cluster.node_groups_size() == 1) {
     cluster.mutable_node_groups(0)->set_count(nodes);

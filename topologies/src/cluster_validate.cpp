@@ -8,6 +8,8 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/traces/field_ranges.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -204,6 +206,7 @@ void validate_cluster(const pb::ClusterSpec& cluster, const SourceMap& where) {
   if (cluster.name().empty()) where.fail("name", "required");
   if (cluster.node_types_size() == 0) where.fail("node_types", "must not be empty");
   if (cluster.node_groups_size() == 0) where.fail("node_groups", "must not be empty");
+  check_field_values(cluster, where);  // a spec made in code, or resized, gets a file's ranges
   check_devices(cluster, where);
   check_node_types(cluster, where);
   check_node_groups(cluster, where);

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -13,7 +14,9 @@
 
 #include "orrery/pb/options.pb.h"
 #include "orrery/base/error.hpp"
+#include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "field_unit.hpp"
 #include "orrery/base/units.hpp"
 
 namespace orrery {
@@ -92,15 +95,7 @@ class Reader {
 
   // The field's declared unit (options.proto) as base's.
   static base::units::Unit unit_of(const FieldDescriptor* field) {
-    switch (meta(field).unit()) {
-      case pb::UNIT_SECONDS: return base::units::Unit::kSeconds;
-      case pb::UNIT_BYTES: return base::units::Unit::kBytes;
-      case pb::UNIT_BYTES_PER_SECOND: return base::units::Unit::kBytesPerSecond;
-      case pb::UNIT_FLOP: return base::units::Unit::kFlop;
-      case pb::UNIT_FLOP_PER_SECOND: return base::units::Unit::kFlopPerSecond;
-      case pb::UNIT_WATTS: return base::units::Unit::kWatts;
-      default: return base::units::Unit::kNone;
-    }
+    return detail::base_unit(meta(field).unit());
   }
 
   void check_required(const YAML::Node& node, const Message& msg, const std::set<std::string>& seen,
@@ -237,6 +232,12 @@ class Reader {
     if (ec != std::errc() || end != s.data() + s.size()) {
       fail(path, node, "got '" + s + "', expected an integer");
     }
+    // An int32 field would otherwise keep the low 32 bits of a larger number.
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_INT32 &&
+        (value > std::numeric_limits<int32_t>::max() ||
+         value < std::numeric_limits<int32_t>::min())) {
+      fail(path, node, "got " + s + ", which is too large");
+    }
     check_sign(node, field, path, static_cast<double>(value), s);
     return value;
   }
@@ -255,9 +256,9 @@ class Reader {
 
   void check_sign(const YAML::Node& node, const FieldDescriptor* field, const std::string& path,
                   double value, const std::string& text) const {
-    const auto m = meta(field);
-    if (m.positive() && !(value > 0)) fail(path, node, "got " + text + ", expected a value > 0");
-    if (m.non_negative() && value < 0) fail(path, node, "got " + text + ", expected a value >= 0");
+    if (auto problem = field_value_problem(*field, value, text); !problem.empty()) {
+      fail(path, node, problem);
+    }
   }
 
   bool boolean(const YAML::Node& node, const std::string& path) const {
@@ -337,7 +338,15 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
   if (format == SpecFormat::kJson) check_json_syntax(text, file);
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    // Every document is parsed, so that a second one ("---") is refused, not silently dropped.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1) {
+      const int line = documents[1].Mark().line >= 0 ? documents[1].Mark().line + 1 : 0;
+      throw base::InputError(std::string(file), line, "",
+                       "holds " + std::to_string(documents.size()) +
+                           " YAML documents (separated by '---'); a file holds one");
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     throw base::InputError(std::string(file), e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
                      "not valid YAML: " + e.msg);
@@ -349,6 +358,9 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
 }
 
 void read_spec_file(const std::filesystem::path& file, Message* out, SourceMap* where) {
+  // A directory opens as a stream that reads nothing, which would pass for an empty file.
+  if (std::filesystem::is_directory(file))
+    throw base::InputError(file.string(), 0, "", "is a directory, expected a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     std::error_code ec;

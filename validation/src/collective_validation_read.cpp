@@ -2,6 +2,8 @@
 // type and sign, and a bad one is reported as file: tables[i].field: reason.
 #include "collective_validation_read.hpp"
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -59,7 +61,8 @@ class Reader {
     const json& v = field(obj, path, key);
     if (!v.is_number()) fail(join(path, key), std::string("got ") + kind_of(v) + ", expected a positive number");
     const double x = v.get<double>();
-    if (!(x > 0)) fail(join(path, key), "got " + v.dump() + ", expected a positive number");
+    if (!(x > 0) || !std::isfinite(x))
+      fail(join(path, key), "got " + v.dump() + ", expected a positive number");
     return x;
   }
 
@@ -90,7 +93,12 @@ class Reader {
     m.gpus = count(t, path, "gpus");
     m.nodes = count(t, path, "nodes");
     m.gpus_per_node = count(t, path, "gpus_per_node");
-    if (m.gpus != m.nodes * m.gpus_per_node) {
+    int64_t product = 0;
+    if (__builtin_mul_overflow(m.nodes, m.gpus_per_node, &product)) {
+      fail(path + ".nodes", "nodes x gpus_per_node overflows: " + std::to_string(m.nodes) + " x " +
+                                std::to_string(m.gpus_per_node));
+    }
+    if (m.gpus != product) {
       fail(path + ".gpus", "got " + std::to_string(m.gpus) + ", expected nodes x gpus_per_node = " +
                                std::to_string(m.nodes * m.gpus_per_node));
     }
@@ -113,6 +121,7 @@ class Reader {
     if (!root.is_object()) fail("", std::string("got ") + kind_of(root) + ", expected an object with `tables`");
     const json& tables = field(root, "", "tables");
     if (!tables.is_array()) fail("tables", std::string("got ") + kind_of(tables) + ", expected a list");
+    if (tables.empty()) fail("tables", "got an empty list, expected at least one measured table");
     std::vector<MeasuredTable> out;
     for (size_t i = 0; i < tables.size(); ++i) {
       out.push_back(table(tables[i], "tables[" + std::to_string(i) + "]"));
@@ -127,6 +136,8 @@ class Reader {
 }  // namespace
 
 std::vector<MeasuredTable> read_measured_tables(const std::filesystem::path& file) {
+  if (std::filesystem::is_directory(file))
+    throw base::InputError(file.string(), 0, "", "is a directory, expected a JSON file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw base::EnvironmentError("cannot read " + file.string() + ": no such file or not readable");
   std::ostringstream buffer;

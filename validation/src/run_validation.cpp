@@ -227,6 +227,8 @@ RunCase run_case(const json& c, const std::string& file, const std::string& path
 
 // The cases of a published-runs file; InputError for a file that is not one.
 json read_cases(const std::filesystem::path& file) {
+  if (std::filesystem::is_directory(file))
+    throw base::InputError(file.string(), 0, "", "is a directory, expected a JSON file");
   std::ifstream in(file);
   if (!in) throw base::InputError(file.string(), 0, "", "no such file");
   json root;
@@ -238,6 +240,8 @@ json read_cases(const std::filesystem::path& file) {
   if (!root.is_object() || !root.contains("cases") || !root["cases"].is_array()) {
     throw base::InputError(file.string(), 0, "cases", "expected a list of cases");
   }
+  if (root["cases"].empty())
+    throw base::InputError(file.string(), 0, "cases", "got an empty list, expected at least one case");
   return root["cases"];
 }
 

@@ -1,9 +1,11 @@
 #include "dp_tail.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 
+#include "orrery/base/error.hpp"
 #include "orrery/plan/buckets.hpp"
 
 namespace orrery::sim::detail {
@@ -39,6 +41,9 @@ double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
     }
     if (flying) dt = std::min(dt, left / comm_rate);
     else if (ready[next] >= 0) dt = std::min(dt, launch_at(next, ready[next]) - t);
+    // A time that is not finite (a latency of 1e308 once made one) turns into NaN here and the
+    // walk would never reach its end: fail loudly instead of spinning.
+    ORRERY_CHECK(std::isfinite(dt), "dp_tail: a bucket, the window or a launch delay is not finite");
     t += dt;
     if (computing) work = std::min(window, work + dt * compute_rate);
     if (flying) {

@@ -1,0 +1,172 @@
+// Hostile numbers and inputs end to end: NaN, inf, absurd sizes, directories and empty lists are
+// refused by the `orrery` binary with exit status 2 and a message naming the flag or field,
+// never an internal error (70), a hang, or a silent acceptance (issue 28).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "run_command.hpp"
+
+namespace orrery {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
+
+// A folder of its own per test process, removed at the end.
+class Scratch {
+ public:
+  Scratch() : path_(fs::temp_directory_path() / ("orrery_hostile_" + std::to_string(::getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~Scratch() { fs::remove_all(path_); }
+  fs::path file(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+    return path_ / name;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Runs `args` and expects exit status 2 and exactly `message` on stderr.
+void expect_refused(const std::string& args, const std::string& message) {
+  const auto r = run_command(orrery(args));
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  EXPECT_EQ(r.err, message) << args;
+  EXPECT_EQ(r.out, "") << args;
+}
+
+const std::string kSimulate =
+    "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 64";
+const std::string kPlan = "plan --model llama3-8b --cluster dgx-h100 --global-batch 64 --quiet";
+
+TEST(CliHostile, NotANumberAndInfinityAreRefusedInFlags) {
+  expect_refused(kSimulate + " --moe-imbalance nan",
+                 "error: --moe-imbalance: got nan, expected a finite number\n");
+  expect_refused(kSimulate + " --moe-imbalance inf",
+                 "error: --moe-imbalance: got inf, expected a finite number\n");
+  // CLI11's own validation message, followed by its hint to run --help.
+  const auto r = run_command(orrery(kPlan + " --nodes 1 --rerank-budget nan"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("--rerank-budget: got nan, expected a finite number\n", 0), 0u) << r.err;
+}
+
+TEST(CliHostile, NegativeAndAbsurdSizesNameTheirFlag) {
+  expect_refused(kSimulate + " --bucket -1MiB",
+                 "error: --bucket: got -1MiB, expected a value >= 0\n");
+  // CLI11 reads an integer too large for int64 as its largest value, which the range refuses.
+  expect_refused(kPlan + " --nodes 99999999999999999999",
+                 "error: --nodes: got 9223372036854775807, expected at most 1000000 (10x the "
+                 "largest cluster built)\n");
+  const std::string nodes =
+      "--nodes: got 1000000000, expected at most 1000000 (10x the largest cluster built)\n";
+  expect_refused(kPlan + " --nodes 1000000000", "error: " + nodes);
+  expect_refused(
+      "simulate --model llama3-8b --cluster dgx-h100 --global-batch 64 --nodes 1000000000",
+      "error: " + nodes);
+  expect_refused("topo check dgx-h100 --nodes 1000000000", "error: " + nodes);
+  expect_refused(kPlan + " --nodes 1 --global-batch 1000000000",
+                 "error: --global-batch: got 1000000000, expected at most 100000000 (10,000x the "
+                 "largest published batch)\n");
+  expect_refused(kPlan + " --nodes 1 --precision ''",
+                 "error: --precision: got '', expected one of: fp32, bf16, fp16, fp8\n");
+}
+
+TEST(CliHostile, APlanSearchWithoutAPlanSaysWhyAndFails) {
+  expect_refused(
+      kPlan + " --nodes 1 --tp 3",
+      "error: plan: no tp x cp x pp x dp shape of the allowed degrees (--tp, --pp, --cp, "
+      "--vp) divides the cluster's 8 devices\n");
+}
+
+TEST(CliHostile, AClusterWithAnAbsurdLatencyIsRefusedBeforeAnySimulation) {
+  Scratch s;
+  const auto show = run_command(orrery("topo show dgx-h100 --nodes 2 --yaml"));
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  std::string yaml = show.out;
+  const auto at = yaml.find("switch_latency_s: ");
+  ASSERT_NE(at, std::string::npos) << yaml;
+  yaml.replace(at, yaml.find('\n', at) - at, "switch_latency_s: 1e308");
+  const fs::path cluster = s.file("c.yaml", yaml);
+  const auto line =
+      std::count(yaml.begin(), yaml.begin() + static_cast<std::ptrdiff_t>(at), '\n') + 1;
+  const std::string message = "error: " + cluster.string() + ":" + std::to_string(line) +
+                              ": fabric.switch_latency_s: got 1e308, expected at most 100 ms (a "
+                              "round trip across a continent; cluster links take microseconds)\n";
+  expect_refused("topo check " + cluster.string(), message);
+  expect_refused("simulate --model llama3-8b --cluster " + cluster.string() + " --global-batch 64",
+                 message);
+}
+
+TEST(CliHostile, ValidateRefusesDirectoriesAndEmptyLists) {
+  Scratch s;
+  const std::string dir = s.path().string();
+  expect_refused("validate --runs " + dir,
+                 "error: " + dir + ": is a directory, expected a JSON file\n");
+  const fs::path runs = s.file("runs.json", R"({"cases": []})");
+  expect_refused(
+      "validate --runs " + runs.string(),
+      "error: " + runs.string() + ": cases: got an empty list, expected at least one case\n");
+  const fs::path tables = s.file("tables.json", R"({"tables": []})");
+  expect_refused("validate --collectives " + tables.string(),
+                 "error: " + tables.string() +
+                     ": tables: got an empty list, expected at least one measured table\n");
+}
+
+// `orrery run` is built only with the executor (libtorch); without it these have nothing to run.
+bool run_is_built() {
+  return run_command(orrery("run --help")).out.find("--lr") != std::string::npos;
+}
+
+TEST(CliHostile, RunFlagsRefuseNotANumber) {
+  if (!run_is_built()) GTEST_SKIP() << "orrery was built without the executor";
+  const std::string job =
+      "run --model tiny --cluster local --dp 1 --global-batch 2 --seq 32 --steps 1";
+  for (const char* flag : {"--clip-grad", "--timeout", "--lr"}) {
+    const auto r = run_command(orrery(job + " " + flag + " nan"));
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind(std::string(flag) + ": got nan, expected a finite number\n", 0), 0u)
+        << r.err;
+  }
+}
+
+// A learning rate far too large makes the loss NaN: the run stops at that step naming it and the
+// rank, the step files before it are whole, and none is written for it.
+TEST(CliHostile, ADivergedLossStopsTheRunNamingTheStepAndRank) {
+  if (!run_is_built()) GTEST_SKIP() << "orrery was built without the executor";
+  Scratch s;
+  const fs::path out = s.path() / "run";
+  const auto r =
+      run_command(orrery("run --model tiny --cluster local --dp 1 --global-batch 2 --seq 32 "
+                         "--steps 4 --seed 3 --lr 1e308 --out " +
+                         out.string()));
+  const std::string all = r.out + r.err;  // the launcher passes the rank's words through
+  EXPECT_NE(r.exit_code, 0) << all;
+  EXPECT_NE(r.exit_code, 70) << all;
+  const auto at = all.find("rank 0: step ");
+  ASSERT_NE(at, std::string::npos) << all;
+  const int step = std::stoi(all.substr(at + 13));
+  EXPECT_NE(all.find("training diverged (a smaller --lr, or --clip-grad, keeps it finite); "
+                     "stopped before writing step " +
+                     std::to_string(step)),
+            std::string::npos)
+      << all;
+  char name[32];
+  for (int i = 1; i <= step; ++i) {
+    std::snprintf(name, sizeof name, "step_%06d.json", i);
+    EXPECT_EQ(fs::exists(out / name), i < step) << name;
+  }
+}
+
+}  // namespace
+}  // namespace orrery
