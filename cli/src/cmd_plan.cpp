@@ -131,6 +131,7 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
   auto* j = job.base.mutable_job();
   j->set_global_batch_size(a.global_batch);
   j->set_seq_len(a.seq ? *a.seq : job.model.max_seq_len());
+  // One precision: the search does not range over it, so a list must not lose its tail silently.
   const auto precision =
       enum_list<pb::Precision>("--precision", a.precision, pb::Precision_descriptor());
   if (precision.size() != 1) {

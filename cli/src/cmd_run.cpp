@@ -95,7 +95,6 @@ pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
 }
 
 void run(RunArgs& a) {
-  if (!a.plan.precision) a.plan.precision = "fp32";  // bf16 is opt-in (docs/executor.md, mixed precision)
   LoadedJob job = load_job(a.plan);
   fit_local_cluster(job);
   executor::TrainConfig config = a.train;
@@ -154,6 +153,11 @@ void add_run_command(CLI::App& app) {
 #ifdef ORRERY_HAVE_EXECUTOR
   auto a = std::make_shared<RunArgs>();
   add_plan_flags(cmd, a->plan);
+  // Where neither the plan nor the flag states a precision a run trains in fp32, as it always
+  // has (the executor's CPU figures and parity references are fp32; docs/executor.md, "Running").
+  a->plan.unstated_precision = pb::PRECISION_FP32;
+  cmd->get_option("--precision")
+      ->description("fp32 | bf16 (default: the plan's job.precision, else fp32)");
   auto& t = a->train;
   cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");

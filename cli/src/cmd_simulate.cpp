@@ -88,7 +88,8 @@ void add_simulate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", kSimulateHelp);
   add_plan_flags(cmd, a->plan);
   cmd->add_option("--engine", a->engine,
-                  "analytic (closed form, microseconds) or des (SimGrid discrete events, contention)");
+                  "analytic (closed form, microseconds; the default) or des (SimGrid discrete "
+                  "events, contention)");
   cmd->add_flag("--all-ranks", a->all_ranks, "des: simulate every rank instead of exploiting symmetry");
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");

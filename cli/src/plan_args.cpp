@@ -79,36 +79,57 @@ void check_number_flags(const PlanArgs& a) {
 }  // namespace
 
 void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
-  cmd->add_option("--plan", a.plan_file, "Plan file (YAML/JSON); other flags override its fields");
+  cmd->add_option("--plan", a.plan_file,
+                  "Plan file (YAML/JSON); a flag given overrides its field, a flag left out never "
+                  "does (the defaults below apply where the plan is silent)");
   cmd->add_option("--model", a.model, "Model preset or file (or the plan's `model`)");
   cmd->add_option("--cluster", a.cluster, "Cluster preset or file (or the plan's `cluster`)");
-  cmd->add_option("--nodes", a.nodes, "Size the cluster to this many nodes")->check(CLI::PositiveNumber);
-  cmd->add_option("--tp", a.tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
-  cmd->add_option("--pp", a.pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
+  cmd->add_option(
+         "--nodes", a.nodes,
+         "Size the cluster to this many nodes (default: the plan's nodes, else the cluster's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tp", a.tp, "Tensor-parallel degree (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--pp", a.pp, "Pipeline-parallel degree (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--dp", a.dp, "Data-parallel degree (default: fill the cluster)")->check(CLI::PositiveNumber);
-  cmd->add_option("--cp", a.cp, "Context-parallel degree")->check(CLI::PositiveNumber);
-  cmd->add_option("--ep", a.ep, "Expert-parallel degree")->check(CLI::PositiveNumber);
-  cmd->add_option("--vp", a.vp, "Virtual pipeline stages per rank")->check(CLI::PositiveNumber);
-  cmd->add_flag("--sp", a.sp, "Megatron sequence parallelism");
-  cmd->add_option("--schedule", a.schedule, "gpipe | one_f_one_b | interleaved_1f1b");
-  cmd->add_option("--sharding", a.sharding, "none | zero1 | zero2 | zero3 | fsdp | hsdp");
+  cmd->add_option("--cp", a.cp, "Context-parallel degree (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--ep", a.ep, "Expert-parallel degree (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--vp", a.vp, "Virtual pipeline stages per rank (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag(
+      "--sp", a.sp,
+      "Megatron sequence parallelism (default off; a plan's sequence_parallel: true stays on)");
+  cmd->add_option(
+      "--schedule", a.schedule,
+      "gpipe | one_f_one_b | interleaved_1f1b (default one_f_one_b, interleaved_1f1b when vp > 1)");
+  cmd->add_option("--sharding", a.sharding,
+                  "none | zero1 | zero2 | zero3 | fsdp | hsdp (default none)");
   cmd->add_option("--shard-group", a.shard_group, "hsdp: ranks a parameter is sharded over");
-  cmd->add_option("--recompute", a.recompute, "none | selective | full");
-  cmd->add_option("--micro-batch", a.micro_batch, "Sequences per micro-batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--recompute", a.recompute, "none | selective | full (default none)");
+  cmd->add_option("--micro-batch", a.micro_batch, "Sequences per micro-batch (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--global-batch", a.global_batch, "Sequences per step")->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", a.seq, "Sequence length")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", a.seq, "Sequence length (default: the model's max_seq_len)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--precision", a.precision, "fp32 | bf16 | fp16 | fp8 (default bf16)");
-  cmd->add_option("--bucket", a.bucket, "Gradient/parameter bucket size, e.g. '40 MiB'");
-  cmd->add_option("--prefetch", a.prefetch, "FSDP/ZeRO-3 buckets gathered ahead");
+  cmd->add_option(
+      "--bucket", a.bucket,
+      "Gradient/parameter bucket size, e.g. '40 MiB' (default 0: the simulator's default)");
+  cmd->add_option("--prefetch", a.prefetch, "FSDP/ZeRO-3 buckets gathered ahead (default 0)");
   cmd->add_option("--attention", a.attention, "flash | materialized (default flash)");
-  cmd->add_option("--placement", a.placement, "Dimensions innermost first, e.g. tp,cp,dp,pp");
-  cmd->add_option("--layers-per-stage", a.layers_per_stage, "Comma-separated layers per (virtual) stage");
+  cmd->add_option("--placement", a.placement,
+                  "Dimensions innermost first (default tp,cp,ep,dp,pp)");
+  cmd->add_option("--layers-per-stage", a.layers_per_stage,
+                  "Comma-separated layers per (virtual) stage (default: an even split)");
   cmd->add_option("--stage-node-groups", a.stage_node_groups, "Comma-separated node group per pipeline stage");
   cmd->add_option("--stage-tp", a.stage_tp, "Comma-separated tensor-parallel degree per pipeline stage (heterogeneous clusters)");
   cmd->add_option("--stage-dp", a.stage_dp, "Comma-separated data-parallel degree per pipeline stage (heterogeneous clusters)");
-  cmd->add_option("--moe-imbalance", a.moe_imbalance, "Busiest expert's tokens over the mean (>= 1)");
-  cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce, "Overlap gradient reduction with backward");
-  cmd->add_flag("--overlap-param-gather", a.overlap_param_gather, "Overlap ZeRO parameter gathers with forward");
+  cmd->add_option("--moe-imbalance", a.moe_imbalance,
+                  "Busiest expert's tokens over the mean (>= 1; default 1)");
+  cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
+                "Overlap gradient reduction with backward (default off; a plan's true stays on)");
+  cmd->add_flag(
+      "--overlap-param-gather", a.overlap_param_gather,
+      "Overlap ZeRO parameter gathers with forward (default off; a plan's true stays on)");
 }
 
 LoadedJob load_job(const PlanArgs& a) {
@@ -125,7 +146,8 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.global_batch) job_spec->set_global_batch_size(*a.global_batch);
   if (a.seq) job_spec->set_seq_len(*a.seq);
   if (a.precision) job_spec->set_precision(static_cast<pb::Precision>(parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
-  if (job_spec->precision() == pb::PRECISION_UNSPECIFIED) job_spec->set_precision(pb::PRECISION_BF16);
+  if (job_spec->precision() == pb::PRECISION_UNSPECIFIED)
+    job_spec->set_precision(a.unstated_precision);
   if (job_spec->global_batch_size() <= 0) throw base::InputError("", 0, "--global-batch", "required (or the plan's job.global_batch_size)");
   if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
   if (p.micro_batch_size() <= 0) p.set_micro_batch_size(1);

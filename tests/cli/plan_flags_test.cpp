@@ -1,0 +1,134 @@
+// A flag left out never overrides a plan file's field; a flag given wins (`simulate --plan`, and
+// `plan`'s single-valued flags). Each field is checked both ways on a plan that states a value
+// other than the flag's default: the plan alone simulates as the plan with its own value given as
+// a flag, and not as the plan with the default given, so an absent flag that quietly applied its
+// default would fail here.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+
+#include <gtest/gtest.h>
+
+#include "run_command.hpp"
+
+namespace orrery {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
+
+struct FieldCase {
+  const char* name;
+  const char* plan_lines;    // the field, as the plan file states it
+  const char* as_flag;       // the same value as a flag
+  const char* default_flag;  // the default, or another value where the cluster rules it out
+};
+
+// On llama3-8b, one dgx-h100 node: the fields below the base plan leaves to them.
+const char* kBase = "model: llama3-8b\ncluster: dgx-h100\n";
+
+std::string plan_text(const FieldCase& c) {
+  std::string text = kBase;
+  std::string lines = c.plan_lines;
+  // Job and parallel fields nest; the case overrides the base's block when it names one.
+  if (lines.find("job:") == std::string::npos)
+    text += "job: {global_batch_size: 64, seq_len: 4096, precision: bf16}\n";
+  if (lines.find("parallel:") == std::string::npos) text += "parallel: {tp: 2, pp: 2, dp: 2}\n";
+  if (lines.find("nodes:") == std::string::npos) text += "nodes: 1\n";
+  if (lines.find("micro_batch_size:") == std::string::npos) text += "micro_batch_size: 1\n";
+  return text + lines + "\n";
+}
+
+class PlanFieldWins : public ::testing::TestWithParam<FieldCase> {};
+
+TEST_P(PlanFieldWins, OverAnAbsentFlagButNotAGivenOne) {
+  const FieldCase& c = GetParam();
+  const fs::path plan = fs::temp_directory_path() / ("orrery_plan_flags_" + std::string(c.name) +
+                                                     "_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(plan) << plan_text(c);
+  const std::string sim = "simulate --json --plan " + plan.string();
+  const auto alone = run_command(orrery(sim));
+  const auto same = run_command(orrery(sim + " " + c.as_flag));
+  const auto other = run_command(orrery(sim + " " + c.default_flag));
+  fs::remove(plan);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_EQ(alone.out, same.out) << c.name << ": the plan alone is not the plan's value";
+  EXPECT_NE(alone.out, other.out) << c.name << ": the flag's default would make no difference";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SimulatePlanFile, PlanFieldWins,
+    ::testing::Values(
+        FieldCase{"precision", "job: {global_batch_size: 64, seq_len: 4096, precision: fp32}",
+                  "--precision fp32", "--precision bf16"},
+        FieldCase{"seq", "job: {global_batch_size: 64, seq_len: 2048, precision: bf16}",
+                  "--seq 2048", "--seq 8192"},
+        FieldCase{"nodes", "nodes: 2\nparallel: {tp: 2, pp: 2}", "--nodes 2", "--nodes 1"},
+        FieldCase{"dp", "parallel: {tp: 1, pp: 2, dp: 4}", "--dp 4", "--dp 2 --tp 2"},
+        FieldCase{"tp", "parallel: {tp: 4, pp: 2, dp: 1}", "--tp 4", "--tp 2 --dp 2"},
+        FieldCase{"schedule", "parallel: {tp: 2, pp: 2, dp: 2, schedule: gpipe}",
+                  "--schedule gpipe", "--schedule one_f_one_b"},
+        FieldCase{"sharding", "sharding: zero1", "--sharding zero1", "--sharding none"},
+        FieldCase{"recompute", "recompute: full", "--recompute full", "--recompute none"},
+        FieldCase{"micro_batch", "micro_batch_size: 2", "--micro-batch 2", "--micro-batch 1"},
+        FieldCase{"attention", "attention_kernel: materialized", "--attention materialized",
+                  "--attention flash"},
+        FieldCase{"layers_per_stage", "layers_per_stage: [20, 12]", "--layers-per-stage 20,12",
+                  "--layers-per-stage 16,16"}),
+    [](const ::testing::TestParamInfo<FieldCase>& info) { return std::string(info.param.name); });
+
+// Flags that only switch on: absent, a plan's true stays on.
+TEST(PlanFlags, SwitchesLeftOutKeepThePlansTrue) {
+  for (const auto& [field, flag] :
+       {std::pair<std::string, std::string>{"sequence_parallel", "--sp"},
+        {"overlap_grad_reduce", "--overlap-grad-reduce"}}) {
+    std::string outputs[3];
+    for (int i = 0; i < 2; ++i) {
+      const fs::path plan = fs::temp_directory_path() /
+                            ("orrery_plan_switch_" + std::to_string(::getpid()) + ".yaml");
+      const std::string value = i == 0 ? "true" : "false";
+      std::ofstream(plan) << kBase
+                          << "nodes: 1\nmicro_batch_size: 1\njob: {global_batch_size: 64, seq_len: "
+                             "4096, precision: bf16}\n"
+                          << "parallel: {tp: 2, pp: 2, dp: 2"
+                          << (field == "sequence_parallel" ? ", sequence_parallel: " + value : "")
+                          << "}\n"
+                          << (field == "overlap_grad_reduce" ? field + ": " + value + "\n" : "");
+      const std::string sim = "simulate --json --plan " + plan.string();
+      outputs[i] = run_command(orrery(sim)).out;
+      if (i == 0) outputs[2] = run_command(orrery(sim + " " + flag)).out;
+      fs::remove(plan);
+    }
+    EXPECT_FALSE(outputs[0].empty()) << field;
+    EXPECT_EQ(outputs[0], outputs[2]) << field;
+    EXPECT_NE(outputs[0], outputs[1]) << field << ": the switch makes no difference";
+  }
+}
+
+TEST(PlanFlags, PlanTakesExactlyOnePrecision) {
+  const std::string job =
+      "plan --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 64 --quiet";
+  const auto r = run_command(orrery(job + " --precision bf16,fp32"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--precision: got 'bf16,fp32', expected one of: fp32, bf16, fp16, fp8"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(PlanFlags, HelpStatesTheDefaults) {
+  const auto r = run_command(orrery("simulate --help"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want : {"a flag left out never does", "default bf16", "default one_f_one_b",
+                           "default none", "the default) or des"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace orrery
