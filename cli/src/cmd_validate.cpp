@@ -33,6 +33,24 @@ struct ValidateArgs {
   bool force = false;
 };
 
+// "71.3 of 79.6 GiB" and, past the capacity, "OOM": the memory model's verdict on a run that
+// trained.
+std::string memory_verdict(double peak_bytes, double capacity_bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f of %.1f GiB%s", peak_bytes / (1 << 30),
+                capacity_bytes / (1 << 30), peak_bytes > capacity_bytes ? " OOM" : "");
+  return buf;
+}
+
+// Skipped cases or tables are listed and counted and the status stays 0; a file of which nothing
+// could be simulated validates nothing, which is an input error (status 2).
+void require_one_simulated(const std::string& file, int simulated, int skipped) {
+  if (simulated == 0 && skipped > 0) {
+    throw base::InputError(file, 0, "",
+                     "none of its " + std::to_string(skipped) + " entries could be simulated");
+  }
+}
+
 void report_runs(const ValidateArgs& a, const OutputFlags& out) {
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
@@ -51,6 +69,8 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
         j["measured_step_s"] = c.measured_s;
         j["predicted_step_s"] = c.predicted_s;
         j["error"] = c.error;
+        j["peak_memory_bytes"] = c.peak_memory_bytes;
+        j["memory_capacity_bytes"] = c.memory_capacity_bytes;
       }
       cases.push_back(j);
     }
@@ -58,32 +78,41 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
                              {"engine", a.engine},
                              {"cases", cases},
                              {"simulated", v.simulated},
+                             {"skipped", v.skipped},
+                             {"out_of_memory", v.out_of_memory},
                              {"median_abs_error", v.median_abs_error},
                              {"p90_abs_error", v.p90_abs_error}};
     std::cout << j.dump(2) << "\n";
-    return;
+    return require_one_simulated(a.runs_file, v.simulated, v.skipped);
   }
-  Table t({"case", "model", "cluster", "plan", "measured", "predicted", "error"});
+  Table t({"case", "model", "cluster", "plan", "measured", "predicted", "error", "memory"});
   std::vector<std::pair<std::string, std::string>> skipped;
   for (const auto& c : v.cases) {
     if (!c.skipped.empty()) {
       skipped.emplace_back(c.id, c.skipped);
       continue;
     }
-    t.add_row({c.id, c.model, c.cluster, c.plan, base::units::seconds(c.measured_s), base::units::seconds(c.predicted_s),
-               signed_percent(c.error)});
+    t.add_row({c.id, c.model, c.cluster, c.plan, base::units::seconds(c.measured_s),
+               base::units::seconds(c.predicted_s), signed_percent(c.error),
+               memory_verdict(c.peak_memory_bytes, c.memory_capacity_bytes)});
   }
   std::cout << t.render() << "\n"
             << render_fields({{"cases simulated", std::to_string(v.simulated)},
+                              {"cases skipped", std::to_string(v.skipped)},
+                              {"predicted out of memory", std::to_string(v.out_of_memory)},
                               {"median |error|", percent(v.median_abs_error)},
                               {"p90 |error|", percent(v.p90_abs_error)}});
   if (!skipped.empty()) {
     std::cout << "\nskipped\n" << render_fields(skipped);
   }
+  require_one_simulated(a.runs_file, v.simulated, v.skipped);
 }
 
 void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
   const validation::CollectiveValidation v = validation::validate_collectives(a.collectives_file);
+  const auto skipped =
+      std::count_if(v.tables.begin(), v.tables.end(), [](const auto& t) { return t.skipped; });
+  const int simulated = static_cast<int>(v.tables.size() - static_cast<size_t>(skipped));
   if (out.json) {
     nlohmann::ordered_json tables = nlohmann::ordered_json::array();
     for (const auto& t : v.tables) {
@@ -110,10 +139,11 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
     nlohmann::ordered_json j{{"file", v.file},
                              {"tables", tables},
                              {"rows", v.rows},
+                             {"skipped", skipped},
                              {"median_abs_error", v.median_abs_error},
                              {"p90_abs_error", v.p90_abs_error}};
     std::cout << j.dump(2) << "\n";
-    return;
+    return require_one_simulated(a.collectives_file, simulated, static_cast<int>(skipped));
   }
   for (const auto& t : v.tables) {
     std::cout << t.id << ": " << t.collective << ", " << t.gpus << " GPUs on " << t.nodes << " node(s), "
@@ -138,8 +168,10 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
   }
   std::cout << summary.render() << "\n"
             << render_fields({{"rows compared", std::to_string(v.rows)},
+                              {"tables skipped", std::to_string(skipped)},
                               {"median |error|", percent(v.median_abs_error)},
                               {"p90 |error|", percent(v.p90_abs_error)}});
+  require_one_simulated(a.collectives_file, simulated, static_cast<int>(skipped));
 }
 
 nlohmann::ordered_json groups_json(const std::vector<validation::GroupComparison>& groups) {

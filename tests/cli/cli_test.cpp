@@ -335,15 +335,32 @@ TEST(CliValidate, CollectiveTablesPrintPerRowAndSummary) {
   EXPECT_NE(r.out.find("echo-ndv4-ar-16"), std::string::npos);
 }
 
-TEST(CliValidate, MalformedRunsFileNamesTheField) {
+// A case that cannot be read is skipped with the field and reason; a file of which no case could
+// be simulated is an input error (status 2), one with some simulated exits 0.
+TEST(CliValidate, UnreadableCasesAreSkippedWithTheField) {
   TempDir tmp;
   const fs::path f = tmp.path() / "runs.json";
   std::ofstream(f) << R"({"cases": [{"id": "x", "measured": {"iter_time_s": 1.0},
     "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": "eight", "gpus_per_node": 8}}]})";
   const auto r = run_command(orrery("validate --runs " + f.string()));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "error: " + f.string() + ": cases[0].hardware.num_gpus: expected a positive integer, got \"eight\"\n");
+  EXPECT_NE(r.out.find("x  " + f.string() +
+                       ": cases[0].hardware.num_gpus: expected a positive integer, got \"eight\""),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.err, "error: " + f.string() + ": none of its 1 entries could be simulated\n");
   EXPECT_EQ(run_command(orrery("validate")).exit_code, 2);
+
+  const fs::path readers =
+      fs::path(ORRERY_SOURCE_DIR) / "tests" / "inputs" / "sim" / "runs" / "readers.json";
+  const auto some = run_command(orrery("validate --runs " + readers.string() + " --json"));
+  ASSERT_EQ(some.exit_code, 0) << some.err;
+  const auto j = nlohmann::json::parse(some.out);
+  EXPECT_EQ(j["simulated"].get<int>(), 7);
+  EXPECT_EQ(j["skipped"].get<int>(), 10);
+  EXPECT_EQ(j["cases"][15]["skipped"].get<std::string>(),
+            readers.string() +
+                ": cases[15].hardware.num_gpus: expected a positive integer, got \"eight\"");
 }
 
 }  // namespace

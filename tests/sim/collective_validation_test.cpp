@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "orrery/validation/collective_validation.hpp"
 #include "orrery/base/error.hpp"
@@ -69,8 +70,46 @@ TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
   const validation::CollectiveValidation v = validation::validate_collectives(p);
   ASSERT_EQ(v.tables.size(), 1u);
   EXPECT_TRUE(v.tables[0].skipped);
-  EXPECT_EQ(v.tables[0].skip_reason, "no cluster for GPU 'MI250X' (known: A100, H100, B200)");
+  EXPECT_EQ(v.tables[0].skip_reason,
+            "gpu: 'MI250X' names none of A100, H100, H200, H800, B200, GB200, MI300X");
   EXPECT_EQ(v.rows, 0);
+}
+
+// Each system of tests/inputs/sim/collectives/systems.json on the cluster its text names.
+TEST(CollectiveValidation, SystemsAreMappedByTheirNamesAndNicText) {
+  const validation::CollectiveValidation v =
+      validation::validate_collectives(fs::path(ORRERY_TEST_INPUTS) / "sim" / "collectives" / "systems.json");
+  std::map<std::string, const validation::CollectiveValidationTable*> by_id;
+  for (const auto& t : v.tables) by_id[t.id] = &t;
+  auto cluster = [&](const char* id) {
+    const auto* t = by_id.at(id);
+    EXPECT_FALSE(t->skipped) << id << ": " << t->skip_reason;
+    EXPECT_EQ(t->rows.size(), 2u) << id;
+    return t->cluster;
+  };
+  // A GB200 NVL72 rack is 18 trays of one NVLink domain, not 9 HGX B200 nodes over InfiniBand.
+  EXPECT_EQ(cluster("gb200-rack"),
+            "gb200-nvl72 x 18 (GB200, 4 x 400 Gb/s NICs per node; GPUs 0-3 of each node)");
+  EXPECT_EQ(cluster("gb200-trays"),
+            "gb200-nvl72 x 2 (GB200, 4 x 400 Gb/s NICs per node; GPUs 0-3 of each node)");
+  EXPECT_EQ(cluster("b200"),
+            "hgx-b200 x 2 (B200, 8 x 400 Gb/s NICs per node; GPUs 0-7 of each node)");
+  // The NIC text applies to every family, written with or without spaces around the x.
+  EXPECT_EQ(cluster("h100-4x200"),
+            "dgx-h100 x 2 (H100-SXM, 4 x 200 Gb/s NICs per node; GPUs 0-7 of each node)");
+  EXPECT_EQ(cluster("a100-4x100"),
+            "dgx-a100 x 2 (A100-SXM-40GB, 4 x 100 Gb/s NICs per node; GPUs 0-7 of each node)");
+  EXPECT_EQ(cluster("h200-per-gpu"),
+            "dgx-h100 x 2 (H200-SXM, 8 x 400 Gb/s NICs per node; GPUs 0-7 of each node)");
+  EXPECT_EQ(cluster("mi300x"),
+            "mi300x x 1 (MI300X, 8 x 400 Gb/s NICs per node; GPUs 0-7 of each node)");
+  EXPECT_EQ(by_id.at("mi325x")->skip_reason,
+            "gpu: 'AMD Instinct MI325X' names none of A100, H100, H200, H800, B200, GB200, MI300X");
+  EXPECT_EQ(by_id.at("no-nic-rate")->skip_reason,
+            "inter: 'InfiniBand' gives no NIC count and rate (write e.g. '8x 400 Gb/s')");
+  EXPECT_EQ(by_id.at("h100-pcie")->skip_reason,
+            "gpu: 'H100 PCIe' is a PCIe card; every cluster here joins its GPUs by NVLink or "
+            "Infinity Fabric");
 }
 
 TEST(CollectiveValidation, BadFilesGiveExactMessages) {

@@ -28,7 +28,7 @@ constexpr double kHeadParams = 128256.0 * 4096 + 4096;  // LM head + final RMSNo
 constexpr double kLayerParams = 218112000.0;
 constexpr double kLayerActivations = 285474816.0;
 constexpr double kHeadActivations = 1084227584.0;
-constexpr double kCapacity = 80e9;  // H100-SXM: 80 GB
+constexpr double kCapacity = 81559.0 * 1024 * 1024;  // H100-SXM: 81,559 MiB as nvidia-smi reports
 
 plan::ResolvedPlan plan(const std::string& model, int64_t tp, int64_t pp, int64_t dp, int64_t global_batch,
                   pb::Sharding sharding, pb::Recompute recompute = pb::RECOMPUTE_NONE, int64_t vp = 1,
@@ -109,11 +109,11 @@ TEST(MemoryModel, FsdpPrefetchKeepsMoreLayersGathered) {
 }
 
 TEST(MemoryModel, OomVerdictFlipsWhereTheStatesStopFitting) {
-  // llama3-8b DDP: 18 P = 144.5 GB of states alone > 80 GB.
+  // llama3-8b DDP: 18 P = 144.5 GB of states alone > 85.5 GB (81,559 MiB).
   const auto none = memory_per_stage(plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_NONE));
   EXPECT_TRUE(none[0].oom());
   // ZeRO-1: 7.5 P = 60,226,959,360 + activations 10,219,421,696 + 1.15 GiB + 8 % of activations
-  // (2,052,356,833.28) = 72,498,737,889.28 bytes < 80 GB.
+  // (2,052,356,833.28) = 72,498,737,889.28 bytes < 85.5 GB.
   const auto z1 = memory_per_stage(plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1));
   EXPECT_FALSE(z1[0].oom());
   const double act = 32 * kLayerActivations + kHeadActivations;

@@ -110,7 +110,7 @@ TEST(TopologiesDeviceDb, HoldsTheDatasheetFigures) {
   const pb::ClusterSpec none;
   const pb::DeviceSpec& h100 = find_device(none, "H100-SXM");
   EXPECT_DOUBLE_EQ(peak_flops(h100, "bf16"), 989e12);
-  EXPECT_DOUBLE_EQ(h100.memory_bytes(), 80e9);
+  EXPECT_DOUBLE_EQ(h100.memory_bytes(), 81559.0 * 1024 * 1024);  // nvidia-smi's total, not "80 GB"
   EXPECT_DOUBLE_EQ(h100.memory_bandwidth_bytes_per_s(), 3.35e12);
   EXPECT_DOUBLE_EQ(peak_flops(find_device(none, "A100-SXM-80GB"), "bf16"), 312e12);
   EXPECT_DOUBLE_EQ(find_device(none, "A100-SXM-80GB").memory_bandwidth_bytes_per_s(), 2.039e12);

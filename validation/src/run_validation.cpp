@@ -7,104 +7,44 @@
 
 #include <nlohmann/json.hpp>
 
-#include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/des_engine.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/base/error.hpp"
+#include "published_run_fields.hpp"
 
 namespace orrery::validation {
 namespace {
 
 using nlohmann::json;
 
-std::string lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool contains(const std::string& text, const char* word) { return lowercase(text).find(word) != std::string::npos; }
-
-class CaseReader {
- public:
-  CaseReader(const json& j, std::string file, std::string path) : j_(j), file_(std::move(file)), path_(std::move(path)) {}
-
-  const json& at(const std::string& key) const {
-    if (!j_.is_object() || !j_.contains(key)) fail(key, "missing");
-    return j_.at(key);
-  }
-  CaseReader child(const std::string& key) const {
-    const json& c = at(key);
-    if (!c.is_object()) fail(key, "expected an object");
-    return CaseReader(c, file_, path_ + "." + key);
-  }
-  int64_t integer(const std::string& key) const {
-    const json& v = at(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < 1) fail(key, "expected a positive integer, got " + v.dump());
-    return v.get<int64_t>();
-  }
-  // Optional positive integer: null or absent is `fallback`.
-  int64_t integer_or(const std::string& key, int64_t fallback) const {
-    if (!j_.contains(key) || j_.at(key).is_null()) return fallback;
-    return integer(key);
-  }
-  std::string text(const std::string& key) const {
-    if (!j_.contains(key) || j_.at(key).is_null()) return {};
-    if (!j_.at(key).is_string()) fail(key, "expected a string");
-    return j_.at(key).get<std::string>();
-  }
-  [[noreturn]] void fail(const std::string& key, const std::string& reason) const {
-    throw base::InputError(file_, 0, path_ + "." + key, reason);
-  }
-
- private:
-  const json& j_;
-  std::string file_, path_;
-};
-
-// The model: the preset of the same key when there is one (its architecture details are
-// complete), else a spec built from the case's numbers with the family its notes name.
-pb::ModelSpec model_of(const CaseReader& m, std::string& label) {
-  const std::string key = lowercase(m.text("key"));
-  for (const auto& name : models::preset_names()) {
-    if (name == key) {
-      label = name;
-      pb::ModelSpec spec = models::preset(name);
-      // The published run may use a different sequence length than the preset's maximum.
-      spec.set_max_seq_len(std::max(spec.max_seq_len(), m.integer("seq_len")));
-      return spec;
-    }
-  }
-  label = key + " (from the file)";
-  pb::ModelSpec s;
-  s.set_name(key);
-  s.set_num_layers(m.integer("layers"));
-  s.set_hidden_size(m.integer("hidden"));
-  s.set_num_attention_heads(m.integer("heads"));
-  s.set_num_kv_heads(m.integer_or("kv_heads", m.integer("heads")));
-  s.set_ffn_hidden_size(m.integer("ffn"));
-  s.set_vocab_size(m.integer("vocab"));
-  s.set_max_seq_len(m.integer("seq_len"));
-  const std::string notes = m.text("notes") + " " + m.text("name");
-  const bool gpt = contains(notes, "gpt") || contains(notes, "layernorm");
-  s.set_norm(gpt ? pb::NORM_LAYERNORM : pb::NORM_RMSNORM);
-  s.set_activation(gpt ? pb::ACTIVATION_GELU : pb::ACTIVATION_SWIGLU);
-  s.set_position_embedding(gpt ? pb::POSITION_EMBEDDING_LEARNED : pb::POSITION_EMBEDDING_ROPE);
-  s.set_linear_bias(gpt);
-  s.set_hidden_dropout(gpt ? 0.1 : 0);
-  models::validate_model(s, SourceMap());
-  return s;
-}
+using detail::CaseReader;
+using detail::contains;
+using detail::lowercase;
 
 std::string cluster_preset_of(const std::string& gpu) {
   const std::string g = lowercase(gpu);
   if (g.find("a100") != std::string::npos) return "dgx-a100";
   if (g.find("h100") != std::string::npos) return "dgx-h100";
+  // HGX H200 is the HGX H100 board with H200 GPUs (set_device_variant).
+  if (g.find("h200") != std::string::npos) return "dgx-h100";
   if (g.find("h800") != std::string::npos) return "h800";
   if (g.find("gb200") != std::string::npos) return "gb200-nvl72";
   if (g.find("mi300") != std::string::npos) return "mi300x";
   return {};
+}
+
+// The preset's GPU where the case names a variant of it: its memory decides the verdict.
+void set_device_variant(const std::string& gpu, pb::ClusterSpec& cluster) {
+  const std::string g = lowercase(gpu);
+  const char* device = g.find("h200") != std::string::npos ? "H200-SXM"
+                       : g.find("a100") != std::string::npos && g.find("40gb") != std::string::npos
+                           ? "A100-SXM-40GB"
+                           : nullptr;
+  if (device) {
+    for (auto& type : *cluster.mutable_node_types()) type.set_device(device);
+  }
 }
 
 pb::Sharding sharding_of(const std::string& text) {
@@ -136,7 +76,7 @@ std::string summary(const pb::Plan& p) {
 
 // One case as the simulator sees it: model, cluster sized to the run, the published plan. The
 // rules are the same for every case (see docs/validation.md).
-PublishedRun published_run(const json& c, const std::string& file, const std::string& path) {
+PublishedRun read_run(const json& c, const std::string& file, const std::string& path) {
   const CaseReader r(c, file, path);
   PublishedRun out;
   out.id = r.text("id");
@@ -157,8 +97,9 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   const int64_t per_node = hw.integer("gpus_per_node");
   const int64_t nodes = (gpus + per_node - 1) / per_node;
   out.cluster = topologies::load_cluster(preset, nodes);
+  set_device_variant(hw.text("gpu"), out.cluster);
   out.cluster_label = preset + " x" + std::to_string(topologies::total_nodes(out.cluster));
-  out.model = model_of(r.child("model"), out.model_label);
+  out.model = detail::model_of(r, out.model_label);
   const CaseReader par = r.child("parallel");
   const CaseReader batch = r.child("batch");
   pb::Plan& plan = out.plan;
@@ -166,10 +107,8 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   plan.set_cluster(preset);
   plan.set_nodes(nodes);
   plan.mutable_job()->set_global_batch_size(batch.integer("global_batch_seqs"));
-  plan.mutable_job()->set_seq_len(r.child("model").integer("seq_len"));
-  plan.mutable_job()->set_precision(lowercase(r.text("precision")).rfind("fp16", 0) == 0 && !contains(r.text("precision"), "bf16")
-                                        ? pb::PRECISION_FP16
-                                        : pb::PRECISION_BF16);
+  plan.mutable_job()->set_seq_len(detail::seq_len_of(r));
+  plan.mutable_job()->set_precision(detail::precision_of(r));
   auto* q = plan.mutable_parallel();
   q->set_tp(par.integer_or("tp", 1));
   q->set_pp(par.integer_or("pp", 1));
@@ -177,6 +116,7 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   q->set_cp(par.integer_or("cp", 1));
   q->set_ep(par.integer_or("ep", 1));
   q->set_vp(par.integer_or("vp", 1));
+  detail::read_pipeline_layout(par, out.model.num_layers(), plan);
   if (par.at("sequence_parallel").is_boolean()) q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
   plan.set_sharding(sharding_of(par.text("zero_fsdp")));
   plan.set_recompute(recompute_of(r.text("recompute")));
@@ -185,13 +125,21 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   // (PyTorch DDP buckets, Megatron/NeMo's overlap flags).
   plan.set_overlap_grad_reduce(true);
   plan.set_overlap_param_gather(true);
-  // FlashAttention reached Megatron-LM in 2023; runs on the 2021 commits and the 2022 release
-  // materialized the attention scores.
-  const std::string framework = r.text("framework");
-  const bool before_flash = contains(framework, "megatron-lm @") || contains(framework, "(2021)") ||
-                            contains(framework, "(2022)");
-  plan.set_attention_kernel(before_flash ? pb::ATTENTION_KERNEL_MATERIALIZED : pb::ATTENTION_KERNEL_FLASH);
+  plan.set_attention_kernel(detail::attention_kernel_of(r));
   return out;
+}
+
+// A case that cannot be read is skipped with the file, field and reason; the others still run.
+PublishedRun published_run(const json& c, const std::string& file, const std::string& path) {
+  try {
+    return read_run(c, file, path);
+  } catch (const base::InputError& e) {
+    PublishedRun out;
+    if (c.is_object() && c.contains("id") && c["id"].is_string())
+      out.id = c["id"].get<std::string>();
+    out.skipped = e.what();
+    return out;
+  }
 }
 
 RunCase run_case(const json& c, const std::string& file, const std::string& path, sim::EngineKind engine,
@@ -200,12 +148,12 @@ RunCase run_case(const json& c, const std::string& file, const std::string& path
   RunCase out;
   out.id = run.id;
   out.measured_s = run.measured_s;
-  if (!(out.measured_s > 0)) {
-    out.skipped = "no measured or derived step time";
-    return out;
-  }
   if (!run.skipped.empty()) {
     out.skipped = run.skipped;
+    return out;
+  }
+  if (!(out.measured_s > 0)) {
+    out.skipped = "no measured or derived step time";
     return out;
   }
   out.model = run.model_label;
@@ -217,8 +165,17 @@ RunCase run_case(const json& c, const std::string& file, const std::string& path
     const sim::CostModels costs(topology, resolved.precision.dtype, calibration);
     sim::DesOptions des;
     des.timeline = false;
-    out.predicted_s = sim::simulate(resolved, costs, engine, des).result.step_time_s();
+    const sim::SimOutput sim = sim::simulate(resolved, costs, engine, des);
+    out.predicted_s = sim.result.step_time_s();
     out.error = (out.predicted_s - out.measured_s) / out.measured_s;
+    // The rank closest to (or furthest past) its device's memory: a run that trained must fit.
+    for (const auto& m : sim.result.memory()) {
+      if (out.memory_capacity_bytes == 0 ||
+          m.peak_bytes() / m.capacity_bytes() > out.peak_memory_bytes / out.memory_capacity_bytes) {
+        out.peak_memory_bytes = m.peak_bytes();
+        out.memory_capacity_bytes = m.capacity_bytes();
+      }
+    }
   } catch (const base::InputError& e) {
     out.skipped = std::string("plan rejected: ") + e.what();
   }
@@ -266,6 +223,8 @@ RunValidation validate_runs(const std::filesystem::path& file, sim::EngineKind e
   for (size_t i = 0; i < cases.size(); ++i) {
     RunCase c = run_case(cases[i], file.string(), "cases[" + std::to_string(i) + "]", engine, calibration);
     if (c.skipped.empty()) errors.push_back(std::fabs(c.error)), ++v.simulated;
+    if (!c.skipped.empty()) ++v.skipped;
+    if (c.peak_memory_bytes > c.memory_capacity_bytes) ++v.out_of_memory;
     v.cases.push_back(std::move(c));
   }
   std::tie(v.median_abs_error, v.p90_abs_error) = median_p90(errors);

@@ -19,6 +19,9 @@ struct RunCase {
   double measured_s = 0;
   double predicted_s = 0;
   double error = 0;     // (predicted - measured) / measured
+  // The memory model's peak and its device's capacity on the rank nearest its capacity.
+  double peak_memory_bytes = 0;
+  double memory_capacity_bytes = 0;
   std::string skipped;  // non-empty: why the case was not simulated
 };
 
@@ -27,10 +30,13 @@ struct RunValidation {
   double median_abs_error = 0;
   double p90_abs_error = 0;
   int simulated = 0;
+  int skipped = 0;        // cases not simulated, each with its reason
+  int out_of_memory = 0;  // simulated cases whose peak exceeds their device's memory
 };
 
-// Throws InputError naming the file and field for a malformed file; a case orrery cannot map
-// (unknown GPU, missing step time) is kept as skipped with the reason.
+// Throws InputError naming the file for a file that is not a published-runs file (not JSON, no
+// `cases` list); a case orrery cannot read or map (a field outside its vocabulary, unknown GPU,
+// missing step time, a plan the rules reject) is kept as skipped with the file, field and reason.
 RunValidation validate_runs(const std::filesystem::path& file, sim::EngineKind engine,
                             const pb::CalibrationProfile* calibration = nullptr);
 
@@ -56,7 +62,8 @@ struct PublishedRun {
   std::string skipped;
 };
 
-// Throws InputError naming the file and field for a malformed file (as validate_runs does).
+// Throws InputError for a file that is not a published-runs file; unreadable cases are skipped
+// with the reason (as validate_runs does).
 std::vector<PublishedRun> published_runs(const std::filesystem::path& file);
 
 }  // namespace orrery::validation

@@ -1,0 +1,156 @@
+// validate --runs reads published runs as written: precision, architecture, MoE block, model by
+// preset name, attention kernel and pipeline layout (tests/inputs/sim/runs/readers.json), skips
+// what it cannot read with the field and the reason, and predicts every public run to fit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "orrery/validation/run_validation.hpp"
+
+namespace orrery::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kReaders = fs::path(ORRERY_TEST_INPUTS) / "sim" / "runs" / "readers.json";
+const fs::path kPublicRuns = fs::path(ORRERY_SOURCE_DIR) / "../shared/validation/public_runs.json";
+
+// A skip reason as the reader writes it: the file, then the field path and the reason.
+std::string in_file(const std::string& field_and_reason) {
+  return kReaders.string() + ": " + field_and_reason;
+}
+
+std::map<std::string, validation::PublishedRun> runs_by_id() {
+  std::map<std::string, validation::PublishedRun> out;
+  for (auto& run : validation::published_runs(kReaders)) out[run.id] = std::move(run);
+  return out;
+}
+
+TEST(RunValidation, PrecisionIsReadAsWritten) {
+  auto runs = runs_by_id();
+  EXPECT_EQ(runs.at("bf16-dense").plan.job().precision(), pb::PRECISION_BF16);
+  EXPECT_EQ(runs.at("fp8-dense").plan.job().precision(), pb::PRECISION_FP8);
+  EXPECT_EQ(
+      runs.at("unknown-precision").skipped,
+      in_file("cases[7].precision: got 'int4 QAT', which names none of fp8, mxfp8, e4m3, bf16, "
+              "bfloat16, fp16, float16, fp32, tf32, float32"));
+}
+
+TEST(RunValidation, Fp8RunsTakeTheFp8Path) {
+  const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
+  const validation::RunCase* bf16 = nullptr;
+  const validation::RunCase* fp8 = nullptr;
+  for (const auto& c : v.cases) {
+    if (c.id == "bf16-dense") bf16 = &c;
+    if (c.id == "fp8-dense") fp8 = &c;
+  }
+  ASSERT_TRUE(bf16 && fp8);
+  ASSERT_TRUE(bf16->skipped.empty()) << bf16->skipped;
+  ASSERT_TRUE(fp8->skipped.empty()) << fp8->skipped;
+  // Same model and plan: fp8 GEMMs at twice the bf16 peak make the step shorter.
+  EXPECT_LT(fp8->predicted_s, bf16->predicted_s);
+}
+
+TEST(RunValidation, ArchitectureFieldsAreExplicit) {
+  auto runs = runs_by_id();
+  const pb::ModelSpec& llama = runs.at("bf16-dense").model;
+  EXPECT_EQ(llama.activation(), pb::ACTIVATION_SWIGLU);
+  EXPECT_EQ(llama.norm(), pb::NORM_RMSNORM);
+  EXPECT_EQ(llama.position_embedding(), pb::POSITION_EMBEDDING_ROPE);
+  EXPECT_FALSE(llama.linear_bias());
+  const pb::ModelSpec& gpt = runs.at("gpt-alibi-eager").model;
+  EXPECT_EQ(gpt.activation(), pb::ACTIVATION_GELU);
+  EXPECT_EQ(gpt.norm(), pb::NORM_LAYERNORM);
+  EXPECT_EQ(gpt.position_embedding(), pb::POSITION_EMBEDDING_NONE);  // ALiBi: no parameters
+  EXPECT_TRUE(gpt.linear_bias());
+  EXPECT_EQ(
+      runs.at("no-architecture").skipped,
+      in_file("cases[9].model.activation: missing, and the notes name no family (give activation, "
+              "norm, position)"));
+  EXPECT_EQ(runs.at("parallel-block").skipped,
+            in_file("cases[10].model.parallel_block: true: the simulator has no parallel "
+                    "attention/MLP block (one norm and one tensor-parallel reduction per layer "
+                    "instead of two)"));
+  EXPECT_EQ(
+      runs.at("sliding-window").skipped,
+      in_file("cases[11].model.sliding_window: 512 tokens < seq_len 2048: the simulator has no "
+              "windowed attention"));
+}
+
+TEST(RunValidation, MoeBlockAndPresetNames) {
+  auto runs = runs_by_id();
+  const pb::ModelSpec& moe = runs.at("moe").model;
+  ASSERT_TRUE(moe.has_moe());
+  EXPECT_EQ(moe.moe().num_experts(), 8);
+  EXPECT_EQ(moe.moe().top_k(), 2);
+  EXPECT_EQ(moe.moe().expert_ffn_hidden_size(), 1024);
+  EXPECT_EQ(moe.moe().num_shared_experts(), 1);
+  EXPECT_EQ(moe.moe().first_dense_layers(), 1);
+  EXPECT_EQ(runs.at("moe").plan.parallel().ep(), 8);
+  EXPECT_EQ(runs.at("unknown-moe-field").skipped,
+            in_file("cases[8].model.moe.capacity_factor: unknown field (expected one of: experts, "
+                    "top_k, expert_ffn, shared_experts, shared_expert_ffn, dense_layers)"));
+  EXPECT_EQ(runs.at("preset-by-name").model_label, "llama3-8b");
+  EXPECT_EQ(runs.at("preset-by-name").plan.job().seq_len(), 4096);
+  EXPECT_NE(
+      runs.at("unknown-preset").skipped.find("cases[16].model: 'llama9-1t' is not a model preset"),
+      std::string::npos)
+      << runs.at("unknown-preset").skipped;
+}
+
+TEST(RunValidation, AttentionKernelFromItsFieldOrTheFrameworksDate) {
+  auto runs = runs_by_id();
+  EXPECT_EQ(runs.at("gpt-alibi-eager").plan.attention_kernel(), pb::ATTENTION_KERNEL_MATERIALIZED);
+  EXPECT_EQ(runs.at("preset-by-name").plan.attention_kernel(), pb::ATTENTION_KERNEL_FLASH);
+  EXPECT_EQ(runs.at("bf16-dense").plan.attention_kernel(),
+            pb::ATTENTION_KERNEL_FLASH);  // torchtitan
+  EXPECT_NE(runs.at("unknown-kernel")
+                .skipped.find("cases[12].attention_kernel: got 'fused kernels', "
+                              "which names neither kind"),
+            std::string::npos)
+      << runs.at("unknown-kernel").skipped;
+  EXPECT_EQ(runs.at("undated-framework").skipped,
+            in_file("cases[13].attention_kernel: missing, and framework 'DeepSpeed 0.9' has "
+                    "no year, NeMo version or name that dates its kernel"));
+}
+
+TEST(RunValidation, PipelineLayoutGivesUnevenStages) {
+  auto runs = runs_by_id();
+  const auto& ends = runs.at("pipeline-first-last").plan.layers_per_stage();
+  EXPECT_EQ(std::vector<int64_t>(ends.begin(), ends.end()), (std::vector<int64_t>{1, 3, 3, 3}));
+  const auto& listed = runs.at("pipeline-list").plan.layers_per_stage();
+  EXPECT_EQ(std::vector<int64_t>(listed.begin(), listed.end()), (std::vector<int64_t>{2, 3, 3, 2}));
+  EXPECT_EQ(
+      runs.at("uneven-remainder").skipped,
+      in_file(
+          "cases[14].parallel.pipeline_layout: 8 layers do not split evenly over the other 3 of "
+          "pp x vp = 4 stages"));
+}
+
+TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
+  const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
+  ASSERT_EQ(v.cases.size(), 17u);
+  for (size_t i = 0; i < 7; ++i)
+    EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
+  EXPECT_EQ(v.simulated, 7);
+  EXPECT_EQ(v.skipped, 10);
+  EXPECT_EQ(v.cases[15].id, "malformed");
+  EXPECT_EQ(v.cases[15].skipped,
+            in_file("cases[15].hardware.num_gpus: expected a positive integer, got \"eight\""));
+}
+
+// Every published run trained, so the memory model must predict each to fit its device.
+TEST(RunValidation, EveryPublicRunFitsInMemory) {
+  if (!fs::exists(kPublicRuns)) GTEST_SKIP() << kPublicRuns << " is not checked out here";
+  const validation::RunValidation v = validation::validate_runs(kPublicRuns, EngineKind::kAnalytic);
+  EXPECT_EQ(v.skipped, 0);
+  for (const auto& c : v.cases) {
+    EXPECT_LE(c.peak_memory_bytes, c.memory_capacity_bytes) << c.id;
+    EXPECT_GT(c.peak_memory_bytes, 0) << c.id;
+  }
+  EXPECT_EQ(v.out_of_memory, 0);
+}
+
+}  // namespace
+}  // namespace orrery::sim
