@@ -24,7 +24,7 @@
 //   tokens it served; they are averaged over the expert-data-parallel group (the replicas holding
 //   the same experts) and divided by ep, which is the mean over all dp replicas, as the dense
 //   gradients' mean over dp (Megatron-Core's expert gradient scaling). The optimizer does it
-//   (parallel_sharding.cpp, ShardedParam::expert); the gradient norm sums experts over EP.
+//   (sharding_reduction.cpp, ShardedParam::expert); the gradient norm sums experts over EP.
 // - bf16 mixed precision: dispatch and combine carry bf16 both ways (mixed_precision.hpp), the
 //   lowering's activation_bytes 2; the counts stay int64.
 #pragma once

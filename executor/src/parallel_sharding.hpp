@@ -56,53 +56,35 @@
 // router) are summed over TP after their DP reduction instead of before (sums commute), on the
 // chunks when sharded; the first stage's tied embedding (pp > 1) still needs the last stage's
 // copy added first, so its bucket is launched only after backward.
+//
+// Where each piece lives: the façade here (parallel_sharding.cpp) picks one strategy
+// (sharding_strategy.hpp); grouping into parts and buckets: sharding_parts; flat shards, their
+// gathers and copies, the chunks' norm: sharding_flat; gradient buckets and sharding none:
+// sharding_reduction; ZeRO-1/2: sharding_zero; FSDP/ZeRO-3: sharding_fsdp.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <torch/torch.h>
 
 #include "model.hpp"
 #include "orrery/executor/train_config.hpp"
 #include "process_group.hpp"
+#include "sharding_parts.hpp"
 
 namespace orrery::executor {
 
-// The parameters of one part ("embed", "L<i>", "head") that a collective covers.
-struct ModelPart {
-  std::string name;
-  int64_t layer = -1;          // decoder layer; -1: embed or head
-  std::vector<size_t> params;  // indices into the model's parameters, in model order
-  int64_t numel = 0;
-};
-
-// This rank's parts in forward order, over its routed-expert parameters (`experts`) or the others.
-std::vector<ModelPart> model_parts(const std::vector<ShardedParam>& params, bool experts);
-
-// Gradient buckets: indices into `parts` in backward order, named
-// "opt.<group_name>.bucket<i>.<all_reduce|reduce_scatter>".
-struct GradBucket {
-  std::string name;
-  std::vector<size_t> parts;
-  int64_t numel = 0;
-};
-std::vector<GradBucket> gradient_buckets(const std::vector<ModelPart>& parts, double bucket_params,
-                                         const std::string& group_name, bool reduce_scatter);
-
-// The lowering's node name of FSDP collective `op` ("fsdp.all_gather") of `part` in micro-batch
-// `micro_batch`, phase "fwd" or "bwd": "L3.mb0.fwd.fsdp.all_gather", "mb1.bwd.embed.fsdp.reduce_scatter".
-std::string fsdp_node_name(const ModelPart& part, int64_t micro_batch, const char* phase, const std::string& op);
+class ShardingStrategy;  // sharding_strategy.hpp
 
 struct OptimizerSettings {
   double learning_rate = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   double clip_grad_norm = 1.0;
 };
 
+// A thin façade: it picks the plan's strategy (sharding_strategy.hpp: replicated, ZeRO-1/2 or
+// FSDP), owns the AdamW over the tensors the strategy hands it, and runs a step's phases in order.
 class DataParallelOptimizer final : public PartHooks {
  public:
   // Takes over `model`'s parameters (FSDP: replaces them by their chunks and installs itself as
@@ -124,66 +106,11 @@ class DataParallelOptimizer final : public PartHooks {
   void before_forward(const std::string& part) override;
   torch::Tensor after_forward(const std::string& part, const torch::Tensor& output) override;
 
-  // The autograd functions' entry points (parallel_sharding.cpp).
-  std::vector<torch::Tensor> fsdp_forward_gather(int64_t bucket, int64_t instance);
-  torch::Tensor fsdp_reduce_scatter(int64_t bucket, int64_t instance, const std::vector<torch::Tensor>& grads);
-  void fsdp_backward_gather(int64_t bucket, int64_t instance);
-
-  enum class Mode { kReplicated, kZero, kFsdp };
-  // One flat vector of parameters, padded to a multiple of the group size; this rank owns chunk
-  // `rank` of it (a leaf the AdamW updates), except in kReplicated mode.
-  struct Flat;
-  // A set of parameters reduced over one group (dense over dp, routed experts over edp).
-  struct Reduction;
-  struct Instance;
-  struct Pending;
-  struct FsdpReduce;
-
  private:
-  void finish_gradients();                    // SP/router gradients over TP, tied embeddings over stages
-  void sum_tied_embedding();                  // tied embeddings over the first and last stage
-  void sum_tp_partial_chunks();               // SP/router gradients over TP, on the chunks
-  void launch_bucket(Reduction& r, size_t k); // all-reduce or reduce-scatter bucket k, not waited
-  void finish_bucket(Reduction& r, size_t k); // waits for bucket k and stores its result
-  void reduce(Reduction& r);                  // launches the buckets not launched yet, waits all
-  void gather_zero();                         // all-gather every part's updated chunks
-  void launch_zero_gathers();                 // ... launched, parts in forward order
-  void finish_zero_gathers(const std::string& part);  // waits for `part`'s ("": all of them)
-  double clip_chunks(double max_norm);        // global norm from the chunks, clipped
-  torch::TensorOptions sum_options() const;   // fp64 on the chunks' device, for the norm's sums
-  void launch_fsdp_gather(Instance& inst, size_t bucket, bool backward);
-  // Waits for (and times) a bucket's gather; returns it, for the copy-out.
-  std::unique_ptr<Pending> finish_fsdp_gather(Instance& inst, size_t bucket, bool backward);
-  void finish_fsdp_reduce();  // waits for the reduce-scatter in flight, into its shard's gradient
-  // The lowering's node name of FSDP node `op` ("fsdp.all_gather", "fsdp.copy_out", ...) of a
-  // bucket, at the part where the lowering puts it: the bucket's first part in forward, its last
-  // (the first to run) for the backward gather, its first again for the gradients' reduction.
-  enum class Site { kForward, kBackwardGather, kReduction };
-  std::string fsdp_name(const Instance& inst, size_t bucket, Site site, const char* op) const;
-
   Transformer& model_;
-  std::vector<ShardedParam>& params_;
-  GroupPtr tp_, pp_, embedding_, ep_, dp_;
-  Mode mode_ = Mode::kReplicated;
-  bool zero2_ = false;
-  bool bf16_ = false;            // sharded bf16: parameters gathered and computed with as bf16 copies
-  bool overlap_grad_ = false;    // buckets launched during the last backward (grad_ready.hpp)
-  int64_t last_micro_batch_ = 0; // that backward's micro-batch
-  bool overlap_param_gather_ = false;  // ZeRO: gathers launched at the step's start
-  struct ZeroGather;
-  std::vector<ZeroGather> zero_gathers_;  // launched, not waited for yet
   OptimizerSettings opt_;
-  int64_t prefetch_ = 0;
-  std::vector<std::unique_ptr<Reduction>> reductions_;  // dense first, then experts
+  std::unique_ptr<ShardingStrategy> strategy_;
   std::unique_ptr<torch::optim::AdamW> adamw_;
-  // FSDP: parts of this stage in forward order, their bucket, and per-micro-batch state.
-  std::vector<ModelPart> fsdp_parts_;
-  std::map<std::string, size_t> fsdp_part_index_;
-  std::vector<size_t> fsdp_bucket_of_part_;
-  std::vector<std::pair<size_t, size_t>> fsdp_buckets_;  // [first part, last part]
-  std::vector<bool> fsdp_resident_;                      // stays gathered to its backward
-  std::vector<std::unique_ptr<Instance>> instances_;     // one per forward of the step
-  std::unique_ptr<FsdpReduce> fsdp_reduce_;              // the reduce-scatter in flight, if any
 };
 
 }  // namespace orrery::executor
