@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "orrery/base/error.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/memory_model.hpp"
-#include "orrery/validation/run_validation.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/base/error.hpp"
+#include "orrery/validation/run_validation.hpp"
 
 namespace orrery {
 namespace {

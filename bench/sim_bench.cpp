@@ -5,11 +5,11 @@
 #include <algorithm>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/plan/lower.hpp"
 #include "orrery/sim/memory_model.hpp"
-#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 
@@ -74,7 +74,8 @@ Case cp_case(const char* model, int64_t nodes, int64_t seq, int64_t batch, int64
   // 126 layers over 16 stages: one fewer on the first and last (embedding, head), as above.
   const int64_t layers = c.model.num_layers();
   if (layers % pp != 0) {
-    for (int64_t s = 0; s < pp; ++s) p.add_layers_per_stage(layers / pp + (s == 0 || s == pp - 1 ? 0 : 1));
+    for (int64_t s = 0; s < pp; ++s)
+      p.add_layers_per_stage(layers / pp + (s == 0 || s == pp - 1 ? 0 : 1));
   }
   p.set_recompute(pb::RECOMPUTE_SELECTIVE);
   p.set_sharding(pb::SHARDING_ZERO1);
@@ -119,7 +120,8 @@ void BM_Des(benchmark::State& state) {
   for (auto _ : state) r = sim::simulate_des(plan, costs, options).result;
   state.counters["step_s"] = r.step_time_s();
   state.counters["events"] = static_cast<double>(r.events());
-  state.counters["events_per_s"] = r.wall_time_s() > 0 ? static_cast<double>(r.events()) / r.wall_time_s() : 0;
+  state.counters["events_per_s"] =
+      r.wall_time_s() > 0 ? static_cast<double>(r.events()) / r.wall_time_s() : 0;
 }
 
 template <Case (*Make)()>
@@ -156,25 +158,75 @@ void BM_Topology(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(topologies::Topology(c.cluster).num_devices());
 }
 
-BENCHMARK(BM_Analytic<llama70b_1024>)->Name("analytic/llama3-70b/1024xH100")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Analytic<llama405b_16384>)->Name("analytic/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Des<llama70b_1024>)->Name("des/llama3-70b/1024xH100")->Unit(benchmark::kSecond)->Iterations(3);
-BENCHMARK(BM_Des<llama405b_16384>)->Name("des/llama3-405b/16384xH100")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama70b_seq32k_cp1>)->Name("des/llama3-70b/seq32k/cp1/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama70b_seq32k_cp4>)->Name("des/llama3-70b/seq32k/cp4/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama70b_seq32k_cp4, false>)->Name("des/llama3-70b/seq32k/cp4/1024xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama70b_seq32k_cp8>)->Name("des/llama3-70b/seq32k/cp8/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama70b_seq32k_cp8, false>)->Name("des/llama3-70b/seq32k/cp8/1024xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama70b_seq32k_cp16>)->Name("des/llama3-70b/seq32k/cp16/1024xH100")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama70b_seq32k_cp16, false>)->Name("des/llama3-70b/seq32k/cp16/1024xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama405b_seq8k_cp1>)->Name("des/llama3-405b/seq8k/cp1/8192xH100")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama405b_seq128k_cp16>)->Name("des/llama3-405b/seq128k/cp16/8192xH100")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Des<llama405b_seq128k_cp16, false>)->Name("des/llama3-405b/seq128k/cp16/8192xH100/unfolded")->Unit(benchmark::kSecond)->Iterations(1);
-BENCHMARK(BM_Resolve<llama405b_16384>)->Name("resolve_plan/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Memory<llama405b_16384>)->Name("memory/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_LowerRepresentatives<llama70b_1024>)->Name("lower_representatives/llama3-70b/1024xH100")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_LowerRepresentatives<llama405b_16384>)->Name("lower_representatives/llama3-405b/16384xH100")->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Topology<llama405b_16384>)->Name("topology/dgx-h100/16384")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Analytic<llama70b_1024>)
+    ->Name("analytic/llama3-70b/1024xH100")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Analytic<llama405b_16384>)
+    ->Name("analytic/llama3-405b/16384xH100")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Des<llama70b_1024>)
+    ->Name("des/llama3-70b/1024xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(3);
+BENCHMARK(BM_Des<llama405b_16384>)
+    ->Name("des/llama3-405b/16384xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp1>)
+    ->Name("des/llama3-70b/seq32k/cp1/1024xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp4>)
+    ->Name("des/llama3-70b/seq32k/cp4/1024xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp4, false>)
+    ->Name("des/llama3-70b/seq32k/cp4/1024xH100/unfolded")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp8>)
+    ->Name("des/llama3-70b/seq32k/cp8/1024xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp8, false>)
+    ->Name("des/llama3-70b/seq32k/cp8/1024xH100/unfolded")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp16>)
+    ->Name("des/llama3-70b/seq32k/cp16/1024xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama70b_seq32k_cp16, false>)
+    ->Name("des/llama3-70b/seq32k/cp16/1024xH100/unfolded")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama405b_seq8k_cp1>)
+    ->Name("des/llama3-405b/seq8k/cp1/8192xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama405b_seq128k_cp16>)
+    ->Name("des/llama3-405b/seq128k/cp16/8192xH100")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Des<llama405b_seq128k_cp16, false>)
+    ->Name("des/llama3-405b/seq128k/cp16/8192xH100/unfolded")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK(BM_Resolve<llama405b_16384>)
+    ->Name("resolve_plan/llama3-405b/16384xH100")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Memory<llama405b_16384>)
+    ->Name("memory/llama3-405b/16384xH100")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LowerRepresentatives<llama70b_1024>)
+    ->Name("lower_representatives/llama3-70b/1024xH100")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LowerRepresentatives<llama405b_16384>)
+    ->Name("lower_representatives/llama3-405b/16384xH100")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Topology<llama405b_16384>)
+    ->Name("topology/dgx-h100/16384")
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

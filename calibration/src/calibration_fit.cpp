@@ -13,12 +13,12 @@
 #include <tuple>
 
 #include "calibration_fit_curves.hpp"
-#include "orrery/sim/compute_defaults.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/statistics.hpp"
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/compute_cost.hpp"
-#include "orrery/base/error.hpp"
+#include "orrery/sim/compute_defaults.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/base/statistics.hpp"
 
 namespace orrery::calibration {
 namespace {
@@ -38,16 +38,17 @@ void check_sample(double seconds, const std::string& source) {
 
 // Whether `samples` moved sizes within detail::kP2pSizeSpread of each other.
 bool one_size(const std::vector<const CommSample*>& samples) {
-  const auto [lo, hi] = std::minmax_element(samples.begin(), samples.end(),
-                                            [](const CommSample* a, const CommSample* b) { return a->bytes < b->bytes; });
+  const auto [lo, hi] = std::minmax_element(
+      samples.begin(), samples.end(),
+      [](const CommSample* a, const CommSample* b) { return a->bytes < b->bytes; });
   return (*hi)->bytes < detail::kP2pSizeSpread * (*lo)->bytes;
 }
 
 // The bandwidth a point-to-point curve of `scope` holds when its transfers moved one size, and
 // the collective it comes from: the scope's fitted all-to-all (on two ranks, a transfer each
 // way), else all-gather, reduce-scatter, all-reduce (their bus bandwidth is a link's).
-std::optional<std::pair<double, std::string>> bandwidth_to_borrow(const pb::CalibrationProfile& profile,
-                                                                  const std::string& scope) {
+std::optional<std::pair<double, std::string>> bandwidth_to_borrow(
+    const pb::CalibrationProfile& profile, const std::string& scope) {
   for (const auto kind : {pb::COLLECTIVE_KIND_ALL_TO_ALL, pb::COLLECTIVE_KIND_ALL_GATHER,
                           pb::COLLECTIVE_KIND_REDUCE_SCATTER, pb::COLLECTIVE_KIND_ALL_REDUCE}) {
     if (const pb::CommCurve* c = sim::CollectiveCostModel::calibrated_curve(profile, scope, kind))
@@ -79,7 +80,8 @@ double quantile(const std::vector<double>& sorted, double q) {
 // is fitted next describes a rank computing alone there. A median above 1 is written; one below 1
 // (a rank alone ran slower, as a virtual machine's lone busy vCPU can) only when three quarters of
 // the keys say so (their third quartile below 1); otherwise nothing.
-void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& options, CalibrationFit& out) {
+void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& options,
+                      CalibrationFit& out) {
   std::map<std::string, std::map<int64_t, int64_t>> shared_ranks;  // device -> k -> samples
   for (const ComputeSample& s : samples) {
     if (s.host_ranks > 1) ++shared_ranks[s.device][s.host_ranks];
@@ -87,9 +89,9 @@ void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& opt
   for (const auto& [device, counts] : shared_ranks) {
     SharingReport r;
     r.device = device;
-    r.ranks = std::max_element(counts.begin(), counts.end(),
-                               [](const auto& a, const auto& b) { return a.second < b.second; })
-                  ->first;
+    r.ranks = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+                return a.second < b.second;
+              })->first;
     using Key = std::tuple<int, std::string, std::vector<int64_t>, int>;
     std::map<Key, std::pair<std::vector<double>, std::vector<double>>> times;  // alone, shared
     for (const ComputeSample& s : samples) {
@@ -100,27 +102,35 @@ void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& opt
     }
     std::vector<double> ratios;
     for (const auto& [key, t] : times) {
-      if (t.first.size() >= 2 && t.second.size() >= 2) ratios.push_back(base::clipped_mean(t.second) / base::clipped_mean(t.first));
+      if (t.first.size() >= 2 && t.second.size() >= 2)
+        ratios.push_back(base::clipped_mean(t.second) / base::clipped_mean(t.first));
     }
     r.shapes = static_cast<int64_t>(ratios.size());
     std::sort(ratios.begin(), ratios.end());
-    if (!ratios.empty()) r.slowdown = quantile(ratios, 0.5), r.q1 = quantile(ratios, 0.25), r.q3 = quantile(ratios, 0.75);
+    if (!ratios.empty())
+      r.slowdown = quantile(ratios, 0.5), r.q1 = quantile(ratios, 0.25),
+      r.q3 = quantile(ratios, 0.75);
     if (r.shapes < std::max<int64_t>(options.min_samples, 1)) {
-      r.note = std::to_string(r.shapes) + " op shape(s) measured both alone and with " + std::to_string(r.ranks) +
-               " ranks on the host, " + std::to_string(options.min_samples) + " needed: sharing is taken to cost nothing";
+      r.note = std::to_string(r.shapes) + " op shape(s) measured both alone and with " +
+               std::to_string(r.ranks) + " ranks on the host, " +
+               std::to_string(options.min_samples) + " needed: sharing is taken to cost nothing";
       r.slowdown = 1;
     } else if (r.slowdown == 1 || (r.slowdown < 1 && r.q3 >= 1)) {
       std::ostringstream ratio;
       ratio << std::setprecision(3) << r.slowdown << ", third quartile " << r.q3;
-      r.note = "ops were no slower with " + std::to_string(r.ranks) + " ranks on the host, nor faster for three " +
-               "quarters of the shapes (median ratio " + ratio.str() + "): sharing is taken to cost nothing";
+      r.note = "ops were no slower with " + std::to_string(r.ranks) +
+               " ranks on the host, nor faster for three " +
+               "quarters of the shapes (median ratio " + ratio.str() +
+               "): sharing is taken to cost nothing";
     } else {
       r.fitted = true;
       auto* h = out.profile.add_host_sharing();
-      h->set_device(device), h->set_slowdown(r.slowdown), h->set_ranks(r.ranks), h->set_shapes(r.shapes);
+      h->set_device(device), h->set_slowdown(r.slowdown), h->set_ranks(r.ranks),
+          h->set_shapes(r.shapes);
       h->set_q1(r.q1), h->set_q3(r.q3);
       for (ComputeSample& s : samples) {
-        if (s.device == device && s.host_ranks > 1) s.seconds /= sim::host_sharing_factor(*h, s.host_ranks);
+        if (s.device == device && s.host_ranks > 1)
+          s.seconds /= sim::host_sharing_factor(*h, s.host_ranks);
       }
     }
     out.sharing.push_back(std::move(r));
@@ -129,19 +139,22 @@ void fit_host_sharing(std::vector<ComputeSample>& samples, const FitOptions& opt
 
 // The median, with its quartiles, of the per-sample slowdowns into `r`; true when it is a
 // slowdown (at least 1), else `r.note` says why none is written.
-bool median_slowdown(std::vector<double> slowdowns, const std::string& what, const std::string& runs,
-                     OverlapReport& r) {
+bool median_slowdown(std::vector<double> slowdowns, const std::string& what,
+                     const std::string& runs, OverlapReport& r) {
   if (slowdowns.empty()) {
-    r.note = "the overlapped " + what + " ran slower than any slowdown explains: the simulator's 1 stays";
+    r.note = "the overlapped " + what +
+             " ran slower than any slowdown explains: the simulator's 1 stays";
     return false;
   }
   std::sort(slowdowns.begin(), slowdowns.end());
-  r.slowdown = quantile(slowdowns, 0.5), r.q1 = quantile(slowdowns, 0.25), r.q3 = quantile(slowdowns, 0.75);
+  r.slowdown = quantile(slowdowns, 0.5), r.q1 = quantile(slowdowns, 0.25),
+  r.q3 = quantile(slowdowns, 0.75);
   if (r.slowdown < 1) {
     std::ostringstream median;
     median << std::setprecision(3) << r.slowdown;
-    r.note = "overlapped " + runs + " ran no slower than the cost model predicts (median slowdown " +
-             median.str() + "): the simulator's 1 (no slowdown) stays";
+    r.note = "overlapped " + runs +
+             " ran no slower than the cost model predicts (median slowdown " + median.str() +
+             "): the simulator's 1 (no slowdown) stays";
     return false;
   }
   r.fitted = true;
@@ -163,8 +176,11 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
   }
   std::vector<double> slowdowns;
   for (const ComputeSample* s : overlapped) {
-    const pb::ComputeCurve* fitted = sim::ComputeCostModel::calibrated_curve(out.profile, s->device, s->op_class, s->op, s->phase);
-    const pb::ComputeCurve curve = fitted != nullptr ? *fitted : sim::detail::default_curve(devices.at(s->device), s->op_class);
+    const pb::ComputeCurve* fitted = sim::ComputeCostModel::calibrated_curve(
+        out.profile, s->device, s->op_class, s->op, s->phase);
+    const pb::ComputeCurve curve =
+        fitted != nullptr ? *fitted
+                          : sim::detail::default_curve(devices.at(s->device), s->op_class);
     const double predicted = predict_compute_seconds(curve, *s) *
                              sim::ComputeCostModel::shape_correction(curve, s->shape, s->phase);
     // Over the op's measured time m, a share f ran beside communication at 1/s speed: the work
@@ -173,7 +189,8 @@ void fit_overlap_slowdown(const std::vector<const ComputeSample*>& overlapped,
     const double f = s->overlap, denominator = predicted / s->seconds - 1 + f;
     if (denominator > 0) slowdowns.push_back(f / denominator);
   }
-  if (median_slowdown(std::move(slowdowns), "ops", "compute", r)) out.profile.set_overlap_compute_slowdown(r.slowdown);
+  if (median_slowdown(std::move(slowdowns), "ops", "compute", r))
+    out.profile.set_overlap_compute_slowdown(r.slowdown);
 }
 
 // Per subject (a scope, a device), a time the profile adds per event (a blocking collective, an
@@ -193,8 +210,8 @@ std::vector<OverheadReport> fit_overheads(std::map<std::string, std::vector<doub
     std::sort(v.begin(), v.end());
     r.value_s = base::clipped_mean(v), r.q1_s = quantile(v, 0.25), r.q3_s = quantile(v, 0.75);
     if (r.samples < std::max<int64_t>(options.min_samples, 1)) {
-      r.note = std::to_string(r.samples) + " " + samples_are + ", " + std::to_string(options.min_samples) +
-               " needed: nothing is added";
+      r.note = std::to_string(r.samples) + " " + samples_are + ", " +
+               std::to_string(options.min_samples) + " needed: nothing is added";
     } else if (r.value_s <= 0) {
       r.note = when_not_positive + ": nothing is added";
     } else {
@@ -241,47 +258,51 @@ BlockingSplit split_blocking(const std::vector<std::pair<double, double>>& resid
   } else if (out.per_collective_s < 0) {
     out.per_collective_s = 0, out.per_round_s = skm / skk;
   }
-  out.per_collective_s = std::max(0.0, out.per_collective_s), out.per_round_s = std::max(0.0, out.per_round_s);
+  out.per_collective_s = std::max(0.0, out.per_collective_s),
+  out.per_round_s = std::max(0.0, out.per_round_s);
   return out;
 }
 
 // The blocking overhead of each scope (calibration_fit.hpp): from the residuals of the blocking
 // samples over the curves fitted without them, a part per collective and a part per message
 // round where they were measured at two round counts or more, else all of it per round.
-void fit_blocking_overheads(const std::vector<const CommSample*>& blocking, const FitOptions& options,
-                            CalibrationFit& out) {
+void fit_blocking_overheads(const std::vector<const CommSample*>& blocking,
+                            const FitOptions& options, CalibrationFit& out) {
   std::map<std::string, std::vector<double>> per_round;
   std::map<std::string, std::vector<std::pair<double, double>>> residuals;  // (rounds, seconds)
   for (const CommSample* s : blocking) {
     const double rounds = static_cast<double>(sim::message_rounds(s->collective, s->ranks));
     if (rounds <= 0) continue;
-    if (const pb::CommCurve* c = sim::CollectiveCostModel::calibrated_curve(out.profile, s->scope, s->collective)) {
+    if (const pb::CommCurve* c =
+            sim::CollectiveCostModel::calibrated_curve(out.profile, s->scope, s->collective)) {
       const double residual = s->seconds - predict_comm_seconds(*c, *s);
       per_round[s->scope].push_back(residual / rounds);
       residuals[s->scope].emplace_back(rounds, residual);
     }
   }
-  out.blocking = fit_overheads(std::move(per_round), options, "blocking collective(s)",
-                               "collectives issued in line with compute took no longer than back to back",
-                               [&](const std::string& scope, OverheadReport& r) {
-                                 auto* o = with_spread(out.profile.add_blocking_overhead(), r);
-                                 o->set_scope(scope);
-                                 const BlockingSplit split = split_blocking(residuals.at(scope));
-                                 if (split.split) {
-                                   r.value_s = split.per_round_s, r.per_collective_s = split.per_collective_s;
-                                   r.split = true;
-                                   o->set_overhead_s(split.per_collective_s);
-                                 }
-                                 o->set_per_round_s(r.value_s);
-                               });
+  out.blocking =
+      fit_overheads(std::move(per_round), options, "blocking collective(s)",
+                    "collectives issued in line with compute took no longer than back to back",
+                    [&](const std::string& scope, OverheadReport& r) {
+                      auto* o = with_spread(out.profile.add_blocking_overhead(), r);
+                      o->set_scope(scope);
+                      const BlockingSplit split = split_blocking(residuals.at(scope));
+                      if (split.split) {
+                        r.value_s = split.per_round_s, r.per_collective_s = split.per_collective_s;
+                        r.split = true;
+                        o->set_overhead_s(split.per_collective_s);
+                      }
+                      o->set_per_round_s(r.value_s);
+                    });
 }
 
 // Curves per op (ComputeCurve.op, .phase): within a class of several ops and passes, each op's
 // pass measured at two sizes or more (distinct work) in at least min_samples samples gets its own
 // curve, the class's fitted curve scaled, with an overhead of its own (detail::fit_op_curve). An
 // op's pass that cannot be fitted keeps the class's curve.
-void fit_op_curves(const std::vector<const ComputeSample*>& samples, const pb::ComputeCurve& of_class,
-                   const FitOptions& options, CalibrationFit& out) {
+void fit_op_curves(const std::vector<const ComputeSample*>& samples,
+                   const pb::ComputeCurve& of_class, const FitOptions& options,
+                   CalibrationFit& out) {
   std::map<std::pair<std::string, int>, std::vector<const ComputeSample*>> by_op;
   for (const ComputeSample* s : samples) {
     if (!s->op.empty()) by_op[{s->op, sim::ComputeCostModel::pass_of(s->phase)}].push_back(s);
@@ -393,7 +414,8 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
       if ((key.second == pb::COLLECTIVE_KIND_UNSPECIFIED) != p2p) continue;
       CurveReport report;
       report.device_or_scope = key.first;
-      report.what = p2p ? "send/recv" : collective_name(static_cast<pb::CollectiveKind>(key.second));
+      report.what =
+          p2p ? "send/recv" : collective_name(static_cast<pb::CollectiveKind>(key.second));
       if (!enough(samples.size(), options, report)) {
         defaults_kept.push_back(report);
         continue;
@@ -403,8 +425,9 @@ CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
         if (const auto from = bandwidth_to_borrow(out.profile, key.first)) {
           curve = detail::fit_p2p_latency(samples, from->first, from->second, report);
         } else {
-          report.note = "the transfers moved one size, and no collective of this scope was fitted to take a "
-                        "bandwidth from: the default stays";
+          report.note =
+              "the transfers moved one size, and no collective of this scope was fitted to take a "
+              "bandwidth from: the default stays";
         }
       } else {
         curve = detail::fit_comm_curve(samples, report);
@@ -432,16 +455,17 @@ void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const Fi
                  "dispatch sample " + s.source + " has no valid time");
     by_device[s.device].push_back(s.per_op_s);
   }
-  fit.dispatch = fit_overheads(std::move(by_device), options, "rank(s) measured their untimed time",
-                               "no time between ops", [&](const std::string& device, const OverheadReport& r) {
-                                 auto* o = with_spread(fit.profile.add_dispatch_overhead(), r);
-                                 o->set_device(device);
-                                 o->set_per_op_s(r.value_s);
-                               });
+  fit.dispatch =
+      fit_overheads(std::move(by_device), options, "rank(s) measured their untimed time",
+                    "no time between ops", [&](const std::string& device, const OverheadReport& r) {
+                      auto* o = with_spread(fit.profile.add_dispatch_overhead(), r);
+                      o->set_device(device);
+                      o->set_per_op_s(r.value_s);
+                    });
 }
 
-void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples, const FitOptions& options,
-                               CalibrationFit& fit) {
+void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples,
+                               const FitOptions& options, CalibrationFit& fit) {
   OverlapReport& r = fit.overlap_comm;
   r.samples = static_cast<int64_t>(samples.size());
   std::vector<double> slowdowns;
@@ -452,7 +476,8 @@ void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples,
                  "sample " + s.source + " is not communication beside compute");
     double predicted = 0;
     for (const CommSample& c : s.collectives) {
-      const pb::CommCurve* curve = sim::CollectiveCostModel::calibrated_curve(fit.profile, c.scope, c.collective);
+      const pb::CommCurve* curve =
+          sim::CollectiveCostModel::calibrated_curve(fit.profile, c.scope, c.collective);
       if (curve == nullptr) {
         predicted = -1;
         break;
@@ -472,8 +497,11 @@ void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples,
   if (usable < std::max<int64_t>(options.min_samples, 1)) {
     r.note = std::to_string(usable) + " stretch(es) of communication beside compute for at least " +
              std::to_string(static_cast<int>(kOverlapMeasured * 100)) + "% of their time" +
-             (no_curve > 0 ? " (and " + std::to_string(no_curve) + " with a collective of a kind without a fitted curve)" : "") +
-             ", " + std::to_string(options.min_samples) + " needed: the simulator's 1 (no slowdown) stays";
+             (no_curve > 0 ? " (and " + std::to_string(no_curve) +
+                                 " with a collective of a kind without a fitted curve)"
+                           : "") +
+             ", " + std::to_string(options.min_samples) +
+             " needed: the simulator's 1 (no slowdown) stays";
     return;
   }
   if (median_slowdown(std::move(slowdowns), "communication", "communication", r))
@@ -494,7 +522,8 @@ SkewLine fit_skew_line(const std::vector<std::array<double, 3>>& points) {  // (
   const auto n = static_cast<double>(points.size());
   if (n < 3) return {};
   double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
-  for (const auto& [x1, x2, y] : points) s11 += x1 * x1, s12 += x1 * x2, s22 += x2 * x2, s1y += x1 * y, s2y += x2 * y;
+  for (const auto& [x1, x2, y] : points)
+    s11 += x1 * x1, s12 += x1 * x2, s22 += x2 * x2, s1y += x1 * y, s2y += x2 * y;
   const double det = s11 * s22 - s12 * s12;
   if (!(det > 1e-12 * s11 * s22)) return {};  // every sample after the same compute
   SkewLine line;
@@ -510,7 +539,8 @@ SkewLine fit_skew_line(const std::vector<std::array<double, 3>>& points) {  // (
 
 }  // namespace
 
-void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options, CalibrationFit& fit) {
+void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options,
+                   CalibrationFit& fit) {
   struct Sums {
     double wait = 0, expected = 0;  // sum of waits; of compute x expected_max_of_normals(ranks)
     std::vector<double> own;        // each sample's own cv
@@ -520,8 +550,8 @@ void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& opt
   std::map<std::string, Sums> by_device;
   std::map<int64_t, double> factor;  // expected_max_of_normals by group size
   for (const SkewSample& s : samples) {
-    ORRERY_CHECK(std::isfinite(s.wait_s) && s.wait_s >= 0 && std::isfinite(s.compute_s) && s.compute_s >= 0 &&
-                     s.ranks > 1,
+    ORRERY_CHECK(std::isfinite(s.wait_s) && s.wait_s >= 0 && std::isfinite(s.compute_s) &&
+                     s.compute_s >= 0 && s.ranks > 1,
                  "skew sample " + s.source + " has no valid wait, compute or group");
     if (factor.count(s.ranks) == 0) factor[s.ranks] = base::expected_max_of_normals(s.ranks);
     Sums& d = by_device[s.device];
@@ -554,7 +584,8 @@ void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& opt
       }
       r.fitted = true;
       auto* k = fit.profile.add_rank_skew();
-      k->set_device(device), k->set_cv(r.cv), k->set_samples(r.samples), k->set_q1(r.q1), k->set_q3(r.q3);
+      k->set_device(device), k->set_cv(r.cv), k->set_samples(r.samples), k->set_q1(r.q1),
+          k->set_q3(r.q3);
       k->set_jitter_s(r.jitter_s);
     }
     fit.skew.push_back(std::move(r));

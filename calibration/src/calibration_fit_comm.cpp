@@ -9,9 +9,9 @@
 
 #include "calibration_fit_curves.hpp"
 #include "calibration_solver.hpp"
+#include "orrery/base/statistics.hpp"
 #include "orrery/sim/collective_algorithms.hpp"
 #include "orrery/sim/collective_cost.hpp"
-#include "orrery/base/statistics.hpp"
 
 namespace orrery::calibration {
 namespace {
@@ -37,7 +37,8 @@ T log_comm_time(double bus, const T* v) {
 void add_size_points(pb::CommCurve& c, const std::vector<const CommSample*>& samples) {
   std::map<std::pair<int64_t, double>, std::vector<double>> ratios;
   for (const CommSample* s : samples) {
-    if (!s->back_to_back) ratios[{s->ranks, s->bytes}].push_back(s->seconds / predict_comm_seconds(c, *s));
+    if (!s->back_to_back)
+      ratios[{s->ranks, s->bytes}].push_back(s->seconds / predict_comm_seconds(c, *s));
   }
   for (const auto& [key, r] : ratios) {
     pb::SizePoint* p = c.add_size_points();
@@ -118,7 +119,8 @@ std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>
   }
   if (!solved.covariance_ok)
     report.note = "no standard errors: the covariance could not be computed";
-  if (c.collective() != pb::COLLECTIVE_KIND_UNSPECIFIED) add_size_points(c, samples);  // p2p_seconds takes none
+  if (c.collective() != pb::COLLECTIVE_KIND_UNSPECIFIED)
+    add_size_points(c, samples);  // p2p_seconds takes none
   return c;
 }
 
@@ -143,8 +145,9 @@ pb::CommCurve fit_p2p_latency(const std::vector<const CommSample*>& samples, dou
   for (double b : beyond) sd += (b - c.latency_s()) * (b - c.latency_s());
   const auto n = static_cast<double>(beyond.size());
   c.mutable_fit()->add_param_std_errors(n > 1 ? std::sqrt(sd / (n - 1) / n) : 0.0);
-  report.held.push_back({"bandwidth_bytes_per_s", bandwidth,
-                         "from the " + from + " curve of the same scope: the transfers moved one size"});
+  report.held.push_back(
+      {"bandwidth_bytes_per_s", bandwidth,
+       "from the " + from + " curve of the same scope: the transfers moved one size"});
   return c;
 }
 

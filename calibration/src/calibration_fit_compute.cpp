@@ -9,8 +9,8 @@
 
 #include "calibration_fit_curves.hpp"
 #include "calibration_solver.hpp"
-#include "orrery/sim/compute_cost.hpp"
 #include "orrery/base/statistics.hpp"
+#include "orrery/sim/compute_cost.hpp"
 
 namespace orrery::calibration {
 namespace {
@@ -99,8 +99,12 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
   // Efficiencies between 1e-4 and 100 (sanity: a fit beyond contradicts the model); the
   // additive terms from 0 up.
   params[kMaxEfficiency] = {"max_efficiency", emax0, emax0, 1e-4, 100, defaults.max_efficiency()};
-  params[kHalfSaturation] = {
-      "half_saturation_flops", 0, flops.empty() ? 1.0 : std::max(upper_median(flops), 1.0), 0, kNone, 0};
+  params[kHalfSaturation] = {"half_saturation_flops",
+                             0,
+                             flops.empty() ? 1.0 : std::max(upper_median(flops), 1.0),
+                             0,
+                             kNone,
+                             0};
   params[kMemoryEfficiency] = {"memory_efficiency",         me0, me0, 1e-4, 1e4,
                                defaults.memory_efficiency()};
   params[kOverhead] = {"overhead_s", 0.5 * t_min,          upper_median(measured), 0,
@@ -152,8 +156,9 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
 }
 
 std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSample*>& samples,
-                                             const pb::ComputeCurve& of_class, const std::string& op,
-                                             pb::Phase pass, CurveReport& report) {
+                                             const pb::ComputeCurve& of_class,
+                                             const std::string& op, pb::Phase pass,
+                                             CurveReport& report) {
   enum : size_t { kScale = 0, kOwnOverhead = 1 };
   pb::ComputeCurve beyond = of_class;  // the class's time beyond its overhead, no shape points
   beyond.set_overhead_s(0);
@@ -172,18 +177,23 @@ std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSamp
   // passes its gradient on): its overhead is its time.
   params[kScale] = {"time_scale", std::clamp(upper_median(ratios), 1e-3, 1e3), 1.0, 1e-3, 1e3, 1.0};
   params[kScale].natural_lower = true;
-  params[kOwnOverhead] = {"overhead_s", 0.5 * t_min, upper_median(measured), 0, kNone, of_class.overhead_s()};
+  params[kOwnOverhead] = {"overhead_s", 0.5 * t_min,          upper_median(measured), 0,
+                          kNone,        of_class.overhead_s()};
   Predictor predict;
-  predict.value = [&](size_t i, const double* v) { return std::log(v[kOwnOverhead] + v[kScale] * base[i]); };
+  predict.value = [&](size_t i, const double* v) {
+    return std::log(v[kOwnOverhead] + v[kScale] * base[i]);
+  };
   predict.jet = [&](size_t i, const Jet* v) { return log(v[kOwnOverhead] + v[kScale] * base[i]); };
-  const SolveResult solved =
-      solve_curve(predict, measured, params, {kOwnOverhead, kScale}, {{1.0, of_class.overhead_s()}});
+  const SolveResult solved = solve_curve(predict, measured, params, {kOwnOverhead, kScale},
+                                         {{1.0, of_class.overhead_s()}});
   if (!solved.contradiction.empty()) {
-    report.note = "the samples contradict its class's curve (" + solved.contradiction + "): the class's curve prices it";
+    report.note = "the samples contradict its class's curve (" + solved.contradiction +
+                  "): the class's curve prices it";
     return std::nullopt;
   }
   if (!params[kScale].free && !params[kOwnOverhead].free) {
-    report.note = "the samples determine neither its scale nor its overhead: the class's curve prices it";
+    report.note =
+        "the samples determine neither its scale nor its overhead: the class's curve prices it";
     return std::nullopt;
   }
   const double k = params[kScale].value;
@@ -209,9 +219,10 @@ std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSamp
     const auto fitted_in_class = [&](const char* name) {
       return std::find(by_class.begin(), by_class.end(), name) != by_class.end();
     };
-    const bool neither = !fitted_in_class("max_efficiency") && !fitted_in_class("memory_efficiency");
-    const std::pair<const char*, double> efficiencies[] = {{"max_efficiency", c.max_efficiency()},
-                                                           {"memory_efficiency", c.memory_efficiency()}};
+    const bool neither =
+        !fitted_in_class("max_efficiency") && !fitted_in_class("memory_efficiency");
+    const std::pair<const char*, double> efficiencies[] = {
+        {"max_efficiency", c.max_efficiency()}, {"memory_efficiency", c.memory_efficiency()}};
     for (const auto& [name, value] : efficiencies) {
       if (!neither && !fitted_in_class(name)) continue;
       fit.add_fitted_params(name);
@@ -224,7 +235,8 @@ std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSamp
     fit.add_fitted_params("overhead_s");
     if (solved.covariance_ok) fit.add_param_std_errors(params[kOwnOverhead].std_error);
   } else {
-    report.held.push_back({"overhead_s", params[kOwnOverhead].value, params[kOwnOverhead].held_reason});
+    report.held.push_back(
+        {"overhead_s", params[kOwnOverhead].value, params[kOwnOverhead].held_reason});
   }
   add_shape_points(c, samples);
   return c;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "orrery/pb/calibration.pb.h"
 #include "orrery/calibration/calibration_fit.hpp"
+#include "orrery/pb/calibration.pb.h"
 
 namespace orrery::calibration::detail {
 
@@ -20,16 +20,18 @@ std::optional<pb::ComputeCurve> fit_compute_curve(const std::vector<const Comput
                                                   const pb::ComputeCurve& defaults,
                                                   CurveReport& report);
 
-// An op's own curve for one pass (ComputeCurve.op, .phase) within its class: the class's fitted curve `of_class` with
-// its time beyond the overhead scaled by a factor k and an overhead of the op's own,
+// An op's own curve for one pass (ComputeCurve.op, .phase) within its class: the class's fitted
+// curve `of_class` with its time beyond the overhead scaled by a factor k and an overhead of the
+// op's own,
 //   time = overhead_op + k x max(compute, memory) of the class's curve,
 // written as the class's efficiencies divided by k. Two parameters, so that an op measured at
 // two sizes extrapolates along its class's curve (a RoPE's backward is a few kernels, each priced
 // like the class's ops, plus their launches) instead of refitting the class's four. nullopt, with
 // report.note, as fit_compute_curve.
 std::optional<pb::ComputeCurve> fit_op_curve(const std::vector<const ComputeSample*>& samples,
-                                             const pb::ComputeCurve& of_class, const std::string& op,
-                                             pb::Phase pass, CurveReport& report);
+                                             const pb::ComputeCurve& of_class,
+                                             const std::string& op, pb::Phase pass,
+                                             CurveReport& report);
 
 std::optional<pb::CommCurve> fit_comm_curve(const std::vector<const CommSample*>& samples,
                                             CurveReport& report);

@@ -9,16 +9,16 @@
 #include <set>
 #include <tuple>
 
-#include "orrery/sim/collective_cost.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/intervals.hpp"
+#include "orrery/calibration/skew_count.hpp"
 #include "orrery/plan/lower.hpp"
+#include "orrery/sim/collective_cost.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/discover.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/base/error.hpp"
-#include "orrery/base/intervals.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/calibration/skew_count.hpp"
 
 namespace orrery::calibration {
 namespace {
@@ -54,7 +54,8 @@ class TraceReader {
       const pb::RankGraph& rank = trace_.ranks(r);
       in_flight_ = busy_spans(rank, communication_stream_collective);
       host_ranks_ = host_ranks(rank);
-      computing_ = busy_spans(rank, [](const pb::ExecNode& n) { return n.kind() == pb::NODE_KIND_COMPUTE; });
+      computing_ =
+          busy_spans(rank, [](const pb::ExecNode& n) { return n.kind() == pb::NODE_KIND_COMPUTE; });
       beside_compute_ = add_overlapped_comm(rank, r);
       for (int i = 0; i < rank.nodes_size(); ++i) add_node(r, i);
       add_dispatch(rank, r);
@@ -75,7 +76,8 @@ class TraceReader {
     if (trace_.producer().rfind("orrery bench", 0) == 0) return 1;
     if (!trace_.has_plan() || topology_ == nullptr) return 0;
     auto node = [&](int64_t device) {
-      return device >= 0 && device < topology_->num_devices() ? topology_->device(device).node : int64_t{-1};
+      return device >= 0 && device < topology_->num_devices() ? topology_->device(device).node
+                                                              : int64_t{-1};
     };
     const int64_t mine = node(rank.device());
     if (mine < 0) return 0;
@@ -103,8 +105,9 @@ class TraceReader {
   // ops the engines charge the dispatch overhead to).
   void add_dispatch(const pb::RankGraph& rank, int r) {
     if (rank.untimed_s() <= 0) return;  // not measured (bench files, profiler traces, older runs)
-    const auto ops = std::count_if(rank.nodes().begin(), rank.nodes().end(),
-                                   [](const pb::ExecNode& n) { return n.stream() == plan::kCompute; });
+    const auto ops =
+        std::count_if(rank.nodes().begin(), rank.nodes().end(),
+                      [](const pb::ExecNode& n) { return n.stream() == plan::kCompute; });
     if (ops == 0) return;
     DispatchSample d;
     d.device = device_spec(device_name(rank, r), "ranks[" + std::to_string(r) + "].device").name();
@@ -117,14 +120,16 @@ class TraceReader {
   // on the collective's group (skew_count.hpp).
   void add_arrivals(int r) {
     const pb::RankGraph& rank = trace_.ranks(r);
-    const std::vector<double> since =
-        detail::compute_since_group_wait(rank, [](const pb::ExecNode& n) { return n.duration_s(); });
+    const std::vector<double> since = detail::compute_since_group_wait(
+        rank, [](const pb::ExecNode& n) { return n.duration_s(); });
     std::map<std::pair<int64_t, std::string>, int> seen;
     std::string device;  // looked up at the rank's first collective
     for (int i = 0; i < rank.nodes_size(); ++i) {
       if (since[static_cast<size_t>(i)] < 0) continue;
       const pb::ExecNode& n = rank.nodes(i);
-      if (device.empty()) device = device_spec(device_name(rank, r), "ranks[" + std::to_string(r) + "].device").name();
+      if (device.empty())
+        device =
+            device_spec(device_name(rank, r), "ranks[" + std::to_string(r) + "].device").name();
       const int occurrence = seen[{n.process_group(), n.name()}]++;
       arrivals_[std::make_tuple(n.process_group(), n.name(), occurrence)].push_back(
           {device, n.duration_s(), since[static_cast<size_t>(i)]});
@@ -136,7 +141,9 @@ class TraceReader {
     for (const auto& [key, members] : arrivals_) {
       const auto& [group_id, name, occurrence] = key;
       const pb::ProcessGroup* g = find_group(group_id);
-      if (g == nullptr || g->ranks_size() < 2 || static_cast<int>(members.size()) != g->ranks_size()) continue;
+      if (g == nullptr || g->ranks_size() < 2 ||
+          static_cast<int>(members.size()) != g->ranks_size())
+        continue;
       double fastest = members.front().seconds, wait = 0, compute = 0;
       bool one_device = true;
       for (const Arrival& m : members) {
@@ -176,14 +183,17 @@ class TraceReader {
   }
 
   // Fraction of `node`'s [start, start + duration) covered by `spans`.
-  static double covered_fraction(const pb::ExecNode& node, const std::vector<base::Interval>& spans) {
+  static double covered_fraction(const pb::ExecNode& node,
+                                 const std::vector<base::Interval>& spans) {
     if (!node.has_start_s() || node.duration_s() <= 0) return 0;
     return covered_fraction({node.start_s(), node.start_s() + node.duration_s()}, spans);
   }
-  static double covered_fraction(const base::Interval& w, const std::vector<base::Interval>& spans) {
+  static double covered_fraction(const base::Interval& w,
+                                 const std::vector<base::Interval>& spans) {
     if (spans.empty() || !(w.second > w.first)) return 0;
     double covered = 0;
-    for (const auto& [s, e] : spans) covered += std::max(0.0, std::min(w.second, e) - std::max(w.first, s));
+    for (const auto& [s, e] : spans)
+      covered += std::max(0.0, std::min(w.second, e) - std::max(w.first, s));
     return std::clamp(covered / (w.second - w.first), 0.0, 1.0);
   }
 
@@ -210,11 +220,16 @@ class TraceReader {
     std::map<int32_t, std::vector<std::pair<base::Interval, int>>> by_stream;
     for (int i = 0; i < rank.nodes_size(); ++i) {
       const pb::ExecNode& n = rank.nodes(i);
-      if (!communication_stream_collective(n) || !n.has_start_s() || !(n.duration_s() > 0)) continue;
+      if (!communication_stream_collective(n) || !n.has_start_s() || !(n.duration_s() > 0))
+        continue;
       const double launch = n.start_s(), seen = launch + n.duration_s();
-      const auto before = std::lower_bound(boundaries.begin(), boundaries.end(), seen - 1e-9 * seen);
-      const double last = before == boundaries.begin() ? launch : std::max(launch, *std::prev(before));
-      const double end = covered_fraction(base::Interval{last, seen}, computing_) >= 0.5 ? (last + seen) / 2 : seen;
+      const auto before =
+          std::lower_bound(boundaries.begin(), boundaries.end(), seen - 1e-9 * seen);
+      const double last =
+          before == boundaries.begin() ? launch : std::max(launch, *std::prev(before));
+      const double end = covered_fraction(base::Interval{last, seen}, computing_) >= 0.5
+                             ? (last + seen) / 2
+                             : seen;
       by_stream[n.stream()].push_back({{launch, end}, i});
     }
     std::vector<Stretch> out;
@@ -241,20 +256,25 @@ class TraceReader {
       if (f <= kAloneAtMost) continue;
       taken.insert(st.nodes.begin(), st.nodes.end());
       if (f < kOverlapMeasured) {
-        leave_out_n("collectives beside compute for more than 5% and less than half of their stretch in flight",
-                    st.nodes.size());
+        leave_out_n(
+            "collectives beside compute for more than 5% and less than half of their stretch in "
+            "flight",
+            st.nodes.size());
         continue;
       }
       OverlappedCommSample o;
       o.seconds = st.span.second - st.span.first;
       o.overlap = f;
-      o.source = file_ + ": rank " + std::to_string(rank.rank()) + ", " + rank.nodes(st.nodes.front()).name() +
-                 (st.nodes.size() > 1 ? " and " + std::to_string(st.nodes.size() - 1) + " more" : "");
+      o.source =
+          file_ + ": rank " + std::to_string(rank.rank()) + ", " +
+          rank.nodes(st.nodes.front()).name() +
+          (st.nodes.size() > 1 ? " and " + std::to_string(st.nodes.size() - 1) + " more" : "");
       size_t unusable = 0;
       for (int i : st.nodes) {
         const pb::ExecNode& n = rank.nodes(i);
         const pb::ProcessGroup& g = group(n.process_group(), node_path(r, i) + ".process_group");
-        if (n.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED || n.comm_bytes() <= 0 || g.ranks_size() < 2) {
+        if (n.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED || n.comm_bytes() <= 0 ||
+            g.ranks_size() < 2) {
           ++unusable;  // add_collective says why for this node
           continue;
         }
@@ -263,7 +283,8 @@ class TraceReader {
       if (unusable == 0) {
         out_.overlapped_comm.push_back(std::move(o));
       } else {
-        leave_out_n("collectives beside compute in flight with one that cannot be costed", st.nodes.size() - unusable);
+        leave_out_n("collectives beside compute in flight with one that cannot be costed",
+                    st.nodes.size() - unusable);
       }
     }
     return taken;
@@ -287,10 +308,10 @@ class TraceReader {
       std::vector<std::string> names =
           topologies::device_names(options_.cluster != nullptr ? *options_.cluster : none);
       throw base::InputError(file_, 0, field,
-                       "device '" + name +
-                           "' is not in the trace's cluster or the device database" +
-                           base::suggest(name, names) +
-                           "; pass --device NAME, or --cluster FILE|local that defines it");
+                             "device '" + name +
+                                 "' is not in the trace's cluster or the device database" +
+                                 base::suggest(name, names) +
+                                 "; pass --device NAME, or --cluster FILE|local that defines it");
     }
     // Samples and curves name the device as the simulator will look it up: by its spec's name
     // (an nvidia-smi name becomes its database entry's).
@@ -303,8 +324,9 @@ class TraceReader {
     if (topology_ != nullptr) {
       if (rank.device() < 0 || rank.device() >= topology_->num_devices()) {
         throw base::InputError(file_, 0, "ranks[" + std::to_string(r) + "].device",
-                         "got " + std::to_string(rank.device()) + ", the trace's cluster has " +
-                             std::to_string(topology_->num_devices()) + " devices");
+                               "got " + std::to_string(rank.device()) +
+                                   ", the trace's cluster has " +
+                                   std::to_string(topology_->num_devices()) + " devices");
       }
       return topology_->device(rank.device()).device_type;
     }
@@ -321,15 +343,17 @@ class TraceReader {
   std::string dtype(const pb::ExecNode& node, int r, int i) const {
     const std::string& own = node.dtype();
     if (!own.empty() && std::find(kDtypes.begin(), kDtypes.end(), own) == kDtypes.end()) {
-      throw base::InputError(file_, 0, node_path(r, i) + ".dtype", "got '" + own + "'" + base::suggest(own, kDtypes));
+      throw base::InputError(file_, 0, node_path(r, i) + ".dtype",
+                             "got '" + own + "'" + base::suggest(own, kDtypes));
     }
     if (trace_.has_plan() && trace_.plan().has_job() &&
         trace_.plan().job().precision() != pb::PRECISION_UNSPECIFIED) {
-      return enum_value_name(*pb::Precision_descriptor()->FindValueByNumber(trace_.plan().job().precision()));
+      return enum_value_name(
+          *pb::Precision_descriptor()->FindValueByNumber(trace_.plan().job().precision()));
     }
     if (own.empty()) {
       throw base::InputError(file_, 0, node_path(r, i) + ".dtype",
-                       "not set, and the trace has no plan.job.precision to take it from");
+                             "not set, and the trace has no plan.job.precision to take it from");
     }
     return own;
   }
@@ -379,7 +403,8 @@ class TraceReader {
     const pb::ExecNode* send = matching_send(rank.rank(), recv);
     if (send == nullptr || !send->has_start_s() || !recv.has_start_s())
       return leave_out("receives without a timed send in the trace");
-    if (send->start_s() > recv.start_s()) return leave_out("receives posted before their send (they waited for the sender)");
+    if (send->start_s() > recv.start_s())
+      return leave_out("receives posted before their send (they waited for the sender)");
     CommSample c;
     c.scope = scope_of({recv.peer(), rank.rank()}, node_path(r, i) + ".peer");
     c.bytes = recv.comm_bytes();
@@ -427,11 +452,12 @@ class TraceReader {
   const pb::ProcessGroup& group(int64_t id, const std::string& field) const {
     if (const pb::ProcessGroup* g = find_group(id)) return *g;
     throw base::InputError(file_, 0, field,
-                     "no process group with id " + std::to_string(id) + " in process_groups");
+                           "no process group with id " + std::to_string(id) + " in process_groups");
   }
 
   std::string scope(const pb::ProcessGroup& g) const {
-    return scope_of({g.ranks().begin(), g.ranks().end()}, "process_groups", "group " + std::to_string(g.id()));
+    return scope_of({g.ranks().begin(), g.ranks().end()}, "process_groups",
+                    "group " + std::to_string(g.id()));
   }
 
   // The calibration scope of the devices ranks `members` ran on; `field` and `who` name them in
@@ -446,14 +472,14 @@ class TraceReader {
                                    [&](const pb::RankGraph& rg) { return rg.rank() == member; });
       if (it == trace_.ranks().end()) {
         throw base::InputError(file_, 0, field,
-                         who + " has rank " + std::to_string(member) +
-                             ", which has no entry in ranks[] to say its device");
+                               who + " has rank " + std::to_string(member) +
+                                   ", which has no entry in ranks[] to say its device");
       }
       if (it->device() < 0 || it->device() >= topology_->num_devices() ||
           !seen.insert(it->device()).second) {
         throw base::InputError(file_, 0, field,
-                         who + " maps to device " + std::to_string(it->device()) +
-                             ", which is outside the cluster or taken by another member");
+                               who + " maps to device " + std::to_string(it->device()) +
+                                   ", which is outside the cluster or taken by another member");
       }
       devices.push_back(it->device());
     }
@@ -505,7 +531,7 @@ class TraceReader {
   // ran, and its collectives beside compute (add_overlapped_comm).
   std::vector<base::Interval> in_flight_, computing_;
   std::set<int> beside_compute_;  // its nodes add_overlapped_comm took
-  int64_t host_ranks_ = 0;  // of the rank being read
+  int64_t host_ranks_ = 0;        // of the rank being read
   std::map<std::string, std::string>
       resolved_;  // device names as the trace gives them -> spec names
   std::map<std::string, int64_t> left_out_;

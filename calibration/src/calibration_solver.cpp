@@ -184,7 +184,8 @@ bool hold_undetermined(const Predictor& predict, size_t samples, std::vector<Sol
     const bool at_lower = p.value <= p.lower + kOnBound * p.scale;
     const bool at_upper = p.value >= p.upper - kOnBound * p.scale;
     if (at_lower && natural_lower(p)) {
-      hold(p, p.lower, p.lower == 0 ? "the samples push it to 0" : "the samples push it to its floor");
+      hold(p, p.lower,
+           p.lower == 0 ? "the samples push it to 0" : "the samples push it to its floor");
       changed = true;
     } else if (at_lower || at_upper) {
       contradiction = p.name + " runs to its " + (at_lower ? "lower" : "upper") + " bound";

@@ -7,8 +7,8 @@
 
 namespace orrery::calibration::detail {
 
-std::vector<double> compute_since_group_wait(const pb::RankGraph& rank,
-                                             const std::function<double(const pb::ExecNode&)>& compute_s) {
+std::vector<double> compute_since_group_wait(
+    const pb::RankGraph& rank, const std::function<double(const pb::ExecNode&)>& compute_s) {
   std::vector<double> out(static_cast<size_t>(rank.nodes_size()), -1);
   std::vector<int> order;
   for (int i = 0; i < rank.nodes_size(); ++i) {
@@ -16,16 +16,17 @@ std::vector<double> compute_since_group_wait(const pb::RankGraph& rank,
   }
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return rank.nodes(a).start_s() < rank.nodes(b).start_s(); });
-  double computed = 0, stream_end = -1;  // compute so far; the end of the compute stream's last node
-  std::map<int64_t, double> waited_at;     // per group: `computed` when the rank last waited on it
+  double computed = 0,
+         stream_end = -1;               // compute so far; the end of the compute stream's last node
+  std::map<int64_t, double> waited_at;  // per group: `computed` when the rank last waited on it
   for (int i : order) {
     const pb::ExecNode& n = rank.nodes(i);
     if (n.stream() == plan::kCompute) {
       for (int64_t d : n.data_deps()) {
         if (d < 0 || d >= rank.nodes_size()) continue;
         const pb::ExecNode& dep = rank.nodes(static_cast<int>(d));
-        if (dep.kind() == pb::NODE_KIND_COLLECTIVE && dep.stream() != plan::kCompute && dep.has_duration_s() &&
-            dep.start_s() + dep.duration_s() > stream_end)
+        if (dep.kind() == pb::NODE_KIND_COLLECTIVE && dep.stream() != plan::kCompute &&
+            dep.has_duration_s() && dep.start_s() + dep.duration_s() > stream_end)
           waited_at[dep.process_group()] = computed;
       }
       stream_end = std::max(stream_end, n.start_s() + n.duration_s());

@@ -13,15 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "text.hpp"
 #include "orrery/base/error.hpp"
+#include "text.hpp"
 
 #ifdef ORRERY_HAVE_EXECUTOR
+#include "orrery/base/units.hpp"
 #include "orrery/executor/microbench.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/base/units.hpp"
 #include "table.hpp"
 #endif
 
@@ -70,9 +70,9 @@ Machine local_machine(int64_t ranks) {
   const int64_t cores = topologies::total_devices(m.cluster);
   if (ranks > cores) {
     throw base::InputError("", 0, "--ranks",
-                     "got " + std::to_string(ranks) + ", this machine has " +
-                         std::to_string(cores) +
-                         " cores (the devices of `local`); one rank per core");
+                           "got " + std::to_string(ranks) + ", this machine has " +
+                               std::to_string(cores) +
+                               " cores (the devices of `local`); one rank per core");
   }
   return m;
 }
@@ -115,11 +115,11 @@ void print_json(const executor::BenchResults& r, const Machine& m) {
 
 void print_tables(const executor::BenchResults& r, const Machine& m) {
   const double peak = m.device.peak_flops().fp32(), bw = m.device.memory_bandwidth_bytes_per_s();
-  std::cout << render_fields(
-                   {{"device", m.device.name() + " (one core, one intra-op thread)"},
-                    {"blas", m.blas},
-                    {"peak fp32", base::units::flop_rate(peak)},
-                    {"memory bandwidth", base::units::bandwidth(bw) + " (measured by `topo discover`)"}})
+  std::cout << render_fields({{"device", m.device.name() + " (one core, one intra-op thread)"},
+                              {"blas", m.blas},
+                              {"peak fp32", base::units::flop_rate(peak)},
+                              {"memory bandwidth",
+                               base::units::bandwidth(bw) + " (measured by `topo discover`)"}})
             << "\n";
   Table gemm({"gemm m x n x k", "time", "FLOP/s", "of peak", "bytes/s"});
   Table attention({"attention op", "shape", "time", "FLOP/s", "of peak"});
@@ -127,14 +127,16 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
   for (const auto& op : r.compute) {
     const double rate = op.flops / op.seconds, bytes = op.bytes_read + op.bytes_written;
     if (op.op == "gemm") {
-      gemm.add_row({shape_text(op.shape), base::units::seconds(op.seconds), base::units::flop_rate(rate),
-                    percent(rate / peak), base::units::bandwidth(bytes / op.seconds)});
+      gemm.add_row({shape_text(op.shape), base::units::seconds(op.seconds),
+                    base::units::flop_rate(rate), percent(rate / peak),
+                    base::units::bandwidth(bytes / op.seconds)});
     } else if (op.op.rfind("attn.", 0) == 0) {
       attention.add_row({op.op, shape_text(op.shape), base::units::seconds(op.seconds),
                          base::units::flop_rate(rate), percent(rate / peak)});
     } else {
-      memory.add_row({op.op, shape_text(op.shape), base::units::bytes(bytes), base::units::seconds(op.seconds),
-                      base::units::bandwidth(bytes / op.seconds), percent(bytes / op.seconds / bw)});
+      memory.add_row({op.op, shape_text(op.shape), base::units::bytes(bytes),
+                      base::units::seconds(op.seconds), base::units::bandwidth(bytes / op.seconds),
+                      percent(bytes / op.seconds / bw)});
     }
   }
   std::cout << gemm.render() << "\n" << attention.render() << "\n" << memory.render();
@@ -153,7 +155,8 @@ void print_tables(const executor::BenchResults& r, const Machine& m) {
 void bench(const BenchArgs& a) {
   // Refuse before minutes of measuring, not after.
   if (!a.out_file.empty() && !a.force && std::filesystem::exists(a.out_file)) {
-    throw base::InputError(a.out_file, 0, "", "refusing to overwrite an existing file (use --force)");
+    throw base::InputError(a.out_file, 0, "",
+                           "refusing to overwrite an existing file (use --force)");
   }
   const Machine m = local_machine(a.ranks);
   executor::BenchOptions options;

@@ -2,27 +2,27 @@
 // measured traces (orrery bench files, executor run traces, PyTorch profiler traces) and writes
 // a CalibrationProfile for `simulate`, `plan` and `validate --calibration`.
 #include <algorithm>
-#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "text.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 #include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/calibration/calibration_samples.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/kineto.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
+#include "text.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -30,7 +30,8 @@ namespace {
 // A held parameter's value in its unit, as the proto field's name says it ("_s", "_bytes_per_s").
 std::string held_value(const calibration::HeldParam& h) {
   const auto ends = [&](const std::string& suffix) {
-    return h.name.size() >= suffix.size() && h.name.compare(h.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return h.name.size() >= suffix.size() &&
+           h.name.compare(h.name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (ends("_bytes_per_s")) return base::units::bandwidth(h.value);
   if (ends("_s")) return base::units::seconds(h.value);
@@ -106,7 +107,9 @@ std::string short_number(double v) {
 // ("all ops").
 std::string op_label(const pb::ComputeCurve& c) {
   if (c.op().empty()) return std::string("all ops");
-  return c.op() + (c.phase() == pb::PHASE_BACKWARD ? " backward" : c.phase() == pb::PHASE_FORWARD ? " forward" : "");
+  return c.op() + (c.phase() == pb::PHASE_BACKWARD  ? " backward"
+                   : c.phase() == pb::PHASE_FORWARD ? " forward"
+                                                    : "");
 }
 
 std::string secs(double v) { return base::units::seconds(v); }
@@ -118,13 +121,14 @@ Table compute_table(const pb::CalibrationProfile& profile) {
                  "memory_efficiency", "overhead", "median |err|", "max |err|"});
   for (const auto& c : profile.compute()) {
     const ParamText p(c.fit());
-    compute.add_row(
-        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_label(c),
-         std::to_string(c.fit().samples()), p("max_efficiency", c.max_efficiency(), plain),
-         p("half_saturation_flops", c.half_saturation_flops(), flop),
-         p("memory_efficiency", c.memory_efficiency(), plain),
-         p("overhead_s", c.overhead_s(), secs), percent(c.fit().median_abs_rel_error()),
-         percent(c.fit().max_abs_rel_error())});
+    compute.add_row({c.device(),
+                     enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())),
+                     op_label(c), std::to_string(c.fit().samples()),
+                     p("max_efficiency", c.max_efficiency(), plain),
+                     p("half_saturation_flops", c.half_saturation_flops(), flop),
+                     p("memory_efficiency", c.memory_efficiency(), plain),
+                     p("overhead_s", c.overhead_s(), secs), percent(c.fit().median_abs_rel_error()),
+                     percent(c.fit().max_abs_rel_error())});
   }
   return compute;
 }
@@ -136,7 +140,8 @@ Table comm_table(const pb::CalibrationProfile& profile) {
     const ParamText p(c.fit());
     comm.add_row(
         {c.scope(),
-         c.collective() == pb::COLLECTIVE_KIND_UNSPECIFIED  // CollectiveCostModel::p2p_seconds's curve
+         c.collective() ==
+                 pb::COLLECTIVE_KIND_UNSPECIFIED  // CollectiveCostModel::p2p_seconds's curve
              ? std::string("send/recv")
              : enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
          std::to_string(c.fit().samples()), p("latency_s", c.latency_s(), secs),
@@ -148,7 +153,8 @@ Table comm_table(const pb::CalibrationProfile& profile) {
 
 // Corrections by shape: how far the measured GEMM shapes sit from the curve (empty: none).
 std::optional<Table> shape_table(const pb::CalibrationProfile& profile) {
-  Table shapes({"device", "op class", "op", "shapes", "samples", "time ratio min", "median", "max"});
+  Table shapes(
+      {"device", "op class", "op", "shapes", "samples", "time ratio min", "median", "max"});
   bool any_shapes = false;
   for (const auto& c : profile.compute()) {
     if (c.shape_points_size() == 0) continue;
@@ -157,10 +163,11 @@ std::optional<Table> shape_table(const pb::CalibrationProfile& profile) {
     int64_t samples = 0;
     for (const auto& p : c.shape_points()) ratios.push_back(p.time_ratio()), samples += p.samples();
     std::sort(ratios.begin(), ratios.end());
-    shapes.add_row(
-        {c.device(), enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())), op_label(c),
-         std::to_string(c.shape_points_size()), std::to_string(samples), short_number(ratios.front()),
-         short_number(ratios[ratios.size() / 2]), short_number(ratios.back())});
+    shapes.add_row({c.device(),
+                    enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(c.op_class())),
+                    op_label(c), std::to_string(c.shape_points_size()), std::to_string(samples),
+                    short_number(ratios.front()), short_number(ratios[ratios.size() / 2]),
+                    short_number(ratios.back())});
   }
   if (!any_shapes) return std::nullopt;
   return shapes;
@@ -173,9 +180,11 @@ std::optional<Table> size_table(const pb::CalibrationProfile& profile) {
   for (const auto& c : profile.comm()) {
     for (const auto& p : c.size_points()) {
       any_sizes = true;
-      sizes.add_row({c.scope(), enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
-                     std::to_string(p.ranks()), base::units::bytes(p.bytes()), std::to_string(p.samples()),
-                     short_number(p.time_ratio())});
+      sizes.add_row(
+          {c.scope(),
+           enum_value_name(*pb::CollectiveKind_descriptor()->FindValueByNumber(c.collective())),
+           std::to_string(p.ranks()), base::units::bytes(p.bytes()), std::to_string(p.samples()),
+           short_number(p.time_ratio())});
     }
   }
   if (!any_sizes) return std::nullopt;
@@ -193,7 +202,8 @@ void print_tables(const pb::CalibrationProfile& profile, const std::string& out_
   }
   if (profile.comm_size() > 0) std::cout << comm.render() << "\n";
   if (sizes) {
-    std::cout << "corrections by message size (measured time / curve time, per size the training runs issued "
+    std::cout << "corrections by message size (measured time / curve time, per size the training "
+                 "runs issued "
                  "alone)\n"
               << sizes->render() << "\n";
   }
@@ -211,10 +221,11 @@ void print_slowdowns(const calibration::CalibrationFit& fit) {
   }
   const calibration::OverlapReport& oc = fit.overlap_comm;
   if (oc.fitted) {
-    std::cout << "communication slowdown: collectives run " << short_number(oc.slowdown)
-              << "x slower beside compute (median of " << oc.samples
-              << " stretches of communication whose rank computed for at least half of them; quartiles "
-              << short_number(oc.q1) << " - " << short_number(oc.q3) << ")\n\n";
+    std::cout
+        << "communication slowdown: collectives run " << short_number(oc.slowdown)
+        << "x slower beside compute (median of " << oc.samples
+        << " stretches of communication whose rank computed for at least half of them; quartiles "
+        << short_number(oc.q1) << " - " << short_number(oc.q3) << ")\n\n";
   } else {
     std::cout << "communication slowdown not fitted: " << oc.note << "\n\n";
   }
@@ -223,17 +234,20 @@ void print_slowdowns(const calibration::CalibrationFit& fit) {
 void print_overheads(const calibration::CalibrationFit& fit) {
   for (const calibration::OverheadReport& b : fit.blocking) {
     if (b.fitted && b.split) {
-      std::cout << "blocking collectives (" << b.subject << "): +" << base::units::seconds(b.per_collective_s)
-                << " per collective and +" << base::units::seconds(b.value_s)
-                << " per message round when issued in line with compute (the line through the clipped mean "
+      std::cout << "blocking collectives (" << b.subject << "): +"
+                << base::units::seconds(b.per_collective_s) << " per collective and +"
+                << base::units::seconds(b.value_s)
+                << " per message round when issued in line with compute (the line through the "
+                   "clipped mean "
                    "residuals over their curves at each round count, "
-                << b.samples << " samples; per round, quartiles " << base::units::seconds(b.q1_s) << " - "
-                << base::units::seconds(b.q3_s) << ")\n\n";
+                << b.samples << " samples; per round, quartiles " << base::units::seconds(b.q1_s)
+                << " - " << base::units::seconds(b.q3_s) << ")\n\n";
     } else if (b.fitted) {
-      std::cout << "blocking collectives (" << b.subject << "): +" << base::units::seconds(b.value_s)
+      std::cout << "blocking collectives (" << b.subject << "): +"
+                << base::units::seconds(b.value_s)
                 << " per message round when issued in line with compute (clipped mean residual of "
-                << b.samples << " over their curves, per round; quartiles " << base::units::seconds(b.q1_s) << " - " << base::units::seconds(b.q3_s)
-                << ")\n\n";
+                << b.samples << " over their curves, per round; quartiles "
+                << base::units::seconds(b.q1_s) << " - " << base::units::seconds(b.q3_s) << ")\n\n";
     } else {
       std::cout << "blocking collectives (" << b.subject << ") not fitted: " << b.note << "\n\n";
     }
@@ -241,8 +255,9 @@ void print_overheads(const calibration::CalibrationFit& fit) {
   for (const calibration::OverheadReport& d : fit.dispatch) {
     if (d.fitted) {
       std::cout << "dispatch (" << d.subject << "): +" << base::units::seconds(d.value_s)
-                << " before each op on the compute stream, time no op covers (clipped mean of " << d.samples
-                << " ranks; quartiles " << base::units::seconds(d.q1_s) << " - " << base::units::seconds(d.q3_s) << ")\n\n";
+                << " before each op on the compute stream, time no op covers (clipped mean of "
+                << d.samples << " ranks; quartiles " << base::units::seconds(d.q1_s) << " - "
+                << base::units::seconds(d.q3_s) << ")\n\n";
     } else {
       std::cout << "dispatch (" << d.subject << ") not fitted: " << d.note << "\n\n";
     }
@@ -255,19 +270,21 @@ void print_skew_and_sharing(const calibration::CalibrationFit& fit) {
       std::cout << "rank skew (" << k.device << "): ";
       if (k.jitter_s > 0) std::cout << "jitter " << base::units::seconds(k.jitter_s) << " + ";
       std::cout << "cv " << short_number(k.cv)
-                << (k.jitter_s > 0 ? " x the compute since" : ", a rank's compute between synchronizations varies this much")
-                << " (waits beyond the fastest member at " << k.samples << " collectives; own cv quartiles "
-                << short_number(k.q1) << " - " << short_number(k.q3) << ")\n\n";
+                << (k.jitter_s > 0 ? " x the compute since"
+                                   : ", a rank's compute between synchronizations varies this much")
+                << " (waits beyond the fastest member at " << k.samples
+                << " collectives; own cv quartiles " << short_number(k.q1) << " - "
+                << short_number(k.q3) << ")\n\n";
     } else {
       std::cout << "rank skew (" << k.device << ") not fitted: " << k.note << "\n\n";
     }
   }
   for (const calibration::SharingReport& h : fit.sharing) {
     if (h.fitted) {
-      std::cout << "host sharing (" << h.device << "): compute runs " << short_number(h.slowdown) << "x slower with "
-                << h.ranks << " ranks on the host than alone (median over " << h.shapes
-                << " op shapes measured both ways; quartiles " << short_number(h.q1) << " - " << short_number(h.q3)
-                << ")\n\n";
+      std::cout << "host sharing (" << h.device << "): compute runs " << short_number(h.slowdown)
+                << "x slower with " << h.ranks << " ranks on the host than alone (median over "
+                << h.shapes << " op shapes measured both ways; quartiles " << short_number(h.q1)
+                << " - " << short_number(h.q3) << ")\n\n";
     } else {
       std::cout << "host sharing (" << h.device << ") not fitted: " << h.note << "\n\n";
     }
@@ -279,7 +296,8 @@ void print_held(const calibration::CalibrationFit& fit, const std::vector<std::s
   std::vector<std::pair<std::string, std::string>> class_kept;
   for (const auto* reports : {&fit.curves, &fit.op_curves}) {
     for (const auto& r : *reports) {
-      const std::string subject = r.device_or_scope + " " + r.what + (r.op.empty() ? "" : " " + r.op);
+      const std::string subject =
+          r.device_or_scope + " " + r.what + (r.op.empty() ? "" : " " + r.op);
       if (!r.fitted) (r.op.empty() ? kept : class_kept).emplace_back(subject, r.note);
       for (const auto& h : r.held)
         held.emplace_back(subject, h.name + " held at " + held_value(h) + ": " + h.reason);
@@ -335,8 +353,8 @@ void print_json(const pb::CalibrationProfile& profile, const calibration::Calibr
   };
   // A fitted per-event time: its subject and sample count, then its value and quartiles or why
   // it was not written.
-  auto overhead = [](nlohmann::ordered_json e, bool fitted, const char* key, double value, double q1, double q3,
-                     const std::string& note) {
+  auto overhead = [](nlohmann::ordered_json e, bool fitted, const char* key, double value,
+                     double q1, double q3, const std::string& note) {
     e["fitted"] = fitted;
     if (fitted) {
       e[key] = value;
@@ -350,12 +368,13 @@ void print_json(const pb::CalibrationProfile& profile, const calibration::Calibr
   for (const calibration::OverheadReport& b : fit.blocking) {
     nlohmann::ordered_json e{{"scope", b.subject}, {"samples", b.samples}};
     if (b.fitted) e["per_collective_s"] = b.per_collective_s;
-    blocking.push_back(overhead(std::move(e), b.fitted, "per_round_s", b.value_s, b.q1_s, b.q3_s, b.note));
+    blocking.push_back(
+        overhead(std::move(e), b.fitted, "per_round_s", b.value_s, b.q1_s, b.q3_s, b.note));
   }
   nlohmann::ordered_json dispatch = nlohmann::ordered_json::array();
   for (const calibration::OverheadReport& d : fit.dispatch) {
-    dispatch.push_back(overhead({{"device", d.subject}, {"samples", d.samples}}, d.fitted, "per_op_s", d.value_s,
-                                d.q1_s, d.q3_s, d.note));
+    dispatch.push_back(overhead({{"device", d.subject}, {"samples", d.samples}}, d.fitted,
+                                "per_op_s", d.value_s, d.q1_s, d.q3_s, d.note));
   }
   nlohmann::ordered_json skew = nlohmann::ordered_json::array();
   for (const calibration::SkewReport& k : fit.skew) {
@@ -371,7 +390,8 @@ void print_json(const pb::CalibrationProfile& profile, const calibration::Calibr
   }
   nlohmann::ordered_json sharing = nlohmann::ordered_json::array();
   for (const calibration::SharingReport& h : fit.sharing) {
-    nlohmann::ordered_json e{{"device", h.device}, {"ranks", h.ranks}, {"shapes", h.shapes}, {"fitted", h.fitted}};
+    nlohmann::ordered_json e{
+        {"device", h.device}, {"ranks", h.ranks}, {"shapes", h.shapes}, {"fitted", h.fitted}};
     if (h.fitted) {
       e["slowdown"] = h.slowdown;
       e["quartiles"] = {h.q1, h.q3};
@@ -401,7 +421,8 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
         "got '" + a.comm_scope + "'" + base::suggest(a.comm_scope, {"intra_node", "inter_node"}));
   }
   if (!a.force && std::filesystem::exists(a.out_file)) {
-    throw base::InputError(a.out_file, 0, "", "refusing to overwrite an existing file (use --force)");
+    throw base::InputError(a.out_file, 0, "",
+                           "refusing to overwrite an existing file (use --force)");
   }
   pb::ClusterSpec cluster;
   if (!a.cluster.empty()) cluster = topologies::load_cluster(a.cluster);
@@ -418,7 +439,8 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   }
   notes.insert(notes.end(), samples.notes.begin(), samples.notes.end());
   if (samples.compute.empty() && samples.comm.empty()) {
-    throw base::InputError("", 0, "--traces", "no timed compute op or collective in the traces to fit");
+    throw base::InputError("", 0, "--traces",
+                           "no timed compute op or collective in the traces to fit");
   }
   calibration::FitOptions fit_options;
   fit_options.min_samples = a.min_samples;
@@ -429,8 +451,8 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   calibration::fit_rank_skew(samples.skew, fit_options, fit);
   if (fit.profile.compute_size() == 0 && fit.profile.comm_size() == 0) {
     throw base::InputError("", 0, "--traces",
-                     "no curve has " + std::to_string(a.min_samples) +
-                         " samples (--min-samples): nothing to calibrate");
+                           "no curve has " + std::to_string(a.min_samples) +
+                               " samples (--min-samples): nothing to calibrate");
   }
   pb::CalibrationProfile profile;
   profile.set_name(a.name.empty() ? std::filesystem::path(a.out_file).stem().string() : a.name);

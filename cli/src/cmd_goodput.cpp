@@ -8,11 +8,11 @@
 
 #include "commands.hpp"
 #include "goodput_report.hpp"
-#include "orrery/sim/engine.hpp"
-#include "orrery/plan/resolved_plan.hpp"
-#include "orrery/topologies/topology.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/topologies/topology.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
 
@@ -42,7 +42,7 @@ std::optional<int64_t> parse_every(const std::string& text) {
   }
   if (used != text.size() || steps <= 0) {
     throw base::InputError("", 0, "--checkpoint-every",
-                     "got '" + text + "', expected auto or a positive number of steps");
+                           "got '" + text + "', expected auto or a positive number of steps");
   }
   return steps;
 }
@@ -52,9 +52,10 @@ void check_async_interval(const sim::RunModel& run, const sim::CheckpointInterva
   const auto& c = run.checkpoint;
   if (c.async && chosen.interval_s + c.blocking_s < c.background_s) {
     throw base::InputError("", 0, "--checkpoint-every",
-                     std::to_string(chosen.steps) + " steps (" + base::units::seconds(chosen.interval_s) +
-                         ") is shorter than the asynchronous save's background write (" +
-                         base::units::seconds(c.background_s) + ")");
+                           std::to_string(chosen.steps) + " steps (" +
+                               base::units::seconds(chosen.interval_s) +
+                               ") is shorter than the asynchronous save's background write (" +
+                               base::units::seconds(c.background_s) + ")");
   }
 }
 

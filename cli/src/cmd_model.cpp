@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
 
@@ -49,16 +49,15 @@ void show_model(const std::string& name, const OutputFlags& out) {
   };
   if (spec.has_moe()) {
     const auto& m = spec.moe();
-    f.emplace_back("experts", std::to_string(m.num_experts()) + " routed, top-" +
-                                  std::to_string(m.top_k()) + ", ffn " +
-                                  std::to_string(m.expert_ffn_hidden_size()) +
-                                  (m.num_shared_experts() > 0
-                                       ? ", " + std::to_string(m.num_shared_experts()) + " shared"
-                                       : std::string()) +
-                                  (m.first_dense_layers() > 0
-                                       ? ", first " + std::to_string(m.first_dense_layers()) +
-                                             " layers dense"
-                                       : std::string()));
+    f.emplace_back(
+        "experts",
+        std::to_string(m.num_experts()) + " routed, top-" + std::to_string(m.top_k()) + ", ffn " +
+            std::to_string(m.expert_ffn_hidden_size()) +
+            (m.num_shared_experts() > 0 ? ", " + std::to_string(m.num_shared_experts()) + " shared"
+                                        : std::string()) +
+            (m.first_dense_layers() > 0
+                 ? ", first " + std::to_string(m.first_dense_layers()) + " layers dense"
+                 : std::string()));
   }
   if (spec.has_mla()) {
     const auto& a = spec.mla();
@@ -67,9 +66,8 @@ void show_model(const std::string& name, const OutputFlags& out) {
   }
   f.emplace_back("parameters", billions(stats.parameters));
   if (spec.has_moe()) f.emplace_back("active parameters", billions(stats.active_parameters));
-  f.emplace_back("training FLOPs / token",
-                 base::units::flops(stats.training_flops_per_token) + " at seq " +
-                     std::to_string(spec.max_seq_len()));
+  f.emplace_back("training FLOPs / token", base::units::flops(stats.training_flops_per_token) +
+                                               " at seq " + std::to_string(spec.max_seq_len()));
   std::cout << render_fields(f);
 }
 
@@ -79,16 +77,14 @@ void list_models(const OutputFlags& out) {
   for (const auto& name : models::preset_names()) {
     const pb::ModelSpec spec = models::preset(name);
     const models::ModelStats s = models::model_stats(spec, spec.max_seq_len());
-    const std::string experts =
-        spec.has_moe() ? std::to_string(spec.moe().num_experts()) + "x top-" +
-                             std::to_string(spec.moe().top_k())
-                       : "-";
+    const std::string experts = spec.has_moe() ? std::to_string(spec.moe().num_experts()) +
+                                                     "x top-" + std::to_string(spec.moe().top_k())
+                                               : "-";
     table.add_row({name, std::to_string(spec.num_layers()), std::to_string(spec.hidden_size()),
                    std::to_string(spec.num_attention_heads()), std::to_string(spec.num_kv_heads()),
                    experts, billions(s.parameters), billions(s.active_parameters)});
-    rows.push_back({{"name", name},
-                    {"parameters", s.parameters},
-                    {"active_parameters", s.active_parameters}});
+    rows.push_back(
+        {{"name", name}, {"parameters", s.parameters}, {"active_parameters", s.active_parameters}});
   }
   if (out.json) {
     std::cout << rows.dump(2) << "\n";
@@ -141,12 +137,14 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (const auto& op : models::layer_ops(spec, p.part, p.layer, ctx)) {
       std::string shape;
-      for (size_t i = 0; i < op.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(op.shape[i]);
-      table.add_row({p.label + (p.count > 1 ? " x" + std::to_string(p.count) : ""), op.name,
-                     enum_name(pb::OpClass_descriptor(), op.op_class), shape,
-                     base::units::flops(op.forward_flops), base::units::flops(op.backward_flops),
-                     op.parameters > 0 ? base::units::number(op.parameters) : "",
-                     op.saved_activation_bytes > 0 ? base::units::bytes(op.saved_activation_bytes) : ""});
+      for (size_t i = 0; i < op.shape.size(); ++i)
+        shape += (i ? "x" : "") + std::to_string(op.shape[i]);
+      table.add_row(
+          {p.label + (p.count > 1 ? " x" + std::to_string(p.count) : ""), op.name,
+           enum_name(pb::OpClass_descriptor(), op.op_class), shape,
+           base::units::flops(op.forward_flops), base::units::flops(op.backward_flops),
+           op.parameters > 0 ? base::units::number(op.parameters) : "",
+           op.saved_activation_bytes > 0 ? base::units::bytes(op.saved_activation_bytes) : ""});
       total_fwd += op.forward_flops * static_cast<double>(p.count);
       total_bwd += op.backward_flops * static_cast<double>(p.count);
       ops.push_back({{"name", op.name},
@@ -180,10 +178,10 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
   }
   std::cout << table.render();
   std::cout << render_fields({
-      {"per rank, one micro-batch", base::units::flops(total_fwd) + " forward + " +
-                                        base::units::flops(total_bwd) + " backward"},
-      {"training FLOPs / token", base::units::flops(stats.training_flops_per_token) +
-                                     " (unsharded, no recomputation)"},
+      {"per rank, one micro-batch",
+       base::units::flops(total_fwd) + " forward + " + base::units::flops(total_bwd) + " backward"},
+      {"training FLOPs / token",
+       base::units::flops(stats.training_flops_per_token) + " (unsharded, no recomputation)"},
       {"6N + attention estimate", base::units::flops(stats.approx_flops_per_token)},
       {"tokens per micro-batch", base::units::number(tokens)},
   });

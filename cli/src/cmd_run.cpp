@@ -6,10 +6,10 @@
 // explains why it cannot run.
 #include <algorithm>
 #include <filesystem>
-#include <optional>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +49,8 @@ std::vector<std::string> own_command_line() {
   std::vector<std::string> argv;
   std::string item;
   while (std::getline(in, item, '\0')) argv.push_back(item);
-  if (argv.empty()) throw base::EnvironmentError("cannot read /proc/self/cmdline to launch the ranks");
+  if (argv.empty())
+    throw base::EnvironmentError("cannot read /proc/self/cmdline to launch the ranks");
   argv[0] = "/proc/self/exe";
   return argv;
 }
@@ -58,13 +59,13 @@ std::vector<std::string> own_command_line() {
 // simulator lowers for the trace is this machine with that many cores: fewer than it has when the
 // plan is smaller, more (oversubscribed, said on stderr) when it is larger.
 void fit_local_cluster(LoadedJob& job) {
-  if (job.plan.cluster() != "local" || job.cluster.node_types_size() != 1 || job.cluster.node_groups_size() != 1 ||
-      job.cluster.node_groups(0).count() != 1) {
+  if (job.plan.cluster() != "local" || job.cluster.node_types_size() != 1 ||
+      job.cluster.node_groups_size() != 1 || job.cluster.node_groups(0).count() != 1) {
     return;
   }
   const auto& p = job.plan.parallel();
-  const int64_t world = std::max<int64_t>(p.tp(), 1) * std::max<int64_t>(p.cp(), 1) * std::max<int64_t>(p.dp(), 1) *
-                        std::max<int64_t>(p.pp(), 1);
+  const int64_t world = std::max<int64_t>(p.tp(), 1) * std::max<int64_t>(p.cp(), 1) *
+                        std::max<int64_t>(p.dp(), 1) * std::max<int64_t>(p.pp(), 1);
   auto* node = job.cluster.mutable_node_types(0);
   if (world > node->devices_per_node() && executor::rank_env_from_environment() == std::nullopt) {
     std::cerr << "orrery run: " << world << " ranks on " << node->devices_per_node()
@@ -88,7 +89,8 @@ pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
     const pb::DeviceSpec* d = topologies::lookup_device(cluster, node.device());
     if (d == nullptr) continue;
     if (kind != pb::DEVICE_KIND_UNSPECIFIED && d->kind() != kind)
-      throw base::InputError("", 0, "--cluster", "mixes CPU and GPU devices; orrery run trains every rank on one kind");
+      throw base::InputError("", 0, "--cluster",
+                             "mixes CPU and GPU devices; orrery run trains every rank on one kind");
     kind = d->kind();
   }
   return kind;
@@ -116,14 +118,19 @@ void run(RunArgs& a) {
   }
   if (!one_node(job.cluster)) {
     throw base::InputError("", 0, "--cluster",
-                     "orrery run launches ranks only on this machine (--cluster local, or a cluster of one node); "
-                     "for '" + job.plan.cluster() +
-                         "' start one `orrery run` per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set "
-                         "(torchrun-style), or under mpirun");
+                           "orrery run launches ranks only on this machine (--cluster local, or a "
+                           "cluster of one node); "
+                           "for '" +
+                               job.plan.cluster() +
+                               "' start one `orrery run` per rank with RANK, WORLD_SIZE, "
+                               "MASTER_ADDR and MASTER_PORT set "
+                               "(torchrun-style), or under mpirun");
   }
   if (!config.out_dir.empty() && std::filesystem::exists(config.out_dir) &&
       !std::filesystem::is_empty(config.out_dir) && !a.force) {
-    throw base::InputError("", 0, "--out", config.out_dir + " exists and is not empty (pass --force to write into it)");
+    throw base::InputError(
+        "", 0, "--out",
+        config.out_dir + " exists and is not empty (pass --force to write into it)");
   }
   // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
   if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
@@ -132,14 +139,16 @@ void run(RunArgs& a) {
   launch.argv = own_command_line();
   launch.world_size = plan::degrees_of(p).world_size();
   launch.timeout_s = config.timeout_s;
-  std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name() << ", "
-            << config.steps << " step(s)" << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n";
+  std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name()
+            << ", " << config.steps << " step(s)"
+            << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n";
   executor::launch_local(launch);
   if (!config.out_dir.empty()) {
     const auto trace = merge_run_trace(job, config.out_dir, config.steps);
     std::cerr << "orrery run: measured " << trace.ranks_size() << " rank(s) x "
-              << (trace.ranks_size() > 0 ? trace.ranks(0).nodes_size() : 0) << " ops; wrote " << config.out_dir
-              << "/trace.json and " << config.out_dir << "/timeline.json (open in ui.perfetto.dev)\n";
+              << (trace.ranks_size() > 0 ? trace.ranks(0).nodes_size() : 0) << " ops; wrote "
+              << config.out_dir << "/trace.json and " << config.out_dir
+              << "/timeline.json (open in ui.perfetto.dev)\n";
     std::cout << throughput_line(job, trace) << std::endl;
   }
 }
@@ -149,7 +158,9 @@ void run(RunArgs& a) {
 }  // namespace
 
 void add_run_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("run", "Train a plan for real (libtorch, Gloo process groups) and print the loss of every step");
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Train a plan for real (libtorch, Gloo process groups) and print the loss of every step");
 #ifdef ORRERY_HAVE_EXECUTOR
   auto a = std::make_shared<RunArgs>();
   add_plan_flags(cmd, a->plan);
@@ -161,8 +172,11 @@ void add_run_command(CLI::App& app) {
   auto& t = a->train;
   cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");
-  cmd->add_option("--out", t.out_dir, "Directory for step_NNNNNN.json, the measured trace (trace.json) and its Perfetto timeline (timeline.json); params.bin with --save-params");
-  cmd->add_flag("--save-params", t.save_parameters, "Write the trained parameters (TP shards gathered) to --out");
+  cmd->add_option("--out", t.out_dir,
+                  "Directory for step_NNNNNN.json, the measured trace (trace.json) and its "
+                  "Perfetto timeline (timeline.json); params.bin with --save-params");
+  cmd->add_flag("--save-params", t.save_parameters,
+                "Write the trained parameters (TP shards gathered) to --out");
   cmd->add_flag("--force", a->force, "Write into an --out directory that is not empty");
   cmd->add_option("--lr", t.learning_rate, "AdamW learning rate")->check(finite_positive());
   cmd->add_option("--weight-decay", t.weight_decay, "AdamW weight decay")
@@ -176,7 +190,9 @@ void add_run_command(CLI::App& app) {
 #else
   cmd->allow_extras();
   cmd->callback([] {
-    throw base::EnvironmentError("orrery run: this orrery was built without the executor (libtorch was not found at build time)");
+    throw base::EnvironmentError(
+        "orrery run: this orrery was built without the executor (libtorch was not found at build "
+        "time)");
   });
 #endif
 }

@@ -2,13 +2,13 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "orrery/sim/des_engine.hpp"
-#include "orrery/sim/engine.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/plan/lower.hpp"
 #include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/des_engine.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/chakra.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
@@ -34,7 +34,8 @@ struct SimulateArgs {
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
   const LoadedJob job = load_job(a.plan);
-  const plan::ResolvedPlan plan = plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  const plan::ResolvedPlan plan =
+      plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
   const topologies::Topology topology(plan.cluster);
@@ -42,7 +43,9 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
                               a.calibration_file.empty() ? nullptr : &calibration);
   const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
   if (!a.trace_file.empty() && engine != sim::EngineKind::kDes) {
-    throw base::InputError("", 0, "--trace", "the analytic engine predicts no timeline; a timeline needs --engine des");
+    throw base::InputError(
+        "", 0, "--trace",
+        "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
   sim::DesOptions options;
   options.all_ranks = a.all_ranks;
@@ -50,7 +53,8 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   // Printed below without its wall time.
   sim::SimOutput result = sim::simulate(plan, costs, engine, options);
   if (!a.trace_file.empty()) {
-    write_file_atomically(a.trace_file, to_perfetto_json({{&result.timeline, "predicted"}}), a.force);
+    write_file_atomically(a.trace_file, to_perfetto_json({{&result.timeline, "predicted"}}),
+                          a.force);
     std::cerr << "wrote " << a.trace_file << " (open in ui.perfetto.dev)\n";
   }
   if (!a.graph_file.empty()) {
@@ -61,16 +65,18 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   }
   if (!a.chakra_prefix.empty()) {
     if (plan.world_size() > kMaxChakraRanks) {
-      throw base::InputError("", 0, "--chakra", "the plan has " + std::to_string(plan.world_size()) +
-                                              " ranks; Chakra export writes every rank and stops at " +
-                                              std::to_string(kMaxChakraRanks));
+      throw base::InputError("", 0, "--chakra",
+                             "the plan has " + std::to_string(plan.world_size()) +
+                                 " ranks; Chakra export writes every rank and stops at " +
+                                 std::to_string(kMaxChakraRanks));
     }
     const auto files = write_chakra(plan::lower(plan), a.chakra_prefix, a.force);
     std::cerr << "wrote " << files.size() << " Chakra files " << a.chakra_prefix << ".<rank>.et\n";
   }
   // The engine's own wall time varies from run to run: it goes to stderr, never into results.
   if (result.result.wall_time_s() > 0) {
-    std::cerr << "simulated " << result.result.events() << " events in " << result.result.wall_time_s() << " s\n";
+    std::cerr << "simulated " << result.result.events() << " events in "
+              << result.result.wall_time_s() << " s\n";
   }
   result.result.clear_wall_time_s();
   if (out.json) {
@@ -90,11 +96,13 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--engine", a->engine,
                   "analytic (closed form, microseconds; the default) or des (SimGrid discrete "
                   "events, contention)");
-  cmd->add_flag("--all-ranks", a->all_ranks, "des: simulate every rank instead of exploiting symmetry");
+  cmd->add_flag("--all-ranks", a->all_ranks,
+                "des: simulate every rank instead of exploiting symmetry");
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");
   cmd->add_option("--chakra", a->chakra_prefix, "Write Chakra ET files <prefix>.<rank>.et");
-  cmd->add_option("--graph", a->graph_file, "Write the execution graph (representative ranks) as JSON");
+  cmd->add_option("--graph", a->graph_file,
+                  "Write the execution graph (representative ranks) as JSON");
   cmd->add_flag("--force", a->force, "Replace output files that exist");
   add_output_flags(cmd, *out, false);
   cmd->callback([a, out] { simulate(*a, *out); });

@@ -4,14 +4,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/discover.hpp"
 #include "orrery/topologies/routing.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
 
@@ -39,7 +39,8 @@ std::string enum_name(const google::protobuf::EnumDescriptor* e, int value) {
 std::string intra_summary(const pb::NodeType& nt) {
   const auto& in = nt.intra();
   std::string s = enum_name(pb::IntraNodeKind_descriptor(), in.kind());
-  if (in.has_device_link()) s += " " + base::units::bandwidth(in.device_link().bandwidth_bytes_per_s());
+  if (in.has_device_link())
+    s += " " + base::units::bandwidth(in.device_link().bandwidth_bytes_per_s());
   if (in.domain_nodes() > 1) s += ", domain of " + std::to_string(in.domain_nodes()) + " nodes";
   return s;
 }
@@ -54,7 +55,8 @@ std::string fabric_summary(const pb::FabricSpec& f) {
   std::string s = enum_name(pb::FabricKind_descriptor(), f.kind());
   if (f.tiers() > 0) s += ", " + std::to_string(f.tiers()) + " tiers";
   if (f.switch_radix() > 0) s += ", radix " + std::to_string(f.switch_radix());
-  if (f.oversubscription() > 1) s += ", " + base::units::number(f.oversubscription()) + ":1 oversubscribed";
+  if (f.oversubscription() > 1)
+    s += ", " + base::units::number(f.oversubscription()) + ":1 oversubscribed";
   if (f.pod_nodes() > 0) s += ", pods of " + std::to_string(f.pod_nodes()) + " nodes";
   return s;
 }
@@ -68,7 +70,8 @@ void show_cluster(const ClusterArgs& a, const OutputFlags& out) {
   std::vector<std::string> shown;
   for (const auto& g : spec.node_groups()) {
     const pb::NodeType* nt = nullptr;
-    for (const auto& t : spec.node_types()) if (t.name() == g.node_type()) nt = &t;
+    for (const auto& t : spec.node_types())
+      if (t.name() == g.node_type()) nt = &t;
     ORRERY_CHECK(nt != nullptr, "validated cluster with an unknown node type");
     const pb::DeviceSpec& d = topologies::find_device(spec, nt->device());
     const double n = static_cast<double>(g.count() * nt->devices_per_node());
@@ -78,10 +81,11 @@ void show_cluster(const ClusterArgs& a, const OutputFlags& out) {
                     std::to_string(nt->devices_per_node()), intra_summary(*nt), nic_summary(*nt)});
     if (std::find(shown.begin(), shown.end(), d.name()) == shown.end()) {
       shown.push_back(d.name());
-      devices.add_row({d.name(), base::units::flop_rate(d.peak_flops().bf16()),
-                       d.peak_flops().fp8() > 0 ? base::units::flop_rate(d.peak_flops().fp8()) : "-",
-                       base::units::flop_rate(d.peak_flops().fp32()), base::units::bytes(d.memory_bytes()),
-                       base::units::bandwidth(d.memory_bandwidth_bytes_per_s())});
+      devices.add_row(
+          {d.name(), base::units::flop_rate(d.peak_flops().bf16()),
+           d.peak_flops().fp8() > 0 ? base::units::flop_rate(d.peak_flops().fp8()) : "-",
+           base::units::flop_rate(d.peak_flops().fp32()), base::units::bytes(d.memory_bytes()),
+           base::units::bandwidth(d.memory_bandwidth_bytes_per_s())});
     }
   }
   std::cout << render_fields({{"cluster", spec.name()},
@@ -105,7 +109,7 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
     std::string all;
     for (const auto& p : problems) all += "\n  " + p;
     throw base::InputError(where.file().empty() ? spec.name() : where.file(), 0, "",
-                     "the expanded topology is broken:" + all);
+                           "the expanded topology is broken:" + all);
   }
   const auto& g = topo.graph();
   nlohmann::ordered_json j{{"cluster", spec.name()},
@@ -116,7 +120,8 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
                            {"links", boost::num_edges(g)}};
   std::vector<std::pair<std::string, std::string>> f{
       {"cluster", spec.name() + ": ok"},
-      {"nodes / devices", std::to_string(topo.num_nodes()) + " / " + std::to_string(topo.num_devices())},
+      {"nodes / devices",
+       std::to_string(topo.num_nodes()) + " / " + std::to_string(topo.num_devices())},
       {"graph", std::to_string(boost::num_vertices(g)) + " vertices, " +
                     std::to_string(boost::num_edges(g)) + " links (one per direction)"}};
   // Representative pairs: neighbours in a node, and the first devices of the first two nodes.
@@ -124,8 +129,9 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
     const auto routes = topologies::ecmp_routes(topo, src, dst);
     if (routes.empty()) return;
     const double bw = topologies::pair_bottleneck_bandwidth(topo, src, dst);
-    f.emplace_back(label, base::units::bandwidth(bw) + ", " + std::to_string(routes.front().edges.size()) +
-                              " hops, " + base::units::seconds(routes.front().latency_s) + ", " +
+    f.emplace_back(label, base::units::bandwidth(bw) + ", " +
+                              std::to_string(routes.front().edges.size()) + " hops, " +
+                              base::units::seconds(routes.front().latency_s) + ", " +
                               std::to_string(routes.size()) + " equal-cost route(s)");
     j[label] = {{"src", src},
                 {"dst", dst},
@@ -176,7 +182,8 @@ void list_clusters(const OutputFlags& out) {
     const pb::ClusterSpec spec = topologies::preset(name);
     table.add_row({name, std::to_string(topologies::total_nodes(spec)),
                    std::to_string(topologies::total_devices(spec)),
-                   enum_name(pb::FabricKind_descriptor(), spec.fabric().kind()), spec.description()});
+                   enum_name(pb::FabricKind_descriptor(), spec.fabric().kind()),
+                   spec.description()});
     rows.push_back({{"name", name},
                     {"nodes", topologies::total_nodes(spec)},
                     {"devices", topologies::total_devices(spec)}});

@@ -9,16 +9,16 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "text.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
+#include "orrery/traces/perfetto.hpp"
+#include "orrery/traces/spec_io.hpp"
 #include "orrery/validation/collective_validation.hpp"
 #include "orrery/validation/run_validation.hpp"
 #include "orrery/validation/trace_validation.hpp"
-#include "orrery/traces/perfetto.hpp"
-#include "orrery/base/error.hpp"
-#include "orrery/traces/spec_io.hpp"
-#include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
+#include "text.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -46,16 +46,17 @@ std::string memory_verdict(double peak_bytes, double capacity_bytes) {
 // could be simulated validates nothing, which is an input error (status 2).
 void require_one_simulated(const std::string& file, int simulated, int skipped) {
   if (simulated == 0 && skipped > 0) {
-    throw base::InputError(file, 0, "",
-                     "none of its " + std::to_string(skipped) + " entries could be simulated");
+    throw base::InputError(
+        file, 0, "", "none of its " + std::to_string(skipped) + " entries could be simulated");
   }
 }
 
 void report_runs(const ValidateArgs& a, const OutputFlags& out) {
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  const validation::RunValidation v = validation::validate_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"),
-                                                  a.calibration_file.empty() ? nullptr : &calibration);
+  const validation::RunValidation v =
+      validation::validate_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"),
+                                a.calibration_file.empty() ? nullptr : &calibration);
   if (out.json) {
     nlohmann::ordered_json cases = nlohmann::ordered_json::array();
     for (const auto& c : v.cases) {
@@ -116,7 +117,8 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
   if (out.json) {
     nlohmann::ordered_json tables = nlohmann::ordered_json::array();
     for (const auto& t : v.tables) {
-      nlohmann::ordered_json j{{"id", t.id}, {"collective", t.collective}, {"gpus", t.gpus}, {"nodes", t.nodes}};
+      nlohmann::ordered_json j{
+          {"id", t.id}, {"collective", t.collective}, {"gpus", t.gpus}, {"nodes", t.nodes}};
       if (t.skipped) {
         j["skipped"] = t.skip_reason;
       } else {
@@ -146,8 +148,8 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
     return require_one_simulated(a.collectives_file, simulated, static_cast<int>(skipped));
   }
   for (const auto& t : v.tables) {
-    std::cout << t.id << ": " << t.collective << ", " << t.gpus << " GPUs on " << t.nodes << " node(s), "
-              << t.gpu;
+    std::cout << t.id << ": " << t.collective << ", " << t.gpus << " GPUs on " << t.nodes
+              << " node(s), " << t.gpu;
     if (t.skipped) {
       std::cout << " - skipped: " << t.skip_reason << "\n\n";
       continue;
@@ -155,8 +157,9 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
     std::cout << " (simulated on " << t.cluster << (t.nvls_pinned ? ", NVLS pinned" : "") << ")\n";
     Table rows({"size", "measured", "predicted", "error", "algorithm"});
     for (const auto& r : t.rows) {
-      rows.add_row({base::units::bytes(r.bytes), base::units::seconds(r.measured_s), base::units::seconds(r.predicted_s),
-                    signed_percent(r.relative_error), r.algorithm + "/" + r.protocol});
+      rows.add_row({base::units::bytes(r.bytes), base::units::seconds(r.measured_s),
+                    base::units::seconds(r.predicted_s), signed_percent(r.relative_error),
+                    r.algorithm + "/" + r.protocol});
     }
     std::cout << rows.render() << "median |error| " << percent(t.median_abs_error) << ", p90 "
               << percent(t.p90_abs_error) << "\n\n";
@@ -164,7 +167,8 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
   Table summary({"table", "rows", "median |error|", "p90 |error|"});
   for (const auto& t : v.tables) {
     if (t.skipped) continue;
-    summary.add_row({t.id, std::to_string(t.rows.size()), percent(t.median_abs_error), percent(t.p90_abs_error)});
+    summary.add_row({t.id, std::to_string(t.rows.size()), percent(t.median_abs_error),
+                     percent(t.p90_abs_error)});
   }
   std::cout << summary.render() << "\n"
             << render_fields({{"rows compared", std::to_string(v.rows)},
@@ -187,23 +191,29 @@ nlohmann::ordered_json groups_json(const std::vector<validation::GroupComparison
   return out;
 }
 
-Table groups_table(const std::string& what, const std::vector<validation::GroupComparison>& groups) {
+Table groups_table(const std::string& what,
+                   const std::vector<validation::GroupComparison>& groups) {
   Table t({what, "nodes", "measured", "predicted", "error", "median |node error|"});
   for (const auto& g : groups) {
-    t.add_row({g.name, std::to_string(g.nodes), base::units::seconds(g.measured_s), base::units::seconds(g.predicted_s),
-               signed_percent(g.error), percent(g.median_abs_error)});
+    t.add_row({g.name, std::to_string(g.nodes), base::units::seconds(g.measured_s),
+               base::units::seconds(g.predicted_s), signed_percent(g.error),
+               percent(g.median_abs_error)});
   }
   return t;
 }
 
 // The nodes the simulator misses most, by |log(predicted / measured)|, ties by rank and id.
-std::vector<const validation::NodeComparison*> worst_nodes(const validation::TraceValidation& v, size_t count) {
+std::vector<const validation::NodeComparison*> worst_nodes(const validation::TraceValidation& v,
+                                                           size_t count) {
   std::vector<const validation::NodeComparison*> out;
   for (const auto& n : v.nodes) {
     if (n.measured_s > 0 && n.predicted_s > 0) out.push_back(&n);
   }
-  const auto miss = [](const validation::NodeComparison* n) { return std::abs(std::log(n->predicted_s / n->measured_s)); };
-  std::stable_sort(out.begin(), out.end(), [&](const auto* a, const auto* b) { return miss(a) > miss(b); });
+  const auto miss = [](const validation::NodeComparison* n) {
+    return std::abs(std::log(n->predicted_s / n->measured_s));
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const auto* a, const auto* b) { return miss(a) > miss(b); });
   if (out.size() > count) out.resize(count);
   return out;
 }
@@ -213,25 +223,33 @@ constexpr size_t kWorstNodes = 10;
 void report_trace(const ValidateArgs& a, const OutputFlags& out) {
   const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
   if (!a.timeline_file.empty() && engine != sim::EngineKind::kDes) {
-    throw base::InputError("", 0, "--timeline", "the analytic engine predicts no timeline; a timeline needs --engine des");
+    throw base::InputError(
+        "", 0, "--timeline",
+        "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
   pb::ExecGraph trace;
   read_spec_file(a.trace_file, &trace);
-  const validation::TraceValidation v =
-      validation::validate_trace(trace, a.trace_file, engine, a.calibration_file.empty() ? nullptr : &calibration);
+  const validation::TraceValidation v = validation::validate_trace(
+      trace, a.trace_file, engine, a.calibration_file.empty() ? nullptr : &calibration);
   if (!a.timeline_file.empty()) {
-    write_file_atomically(a.timeline_file,
-                          to_perfetto_json({{&v.predicted_timeline, "predicted"}, {&trace, "measured"}}), a.force);
-    std::cerr << "wrote " << a.timeline_file << " (predicted and measured side by side; open in ui.perfetto.dev)\n";
+    write_file_atomically(
+        a.timeline_file,
+        to_perfetto_json({{&v.predicted_timeline, "predicted"}, {&trace, "measured"}}), a.force);
+    std::cerr << "wrote " << a.timeline_file
+              << " (predicted and measured side by side; open in ui.perfetto.dev)\n";
   }
   const auto worst = worst_nodes(v, kWorstNodes);
   if (out.json) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
     for (const auto* n : worst) {
-      nodes.push_back({{"rank", n->rank}, {"id", n->id}, {"name", n->name}, {"group", n->group},
-                       {"measured_s", n->measured_s}, {"predicted_s", n->predicted_s},
+      nodes.push_back({{"rank", n->rank},
+                       {"id", n->id},
+                       {"name", n->name},
+                       {"group", n->group},
+                       {"measured_s", n->measured_s},
+                       {"predicted_s", n->predicted_s},
                        {"error", n->predicted_s / n->measured_s - 1}});
     }
     nlohmann::ordered_json j{{"trace", a.trace_file},
@@ -248,18 +266,24 @@ void report_trace(const ValidateArgs& a, const OutputFlags& out) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << render_fields({{"trace", a.trace_file + " (" + trace.model() + " on " + trace.cluster() + ", " +
-                                            std::to_string(v.ranks) + " ranks, " + std::to_string(v.nodes.size()) + " nodes)"},
-                              {"engine", a.engine + (a.calibration_file.empty() ? "" : ", calibrated by " + a.calibration_file)},
-                              {"measured step", base::units::seconds(v.measured_step_s)},
-                              {"predicted step", base::units::seconds(v.predicted_step_s)},
-                              {"step error", signed_percent(v.step_error)}})
+  std::cout << render_fields(
+                   {{"trace", a.trace_file + " (" + trace.model() + " on " + trace.cluster() +
+                                  ", " + std::to_string(v.ranks) + " ranks, " +
+                                  std::to_string(v.nodes.size()) + " nodes)"},
+                    {"engine", a.engine + (a.calibration_file.empty()
+                                               ? ""
+                                               : ", calibrated by " + a.calibration_file)},
+                    {"measured step", base::units::seconds(v.measured_step_s)},
+                    {"predicted step", base::units::seconds(v.predicted_step_s)},
+                    {"step error", signed_percent(v.step_error)}})
             << "\n"
             << groups_table("op class", v.op_classes).render() << "\n";
-  if (!v.collectives.empty()) std::cout << groups_table("communication", v.collectives).render() << "\n";
+  if (!v.collectives.empty())
+    std::cout << groups_table("communication", v.collectives).render() << "\n";
   Table t({"worst nodes", "rank", "measured", "predicted", "error"});
   for (const auto* n : worst) {
-    t.add_row({n->name, std::to_string(n->rank), base::units::seconds(n->measured_s), base::units::seconds(n->predicted_s),
+    t.add_row({n->name, std::to_string(n->rank), base::units::seconds(n->measured_s),
+               base::units::seconds(n->predicted_s),
                signed_percent(n->predicted_s / n->measured_s - 1)});
   }
   std::cout << t.render();
@@ -271,15 +295,19 @@ void add_validate_command(CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   auto out = std::make_shared<OutputFlags>();
   CLI::App* cmd = app.add_subcommand("validate", kValidateHelp);
-  auto* runs = cmd->add_option("--runs", a->runs_file, "Published runs (format of shared/validation/public_runs.json)");
-  auto* coll = cmd->add_option("--collectives", a->collectives_file,
-                               "Measured nccl-tests tables (format of shared/validation/public_collectives.json)");
-  auto* trace = cmd->add_option("--trace", a->trace_file,
-                                "A measured run (orrery run --out DIR writes DIR/trace.json): re-simulate it node by node");
+  auto* runs = cmd->add_option("--runs", a->runs_file,
+                               "Published runs (format of shared/validation/public_runs.json)");
+  auto* coll = cmd->add_option(
+      "--collectives", a->collectives_file,
+      "Measured nccl-tests tables (format of shared/validation/public_collectives.json)");
+  auto* trace = cmd->add_option(
+      "--trace", a->trace_file,
+      "A measured run (orrery run --out DIR writes DIR/trace.json): re-simulate it node by node");
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile to simulate with");
   cmd->add_option("--engine", a->engine, "--runs, --trace: analytic (default) or des");
   cmd->add_option("--timeline", a->timeline_file,
-                  "--trace: write predicted and measured timelines side by side (Perfetto JSON; needs --engine des)");
+                  "--trace: write predicted and measured timelines side by side (Perfetto JSON; "
+                  "needs --engine des)");
   cmd->add_flag("--force", a->force, "Replace --timeline if it exists");
   add_output_flags(cmd, *out, false);
   runs->excludes(coll);
@@ -289,7 +317,8 @@ void add_validate_command(CLI::App& app) {
     if (!a->runs_file.empty()) return report_runs(*a, *out);
     if (!a->collectives_file.empty()) return report_collectives(*a, *out);
     if (!a->trace_file.empty()) return report_trace(*a, *out);
-    throw base::InputError("", 0, "validate", "give --runs FILE, --collectives FILE or --trace FILE");
+    throw base::InputError("", 0, "validate",
+                           "give --runs FILE, --collectives FILE or --trace FILE");
   });
 }
 

@@ -8,8 +8,10 @@ namespace orrery::cli {
 // The one-line help of the simulator's commands, shared with the executor-only build, which
 // lists them as left out (main.cpp).
 inline constexpr const char* kPlanHelp = "Find and rank the fastest plans for a job on a cluster";
-inline constexpr const char* kSimulateHelp = "Predict a plan's step time, throughput, MFU and memory";
-inline constexpr const char* kValidateHelp = "Compare predictions with measured runs or collective tables";
+inline constexpr const char* kSimulateHelp =
+    "Predict a plan's step time, throughput, MFU and memory";
+inline constexpr const char* kValidateHelp =
+    "Compare predictions with measured runs or collective tables";
 inline constexpr const char* kGoodputHelp =
     "Predict a run's goodput: failures, checkpoints, restarts and tokens per day";
 inline constexpr const char* kCalibrateHelp =

@@ -51,14 +51,17 @@ std::string failures_table(const GoodputFigures& f) {
 std::string checkpoint_fields(const GoodputFigures& f) {
   const sim::CheckpointModel& c = f.run.checkpoint;
   return render_fields({
-      {"size", base::units::bytes(c.total_bytes) + " (largest rank " + base::units::bytes(c.rank_bytes) +
-                   ", per node " + base::units::bytes(c.node_bytes) + ")"},
+      {"size", base::units::bytes(c.total_bytes) + " (largest rank " +
+                   base::units::bytes(c.rank_bytes) + ", per node " +
+                   base::units::bytes(c.node_bytes) + ")"},
       {"save", std::string(c.async ? "asynchronous" : "blocking") + ": snapshot " +
-                   base::units::seconds(c.snapshot_s) + ", local NVMe " + base::units::seconds(c.local_s) +
-                   ", remote " + base::units::seconds(c.remote_s)},
+                   base::units::seconds(c.snapshot_s) + ", local NVMe " +
+                   base::units::seconds(c.local_s) + ", remote " +
+                   base::units::seconds(c.remote_s)},
       {"training stops",
        base::units::seconds(c.blocking_s) + " per checkpoint" +
-           (c.async ? ", persisted " + base::units::seconds(c.background_s) + " later" : std::string())},
+           (c.async ? ", persisted " + base::units::seconds(c.background_s) + " later"
+                    : std::string())},
       {"restart", "in place " + base::units::seconds(c.restart_s(false, false)) + ", node lost " +
                       base::units::seconds(c.restart_s(true, c.spare_nodes > 0)) + " (load " +
                       base::units::seconds(c.load_s) + ", process groups " +
@@ -77,9 +80,10 @@ std::string goodput_fields(const GoodputFigures& f) {
                        (f.auto_interval ? " (optimal)" : " (--checkpoint-every)")},
       {"optimal interval",
        std::to_string(f.optimal.steps) + " steps = " + base::units::seconds(f.optimal.interval_s) +
-           " (Young " + base::units::seconds(sim::young_interval_s(f.run.checkpoint.blocking_s, mtbf)) +
-           ", Daly " + base::units::seconds(sim::daly_interval_s(f.run.checkpoint.blocking_s, mtbf)) +
-           ")"},
+           " (Young " +
+           base::units::seconds(sim::young_interval_s(f.run.checkpoint.blocking_s, mtbf)) +
+           ", Daly " +
+           base::units::seconds(sim::daly_interval_s(f.run.checkpoint.blocking_s, mtbf)) + ")"},
       {"goodput (closed form)", percent(f.chosen.goodput)},
       {"goodput (Monte Carlo)", percent(mc.goodput) + " over " + std::to_string(mc.trials) +
                                     " runs, seed " + std::to_string(f.seed)},
@@ -112,8 +116,8 @@ std::string render_goodput(const GoodputFigures& f) {
   out << f.model << " on " << f.cluster << ": " << fp.gpus << " GPUs, " << fp.hosts << " hosts, "
       << fp.nics << " NICs, " << fp.switches << " switches\n"
       << "step " << base::units::seconds(f.run.step_s) << " (analytic "
-      << base::units::seconds(f.analytic_step_s) << " x straggler factor " << count(f.straggler_factor)
-      << "), " << count(f.tokens_per_step) << " tokens/step\n\n"
+      << base::units::seconds(f.analytic_step_s) << " x straggler factor "
+      << count(f.straggler_factor) << "), " << count(f.tokens_per_step) << " tokens/step\n\n"
       << "Failures\n"
       << failures_table(f) << "\nCheckpoint\n"
       << checkpoint_fields(f) << "\nGoodput\n"

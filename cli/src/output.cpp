@@ -40,8 +40,8 @@ void check_divides(const std::string& flag, int64_t divisor, const std::string& 
                    int64_t value) {
   if (value % divisor != 0) {
     throw base::InputError("", 0, flag,
-                     "got " + std::to_string(divisor) + ", must divide " + what + " (" +
-                         std::to_string(value) + ")");
+                           "got " + std::to_string(divisor) + ", must divide " + what + " (" +
+                               std::to_string(value) + ")");
   }
 }
 

@@ -6,8 +6,8 @@
 #include <iostream>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <google/protobuf/message.h>
+#include <CLI/CLI.hpp>
 
 namespace orrery::cli {
 

@@ -7,17 +7,18 @@
 #include <tuple>
 
 #include "number_flags.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/base/error.hpp"
-#include "orrery/base/units.hpp"
 
 namespace orrery::cli {
 namespace {
 
 // A flag's enum value by its file spelling, with the file format's suggestions.
-int parse_enum(const std::string& flag, const std::string& text, const google::protobuf::EnumDescriptor* e) {
+int parse_enum(const std::string& flag, const std::string& text,
+               const google::protobuf::EnumDescriptor* e) {
   std::vector<std::string> names;
   for (int i = 0; i < e->value_count(); ++i) {
     if (e->value(i)->number() == 0) continue;
@@ -29,7 +30,8 @@ int parse_enum(const std::string& flag, const std::string& text, const google::p
 }
 
 // A comma list of integers for a repeated plan field.
-void set_int_list(const std::string& flag, const std::string& text, google::protobuf::RepeatedField<int64_t>* out) {
+void set_int_list(const std::string& flag, const std::string& text,
+                  google::protobuf::RepeatedField<int64_t>* out) {
   out->Clear();
   for (const auto& item : split_commas(text)) {
     try {
@@ -90,7 +92,8 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--tp", a.tp, "Tensor-parallel degree (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--pp", a.pp, "Pipeline-parallel degree (default 1)")->check(CLI::PositiveNumber);
-  cmd->add_option("--dp", a.dp, "Data-parallel degree (default: fill the cluster)")->check(CLI::PositiveNumber);
+  cmd->add_option("--dp", a.dp, "Data-parallel degree (default: fill the cluster)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--cp", a.cp, "Context-parallel degree (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--ep", a.ep, "Expert-parallel degree (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--vp", a.vp, "Virtual pipeline stages per rank (default 1)")
@@ -107,7 +110,8 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_option("--recompute", a.recompute, "none | selective | full (default none)");
   cmd->add_option("--micro-batch", a.micro_batch, "Sequences per micro-batch (default 1)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--global-batch", a.global_batch, "Sequences per step")->check(CLI::PositiveNumber);
+  cmd->add_option("--global-batch", a.global_batch, "Sequences per step")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--seq", a.seq, "Sequence length (default: the model's max_seq_len)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--precision", a.precision, "fp32 | bf16 | fp16 | fp8 (default bf16)");
@@ -120,9 +124,14 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
                   "Dimensions innermost first (default tp,cp,ep,dp,pp)");
   cmd->add_option("--layers-per-stage", a.layers_per_stage,
                   "Comma-separated layers per (virtual) stage (default: an even split)");
-  cmd->add_option("--stage-node-groups", a.stage_node_groups, "Comma-separated node group per pipeline stage");
-  cmd->add_option("--stage-tp", a.stage_tp, "Comma-separated tensor-parallel degree per pipeline stage (heterogeneous clusters)");
-  cmd->add_option("--stage-dp", a.stage_dp, "Comma-separated data-parallel degree per pipeline stage (heterogeneous clusters)");
+  cmd->add_option("--stage-node-groups", a.stage_node_groups,
+                  "Comma-separated node group per pipeline stage");
+  cmd->add_option(
+      "--stage-tp", a.stage_tp,
+      "Comma-separated tensor-parallel degree per pipeline stage (heterogeneous clusters)");
+  cmd->add_option(
+      "--stage-dp", a.stage_dp,
+      "Comma-separated data-parallel degree per pipeline stage (heterogeneous clusters)");
   cmd->add_option("--moe-imbalance", a.moe_imbalance,
                   "Busiest expert's tokens over the mean (>= 1; default 1)");
   cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
@@ -139,16 +148,22 @@ LoadedJob load_job(const PlanArgs& a) {
   if (!a.plan_file.empty()) read_spec_file(a.plan_file, &p, &job.plan_where);
   if (!a.model.empty()) p.set_model(a.model);
   if (!a.cluster.empty()) p.set_cluster(a.cluster);
-  if (p.model().empty()) throw base::InputError("", 0, "--model", "required (or a --plan file with `model`)");
-  if (p.cluster().empty()) throw base::InputError("", 0, "--cluster", "required (or a --plan file with `cluster`)");
+  if (p.model().empty())
+    throw base::InputError("", 0, "--model", "required (or a --plan file with `model`)");
+  if (p.cluster().empty())
+    throw base::InputError("", 0, "--cluster", "required (or a --plan file with `cluster`)");
   if (a.nodes) p.set_nodes(*a.nodes);
   auto* job_spec = p.mutable_job();
   if (a.global_batch) job_spec->set_global_batch_size(*a.global_batch);
   if (a.seq) job_spec->set_seq_len(*a.seq);
-  if (a.precision) job_spec->set_precision(static_cast<pb::Precision>(parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
+  if (a.precision)
+    job_spec->set_precision(static_cast<pb::Precision>(
+        parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
   if (job_spec->precision() == pb::PRECISION_UNSPECIFIED)
     job_spec->set_precision(a.unstated_precision);
-  if (job_spec->global_batch_size() <= 0) throw base::InputError("", 0, "--global-batch", "required (or the plan's job.global_batch_size)");
+  if (job_spec->global_batch_size() <= 0)
+    throw base::InputError("", 0, "--global-batch",
+                           "required (or the plan's job.global_batch_size)");
   if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
   if (p.micro_batch_size() <= 0) p.set_micro_batch_size(1);
 
@@ -166,14 +181,18 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.vp) q->set_vp(*a.vp);
   if (a.dp) q->set_dp(*a.dp);
   if (a.sp) q->set_sequence_parallel(true);
-  if (a.schedule) q->set_schedule(static_cast<pb::PipelineSchedule>(parse_enum("--schedule", *a.schedule, pb::PipelineSchedule_descriptor())));
+  if (a.schedule)
+    q->set_schedule(static_cast<pb::PipelineSchedule>(
+        parse_enum("--schedule", *a.schedule, pb::PipelineSchedule_descriptor())));
   if (a.stage_tp) set_int_list("--stage-tp", *a.stage_tp, p.mutable_stage_tp());
   if (a.stage_dp) set_int_list("--stage-dp", *a.stage_dp, p.mutable_stage_dp());
   if (!q->has_dp() && (p.stage_tp_size() > 0 || p.stage_dp_size() > 0)) {
     // Stages with their own degrees do not fill the cluster by one rule: the pipeline
     // micro-batch (micro_batch x dp) must be given, or follow from the stages' dp.
     if (p.stage_dp_size() == 0) {
-      throw base::InputError("", 0, "--dp", "required with --stage-tp and no --stage-dp (it sizes the pipeline micro-batch)");
+      throw base::InputError(
+          "", 0, "--dp",
+          "required with --stage-tp and no --stage-dp (it sizes the pipeline micro-batch)");
     }
     q->set_dp(*std::max_element(p.stage_dp().begin(), p.stage_dp().end()));
   }
@@ -182,14 +201,20 @@ LoadedJob load_job(const PlanArgs& a) {
     const plan::Degrees given = plan::degrees_of(*q);
     const int64_t per_replica = given.tp * given.pp * given.cp;
     if (devices % per_replica != 0) {
-      throw base::InputError("", 0, "--dp", "not given, and tp x pp x cp = " + std::to_string(per_replica) +
-                                          " does not divide the cluster's " + std::to_string(devices) + " devices");
+      throw base::InputError("", 0, "--dp",
+                             "not given, and tp x pp x cp = " + std::to_string(per_replica) +
+                                 " does not divide the cluster's " + std::to_string(devices) +
+                                 " devices");
     }
     q->set_dp(devices / per_replica);
   }
-  if (a.sharding) p.set_sharding(static_cast<pb::Sharding>(parse_enum("--sharding", *a.sharding, pb::Sharding_descriptor())));
+  if (a.sharding)
+    p.set_sharding(static_cast<pb::Sharding>(
+        parse_enum("--sharding", *a.sharding, pb::Sharding_descriptor())));
   if (a.shard_group) p.set_shard_group_size(*a.shard_group);
-  if (a.recompute) p.set_recompute(static_cast<pb::Recompute>(parse_enum("--recompute", *a.recompute, pb::Recompute_descriptor())));
+  if (a.recompute)
+    p.set_recompute(static_cast<pb::Recompute>(
+        parse_enum("--recompute", *a.recompute, pb::Recompute_descriptor())));
   if (a.bucket) p.set_bucket_bytes(bucket_bytes(*a.bucket));
   if (a.prefetch) p.set_prefetch_buckets(*a.prefetch);
   if (a.attention) {
@@ -203,7 +228,8 @@ LoadedJob load_job(const PlanArgs& a) {
       try {
         p.add_layers_per_stage(std::stoll(item));
       } catch (const std::exception&) {
-        throw base::InputError("", 0, "--layers-per-stage", "got '" + item + "', expected an integer");
+        throw base::InputError("", 0, "--layers-per-stage",
+                               "got '" + item + "', expected an integer");
       }
     }
   }

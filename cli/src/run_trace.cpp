@@ -5,21 +5,22 @@
 #include <iomanip>
 #include <sstream>
 
-#include "orrery/executor/results.hpp"
-#include "orrery/sim/sim_output.hpp"
-#include "orrery/plan/lower.hpp"
-#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/base/error.hpp"
-#include "orrery/traces/perfetto.hpp"
-#include "orrery/traces/spec_io.hpp"
 #include "orrery/base/statistics.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/executor/results.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/sim_output.hpp"
+#include "orrery/traces/perfetto.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::cli {
 namespace {
 
 pb::ExecGraph lower_ranks(const LoadedJob& job, std::vector<int64_t> ranks) {
-  const plan::ResolvedPlan plan = plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  const plan::ResolvedPlan plan =
+      plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   plan::LowerOptions options;
   options.ranks = std::move(ranks);
   return plan::lower(plan, options);
@@ -51,7 +52,8 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
     if (steps == 1 || s > 1) measured.push_back(seconds);
   }
   g.set_steps(static_cast<int64_t>(measured.size()));
-  g.set_measured_step_s(base::clipped_mean(measured));  // as the nodes' timings (measured_trace.cpp)
+  g.set_measured_step_s(
+      base::clipped_mean(measured));  // as the nodes' timings (measured_trace.cpp)
   const auto trace = std::filesystem::path(dir) / "trace.json";
   const auto timeline = std::filesystem::path(dir) / "timeline.json";
   write_file_atomically(trace, to_json(g), true);
@@ -61,17 +63,19 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
 }
 
 std::string throughput_line(const LoadedJob& job, const pb::ExecGraph& trace) {
-  const plan::ResolvedPlan plan = plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
+  const plan::ResolvedPlan plan =
+      plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   pb::SimResult r;
   r.set_step_time_s(trace.measured_step_s());
   sim::fill_throughput(plan, 0, r);
   const int64_t steps = trace.step_seconds_size();
-  const std::string which = steps > 1 ? "steps 2.." + std::to_string(steps) : "step 1, which includes warm-up";
+  const std::string which =
+      steps > 1 ? "steps 2.." + std::to_string(steps) : "step 1, which includes warm-up";
   std::ostringstream mfu;
   mfu << std::fixed << std::setprecision(1) << 100 * r.mfu();
   return "mean step " + base::units::seconds(r.step_time_s()) + " (" + which + "), " +
-         base::units::number(std::round(r.tokens_per_s())) + " tokens/s, MFU " + mfu.str() + "% of the cluster's " +
-         plan.precision.dtype + " peak";
+         base::units::number(std::round(r.tokens_per_s())) + " tokens/s, MFU " + mfu.str() +
+         "% of the cluster's " + plan.precision.dtype + " peak";
 }
 
 }  // namespace orrery::cli

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "orrery/base/units.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/base/units.hpp"
 #include "table.hpp"
 
 namespace orrery::cli {
@@ -20,7 +20,8 @@ std::string enum_name(const google::protobuf::EnumDescriptor* e, int v) {
 
 std::string plan_summary(const plan::ResolvedPlan& r) {
   const auto& d = r.degrees;
-  std::string s = "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp);
+  std::string s =
+      "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp);
   if (!r.uniform_stages()) {
     // Stages with their own degrees, stage by stage: "tp4|8 pp2 dp2|1" (mbs stays the
     // plan's: a pipeline micro-batch is mbs x parallel.dp sequences, split over each stage's dp).
@@ -37,9 +38,12 @@ std::string plan_summary(const plan::ResolvedPlan& r) {
   if (r.sequence_parallel()) s += " sp";
   s += " mbs" + std::to_string(r.micro_batch_size) + " x" + std::to_string(r.num_micro_batches);
   if (d.pp > 1) s += " " + enum_name(pb::PipelineSchedule_descriptor(), r.schedule());
-  if (r.sharding() != pb::SHARDING_NONE) s += " " + enum_name(pb::Sharding_descriptor(), r.sharding());
-  if (r.recompute() != pb::RECOMPUTE_NONE) s += " recompute=" + enum_name(pb::Recompute_descriptor(), r.recompute());
-  if (r.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED) s += " attention=materialized";
+  if (r.sharding() != pb::SHARDING_NONE)
+    s += " " + enum_name(pb::Sharding_descriptor(), r.sharding());
+  if (r.recompute() != pb::RECOMPUTE_NONE)
+    s += " recompute=" + enum_name(pb::Recompute_descriptor(), r.recompute());
+  if (r.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED)
+    s += " attention=materialized";
   return s;
 }
 
@@ -47,7 +51,8 @@ std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r
   const double step = r.step_time_s();
   std::string out = render_fields({
       {"model", plan.model.name()},
-      {"cluster", plan.cluster.name() + ", " + std::to_string(topologies::total_nodes(plan.cluster)) + " nodes, " +
+      {"cluster", plan.cluster.name() + ", " +
+                      std::to_string(topologies::total_nodes(plan.cluster)) + " nodes, " +
                       std::to_string(plan.world_size()) + " devices"},
       {"job", "global batch " + std::to_string(plan.plan.job().global_batch_size()) + " x seq " +
                   std::to_string(plan.seq_len) + ", " + plan.precision.dtype},
@@ -70,12 +75,16 @@ std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r
   row("optimizer", b.optimizer_s());
   row("dispatch between ops (calibrated)", b.dispatch_s());
   out += "\n" + breakdown.render();
-  Table memory({"rank", "params", "grads", "optimizer", "activations", "other", "peak", "capacity", "fits"});
+  Table memory(
+      {"rank", "params", "grads", "optimizer", "activations", "other", "peak", "capacity", "fits"});
   for (const auto& m : r.memory()) {
-    memory.add_row({std::to_string(m.rank()), base::units::bytes(m.parameters_bytes()), base::units::bytes(m.gradients_bytes()),
-                    base::units::bytes(m.optimizer_bytes()), base::units::bytes(m.activations_bytes()),
-                    base::units::bytes(m.comm_buffers_bytes() + m.allocator_overhead_bytes()), base::units::bytes(m.peak_bytes()),
-                    base::units::bytes(m.capacity_bytes()), m.oom() ? "OOM" : "yes"});
+    memory.add_row({std::to_string(m.rank()), base::units::bytes(m.parameters_bytes()),
+                    base::units::bytes(m.gradients_bytes()),
+                    base::units::bytes(m.optimizer_bytes()),
+                    base::units::bytes(m.activations_bytes()),
+                    base::units::bytes(m.comm_buffers_bytes() + m.allocator_overhead_bytes()),
+                    base::units::bytes(m.peak_bytes()), base::units::bytes(m.capacity_bytes()),
+                    m.oom() ? "OOM" : "yes"});
   }
   out += "\nmemory per pipeline rank (all ranks of a stage hold the same)\n" + memory.render();
   return out;

@@ -12,8 +12,9 @@ namespace {
 // Runs after the accumulator has added this pass's gradient into .grad.
 struct ReadyHook final : torch::autograd::FunctionPostHook {
   ReadyHook(BucketReadiness* owner, size_t param) : owner_(owner), param_(param) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
     owner_->ready(param_);
     return outputs;
   }
@@ -23,14 +24,18 @@ struct ReadyHook final : torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-BucketReadiness::BucketReadiness(const std::vector<std::vector<torch::Tensor>>& buckets, std::vector<bool> deferred,
-                                 std::function<bool()> final_pass, std::function<void(size_t)> launch)
-    : deferred_(std::move(deferred)), final_pass_(std::move(final_pass)), launch_(std::move(launch)) {
+BucketReadiness::BucketReadiness(const std::vector<std::vector<torch::Tensor>>& buckets,
+                                 std::vector<bool> deferred, std::function<bool()> final_pass,
+                                 std::function<void(size_t)> launch)
+    : deferred_(std::move(deferred)),
+      final_pass_(std::move(final_pass)),
+      launch_(std::move(launch)) {
   ORRERY_CHECK(deferred_.size() == buckets.size(), "BucketReadiness: one deferred flag per bucket");
   for (size_t b = 0; b < buckets.size(); ++b) {
     size_.push_back(static_cast<int64_t>(buckets[b].size()));
     for (const auto& t : buckets[b]) {
-      ORRERY_CHECK(t.is_leaf() && t.requires_grad(), "BucketReadiness: bucket members must be trainable leaves");
+      ORRERY_CHECK(t.is_leaf() && t.requires_grad(),
+                   "BucketReadiness: bucket members must be trainable leaves");
       Hooked h;
       h.accumulator = torch::autograd::impl::grad_accumulator(t);
       h.bucket = b;

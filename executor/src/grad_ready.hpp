@@ -25,8 +25,9 @@ class BucketReadiness {
  public:
   // buckets[i]: the leaf tensors of bucket i (each in one bucket at most). `launch(i)` starts
   // bucket i's collective; it is called at most once per step, in order.
-  BucketReadiness(const std::vector<std::vector<torch::Tensor>>& buckets, std::vector<bool> deferred,
-                  std::function<bool()> final_pass, std::function<void(size_t)> launch);
+  BucketReadiness(const std::vector<std::vector<torch::Tensor>>& buckets,
+                  std::vector<bool> deferred, std::function<bool()> final_pass,
+                  std::function<void(size_t)> launch);
   ~BucketReadiness();
   BucketReadiness(const BucketReadiness&) = delete;
   BucketReadiness& operator=(const BucketReadiness&) = delete;

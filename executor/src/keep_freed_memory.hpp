@@ -15,8 +15,8 @@ namespace orrery::executor::detail {
 class KeepFreedMemory {
  public:
   KeepFreedMemory() {
-    mallopt(M_MMAP_MAX, 0);          // no fresh mappings: large blocks come from the heap
-    mallopt(M_TRIM_THRESHOLD, -1);   // never return the heap's top to the system
+    mallopt(M_MMAP_MAX, 0);         // no fresh mappings: large blocks come from the heap
+    mallopt(M_TRIM_THRESHOLD, -1);  // never return the heap's top to the system
   }
   ~KeepFreedMemory() {
     mallopt(M_MMAP_MAX, 65536);  // glibc's defaults

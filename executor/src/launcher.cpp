@@ -39,9 +39,9 @@ struct Rank {
 
 std::vector<std::string> rank_environment(const LaunchOptions& o, int64_t rank, int port) {
   std::vector<std::string> env;
-  const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                         "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS",
-                                         "TORCHELASTIC_USE_AGENT_STORE"};
+  const std::vector<std::string> ours = {
+      "RANK",        "WORLD_SIZE",  "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
+      "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "TORCHELASTIC_USE_AGENT_STORE"};
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string key = entry.substr(0, entry.find('='));
@@ -68,7 +68,8 @@ Rank spawn(const LaunchOptions& o, int64_t rank, int port) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw base::EnvironmentError("pipe: " + std::string(std::strerror(errno)));
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+    throw base::EnvironmentError("pipe: " + std::string(std::strerror(errno)));
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw base::EnvironmentError("fork: " + std::string(std::strerror(errno)));
@@ -77,7 +78,10 @@ Rank spawn(const LaunchOptions& o, int64_t rank, int port) {
     if (::getppid() != parent) ::_exit(127);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
-    ::close(out[0]); ::close(out[1]); ::close(err[0]); ::close(err[1]);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::close(err[0]);
+    ::close(err[1]);
     ::execve(argv[0], argv.data(), envp.data());
     const std::string msg = "cannot execute " + o.argv[0] + ": " + std::strerror(errno) + "\n";
     (void)!::write(STDERR_FILENO, msg.data(), msg.size());
@@ -168,15 +172,17 @@ class Job {
     }
     stop_all();
     drain();
-    throw base::EnvironmentError("rank " + std::to_string(rank) + " of " + std::to_string(ranks_.size()) +
-                           " " + why + silent + "; stopped the job");
+    throw base::EnvironmentError("rank " + std::to_string(rank) + " of " +
+                                 std::to_string(ranks_.size()) + " " + why + silent +
+                                 "; stopped the job");
   }
 
   // Reads what the exited ranks left in their pipes (at most 2 s), then prints partial lines.
   void drain() {
     const auto deadline = Clock::now() + std::chrono::seconds(2);
     auto open = [&] {
-      for (const auto& k : ranks_) if (k.out_fd >= 0 || k.err_fd >= 0) return true;
+      for (const auto& k : ranks_)
+        if (k.out_fd >= 0 || k.err_fd >= 0) return true;
       return false;
     };
     while (open() && Clock::now() < deadline) pump(50);
@@ -187,8 +193,14 @@ class Job {
     std::vector<pollfd> fds;
     std::vector<std::pair<size_t, bool>> owner;  // rank, is stderr
     for (size_t r = 0; r < ranks_.size(); ++r) {
-      if (ranks_[r].out_fd >= 0) { fds.push_back({ranks_[r].out_fd, POLLIN, 0}); owner.push_back({r, false}); }
-      if (ranks_[r].err_fd >= 0) { fds.push_back({ranks_[r].err_fd, POLLIN, 0}); owner.push_back({r, true}); }
+      if (ranks_[r].out_fd >= 0) {
+        fds.push_back({ranks_[r].out_fd, POLLIN, 0});
+        owner.push_back({r, false});
+      }
+      if (ranks_[r].err_fd >= 0) {
+        fds.push_back({ranks_[r].err_fd, POLLIN, 0});
+        owner.push_back({r, true});
+      }
     }
     if (fds.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
@@ -235,7 +247,8 @@ class Job {
 
   // SIGTERM, up to 2 s of grace, then SIGKILL; reaps every child.
   void stop_all() {
-    for (auto& k : ranks_) if (!k.exited) ::kill(k.pid, SIGTERM);
+    for (auto& k : ranks_)
+      if (!k.exited) ::kill(k.pid, SIGTERM);
     const auto deadline = Clock::now() + std::chrono::seconds(2);
     while (Clock::now() < deadline) {
       reap();
@@ -265,20 +278,24 @@ int pick_free_port(const std::string& addr) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = 0;
-  if (::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof sa;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     ::close(fd);
-    throw base::EnvironmentError("cannot find a free port on " + addr + ": " + std::strerror(errno));
+    throw base::EnvironmentError("cannot find a free port on " + addr + ": " +
+                                 std::strerror(errno));
   }
   ::close(fd);
   return ntohs(sa.sin_port);
 }
 
 void launch_local(const LaunchOptions& options) {
-  ORRERY_CHECK(!options.argv.empty() && options.world_size >= 1, "launch needs a program and ranks");
-  const int port = options.master_port > 0 ? options.master_port : pick_free_port(options.master_addr);
+  ORRERY_CHECK(!options.argv.empty() && options.world_size >= 1,
+               "launch needs a program and ranks");
+  const int port =
+      options.master_port > 0 ? options.master_port : pick_free_port(options.master_addr);
   Job job(options, port);
   job.run();
 }

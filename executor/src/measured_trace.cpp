@@ -23,8 +23,8 @@ std::vector<size_t> kept_steps(const std::vector<double>& step_seconds, size_t s
 }
 
 std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps,
-                          const std::vector<double>& untimed_s, const std::vector<double>& step_seconds,
-                          size_t limit) {
+                          const std::vector<double>& untimed_s,
+                          const std::vector<double>& step_seconds, size_t limit) {
   std::set<std::string> in_graph;
   for (const auto& n : graph.nodes()) in_graph.insert(n.name());
   std::set<std::string> extra, missing;
@@ -60,7 +60,8 @@ std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& 
     for (size_t i : kept) sum += value(i);
     return sum / static_cast<double>(kept.size());
   };
-  if (untimed_s.size() == steps.size()) graph.set_untimed_s(mean([&](size_t i) { return untimed_s[i]; }));
+  if (untimed_s.size() == steps.size())
+    graph.set_untimed_s(mean([&](size_t i) { return untimed_s[i]; }));
   const size_t last = measured_steps(steps.size()).back();
   for (auto& n : *graph.mutable_nodes()) {
     n.set_start_s(mean([&](size_t i) { return steps[i].at(n.name()).start_s; }));

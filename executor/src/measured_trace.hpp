@@ -39,8 +39,8 @@ std::vector<size_t> measured_steps(size_t steps);
 // graph but never ran: Y", at most `limit` of each), or "" when the executor ran exactly the
 // graph's nodes in every step.
 std::string fill_measured(pb::RankGraph& graph, const std::vector<StepTimings>& steps,
-                          const std::vector<double>& untimed_s, const std::vector<double>& step_seconds,
-                          size_t limit = 8);
+                          const std::vector<double>& untimed_s,
+                          const std::vector<double>& step_seconds, size_t limit = 8);
 
 // The measured_steps() a clipped mean of their wall times keeps (all of them when `step_seconds`
 // does not have one per step).

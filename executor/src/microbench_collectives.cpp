@@ -19,9 +19,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "microbench_timing.hpp"
-#include "process_group.hpp"  // GroupPtr: a ProcessGroup (1.13) or a Backend (2.x)
-#include "orrery/executor/microbench.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/executor/microbench.hpp"
+#include "process_group.hpp"  // GroupPtr: a ProcessGroup (1.13) or a Backend (2.x)
 
 namespace orrery::executor {
 namespace {

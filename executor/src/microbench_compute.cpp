@@ -9,8 +9,8 @@
 
 #include "keep_freed_memory.hpp"
 #include "microbench_timing.hpp"
-#include "orrery/executor/microbench.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/executor/microbench.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -64,7 +64,7 @@ class ComputeBench {
   std::vector<OpMeasurement> run() {
     torch::NoGradGuard no_grad;
     const int threads = at::get_num_threads();
-    at::set_num_threads(1);  // one `local` device is one core
+    at::set_num_threads(1);        // one `local` device is one core
     detail::KeepFreedMemory keep;  // no page faults measured as the op (keep_freed_memory.hpp)
     torch::manual_seed(0);
     total_ = static_cast<int64_t>(gemm_shapes(options_.quick).size() +
@@ -217,7 +217,7 @@ std::vector<OpMeasurement> bench_compute(const BenchOptions& options) {
     return ComputeBench(options).run();
   } catch (const c10::Error& e) {
     throw base::EnvironmentError(std::string("orrery bench: libtorch failed: ") +
-                           e.what_without_backtrace());
+                                 e.what_without_backtrace());
   }
 }
 

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <vector>
 
-#include "orrery/executor/microbench.hpp"
 #include "orrery/base/statistics.hpp"
+#include "orrery/executor/microbench.hpp"
 
 namespace orrery::executor::detail {
 

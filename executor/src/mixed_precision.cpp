@@ -12,7 +12,9 @@ namespace {
 bool autocast_enabled(c10::DeviceType d) { return at::autocast::is_autocast_enabled(d); }
 void set_autocast(c10::DeviceType d, bool on) { at::autocast::set_autocast_enabled(d, on); }
 at::ScalarType autocast_dtype(c10::DeviceType d) { return at::autocast::get_autocast_dtype(d); }
-void set_autocast_dtype(c10::DeviceType d, at::ScalarType t) { at::autocast::set_autocast_dtype(d, t); }
+void set_autocast_dtype(c10::DeviceType d, at::ScalarType t) {
+  at::autocast::set_autocast_dtype(d, t);
+}
 #else
 bool autocast_enabled(c10::DeviceType d) {
   return d == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
@@ -21,10 +23,12 @@ void set_autocast(c10::DeviceType d, bool on) {
   d == c10::DeviceType::CPU ? at::autocast::set_cpu_enabled(on) : at::autocast::set_enabled(on);
 }
 at::ScalarType autocast_dtype(c10::DeviceType d) {
-  return d == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+  return d == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
+                                   : at::autocast::get_autocast_gpu_dtype();
 }
 void set_autocast_dtype(c10::DeviceType d, at::ScalarType t) {
-  d == c10::DeviceType::CPU ? at::autocast::set_autocast_cpu_dtype(t) : at::autocast::set_autocast_gpu_dtype(t);
+  d == c10::DeviceType::CPU ? at::autocast::set_autocast_cpu_dtype(t)
+                            : at::autocast::set_autocast_gpu_dtype(t);
 }
 #endif
 
@@ -65,11 +69,16 @@ torch::Tensor gloo_view(const torch::Tensor& t) {
 
 std::string dtype_name(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return "fp32";
-    case at::kBFloat16: return "bf16";
-    case at::kHalf: return "fp16";
-    case at::kDouble: return "fp64";
-    default: return "";
+    case at::kFloat:
+      return "fp32";
+    case at::kBFloat16:
+      return "bf16";
+    case at::kHalf:
+      return "fp16";
+    case at::kDouble:
+      return "fp64";
+    default:
+      return "";
   }
 }
 

@@ -1,14 +1,14 @@
 // A decoder-only transformer built from a ModelSpec, Megatron tensor-parallel: attention heads
 // and FFN columns split over the TP group (q/k/v and up/gate column-parallel, out and down
 // row-parallel), the token embedding and LM head split over the vocabulary (with Megatron's
-// vocabulary-parallel cross entropy), norms and position embeddings replicated. Llama-style (RMSNorm, SwiGLU,
-// GQA, RoPE) and GPT-style (LayerNorm, GeLU, learned positions, biases) both come from the spec.
-// Parameters are drawn full from `seed` in a fixed order and then sliced, so every TP degree
-// starts from the same weights as a single process. Under pipeline parallelism a rank draws them
-// all too and keeps its stage's: embeddings on the first stage, the head on the last. They are
-// drawn on the CPU (the seeded CPU generator) and then moved to the rank's device, so a GPU run
-// starts from exactly the CPU run's weights; every tensor the forward pass makes follows its
-// input's device.
+// vocabulary-parallel cross entropy), norms and position embeddings replicated. Llama-style
+// (RMSNorm, SwiGLU, GQA, RoPE) and GPT-style (LayerNorm, GeLU, learned positions, biases) both come
+// from the spec. Parameters are drawn full from `seed` in a fixed order and then sliced, so every
+// TP degree starts from the same weights as a single process. Under pipeline parallelism a rank
+// draws them all too and keeps its stage's: embeddings on the first stage, the head on the last.
+// They are drawn on the CPU (the seeded CPU generator) and then moved to the rank's device, so a
+// GPU run starts from exactly the CPU run's weights; every tensor the forward pass makes follows
+// its input's device.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ struct StageLayers {
 struct ParamMeta {
   std::string name;
   std::vector<int64_t> full_shape;
-  int64_t layer = 0;  // -1: embeddings, num_layers: head
+  int64_t layer = 0;    // -1: embeddings, num_layers: head
   int64_t expert = -1;  // MoE: the routed expert this weight belongs to (held by one EP rank)
 };
 
@@ -52,9 +52,9 @@ class Transformer {
   // seq / tp tokens; norms and row-parallel biases run on them).
   // `ep`: the routed experts of MoE layers are split over it (model_moe.hpp). `device`: where
   // the parameters live (and so where the forward pass runs).
-  Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank, uint64_t seed,
-              const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep = {},
-              c10::Device device = c10::kCPU);
+  Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank,
+              uint64_t seed, const StageLayers& stage, bool sequence_parallel,
+              const ExpertParallel& ep = {}, c10::Device device = c10::kCPU);
 
   // This stage's part of the forward pass of `tokens` ([batch, seq + 1] int64: inputs and shifted
   // targets). `hidden` is the previous stage's output (ignored on the first stage). Returns the
@@ -77,8 +77,8 @@ class Transformer {
  private:
   // `expert` >= 0: a routed expert's weight, kept by the EP rank holding it; `tp_partial_grad`:
   // replicated, with a gradient summed over TP (model_moe.hpp).
-  void add(const std::string& name, std::vector<int64_t> full_shape, int64_t shard_dim, double std_dev,
-           int64_t layer, int64_t expert = -1, bool tp_partial_grad = false);
+  void add(const std::string& name, std::vector<int64_t> full_shape, int64_t shard_dim,
+           double std_dev, int64_t layer, int64_t expert = -1, bool tp_partial_grad = false);
   const torch::Tensor& p(const std::string& name) const;
   // One part's forward `fn()` between the part hooks.
   template <typename Fn>
@@ -94,9 +94,11 @@ class Transformer {
   torch::Tensor mlp(const torch::Tensor& x, int64_t layer) const;
   // The lowering's node name of `what` in this layer and micro-batch.
   std::string name(int64_t layer, const char* phase, const std::string& what) const;
-  torch::Tensor enter_tp_region(const torch::Tensor& normed, int64_t layer, const std::string& norm_op) const;
+  torch::Tensor enter_tp_region(const torch::Tensor& normed, int64_t layer,
+                                const std::string& norm_op) const;
   // After a row-parallel GEMM: all-reduce, or reduce-scatter along the sequence with SP.
-  torch::Tensor row_parallel_out(const torch::Tensor& partial, int64_t layer, const std::string& op) const;
+  torch::Tensor row_parallel_out(const torch::Tensor& partial, int64_t layer,
+                                 const std::string& op) const;
   torch::Tensor rope(const torch::Tensor& x) const;  // [b, heads, s, d]
 
   pb::ModelSpec spec_;

@@ -15,7 +15,9 @@ using torch::autograd::variable_list;
 bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
 
 // The group travels through the autograd context as a raw pointer: the groups outlive training.
-int64_t as_handle(const GroupPtr& g) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get())); }
+int64_t as_handle(const GroupPtr& g) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get()));
+}
 Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
 
 // Records on the trace that collective `name` carried bf16.
@@ -24,7 +26,8 @@ void mark_bf16(const std::string& name, bool bf16) {
 }
 
 std::vector<int64_t> as_vector(const torch::Tensor& t) {
-  const auto c = t.to(torch::kCPU, torch::kInt64).contiguous();  // read on the host, wherever t lives
+  const auto c =
+      t.to(torch::kCPU, torch::kInt64).contiguous();  // read on the host, wherever t lives
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
@@ -47,8 +50,9 @@ torch::Tensor exchange_rows(const torch::Tensor& x, Group* group, std::vector<in
 // round to bf16 anyway, and combine sends the experts' bf16 outputs: the values are those of one
 // process.
 struct AllToAll : torch::autograd::Function<AllToAll> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, std::vector<int64_t> send,
-                               std::vector<int64_t> recv, const std::string& name, const std::string& grad_name) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group,
+                               std::vector<int64_t> send, std::vector<int64_t> recv,
+                               const std::string& name, const std::string& grad_name) {
     const bool bf16 = activation_wire_type(x) == at::kBFloat16;
     ctx->saved_data["group"] = group;
     ctx->saved_data["send"] = send;
@@ -65,16 +69,18 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
     OpTrace::Scope scope(current_trace(), name);
     mark_bf16(name, bf16);
     auto out = exchange_rows(grad[0], from_handle(ctx->saved_data["group"].toInt()),
-                             ctx->saved_data["recv"].toIntVector(), ctx->saved_data["send"].toIntVector(), bf16);
-    return {out, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+                             ctx->saved_data["recv"].toIntVector(),
+                             ctx->saved_data["send"].toIntVector(), bf16);
+    return {
+        out, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 // up (+ gate, one GEMM), activation, down of one expert (or of the shared experts) under the
 // lowering's op names `<op>.up`, `<op>.act`, `<op>.down`; the times of all experts of a layer
 // add up under one name. `prefix` names the parameters ("layers.1.moe.experts.2.").
-torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& op, const std::string& prefix,
-                         const torch::Tensor& x) {
+torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& op,
+                         const std::string& prefix, const torch::Tensor& x) {
   auto need = [&](const std::string& name) -> const torch::Tensor& {
     const torch::Tensor* t = c.param(prefix + name);
     ORRERY_CHECK(t != nullptr, "no parameter " + prefix + name);
@@ -100,9 +106,12 @@ torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& 
                                                  : torch::gelu(halves[0]) * halves[1];
     }
     switch (activation) {
-      case pb::ACTIVATION_RELU: return torch::relu(up);
-      case pb::ACTIVATION_SQUARED_RELU: return torch::relu(up).pow(2);
-      default: return torch::gelu(up);
+      case pb::ACTIVATION_RELU:
+        return torch::relu(up);
+      case pb::ACTIVATION_SQUARED_RELU:
+        return torch::relu(up).pow(2);
+      default:
+        return torch::gelu(up);
     }
   });
   return timed_op(layer, op + ".down", [&] {
@@ -120,7 +129,8 @@ torch::Tensor inverse_permutation(const torch::Tensor& p) {
 
 }  // namespace
 
-std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, double init_std, double out_std) {
+std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, double init_std,
+                                     double out_std) {
   const auto& moe = spec.moe();
   const int64_t h = spec.hidden_size();
   const bool bias = spec.linear_bias(), gate = gated(spec.activation());
@@ -135,8 +145,9 @@ std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, d
     if (bias) out.push_back({prefix + "down.bias", {h}, -1, 0, expert, true});
   };
   if (moe.num_shared_experts() > 0) {
-    const int64_t width = moe.shared_expert_ffn_hidden_size() > 0 ? moe.shared_expert_ffn_hidden_size()
-                                                                  : moe.expert_ffn_hidden_size();
+    const int64_t width = moe.shared_expert_ffn_hidden_size() > 0
+                              ? moe.shared_expert_ffn_hidden_size()
+                              : moe.expert_ffn_hidden_size();
     ffn(m + "shared.", moe.num_shared_experts() * width, -1);
   }
   for (int64_t e = 0; e < moe.num_experts(); ++e) {
@@ -209,7 +220,8 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
   const auto pieces = routed.split_with_sizes(rows);
   std::vector<torch::Tensor> outs;
   for (int64_t j = 0; j < local; ++j) {
-    outs.push_back(expert_ffn(c, layer, "moe.experts", pre + "experts." + std::to_string(first + j) + ".",
+    outs.push_back(expert_ffn(c, layer, "moe.experts",
+                              pre + "experts." + std::to_string(first + j) + ".",
                               pieces[static_cast<size_t>(j)]));
   }
   torch::Tensor out = torch::cat(outs);

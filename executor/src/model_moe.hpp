@@ -15,7 +15,8 @@
 //   Routed plus shared partial outputs get one TP reduction after moe.experts.down. Under SP the
 //   router runs after mlp.norm's all-gather, on the whole sequence, as the lowering orders the
 //   nodes (layer_ops counts the router and the dispatch bytes on seq / tp tokens, Megatron's way).
-// - EP: the EP group (ep data-parallel replicas, see orrery/plan/rank_layout.hpp) splits the experts:
+// - EP: the EP group (ep data-parallel replicas, see orrery/plan/rank_layout.hpp) splits the
+// experts:
 //   rank i holds experts [i E / ep, (i + 1) E / ep). Routed copies are sorted by expert and sent
 //   to the rank holding it with alltoall_base and split sizes (after an exchange of per-expert
 //   counts), run there, and sent back ("dispatch" after moe.router, "combine" after
@@ -49,15 +50,16 @@ struct ExpertParallel {
 // router, shared experts, then each routed expert (up.gate_weight, up.weight, up.bias,
 // down.weight, down.bias as the spec has them).
 struct MoeParam {
-  std::string name;             // "layers.1.moe.router.weight", "layers.1.moe.experts.3.up.weight"
-  std::vector<int64_t> shape;   // full
-  int64_t shard_dim = -1;       // split over TP; -1: replicated
-  double std_dev = 0;           // normal(0, std_dev); 0: zeros (biases)
-  int64_t expert = -1;          // the routed expert; -1: router and shared experts (every rank)
+  std::string name;            // "layers.1.moe.router.weight", "layers.1.moe.experts.3.up.weight"
+  std::vector<int64_t> shape;  // full
+  int64_t shard_dim = -1;      // split over TP; -1: replicated
+  double std_dev = 0;          // normal(0, std_dev); 0: zeros (biases)
+  int64_t expert = -1;         // the routed expert; -1: router and shared experts (every rank)
   // Replicated over TP, but each TP rank's gradient is a partial sum (see the file comment).
   bool tp_partial_grad = false;
 };
-std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, double init_std, double out_std);
+std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, double init_std,
+                                     double out_std);
 
 // The EP rank holding routed expert `expert`.
 int64_t expert_owner(const pb::ModelSpec& spec, int64_t ep_size, int64_t expert);
@@ -82,6 +84,7 @@ torch::Tensor moe_ffn(const MoeContext& context, int64_t layer, const torch::Ten
 // of it and zeros, so exact. `options`: the zeros' type and device on the other ranks (those of
 // the model's parameters).
 torch::Tensor share_expert_tensor(const torch::Tensor& held, const std::vector<int64_t>& full_shape,
-                                  const GroupPtr& ep, const torch::TensorOptions& options = torch::kFloat32);
+                                  const GroupPtr& ep,
+                                  const torch::TensorOptions& options = torch::kFloat32);
 
 }  // namespace orrery::executor

@@ -4,9 +4,9 @@
 
 #include "model.hpp"
 #include "op_trace.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -19,10 +19,18 @@ bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACT
 
 }  // namespace
 
-Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank, uint64_t seed,
-                         const StageLayers& stage, bool sequence_parallel, const ExpertParallel& ep, c10::Device device)
-    : spec_(spec), tp_(std::move(tp)), tp_size_(tp_size), tp_rank_(tp_rank),
-      head_dim_(models::head_dim(spec)), sp_(sequence_parallel && tp_size > 1), ep_(ep), stage_(stage), device_(device),
+Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size, int64_t tp_rank,
+                         uint64_t seed, const StageLayers& stage, bool sequence_parallel,
+                         const ExpertParallel& ep, c10::Device device)
+    : spec_(spec),
+      tp_(std::move(tp)),
+      tp_size_(tp_size),
+      tp_rank_(tp_rank),
+      head_dim_(models::head_dim(spec)),
+      sp_(sequence_parallel && tp_size > 1),
+      ep_(ep),
+      stage_(stage),
+      device_(device),
       gen_(at::detail::createCPUGenerator(seed)) {
   const int64_t h = spec.hidden_size(), v = spec.vocab_size(), f = spec.ffn_hidden_size();
   const int64_t q = spec.num_attention_heads() * head_dim_, kv = spec.num_kv_heads() * head_dim_;
@@ -72,8 +80,8 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
 // Draws the full tensor on the CPU (normal(0, std_dev); std_dev 0: ones for norm weights, zeros
 // for biases), then keeps this rank's slice along shard_dim when this stage holds `layer`, on the
 // model's device.
-void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64_t shard_dim, double std_dev,
-                      int64_t layer, int64_t expert, bool tp_partial_grad) {
+void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64_t shard_dim,
+                      double std_dev, int64_t layer, int64_t expert, bool tp_partial_grad) {
   all_.push_back({name, shape, layer, expert});
   torch::Tensor full;
   if (std_dev > 0) {
@@ -83,22 +91,25 @@ void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64
     full = is_norm_weight ? torch::ones(shape) : torch::zeros(shape);
   }
   // A tied embedding matrix is also the last stage's LM head.
-  const bool head_copy = name == "embed.tokens.weight" && spec_.tied_embeddings() && stage_.last && !stage_.first;
-  const bool mine = head_copy ? true
+  const bool head_copy =
+      name == "embed.tokens.weight" && spec_.tied_embeddings() && stage_.last && !stage_.first;
+  const bool mine = head_copy   ? true
                     : layer < 0 ? stage_.first
-                    : layer >= spec_.num_layers() ? stage_.last
-                                                  : layer >= stage_.first_layer && layer < stage_.end_layer;
+                    : layer >= spec_.num_layers()
+                        ? stage_.last
+                        : layer >= stage_.first_layer && layer < stage_.end_layer;
   if (!mine) return;
   if (expert >= 0 && ep_.group && expert_owner(spec_, ep_.size, expert) != ep_.rank) return;
   if (shard_dim >= 0 && tp_size_ > 1) full = full.chunk(tp_size_, shard_dim)[tp_rank_];
   index_[name] = params_.size();
   // Under SP, replicated tensors inside the layers and the final norm see one sequence shard.
   // (Position embeddings too: they are added after the embedding's reduce-scatter.)
-  const bool on_shard = (sp_ && shard_dim < 0 && name != "embed.tokens.weight") || (tp_partial_grad && tp_size_ > 1);
+  const bool on_shard =
+      (sp_ && shard_dim < 0 && name != "embed.tokens.weight") || (tp_partial_grad && tp_size_ > 1);
   // A copy either way: the slice must not keep the full tensor alive.
   auto tensor = device_.is_cpu() ? full.contiguous().clone() : full.contiguous().to(device_);
-  params_.push_back({name, tensor.set_requires_grad(true), tp_size_ > 1 ? shard_dim : -1, on_shard, head_copy,
-                     expert >= 0});
+  params_.push_back({name, tensor.set_requires_grad(true), tp_size_ > 1 ? shard_dim : -1, on_shard,
+                     head_copy, expert >= 0});
 }
 
 const ShardedParam* Transformer::find(const std::string& name) const {
@@ -114,7 +125,8 @@ const torch::Tensor& Transformer::p(const std::string& name) const {
 
 torch::Tensor Transformer::norm(const torch::Tensor& x, const std::string& prefix) const {
   if (spec_.norm() == pb::NORM_LAYERNORM) {
-    return torch::layer_norm(x, {x.size(-1)}, p(prefix + "norm.weight"), p(prefix + "norm.bias"), kNormEps);
+    return torch::layer_norm(x, {x.size(-1)}, p(prefix + "norm.weight"), p(prefix + "norm.bias"),
+                             kNormEps);
   }
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + kNormEps) * p(prefix + "norm.weight");
 }
@@ -140,17 +152,22 @@ std::string Transformer::name(int64_t layer, const char* phase, const std::strin
 
 // Before a column-parallel region: the block norm's output all-gathered along the sequence (SP)
 // or copied in (its gradient all-reduced).
-torch::Tensor Transformer::enter_tp_region(const torch::Tensor& normed, int64_t layer, const std::string& norm_op) const {
+torch::Tensor Transformer::enter_tp_region(const torch::Tensor& normed, int64_t layer,
+                                           const std::string& norm_op) const {
   if (sp_) {
-    return gather_from_sequence_region(normed, tp_, true, name(layer, "fwd", norm_op + ".all_gather"),
+    return gather_from_sequence_region(normed, tp_, true,
+                                       name(layer, "fwd", norm_op + ".all_gather"),
                                        name(layer, "bwd", norm_op + ".grad.reduce_scatter"));
   }
-  return copy_to_tp_region(normed, tp_, tp_ ? name(layer, "bwd", norm_op + ".grad.all_reduce") : "");
+  return copy_to_tp_region(normed, tp_,
+                           tp_ ? name(layer, "bwd", norm_op + ".grad.all_reduce") : "");
 }
 
-torch::Tensor Transformer::row_parallel_out(const torch::Tensor& partial, int64_t layer, const std::string& op) const {
+torch::Tensor Transformer::row_parallel_out(const torch::Tensor& partial, int64_t layer,
+                                            const std::string& op) const {
   if (sp_) {
-    return reduce_scatter_to_sequence_region(partial, tp_, name(layer, "fwd", op + ".reduce_scatter"),
+    return reduce_scatter_to_sequence_region(partial, tp_,
+                                             name(layer, "fwd", op + ".reduce_scatter"),
                                              name(layer, "bwd", op + ".grad.all_gather"));
   }
   return reduce_from_tp_region(partial, tp_, tp_ ? name(layer, "fwd", op + ".all_reduce") : "");
@@ -158,14 +175,17 @@ torch::Tensor Transformer::row_parallel_out(const torch::Tensor& partial, int64_
 
 torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) const {
   const std::string a = "layers." + std::to_string(layer) + ".attn.";
-  auto n = enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, a); }), layer, "attn.norm");
+  auto n =
+      enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, a); }), layer, "attn.norm");
   const int64_t b = n.size(0), s = n.size(1), d = head_dim_;
-  const int64_t heads = spec_.num_attention_heads() / tp_size_, kv_heads = spec_.num_kv_heads() / tp_size_;
+  const int64_t heads = spec_.num_attention_heads() / tp_size_,
+                kv_heads = spec_.num_kv_heads() / tp_size_;
   // Q, K and V as one GEMM (as Megatron fuses them), split afterwards: [b, heads + 2 kv, s, d].
   auto qkv = timed_op(layer, "attn.qkv", [&] {
     auto w = torch::cat({p(a + "qkv.q_weight"), p(a + "qkv.k_weight"), p(a + "qkv.v_weight")});
     torch::Tensor bias;
-    if (has(a + "qkv.q_bias")) bias = torch::cat({p(a + "qkv.q_bias"), p(a + "qkv.k_bias"), p(a + "qkv.v_bias")});
+    if (has(a + "qkv.q_bias"))
+      bias = torch::cat({p(a + "qkv.q_bias"), p(a + "qkv.k_bias"), p(a + "qkv.v_bias")});
     return torch::linear(n, w, bias).view({b, s, heads + 2 * kv_heads, d}).transpose(1, 2);
   });
   auto qk = qkv.narrow(1, 0, heads + kv_heads);
@@ -209,15 +229,19 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
       return context_of(softmax_of(scores_of()));
     });
   }
-  auto out = row_parallel_out(timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); }),
-                              layer, "attn.out");
-  return timed_op(layer, "attn.residual", [&] { return has(a + "out.bias") ? x + out + p(a + "out.bias") : x + out; });
+  auto out = row_parallel_out(
+      timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); }),
+      layer, "attn.out");
+  return timed_op(layer, "attn.residual",
+                  [&] { return has(a + "out.bias") ? x + out + p(a + "out.bias") : x + out; });
 }
 
 torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";
-  auto n = enter_tp_region(timed_op(layer, "mlp.norm", [&] { return norm(x, m); }), layer, "mlp.norm");
-  if (models::is_moe_layer(spec_, layer)) {  // model_moe.cpp; one TP reduction of routed + shared experts
+  auto n =
+      enter_tp_region(timed_op(layer, "mlp.norm", [&] { return norm(x, m); }), layer, "mlp.norm");
+  if (models::is_moe_layer(spec_,
+                           layer)) {  // model_moe.cpp; one TP reduction of routed + shared experts
     const MoeContext moe{&spec_, ep_, tp_size_, tp_rank_, [this](const std::string& what) {
                            return has(what) ? &p(what) : nullptr;
                          }};
@@ -237,14 +261,19 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
                                                          : torch::gelu(halves[0]) * halves[1];
     }
     switch (spec_.activation()) {
-      case pb::ACTIVATION_RELU: return torch::relu(up);
-      case pb::ACTIVATION_SQUARED_RELU: return torch::relu(up).pow(2);
-      default: return torch::gelu(up);
+      case pb::ACTIVATION_RELU:
+        return torch::relu(up);
+      case pb::ACTIVATION_SQUARED_RELU:
+        return torch::relu(up).pow(2);
+      default:
+        return torch::gelu(up);
     }
   });
-  auto out = row_parallel_out(timed_op(layer, "mlp.down", [&] { return torch::linear(act, p(m + "down.weight")); }),
-                              layer, "mlp.down");
-  return timed_op(layer, "mlp.residual", [&] { return has(m + "down.bias") ? x + out + p(m + "down.bias") : x + out; });
+  auto out = row_parallel_out(
+      timed_op(layer, "mlp.down", [&] { return torch::linear(act, p(m + "down.weight")); }), layer,
+      "mlp.down");
+  return timed_op(layer, "mlp.residual",
+                  [&] { return has(m + "down.bias") ? x + out + p(m + "down.bias") : x + out; });
 }
 
 // Megatron's vocabulary-parallel embedding: each TP rank looks up the tokens of its vocabulary
@@ -257,7 +286,8 @@ torch::Tensor Transformer::embed(const torch::Tensor& inputs) const {
     if (!tp_) return torch::embedding(w, inputs);
     auto local = inputs - start;
     auto in_range = (local >= 0).logical_and(local < local_vocab);
-    return torch::embedding(w, local.clamp(0, local_vocab - 1)) * in_range.unsqueeze(-1).to(w.scalar_type());
+    return torch::embedding(w, local.clamp(0, local_vocab - 1)) *
+           in_range.unsqueeze(-1).to(w.scalar_type());
   });
   if (sp_) {
     x = reduce_scatter_to_sequence_region(x, tp_, name(-1, "fwd", "embed.tokens.reduce_scatter"),
@@ -268,7 +298,8 @@ torch::Tensor Transformer::embed(const torch::Tensor& inputs) const {
   if (!has("embed.positions.weight")) return x;
   // Under SP this rank holds the sequence positions [rank * s / tp, (rank + 1) * s / tp).
   const int64_t s = x.size(1), first = sp_ ? tp_rank_ * s : 0;
-  return timed_op(-1, "embed.positions", [&] { return x + p("embed.positions.weight").narrow(0, first, s); });
+  return timed_op(-1, "embed.positions",
+                  [&] { return x + p("embed.positions.weight").narrow(0, first, s); });
 }
 
 torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Tensor& hidden) {
@@ -280,13 +311,15 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   }
   if (!stage_.last) return x;
   if (hooks_ != nullptr) hooks_->before_forward("head");
-  auto h = enter_tp_region(timed_op(-1, "head.norm", [&] { return norm(x, "head."); }), -1, "head.norm");
+  auto h =
+      enter_tp_region(timed_op(-1, "head.norm", [&] { return norm(x, "head."); }), -1, "head.norm");
   // The LM head is column-parallel over the vocabulary (tied: the embedding's own slice).
   const auto& w = has("head.lm.weight") ? p("head.lm.weight") : p("embed.tokens.weight");
   auto logits = timed_op(-1, "head.lm", [&] { return torch::linear(h, w); });
   auto loss = timed_op(-1, "head.loss", [&] {
     // From fp32 logits under bf16 too (as Megatron computes the vocabulary-parallel loss).
-    return vocab_parallel_cross_entropy(logits.to(torch::kFloat32), targets, tp_, tp_rank_ * w.size(0),
+    return vocab_parallel_cross_entropy(logits.to(torch::kFloat32), targets, tp_,
+                                        tp_rank_ * w.size(0),
                                         tp_ ? name(-1, "fwd", "head.loss") : "");
   });
   return hooks_ != nullptr ? hooks_->after_forward("head", loss) : loss;

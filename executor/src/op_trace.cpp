@@ -16,7 +16,8 @@ double seconds(HostClock::Clock::duration d) { return std::chrono::duration<doub
 // Identity forward; its backward opens the segment named at forward time.
 class BackwardMark : public torch::autograd::Function<BackwardMark> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const std::string& name) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const std::string& name) {
     ctx->saved_data["name"] = name;
     return x.view_as(x);
   }
@@ -34,7 +35,8 @@ void set_current_trace(OpTrace* trace) { g_trace = trace; }
 int64_t current_micro_batch() { return g_micro_batch; }
 void set_current_micro_batch(int64_t micro_batch) { g_micro_batch = micro_batch; }
 
-std::string site_name(int64_t layer, int64_t micro_batch, const char* phase, const std::string& op) {
+std::string site_name(int64_t layer, int64_t micro_batch, const char* phase,
+                      const std::string& op) {
   std::string out;
   if (layer >= 0) out += "L" + std::to_string(layer) + ".";
   if (micro_batch >= 0) out += "mb" + std::to_string(micro_batch) + ".";
@@ -68,7 +70,8 @@ void OpTrace::begin_step() {
 
 std::map<std::string, OpTiming> OpTrace::end_step() {
   while (!open_.empty()) pop();
-  const size_t end = clock_->mark();  // the step's last boundary: what the rank did after its last op counts
+  const size_t end =
+      clock_->mark();  // the step's last boundary: what the rank did after its last op counts
   clock_->resolve();
   // Each op's pieces (an op split around a collective it issued has several) in time order, and
   // every piece as an interval for the untimed time below.
@@ -110,8 +113,9 @@ std::map<std::string, OpTiming> OpTrace::end_step() {
 OpTrace::Stamp OpTrace::now() { return {clock_->mark(), step_}; }
 
 void OpTrace::add(const std::string& name, Stamp start, Stamp end) {
-  ORRERY_CHECK(start.step == step_ && end.step == step_,
-               "op " + name + " timed with a timestamp from another step (or taken while not tracing)");
+  ORRERY_CHECK(
+      start.step == step_ && end.step == step_,
+      "op " + name + " timed with a timestamp from another step (or taken while not tracing)");
   pieces_.push_back({&timings_[name], start.mark, end.mark});
 }
 

@@ -142,7 +142,7 @@ class OpTrace {
   };
   void push(std::string name, bool segment);
   void poll(Stamp boundary);  // the watches still waiting
-  void pop();  // adds the top's last piece, resumes the one below
+  void pop();                 // adds the top's last piece, resumes the one below
 
   std::unique_ptr<StepClock> clock_;
   double untimed_s_ = 0;
@@ -186,7 +186,8 @@ torch::Tensor timed_op(int64_t layer, const std::string& op, Fn&& fn) {
   if (trace == nullptr) return fn();
   const int64_t mb = current_micro_batch();
   torch::Tensor out;
-  const std::string name = site_name(layer, mb, "fwd", op), backward = site_name(layer, mb, "bwd", op);
+  const std::string name = site_name(layer, mb, "fwd", op),
+                    backward = site_name(layer, mb, "bwd", op);
   {
     OpTrace::Scope scope(trace, name);
     out = fn();

@@ -32,30 +32,36 @@ struct ShardedParam {
 // forward, `grad_name` in backward; empty: not timed.
 
 // Megatron "f": identity forward, all-reduce of the gradient backward (before column-parallel).
-torch::Tensor copy_to_tp_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& grad_name);
+torch::Tensor copy_to_tp_region(const torch::Tensor& x, const GroupPtr& tp,
+                                const std::string& grad_name);
 // Megatron "g": all-reduce forward, identity backward (after row-parallel).
-torch::Tensor reduce_from_tp_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& name);
+torch::Tensor reduce_from_tp_region(const torch::Tensor& x, const GroupPtr& tp,
+                                    const std::string& name);
 
 // Megatron sequence parallelism over the TP group, along dim 1 (sequence) of [batch, seq, hidden].
 // Gloo 1.13 has no reduce-scatter: it runs as an all-reduce followed by keeping the rank's slice.
 // All-gather forward; backward reduce-scatter (`reduce_grad`: before column-parallel GEMMs, whose
 // input gradients are partial sums) or keep the slice.
-torch::Tensor gather_from_sequence_region(const torch::Tensor& x, const GroupPtr& tp, bool reduce_grad,
-                                          const std::string& name, const std::string& grad_name);
+torch::Tensor gather_from_sequence_region(const torch::Tensor& x, const GroupPtr& tp,
+                                          bool reduce_grad, const std::string& name,
+                                          const std::string& grad_name);
 // Reduce-scatter forward, all-gather backward (after row-parallel GEMMs and the vocabulary-
 // parallel embedding).
-torch::Tensor reduce_scatter_to_sequence_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& name,
+torch::Tensor reduce_scatter_to_sequence_region(const torch::Tensor& x, const GroupPtr& tp,
+                                                const std::string& name,
                                                 const std::string& grad_name);
 
 // Mean next-token cross entropy from vocabulary-parallel logits ([..., vocab / tp], this rank's
 // slice starting at `vocab_start`), exact. Megatron issues three small all-reduces; this issues
 // two, the maximum and then its two sums stacked, timed as `name`.max.all_reduce and
 // `name`.sum.all_reduce (`name` empty: untimed). A null group: the whole vocabulary is local.
-torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets, const GroupPtr& tp,
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits,
+                                           const torch::Tensor& targets, const GroupPtr& tp,
                                            int64_t vocab_start, const std::string& name);
 
 // Sums over `tp` the gradients of the parameters marked sequence_parallel.
-void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp);
+void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& params,
+                                            const GroupPtr& tp);
 
 // Data-parallel gradient reduction (buckets by the lowering's rule, ZeRO, FSDP) is in
 // parallel_sharding.hpp.
@@ -64,8 +70,8 @@ void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& par
 // pipeline stages summed over `pp`, routed experts summed over `ep`), then torch's
 // clip_grad_norm_ rule: scale by max_norm / (norm + 1e-6) when that is below 1. max_norm <= 0: no
 // clipping. Returns the norm before clipping.
-double clip_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp, const GroupPtr& pp,
-                      double max_norm, const GroupPtr& ep = {});
+double clip_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp,
+                      const GroupPtr& pp, double max_norm, const GroupPtr& ep = {});
 
 // The full tensor of a TP-sharded parameter (list-form all-gather over `tp`, concatenated).
 torch::Tensor gather_full(const ShardedParam& param, const GroupPtr& tp);

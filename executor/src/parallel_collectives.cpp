@@ -11,7 +11,9 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The group travels through the autograd context as a raw pointer: the groups outlive training.
-int64_t as_handle(const GroupPtr& g) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get())); }
+int64_t as_handle(const GroupPtr& g) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get()));
+}
 Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
 
 // How a TP/SP collective carries its tensor: fp32 runs move and reduce the tensor as it is; under
@@ -47,7 +49,10 @@ torch::Tensor exchange_rows(const torch::Tensor& rows, Group* group) {
 // n ranks' bf16 copies of its row, sums them in fp32 and rounds the sum to bf16 once (what NCCL's
 // bf16 ring does up to its summation order).
 torch::Tensor reduce_rows_bf16(const torch::Tensor& rows, Group* group) {
-  return exchange_rows(rows.to(at::kBFloat16).contiguous(), group).to(at::kFloat).sum(0).to(at::kBFloat16);
+  return exchange_rows(rows.to(at::kBFloat16).contiguous(), group)
+      .to(at::kFloat)
+      .sum(0)
+      .to(at::kBFloat16);
 }
 
 // The n ranks' `local` tensors concatenated along `dim` (bf16 carried as fp16 bytes).
@@ -74,7 +79,8 @@ torch::Tensor summed(const torch::Tensor& x, Group* group, bool bf16) {
   // then all-gather the reduced bf16 pieces; 2 (n - 1) / n of the tensor's bf16 bytes each way.
   const int64_t n = group->getSize(), numel = x.numel(), piece = (numel + n - 1) / n;
   auto flat = x.to(at::kBFloat16).reshape({-1});
-  if (piece * n > numel) flat = torch::cat({flat, torch::zeros({piece * n - numel}, flat.options())});
+  if (piece * n > numel)
+    flat = torch::cat({flat, torch::zeros({piece * n - numel}, flat.options())});
   const auto mine = reduce_rows_bf16(flat.view({n, piece}), group);
   return gathered(mine, 0, group).narrow(0, 0, numel).view(x.sizes()).to(x.scalar_type());
 }
@@ -104,11 +110,14 @@ torch::Tensor seq_gather(const torch::Tensor& x, Group* group, bool bf16) {
 
 // Each function carries the trace names of its forward and backward collectives (empty: not
 // timed) through the autograd context.
-std::string name_of(AutogradContext* ctx, const char* key) { return ctx->saved_data[key].toStringRef(); }
+std::string name_of(AutogradContext* ctx, const char* key) {
+  return ctx->saved_data[key].toStringRef();
+}
 
 struct GatherFromSeq : torch::autograd::Function<GatherFromSeq> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, bool reduce_grad,
-                               const std::string& name, const std::string& grad_name) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group,
+                               bool reduce_grad, const std::string& name,
+                               const std::string& grad_name) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["reduce"] = reduce_grad;
     ctx->saved_data["grad_name"] = grad_name;
@@ -124,14 +133,14 @@ struct GatherFromSeq : torch::autograd::Function<GatherFromSeq> {
     const std::string name = name_of(ctx, "grad_name");
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
     if (reduce) describe(name, bf16, kReduceScatterAlgorithm);
-    return {reduce ? seq_reduce_scatter(grad[0], g, bf16) : seq_slice(grad[0], g), torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor()};
+    return {reduce ? seq_reduce_scatter(grad[0], g, bf16) : seq_slice(grad[0], g), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 struct ReduceScatterToSeq : torch::autograd::Function<ReduceScatterToSeq> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, const std::string& name,
-                               const std::string& grad_name) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group,
+                               const std::string& name, const std::string& grad_name) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["grad_name"] = grad_name;
     const bool bf16 = bf16_wire(x);
@@ -146,13 +155,14 @@ struct ReduceScatterToSeq : torch::autograd::Function<ReduceScatterToSeq> {
     const bool bf16 = ctx->saved_data["bf16"].toBool();
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
     describe(name, bf16, nullptr);
-    return {seq_gather(grad[0], from_handle(ctx->saved_data["group"].toInt()), bf16), torch::Tensor(),
-            torch::Tensor(), torch::Tensor()};
+    return {seq_gather(grad[0], from_handle(ctx->saved_data["group"].toInt()), bf16),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 struct CopyToTp : torch::autograd::Function<CopyToTp> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group, const std::string& grad_name) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t group,
+                               const std::string& grad_name) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["grad_name"] = grad_name;
     ctx->saved_data["bf16"] = bf16_wire(x);
@@ -163,12 +173,14 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
     const bool bf16 = ctx->saved_data["bf16"].toBool();
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
     describe(name, bf16, bf16 ? kBf16AllReduceAlgorithm : nullptr);
-    return {summed(grad[0], from_handle(ctx->saved_data["group"].toInt()), bf16), torch::Tensor(), torch::Tensor()};
+    return {summed(grad[0], from_handle(ctx->saved_data["group"].toInt()), bf16), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
-  static torch::Tensor forward(AutogradContext*, torch::Tensor x, int64_t group, const std::string& name) {
+  static torch::Tensor forward(AutogradContext*, torch::Tensor x, int64_t group,
+                               const std::string& name) {
     const bool bf16 = bf16_wire(x);
     OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
     describe(name, bf16, bf16 ? kBf16AllReduceAlgorithm : nullptr);
@@ -183,8 +195,8 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
 // the vocabulary; three all-reduces (max, target logit, sum of exponentials) give every rank the
 // exact loss without gathering the logits. The gradient needs no communication.
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets, int64_t group,
-                               int64_t vocab_start, const std::string& name) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets,
+                               int64_t group, int64_t vocab_start, const std::string& name) {
     auto* g = from_handle(group);
     const int64_t local_vocab = logits.size(-1);
     auto max = std::get<0>(logits.max(-1));
@@ -201,7 +213,8 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     auto local_target = targets - vocab_start;
     auto in_range = (local_target >= 0).logical_and(local_target < local_vocab);
     auto index = local_target.clamp(0, local_vocab - 1);
-    auto target_logit = shifted.gather(-1, index.unsqueeze(-1)).squeeze(-1) * in_range.to(shifted.scalar_type());
+    auto target_logit =
+        shifted.gather(-1, index.unsqueeze(-1)).squeeze(-1) * in_range.to(shifted.scalar_type());
     auto exp = shifted.exp();
     auto sum_exp = exp.sum(-1);
     if (g != nullptr) {
@@ -219,41 +232,48 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     auto saved = ctx->get_saved_variables();
     const auto& softmax = saved[0];
-    auto onehot = torch::zeros_like(softmax).scatter_(-1, saved[1].unsqueeze(-1),
-                                                      saved[2].to(softmax.scalar_type()).unsqueeze(-1));
+    auto onehot = torch::zeros_like(softmax).scatter_(
+        -1, saved[1].unsqueeze(-1), saved[2].to(softmax.scalar_type()).unsqueeze(-1));
     const double tokens = static_cast<double>(softmax.numel() / softmax.size(-1));
-    return {(softmax - onehot) * (grad[0] / tokens), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    return {(softmax - onehot) * (grad[0] / tokens), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor copy_to_tp_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& grad_name) {
+torch::Tensor copy_to_tp_region(const torch::Tensor& x, const GroupPtr& tp,
+                                const std::string& grad_name) {
   return tp ? CopyToTp::apply(x, as_handle(tp), grad_name) : x;
 }
 
-torch::Tensor reduce_from_tp_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& name) {
+torch::Tensor reduce_from_tp_region(const torch::Tensor& x, const GroupPtr& tp,
+                                    const std::string& name) {
   return tp ? ReduceFromTp::apply(x, as_handle(tp), name) : x;
 }
 
-torch::Tensor gather_from_sequence_region(const torch::Tensor& x, const GroupPtr& tp, bool reduce_grad,
-                                          const std::string& name, const std::string& grad_name) {
+torch::Tensor gather_from_sequence_region(const torch::Tensor& x, const GroupPtr& tp,
+                                          bool reduce_grad, const std::string& name,
+                                          const std::string& grad_name) {
   return tp ? GatherFromSeq::apply(x, as_handle(tp), reduce_grad, name, grad_name) : x;
 }
 
-torch::Tensor reduce_scatter_to_sequence_region(const torch::Tensor& x, const GroupPtr& tp, const std::string& name,
+torch::Tensor reduce_scatter_to_sequence_region(const torch::Tensor& x, const GroupPtr& tp,
+                                                const std::string& name,
                                                 const std::string& grad_name) {
   return tp ? ReduceScatterToSeq::apply(x, as_handle(tp), name, grad_name) : x;
 }
 
-torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets, const GroupPtr& tp,
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits,
+                                           const torch::Tensor& targets, const GroupPtr& tp,
                                            int64_t vocab_start, const std::string& name) {
-  return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-                                          tp ? as_handle(tp) : int64_t{0}, vocab_start, name);
+  return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}),
+                                          targets.reshape({-1}), tp ? as_handle(tp) : int64_t{0},
+                                          vocab_start, name);
 }
 
-void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp) {
+void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& params,
+                                            const GroupPtr& tp) {
   if (!tp) return;
   std::vector<torch::Tensor> grads;
   for (const auto& p : params) {
@@ -271,8 +291,8 @@ void all_reduce_sequence_parallel_gradients(const std::vector<ShardedParam>& par
   }
 }
 
-double clip_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp, const GroupPtr& pp,
-                      double max_norm, const GroupPtr& ep) {
+double clip_gradients(const std::vector<ShardedParam>& params, const GroupPtr& tp,
+                      const GroupPtr& pp, double max_norm, const GroupPtr& ep) {
   // fp64 sums on the gradients' device (the groups' collectives need them there).
   const auto options = params.empty() ? torch::TensorOptions(torch::kFloat64)
                                       : params.front().tensor.options().dtype(torch::kFloat64);

@@ -11,7 +11,9 @@ class Schedule {
  public:
   Schedule(const PipelineStage& stage, int64_t micro_batches,
            const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward)
-      : s_(stage), forward_(forward), inputs_(static_cast<size_t>(micro_batches)),
+      : s_(stage),
+        forward_(forward),
+        inputs_(static_cast<size_t>(micro_batches)),
         outputs_(static_cast<size_t>(micro_batches)),
         loss_(torch::zeros({1}, torch::dtype(torch::kFloat64).device(stage.device))) {}
 
@@ -22,7 +24,8 @@ class Schedule {
     set_current_micro_batch(m);
     torch::Tensor input;
     if (!s_.first()) {
-      input = receive(s_.stage - 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "recv.act")).requires_grad_(true);
+      input = receive(s_.stage - 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "recv.act"))
+                  .requires_grad_(true);
     }
     // The cast (a no-op in fp32) is in the graph, so input.grad() comes back in the wire type.
     torch::Tensor out = forward_(m, input.defined() ? input.to(torch::kFloat32) : input);
@@ -32,7 +35,8 @@ class Schedule {
       // the queueing of the next passes.
       loss_ += out.detach().to(torch::kFloat64);
     } else {
-      send(out.detach().to(s_.wire_dtype), s_.stage + 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "send.act"));
+      send(out.detach().to(s_.wire_dtype), s_.stage + 1, tag(m, kForwardTag),
+           site_name(-1, m, "fwd", "send.act"));
     }
     inputs_[static_cast<size_t>(m)] = input;
     outputs_[static_cast<size_t>(m)] = out;
@@ -45,11 +49,13 @@ class Schedule {
     if (s_.last()) {
       out.backward();
     } else {
-      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "recv.grad")).to(out.scalar_type()));
+      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "recv.grad"))
+                       .to(out.scalar_type()));
     }
     if (OpTrace* t = current_trace()) t->close_segment();  // the last backward op ends here
     auto& input = inputs_[static_cast<size_t>(m)];
-    if (!s_.first()) send(input.grad(), s_.stage - 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "send.grad"));
+    if (!s_.first())
+      send(input.grad(), s_.stage - 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "send.grad"));
     out = torch::Tensor();  // free the micro-batch's activations
     input = torch::Tensor();
   }
@@ -69,7 +75,8 @@ class Schedule {
 
   torch::Tensor receive(int64_t from, int t, const std::string& name) {
     OpTrace::Scope scope(current_trace(), name);
-    std::vector<torch::Tensor> buf{torch::empty(s_.activation_shape, torch::dtype(s_.wire_dtype).device(s_.device))};
+    std::vector<torch::Tensor> buf{
+        torch::empty(s_.activation_shape, torch::dtype(s_.wire_dtype).device(s_.device))};
     s_.pp->recv(buf, static_cast<int>(from), t)->wait();
     return buf[0];
   }
@@ -120,8 +127,9 @@ class Schedule {
 
 }  // namespace
 
-torch::Tensor run_pipeline(const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
-                    const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward) {
+torch::Tensor run_pipeline(
+    const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
+    const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward) {
   Schedule s(stage, micro_batches, forward);
   if (schedule == pb::PIPELINE_SCHEDULE_GPIPE) {
     for (int64_t m = 0; m < micro_batches; ++m) s.forward(m);

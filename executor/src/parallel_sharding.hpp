@@ -15,9 +15,10 @@
 //                   then every part's updated chunks are all-gathered in forward order
 //                   ("opt.<part>.param_all_gather"); with overlap_param_gather they are launched
 //                   at the start of the next step instead and each part waits for its own before
-//                   its first forward (Megatron's --overlap-param-gather, as the lowering has it). zero2 also drops the full gradients once
-//                   reduced; zero1 keeps them to the next step (the executor reduces after
-//                   backward, so the two differ in memory after backward only).
+//                   its first forward (Megatron's --overlap-param-gather, as the lowering has it).
+//                   zero2 also drops the full gradients once reduced; zero1 keeps them to the next
+//                   step (the executor reduces after backward, so the two differ in memory after
+//                   backward only).
 //   zero3 / fsdp:   the parameters live only as flat chunks (one flat vector per FSDP bucket);
 //                   a bucket is all-gathered before its first part's forward and again before
 //                   its last part's backward, its gathered copy freed after its last part's
@@ -89,7 +90,8 @@ class DataParallelOptimizer final : public PartHooks {
  public:
   // Takes over `model`'s parameters (FSDP: replaces them by their chunks and installs itself as
   // the model's part hooks). `groups`: tp, pp, dp, ep/edp, embedding as make_groups built them.
-  DataParallelOptimizer(Transformer& model, const RankGroups& groups, const TrainConfig& config, int64_t ep_size);
+  DataParallelOptimizer(Transformer& model, const RankGroups& groups, const TrainConfig& config,
+                        int64_t ep_size);
   ~DataParallelOptimizer() override;
   DataParallelOptimizer(const DataParallelOptimizer&) = delete;
   DataParallelOptimizer& operator=(const DataParallelOptimizer&) = delete;

@@ -16,7 +16,7 @@
 namespace orrery::executor {
 
 struct PipelineStage {
-  GroupPtr pp;              // null when pp == 1
+  GroupPtr pp;  // null when pp == 1
   int64_t stage = 0, stages = 1;
   std::vector<int64_t> activation_shape;  // [micro_batch, seq, hidden]
   // What activations and their gradients travel as (bf16 under mixed precision); the stage
@@ -32,7 +32,8 @@ struct PipelineStage {
 // already divided by the number of micro-batches on the last stage). Returns the sum of those
 // losses on the last stage, a [1] fp64 tensor on the stage's device (not read back, so a GPU is
 // not waited for mid-step), zero elsewhere.
-torch::Tensor run_pipeline(const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
-                    const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward);
+torch::Tensor run_pipeline(
+    const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
+    const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward);
 
 }  // namespace orrery::executor

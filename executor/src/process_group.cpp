@@ -21,18 +21,20 @@ std::string group_name(plan::GroupKind dim, const std::vector<int64_t>& members)
   return name;
 }
 
-GroupPtr make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int64_t rank, int64_t size, const std::string& addr,
-                   std::chrono::milliseconds timeout) {
+GroupPtr make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int64_t rank, int64_t size,
+                   const std::string& addr, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   const bool loopback = addr == "127.0.0.1" || addr == "localhost";
   options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                       : c10d::ProcessGroupGloo::createDefaultDevice());
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(rank), static_cast<int>(size), options);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(rank),
+                                                     static_cast<int>(size), options);
 }
 
 // One group of `backend` under its own `prefix` of the job's store.
-GroupPtr make_group(GroupBackend backend, const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
-                    int64_t rank, int64_t size, const std::string& addr, std::chrono::milliseconds timeout) {
+GroupPtr make_group(GroupBackend backend, const c10::intrusive_ptr<c10d::Store>& store,
+                    const std::string& prefix, int64_t rank, int64_t size, const std::string& addr,
+                    std::chrono::milliseconds timeout) {
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
 #ifdef ORRERY_EXECUTOR_CUDA
   if (backend == GroupBackend::kNccl) return cuda::make_nccl_group(prefixed, rank, size, timeout);
@@ -48,12 +50,13 @@ std::string rendezvous_failed(const RankEnv& env, const std::string& why) {
 
 }  // namespace
 
-RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double timeout_s, bool tied_embeddings,
-                       GroupBackend backend) {
+RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double timeout_s,
+                       bool tied_embeddings, GroupBackend backend) {
   if (grid.world_size() != env.world_size) {
-    throw base::InputError("", 0, "WORLD_SIZE",
-                     "the job has " + std::to_string(env.world_size) + " ranks but the plan needs tp x cp x dp x pp = " +
-                         std::to_string(grid.world_size()));
+    throw base::InputError(
+        "", 0, "WORLD_SIZE",
+        "the job has " + std::to_string(env.world_size) +
+            " ranks but the plan needs tp x cp x dp x pp = " + std::to_string(grid.world_size()));
   }
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   RankGroups g;
@@ -67,13 +70,14 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
   opts.timeout = timeout;
   try {
     g.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
-    g.world = make_group(GroupBackend::kGloo, g.store, "pg/world", env.rank, env.world_size, env.master_addr, timeout);
+    g.world = make_group(GroupBackend::kGloo, g.store, "pg/world", env.rank, env.world_size,
+                         env.master_addr, timeout);
     for (plan::GroupKind dim : {plan::GroupKind::kTp, plan::GroupKind::kDp, plan::GroupKind::kPp}) {
       const auto members = grid.group(dim, env.rank);
       if (members.size() < 2) continue;
       const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
-      auto pg = make_group(backend, g.store, group_name(dim, members), index, static_cast<int64_t>(members.size()),
-                           env.master_addr, timeout);
+      auto pg = make_group(backend, g.store, group_name(dim, members), index,
+                           static_cast<int64_t>(members.size()), env.master_addr, timeout);
       (dim == plan::GroupKind::kTp ? g.tp : dim == plan::GroupKind::kDp ? g.dp : g.pp) = pg;
     }
     const int64_t last = grid.degrees().pp - 1;
@@ -84,7 +88,8 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
       const std::vector<int64_t> members = {grid.rank(first_stage), grid.rank(last_stage)};
       std::string name = "pg/embed";
       for (int64_t m : members) name += "/" + std::to_string(m);
-      g.embedding = make_group(backend, g.store, name, g.coord.pp == 0 ? 0 : 1, 2, env.master_addr, timeout);
+      g.embedding =
+          make_group(backend, g.store, name, g.coord.pp == 0 ? 0 : 1, 2, env.master_addr, timeout);
     }
     // MoE groups (the layout's ep and edp), created after the others in the same order on
     // every rank.
@@ -96,7 +101,8 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
       std::string name = std::string("pg/") + kind;
       for (int64_t m : members) name += "/" + std::to_string(m);
       const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
-      return make_group(backend, g.store, name, index, static_cast<int64_t>(members.size()), env.master_addr, timeout);
+      return make_group(backend, g.store, name, index, static_cast<int64_t>(members.size()),
+                        env.master_addr, timeout);
     };
     g.ep = moe_group("ep", ep_members);
     g.ep_index = std::find(ep_members.begin(), ep_members.end(), env.rank) - ep_members.begin();

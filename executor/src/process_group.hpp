@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/version.h>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
@@ -37,9 +37,9 @@ struct RankGroups {
   // Null when the job has one rank. Gloo whatever the backend: it only runs the end-of-job
   // barrier, which carries no tensor (NCCL's would guess a device from the rank).
   GroupPtr world;
-  GroupPtr tp;     // null when tp == 1
-  GroupPtr dp;     // null when dp == 1
-  GroupPtr pp;     // null when pp == 1
+  GroupPtr tp;  // null when tp == 1
+  GroupPtr dp;  // null when dp == 1
+  GroupPtr pp;  // null when pp == 1
   // Tied embeddings with pp > 1: the first and last stage of this rank's pipeline (they both hold
   // the embedding matrix and sum its gradient); null elsewhere.
   GroupPtr embedding;
@@ -51,8 +51,8 @@ struct RankGroups {
   plan::RankCoord coord;
 };
 
-RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double timeout_s, bool tied_embeddings,
-                       GroupBackend backend = GroupBackend::kGloo);
+RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double timeout_s,
+                       bool tied_embeddings, GroupBackend backend = GroupBackend::kGloo);
 
 // In-place sum over `group` (no-op for a null group).
 void all_reduce_sum(const GroupPtr& group, at::Tensor& tensor);

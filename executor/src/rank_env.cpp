@@ -23,8 +23,8 @@ int64_t int_var(const char* name, int64_t fallback, int64_t min, int64_t max) {
   char* end = nullptr;
   const long long value = std::strtoll(text, &end, 10);
   if (*end != '\0' || value < min || value > max) {
-    reject(name, std::string("got '") + text + "', expected an integer in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "]");
+    reject(name, std::string("got '") + text + "', expected an integer in [" + std::to_string(min) +
+                     ", " + std::to_string(max) + "]");
   }
   return value;
 }
@@ -32,9 +32,9 @@ int64_t int_var(const char* name, int64_t fallback, int64_t min, int64_t max) {
 // A launcher's (rank, world size) pair: both variables or neither.
 bool pair_set(const char* rank, const char* size) {
   if (is_set(rank) != is_set(size)) {
-    reject(std::string(rank) + "/" + size,
-           std::string(is_set(rank) ? rank : size) + " is set but " + (is_set(rank) ? size : rank) +
-               " is not; a launcher sets both");
+    reject(std::string(rank) + "/" + size, std::string(is_set(rank) ? rank : size) +
+                                               " is set but " + (is_set(rank) ? size : rank) +
+                                               " is not; a launcher sets both");
   }
   return is_set(rank);
 }
@@ -60,13 +60,16 @@ std::optional<RankEnv> rank_env_from_environment() {
     env.source = RankEnv::Source::kOpenMpi;
     env.world_size = int_var("OMPI_COMM_WORLD_SIZE", 1, 1, kMaxRanks);
     env.rank = int_var("OMPI_COMM_WORLD_RANK", 0, 0, env.world_size - 1);
-    const int64_t local_size = int_var("OMPI_COMM_WORLD_LOCAL_SIZE", env.world_size, 1, env.world_size);
+    const int64_t local_size =
+        int_var("OMPI_COMM_WORLD_LOCAL_SIZE", env.world_size, 1, env.world_size);
     env.local_rank = int_var("OMPI_COMM_WORLD_LOCAL_RANK", 0, 0, local_size - 1);
     // A job spread over hosts cannot find rank 0's store on loopback.
     if (local_size < env.world_size && !is_set("MASTER_ADDR")) {
-      reject("MASTER_ADDR", "mpirun placed " + std::to_string(env.world_size) + " ranks on several hosts (" +
-                                std::to_string(local_size) +
-                                " on this one): set MASTER_ADDR to rank 0's host, e.g. mpirun -x MASTER_ADDR=<host>");
+      reject(
+          "MASTER_ADDR",
+          "mpirun placed " + std::to_string(env.world_size) + " ranks on several hosts (" +
+              std::to_string(local_size) +
+              " on this one): set MASTER_ADDR to rank 0's host, e.g. mpirun -x MASTER_ADDR=<host>");
     }
   }
   if (torchrun) {
@@ -76,7 +79,8 @@ std::optional<RankEnv> rank_env_from_environment() {
       check_agrees("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", world_size, env.world_size);
       check_agrees("RANK", "OMPI_COMM_WORLD_RANK", rank, env.rank);
       if (is_set("LOCAL_RANK")) {
-        check_agrees("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", int_var("LOCAL_RANK", 0, 0, kMaxRanks), env.local_rank);
+        check_agrees("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                     int_var("LOCAL_RANK", 0, 0, kMaxRanks), env.local_rank);
       }
     } else {
       env.world_size = world_size;

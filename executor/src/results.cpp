@@ -25,7 +25,8 @@ void write_atomically(const std::string& path, const std::string& bytes) {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw base::EnvironmentError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  if (ec)
+    throw base::EnvironmentError("cannot rename " + tmp + " to " + path + ": " + ec.message());
 }
 
 std::string read_all(const std::string& path) {
@@ -83,7 +84,8 @@ std::vector<NamedArray> read_parameters(const std::string& path) {
   std::istringstream in(read_all(path));
   std::string header;
   std::getline(in, header);
-  if (header != "orrery-params 1") throw base::EnvironmentError(path + ": not an orrery parameter file");
+  if (header != "orrery-params 1")
+    throw base::EnvironmentError(path + ": not an orrery parameter file");
   std::vector<NamedArray> out;
   std::string line;
   while (std::getline(in, line)) {
@@ -100,7 +102,8 @@ std::vector<NamedArray> read_parameters(const std::string& path) {
     }
     if (!fields) throw base::EnvironmentError(path + ": bad array header '" + line + "'");
     a.values.resize(static_cast<size_t>(numel));
-    in.read(reinterpret_cast<char*>(a.values.data()), numel * static_cast<std::streamsize>(sizeof(double)));
+    in.read(reinterpret_cast<char*>(a.values.data()),
+            numel * static_cast<std::streamsize>(sizeof(double)));
     if (!in) throw base::EnvironmentError(path + ": truncated array " + a.name);
     out.push_back(std::move(a));
   }

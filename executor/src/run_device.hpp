@@ -45,7 +45,8 @@ struct RunDevice {
 
 // The rule above, for the rank with `local_rank` (its index on its host, one GPU each). Throws
 // EnvironmentError, naming the reason, when a GPU is needed and cuda:local_rank cannot be had.
-RunDevice choose_run_device(DeviceRequest request, int64_t local_rank, const CudaAvailability& cuda);
+RunDevice choose_run_device(DeviceRequest request, int64_t local_rank,
+                            const CudaAvailability& cuda);
 
 // choose_run_device with this process's availability; a CUDA device is made current.
 RunDevice select_run_device(DeviceRequest request, int64_t local_rank);

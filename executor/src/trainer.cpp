@@ -11,21 +11,22 @@
 #include "mixed_precision.hpp"
 #include "model.hpp"
 #include "op_trace.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/executor/results.hpp"
+#include "orrery/executor/trainer.hpp"
+#include "orrery/plan/rank_layout.hpp"
+#include "orrery/traces/spec_io.hpp"
 #include "parallel_sharding.hpp"
 #include "pipeline.hpp"
 #include "run_device.hpp"
-#include "orrery/plan/rank_layout.hpp"
-#include "orrery/executor/results.hpp"
-#include "orrery/executor/trainer.hpp"
-#include "orrery/base/error.hpp"
-#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::executor {
 namespace {
 
 // Learnable synthetic tokens for step `step`, the same on every rank: each sequence counts up from
 // a random start by a random stride in [1, 8] modulo the vocabulary. [global_batch, seq + 1].
-torch::Tensor synthetic_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq, int64_t vocab) {
+torch::Tensor synthetic_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq,
+                              int64_t vocab) {
   auto gen = at::detail::createCPUGenerator(seed * 1000003ULL + static_cast<uint64_t>(step));
   auto start = torch::randint(vocab, {batch, 1}, gen, torch::kInt64);
   auto stride = torch::randint(1, 9, {batch, 1}, gen, torch::kInt64);
@@ -84,30 +85,38 @@ struct Run {
   c10::Device device;  // every tensor of the step lives here; NCCL groups when it is a GPU
   RankGroups groups;
   Transformer model;
-  DataParallelOptimizer optimizer;  // DP gradient reduction, clipping, AdamW (parallel_sharding.hpp)
+  DataParallelOptimizer
+      optimizer;  // DP gradient reduction, clipping, AdamW (parallel_sharding.hpp)
   int64_t dp_size, micro_batches;
   PipelineStage pipe;
   std::vector<std::map<std::string, OpTiming>> timings;  // per step, when tracing
-  std::vector<double> untimed;                           // per step, when tracing (OpTrace::untimed_s)
+  std::vector<double> untimed;  // per step, when tracing (OpTrace::untimed_s)
 
-  Run(const TrainConfig& config, const RankEnv& e, const plan::RankLayout& grid, const RunDevice& run_device)
-      : c(config), env(e), device(torch_device(run_device)),
+  Run(const TrainConfig& config, const RankEnv& e, const plan::RankLayout& grid,
+      const RunDevice& run_device)
+      : c(config),
+        env(e),
+        device(torch_device(run_device)),
         groups(make_groups(e, grid, config.timeout_s, config.model.tied_embeddings(),
                            run_device.cuda ? GroupBackend::kNccl : GroupBackend::kGloo)),
         model(config.model, groups.tp, grid.degrees().tp, groups.coord.tp, config.seed,
-              stage_layers(config, groups.coord.pp, grid.degrees().pp), config.plan.parallel().sequence_parallel(),
+              stage_layers(config, groups.coord.pp, grid.degrees().pp),
+              config.plan.parallel().sequence_parallel(),
               ExpertParallel{groups.ep, grid.degrees().ep, groups.ep_index}, device),
         optimizer(model, groups, config, grid.degrees().ep),
         dp_size(grid.degrees().dp),
-        micro_batches(config.plan.job().global_batch_size() / (dp_size * config.plan.micro_batch_size())) {
+        micro_batches(config.plan.job().global_batch_size() /
+                      (dp_size * config.plan.micro_batch_size())) {
     pipe.pp = groups.pp;
     pipe.stage = groups.coord.pp;
     pipe.stages = grid.degrees().pp;
-    const int64_t seq = config.plan.job().seq_len() / (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
+    const int64_t seq = config.plan.job().seq_len() /
+                        (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
     pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
     pipe.wire_dtype = bf16() ? torch::kBFloat16 : torch::kFloat32;
     pipe.device = device;
-    model.set_materialized_attention(config.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED);
+    model.set_materialized_attention(config.plan.attention_kernel() ==
+                                     pb::ATTENTION_KERNEL_MATERIALIZED);
   }
 
   bool bf16() const { return c.plan.job().precision() == pb::PRECISION_BF16; }
@@ -117,8 +126,8 @@ struct Run {
     const auto start = std::chrono::steady_clock::now();
     const int64_t mbs = c.plan.micro_batch_size(), local = mbs * micro_batches;
     // Drawn on the CPU (the same tokens whatever the device), this rank's rows then moved.
-    const auto batch = synthetic_batch(c.seed, n, c.plan.job().global_batch_size(), c.plan.job().seq_len(),
-                                       c.model.vocab_size());
+    const auto batch = synthetic_batch(c.seed, n, c.plan.job().global_batch_size(),
+                                       c.plan.job().seq_len(), c.model.vocab_size());
     const auto mine = batch.narrow(0, groups.coord.dp * local, local).to(device);
     optimizer.zero_grad();
     auto forward = [&](int64_t m, const torch::Tensor& hidden) {
@@ -160,18 +169,21 @@ struct Run {
       if (const ShardedParam* p = model.find(all[i].name)) full = gather_full(*p, groups.tp);
       // A routed expert lives on one rank of the EP group.
       if (all[i].expert >= 0 && pipe.stage == owner) {
-        full = share_expert_tensor(full, all[i].full_shape, groups.ep, torch::dtype(torch::kFloat32).device(device));
+        full = share_expert_tensor(full, all[i].full_shape, groups.ep,
+                                   torch::dtype(torch::kFloat32).device(device));
       }
       if (groups.pp && owner != 0 && pipe.stage == owner) {
         std::vector<torch::Tensor> buf{full.contiguous()};
         groups.pp->send(buf, 0, static_cast<int>(i))->wait();
       } else if (groups.pp && owner != 0 && pipe.stage == 0) {
-        std::vector<torch::Tensor> buf{torch::empty(all[i].full_shape, torch::dtype(torch::kFloat32).device(device))};
+        std::vector<torch::Tensor> buf{
+            torch::empty(all[i].full_shape, torch::dtype(torch::kFloat32).device(device))};
         groups.pp->recv(buf, static_cast<int>(owner), static_cast<int>(i))->wait();
         full = buf[0];
       }
       if (pipe.stage != 0) continue;
-      full = full.to(torch::dtype(torch::kFloat64).device(torch::kCPU)).contiguous();  // read on the host
+      full = full.to(torch::dtype(torch::kFloat64).device(torch::kCPU))
+                 .contiguous();  // read on the host
       NamedArray a;
       a.name = all[i].name;
       a.shape = full.sizes().vec();
@@ -192,30 +204,34 @@ struct TraceGuard {
 
 // The rank's measured graph, written for the launcher to merge. A mismatch with the predicted
 // graph is a bug in the executor or the lowering, never the user's: InternalError.
-void write_rank_trace(const TrainConfig& c, const RankEnv& env, const std::vector<StepTimings>& timings,
-                      const std::vector<double>& untimed, const std::vector<StepResult>& results) {
+void write_rank_trace(const TrainConfig& c, const RankEnv& env,
+                      const std::vector<StepTimings>& timings, const std::vector<double>& untimed,
+                      const std::vector<StepResult>& results) {
   pb::RankGraph measured = *c.trace_graph;
   std::vector<double> seconds;
   for (const auto& r : results) seconds.push_back(r.seconds);
   if (const auto problems = fill_measured(measured, timings, untimed, seconds); !problems.empty()) {
-    throw base::InternalError("rank " + std::to_string(env.rank) +
-                        ": the executor and the simulator's lowering disagree about the plan's ops:\n" + problems);
+    throw base::InternalError(
+        "rank " + std::to_string(env.rank) +
+        ": the executor and the simulator's lowering disagree about the plan's ops:\n" + problems);
   }
   write_file_atomically(trace_rank_file(c.out_dir, env.rank), to_json(measured), true);
 }
 
 // A failure in communication: Gloo's errors (std::runtime_error: gloo::IoException for a closed
 // connection or a timeout), and the store's during setup (step 0, the rendezvous).
-std::string step_failed(const RankEnv& env, int64_t step, const TrainConfig& c, const std::string& why) {
+std::string step_failed(const RankEnv& env, int64_t step, const TrainConfig& c,
+                        const std::string& why) {
   return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) +
-         " failed (a peer died, or a collective waited longer than " + std::to_string(static_cast<int>(c.timeout_s)) +
-         " s): " + why;
+         " failed (a peer died, or a collective waited longer than " +
+         std::to_string(static_cast<int>(c.timeout_s)) + " s): " + why;
 }
 
 // Any other libtorch error in a step (c10::Error: an op refused its inputs, or memory ran out):
 // the rank's own failure, which says nothing about its peers.
 std::string op_failed(const RankEnv& env, int64_t step, const std::string& why) {
-  return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) + " failed in libtorch: " + why;
+  return "rank " + std::to_string(env.rank) + ": step " + std::to_string(step) +
+         " failed in libtorch: " + why;
 }
 
 // A loss or gradient norm that is no longer a number: training diverged (a learning rate far
@@ -231,8 +247,10 @@ std::string diverged(const RankEnv& env, const StepResult& r) {
 
 }  // namespace
 
-std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out) {
-  if (auto why = unsupported_reason(config); !why.empty()) throw base::InputError("", 0, "plan", why);
+std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env,
+                                   std::ostream& out) {
+  if (auto why = unsupported_reason(config); !why.empty())
+    throw base::InputError("", 0, "plan", why);
   const plan::RankLayout grid = plan::layout_of(config.plan);
   // One `local` device is one core (topologies/, `orrery topo show local`), so a rank computes on
   // one intra-op thread unless OMP_NUM_THREADS says otherwise, alone or not: the simulator then
@@ -272,7 +290,8 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
     if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
     if (run.groups.world) run.groups.world->barrier()->wait();
   } catch (const c10::Error& e) {
-    if (step == 0) throw base::EnvironmentError(step_failed(env, step, config, e.what_without_backtrace()));
+    if (step == 0)
+      throw base::EnvironmentError(step_failed(env, step, config, e.what_without_backtrace()));
     throw base::EnvironmentError(op_failed(env, step, e.what_without_backtrace()));
   } catch (const base::InputError&) {
     throw;

@@ -12,13 +12,20 @@ namespace {
 
 const char* json_kind(const nlohmann::json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::boolean: return "a boolean";
-    case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::array: return "a list";
-    case nlohmann::json::value_t::object: return "an object";
-    case nlohmann::json::value_t::number_float: return "a fraction";
-    default: return "a number";
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::array:
+      return "a list";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::number_float:
+      return "a fraction";
+    default:
+      return "a number";
   }
 }
 
@@ -40,13 +47,15 @@ HfConfig::HfConfig(const std::filesystem::path& file) : file_(file.string()) {
     json_ = nlohmann::json::parse(text_);
   } catch (const nlohmann::json::parse_error& e) {
     std::string reason = e.what();
-    if (auto pos = reason.find("syntax error"); pos != std::string::npos) reason = reason.substr(pos);
+    if (auto pos = reason.find("syntax error"); pos != std::string::npos)
+      reason = reason.substr(pos);
     throw base::InputError(file_, line_at(text_, e.byte == 0 ? 0 : e.byte - 1), "",
-                     "not valid JSON: " + reason);
+                           "not valid JSON: " + reason);
   }
   if (!json_.is_object()) {
-    throw base::InputError(file_, 1, "", std::string("got ") + json_kind(json_) +
-                                       ", expected a JSON object of config keys");
+    throw base::InputError(
+        file_, 1, "",
+        std::string("got ") + json_kind(json_) + ", expected a JSON object of config keys");
   }
 }
 

@@ -6,24 +6,34 @@
 #include <map>
 
 #include "hf_config.hpp"
-#include "orrery/models/model_catalog.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/models/model_catalog.hpp"
 
 namespace orrery::models {
 namespace {
 
 using detail::HfConfig;
 
-enum class Family { kLlama, kMistral, kMixtral, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kDeepseekV3,
-                    kGpt2, kGptNeoX };
+enum class Family {
+  kLlama,
+  kMistral,
+  kMixtral,
+  kQwen2,
+  kQwen2Moe,
+  kQwen3,
+  kQwen3Moe,
+  kDeepseekV3,
+  kGpt2,
+  kGptNeoX
+};
 
 const std::map<std::string, Family>& architectures() {
   static const std::map<std::string, Family> kArchitectures = {
-      {"LlamaForCausalLM", Family::kLlama},        {"MistralForCausalLM", Family::kMistral},
-      {"MixtralForCausalLM", Family::kMixtral},    {"Qwen2ForCausalLM", Family::kQwen2},
-      {"Qwen2MoeForCausalLM", Family::kQwen2Moe},  {"Qwen3ForCausalLM", Family::kQwen3},
-      {"Qwen3MoeForCausalLM", Family::kQwen3Moe},  {"DeepseekV3ForCausalLM", Family::kDeepseekV3},
-      {"GPT2LMHeadModel", Family::kGpt2},          {"GPTNeoXForCausalLM", Family::kGptNeoX}};
+      {"LlamaForCausalLM", Family::kLlama},       {"MistralForCausalLM", Family::kMistral},
+      {"MixtralForCausalLM", Family::kMixtral},   {"Qwen2ForCausalLM", Family::kQwen2},
+      {"Qwen2MoeForCausalLM", Family::kQwen2Moe}, {"Qwen3ForCausalLM", Family::kQwen3},
+      {"Qwen3MoeForCausalLM", Family::kQwen3Moe}, {"DeepseekV3ForCausalLM", Family::kDeepseekV3},
+      {"GPT2LMHeadModel", Family::kGpt2},         {"GPTNeoXForCausalLM", Family::kGptNeoX}};
   return kArchitectures;
 }
 
@@ -33,7 +43,8 @@ Family family_of(const HfConfig& c) {
   if (it == architectures().end()) {
     std::vector<std::string> names;
     for (const auto& [name, family] : architectures()) names.push_back(name);
-    c.fail("architectures", "got '" + arch + "', which orrery cannot import" + base::suggest(arch, names));
+    c.fail("architectures",
+           "got '" + arch + "', which orrery cannot import" + base::suggest(arch, names));
   }
   return it->second;
 }
@@ -98,7 +109,8 @@ void read_moe(const HfConfig& c, Family f, pb::ModelSpec& spec) {
   moe.set_expert_ffn_hidden_size(c.positive("moe_intermediate_size"));
   if (f == Family::kDeepseekV3) {
     moe.set_num_shared_experts(c.optional_non_negative("n_shared_experts").value_or(0));
-    if (moe.num_shared_experts() > 0) moe.set_shared_expert_ffn_hidden_size(moe.expert_ffn_hidden_size());
+    if (moe.num_shared_experts() > 0)
+      moe.set_shared_expert_ffn_hidden_size(moe.expert_ffn_hidden_size());
     moe.set_first_dense_layers(c.optional_non_negative("first_k_dense_replace").value_or(0));
     if (c.optional_non_negative("moe_layer_freq").value_or(1) != 1) {
       c.fail("moe_layer_freq", "got " + c.json().at("moe_layer_freq").dump() +
@@ -116,7 +128,8 @@ void read_moe(const HfConfig& c, Family f, pb::ModelSpec& spec) {
     c.fail("mlp_only_layers", "dense layers among MoE layers are not modelled (expected [])");
   }
   if (f == Family::kQwen2Moe) {
-    if (auto shared = c.optional_non_negative("shared_expert_intermediate_size"); shared && *shared > 0) {
+    if (auto shared = c.optional_non_negative("shared_expert_intermediate_size");
+        shared && *shared > 0) {
       moe.set_num_shared_experts(1);
       moe.set_shared_expert_ffn_hidden_size(*shared);
     }
@@ -202,8 +215,9 @@ void read_gpt_neox(const HfConfig& c, pb::ModelSpec& spec) {
   spec.set_rotary_fraction(c.optional_number("rotary_pct").value_or(0.25));  // GPTNeoXConfig
   // The MLP always has biases; attention_bias (default true) covers the attention's.
   if (!c.optional_bool("attention_bias").value_or(true)) {
-    c.fail("attention_bias", "got false, but GPT-NeoX's MLP keeps its biases: ModelSpec expresses "
-                             "biases on every linear layer or on q/k/v only");
+    c.fail("attention_bias",
+           "got false, but GPT-NeoX's MLP keeps its biases: ModelSpec expresses "
+           "biases on every linear layer or on q/k/v only");
   }
   spec.set_linear_bias(true);
   spec.set_hidden_dropout(c.optional_number("hidden_dropout").value_or(0.0));
@@ -244,9 +258,15 @@ pb::ModelSpec import_hf_config(const std::filesystem::path& config_json, std::st
   spec.set_description("Imported from Hugging Face " + c.architecture() + " config " +
                        config_json.filename().string());
   switch (f) {
-    case Family::kGpt2: read_gpt2(c, spec); break;
-    case Family::kGptNeoX: read_gpt_neox(c, spec); break;
-    default: read_llama_family(c, f, spec); break;
+    case Family::kGpt2:
+      read_gpt2(c, spec);
+      break;
+    case Family::kGptNeoX:
+      read_gpt_neox(c, spec);
+      break;
+    default:
+      read_llama_family(c, f, spec);
+      break;
   }
   validate_model(spec, source_map(c, f));
   return spec;

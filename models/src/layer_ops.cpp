@@ -24,7 +24,8 @@ std::string degree_problem(const ShardContext& ctx) {
     return "activation_bytes and param_bytes must be > 0";
   }
   if (!(ctx.moe_imbalance >= 1)) return "moe_imbalance must be >= 1";
-  if (ctx.cp > 1 && !ctx.flash_attention) return "context parallelism (ring attention) needs flash attention";
+  if (ctx.cp > 1 && !ctx.flash_attention)
+    return "context parallelism (ring attention) needs flash attention";
   // Causal CP balances work by giving each rank two chunks of the sequence (Megatron-Core).
   if (ctx.cp > 1) return divides("seq_len", ctx.seq_len, "2 * cp", 2 * ctx.cp);
   return {};
@@ -33,7 +34,8 @@ std::string degree_problem(const ShardContext& ctx) {
 std::string ffn_problem(const pb::ModelSpec& spec, const ShardContext& ctx) {
   const bool has_dense = !spec.has_moe() || spec.moe().first_dense_layers() > 0;
   if (has_dense) {
-    if (auto p = divides("ffn_hidden_size", spec.ffn_hidden_size(), "tp", ctx.tp); !p.empty()) return p;
+    if (auto p = divides("ffn_hidden_size", spec.ffn_hidden_size(), "tp", ctx.tp); !p.empty())
+      return p;
   }
   if (!spec.has_moe()) {
     return ctx.ep > 1 ? "ep > 1 needs an MoE model" : std::string();
@@ -44,9 +46,9 @@ std::string ffn_problem(const pb::ModelSpec& spec, const ShardContext& ctx) {
       !p.empty()) {
     return p;
   }
-  const int64_t shared = moe.num_shared_experts() *
-                         (moe.shared_expert_ffn_hidden_size() > 0 ? moe.shared_expert_ffn_hidden_size()
-                                                                  : moe.expert_ffn_hidden_size());
+  const int64_t shared = moe.num_shared_experts() * (moe.shared_expert_ffn_hidden_size() > 0
+                                                         ? moe.shared_expert_ffn_hidden_size()
+                                                         : moe.expert_ffn_hidden_size());
   return divides("shared expert width", shared, "tp", ctx.tp);
 }
 
@@ -130,7 +132,8 @@ std::vector<LayerOp> head_ops(const View& v) {
 
 std::string shard_problem(const pb::ModelSpec& spec, const ShardContext& ctx) {
   if (auto p = degree_problem(ctx); !p.empty()) return p;
-  if (auto p = divides("num_attention_heads", spec.num_attention_heads(), "tp", ctx.tp); !p.empty()) {
+  if (auto p = divides("num_attention_heads", spec.num_attention_heads(), "tp", ctx.tp);
+      !p.empty()) {
     return p;
   }
   if (spec.num_kv_heads() % ctx.tp != 0 && ctx.tp % spec.num_kv_heads() != 0) {
@@ -151,12 +154,16 @@ bool is_moe_layer(const pb::ModelSpec& spec, int64_t layer) {
 std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_t layer,
                                const ShardContext& ctx) {
   const std::string problem = shard_problem(spec, ctx);
-  ORRERY_CHECK(problem.empty(), "layer_ops of " + spec.name() + " with a plan that does not fit: " + problem);
+  ORRERY_CHECK(problem.empty(),
+               "layer_ops of " + spec.name() + " with a plan that does not fit: " + problem);
   const View v = detail::make_view(spec, ctx);
   switch (part) {
-    case LayerPart::kEmbedding: return embedding_ops(v);
-    case LayerPart::kHead: return head_ops(v);
-    case LayerPart::kDecoder: break;
+    case LayerPart::kEmbedding:
+      return embedding_ops(v);
+    case LayerPart::kHead:
+      return head_ops(v);
+    case LayerPart::kDecoder:
+      break;
   }
   ORRERY_CHECK(layer >= 0 && layer < spec.num_layers(), "decoder layer index out of range");
   std::vector<LayerOp> ops;

@@ -14,8 +14,8 @@ namespace orrery::models::detail {
 namespace {
 
 struct HeadDims {
-  int64_t qk = 0;  // per-head dimension of queries and keys
-  int64_t v = 0;   // per-head dimension of values (and the attention output)
+  int64_t qk = 0;    // per-head dimension of queries and keys
+  int64_t v = 0;     // per-head dimension of values (and the attention output)
   int64_t rope = 0;  // rotated dimensions per query/key head
 };
 
@@ -83,7 +83,8 @@ void append_materialized_core(const View& v, const HeadDims& d, int64_t kv_heads
   const double act = ctx.activation_bytes;
   const int64_t s = ctx.seq_len;
   const double mb = static_cast<double>(ctx.micro_batch);
-  const double scores = mb * static_cast<double>(v.q_heads) * static_cast<double>(s) * static_cast<double>(s);
+  const double scores =
+      mb * static_cast<double>(v.q_heads) * static_cast<double>(s) * static_cast<double>(s);
   const double t = static_cast<double>(v.tokens);
   const double q_bytes = t * v.q_heads * d.qk * act;
   const double k_bytes = t * kv_heads * d.qk * act;
@@ -103,15 +104,16 @@ void append_materialized_core(const View& v, const HeadDims& d, int64_t kv_heads
   ops.push_back(qk);
 
   // Scale, causal mask and softmax in one kernel: read the scores, write the probabilities.
-  LayerOp softmax = pointwise("attn.softmax", pb::OP_CLASS_ELEMENTWISE, static_cast<int64_t>(scores),
-                              kSoftmaxLossFlopsPerElement, kLinearBackwardFactor, 1, scores * act, ctx);
+  LayerOp softmax =
+      pointwise("attn.softmax", pb::OP_CLASS_ELEMENTWISE, static_cast<int64_t>(scores),
+                kSoftmaxLossFlopsPerElement, kLinearBackwardFactor, 1, scores * act, ctx);
   softmax.selective_recompute = true;
   softmax.selective_recompute_bytes = scores * act;
   ops.push_back(softmax);
 
   if (dropout) {
-    LayerOp drop = pointwise("attn.dropout", pb::OP_CLASS_ELEMENTWISE, static_cast<int64_t>(scores), 1,
-                             kLinearBackwardFactor, 1, scores * (kDropoutMaskBytes + act), ctx);
+    LayerOp drop = pointwise("attn.dropout", pb::OP_CLASS_ELEMENTWISE, static_cast<int64_t>(scores),
+                             1, kLinearBackwardFactor, 1, scores * (kDropoutMaskBytes + act), ctx);
     drop.forward_bytes_written += scores * kDropoutMaskBytes;
     drop.selective_recompute = true;
     drop.selective_recompute_bytes = drop.saved_activation_bytes;
@@ -184,8 +186,8 @@ void append_mla(const View& v, const HeadDims& d, std::vector<LayerOp>& ops) {
     ops.push_back(gemm("attn.q", v.tokens, v.q_heads * d.qk, h, bias, input_bytes, v.ctx));
   }
   // Same input tensor as the query projection: kept once, there.
-  ops.push_back(gemm("attn.kv_down", v.tokens, mla.kv_lora_rank() + mla.qk_rope_head_dim(), h,
-                     bias, 0, v.ctx));
+  ops.push_back(gemm("attn.kv_down", v.tokens, mla.kv_lora_rank() + mla.qk_rope_head_dim(), h, bias,
+                     0, v.ctx));
   ops.push_back(norm("attn.kv_norm", spec.norm(), v.tokens, mla.kv_lora_rank(), v.ctx));
   ops.push_back(gemm("attn.kv_up", v.tokens, v.q_heads * (mla.qk_nope_head_dim() + d.v),
                      mla.kv_lora_rank(), bias, t * mla.kv_lora_rank() * act, v.ctx));

@@ -23,14 +23,15 @@ LayerOp gemm(std::string name, int64_t m, int64_t n, int64_t k, bool bias, doubl
   op.name = std::move(name);
   op.op_class = pb::OP_CLASS_GEMM;
   op.shape = {m, n, k};
-  const double mnk2 = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double mnk2 =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   // The bias add in forward and the column sums of dY for its gradient.
   const double bias_flops = bias ? static_cast<double>(m) * static_cast<double>(n) : 0.0;
   op.forward_flops = mnk2 + bias_flops;
   op.backward_flops = kGemmBackwardFactor * mnk2 + bias_flops;
   op.parameters = static_cast<double>(k) * n + (bias ? n : 0);
-  op.forward_bytes_read = static_cast<double>(m) * k * ctx.activation_bytes +
-                          op.parameters * ctx.param_bytes;
+  op.forward_bytes_read =
+      static_cast<double>(m) * k * ctx.activation_bytes + op.parameters * ctx.param_bytes;
   op.forward_bytes_written = static_cast<double>(m) * n * ctx.activation_bytes;
   op.saved_activation_bytes = saved_bytes;
   return op;

@@ -58,9 +58,9 @@ LayerOp gemm(std::string name, int64_t m, int64_t n, int64_t k, bool bias, doubl
 LayerOp norm(std::string name, pb::Norm kind, int64_t rows, int64_t width, const ShardContext& ctx);
 
 // A memory-bound op over `elements` outputs reading `inputs_per_element` tensors of them.
-LayerOp pointwise(std::string name, pb::OpClass op_class, int64_t elements, double flops_per_element,
-                  double backward_factor, double inputs_per_element, double saved_bytes,
-                  const ShardContext& ctx);
+LayerOp pointwise(std::string name, pb::OpClass op_class, int64_t elements,
+                  double flops_per_element, double backward_factor, double inputs_per_element,
+                  double saved_bytes, const ShardContext& ctx);
 
 // Residual add (with dropout when the spec has it: one more FLOP and a kept mask per element).
 LayerOp residual(std::string name, const View& v);

@@ -19,21 +19,27 @@ bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACT
 // Arithmetic per output element (these kernels are bandwidth-bound; the count is for honesty).
 double activation_flops(pb::Activation a) {
   switch (a) {
-    case pb::ACTIVATION_RELU: return 1;
-    case pb::ACTIVATION_SQUARED_RELU: return 2;
-    case pb::ACTIVATION_GELU: return 8;    // tanh form: cube, 2 mul-adds, tanh, 1 + t, halve
-    case pb::ACTIVATION_SWIGLU: return 6;  // sigmoid (neg, exp, add, divide), x * s, times up
-    case pb::ACTIVATION_GEGLU: return 9;   // GeLU, times up
-    default: return 0;
+    case pb::ACTIVATION_RELU:
+      return 1;
+    case pb::ACTIVATION_SQUARED_RELU:
+      return 2;
+    case pb::ACTIVATION_GELU:
+      return 8;  // tanh form: cube, 2 mul-adds, tanh, 1 + t, halve
+    case pb::ACTIVATION_SWIGLU:
+      return 6;  // sigmoid (neg, exp, add, divide), x * s, times up
+    case pb::ACTIVATION_GEGLU:
+      return 9;  // GeLU, times up
+    default:
+      return 0;
   }
 }
 
 struct FfnShape {
-  std::string prefix;  // "mlp", "moe.shared", "moe.experts"
-  int64_t rows = 0;    // tokens (or expert-token pairs) through it
+  std::string prefix;     // "mlp", "moe.shared", "moe.experts"
+  int64_t rows = 0;       // tokens (or expert-token pairs) through it
   double rows_exact = 0;  // the same before rounding (imbalance makes it fractional)
-  int64_t width = 0;   // this rank's FFN columns
-  int64_t copies = 1;  // experts held by this rank
+  int64_t width = 0;      // this rank's FFN columns
+  int64_t copies = 1;     // experts held by this rank
   bool keep_input = true;
 };
 
@@ -71,8 +77,8 @@ void append_ffn(const View& v, const FfnShape& f, std::vector<LayerOp>& ops) {
 }
 
 void append_dense(const View& v, std::vector<LayerOp>& ops) {
-  const FfnShape f{"mlp", v.tokens, static_cast<double>(v.tokens),
-                   v.spec.ffn_hidden_size() / v.ctx.tp, 1, true};
+  const FfnShape f{
+      "mlp", v.tokens, static_cast<double>(v.tokens), v.spec.ffn_hidden_size() / v.ctx.tp, 1, true};
   append_ffn(v, f, ops);
 }
 
@@ -129,7 +135,8 @@ void append_moe(const View& v, std::vector<LayerOp>& ops) {
   LayerOp& down = ops.back();
   down.ep_alltoall_bytes = alltoall;
   if (ctx.tp > 1) {
-    down.tp_comm_bytes = static_cast<double>(v.tokens) * v.spec.hidden_size() * ctx.activation_bytes;
+    down.tp_comm_bytes =
+        static_cast<double>(v.tokens) * v.spec.hidden_size() * ctx.activation_bytes;
   }
 }
 

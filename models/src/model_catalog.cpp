@@ -53,9 +53,9 @@ pb::ModelSpec parse_preset(std::string_view name, SourceMap* where) {
   const auto& texts = preset_texts();
   auto it = texts.find(name);
   if (it == texts.end()) {
-    throw base::InputError("", 0, "model",
-                     "no preset named '" + std::string(name) + "'" +
-                         base::suggest(name, preset_names()));
+    throw base::InputError(
+        "", 0, "model",
+        "no preset named '" + std::string(name) + "'" + base::suggest(name, preset_names()));
   }
   pb::ModelSpec spec;
   SourceMap local;

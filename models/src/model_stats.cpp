@@ -34,10 +34,10 @@ ModelStats model_stats(const pb::ModelSpec& spec, int64_t seq_len) {
     for (const LayerOp& op : ops) {
       stats.parameters += op.parameters;
       // Each token runs top_k of the num_experts routed experts.
-      stats.active_parameters +=
-          routed_expert_op(op) ? op.parameters * static_cast<double>(spec.moe().top_k()) /
-                                     static_cast<double>(spec.moe().num_experts())
-                               : op.parameters;
+      stats.active_parameters += routed_expert_op(op)
+                                     ? op.parameters * static_cast<double>(spec.moe().top_k()) /
+                                           static_cast<double>(spec.moe().num_experts())
+                                     : op.parameters;
       if (embedding_table(op, spec)) stats.embedding_parameters += op.parameters;
       flops += op.forward_flops + op.backward_flops;
     }

@@ -2,10 +2,10 @@
 // enforces: required fields, signs, enum names). Each failure names the field and its line.
 #include <string>
 
+#include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/base/units.hpp"
 
 namespace orrery::models {
 namespace {
@@ -19,9 +19,9 @@ void check_attention(const pb::ModelSpec& spec, const SourceMap& where) {
                                    str(spec.num_attention_heads()) + ")");
   }
   if (!spec.has_head_dim() && spec.hidden_size() % spec.num_attention_heads() != 0) {
-    where.fail("num_attention_heads",
-               "got " + str(spec.num_attention_heads()) + ", must divide hidden_size (" +
-                   str(spec.hidden_size()) + ") when head_dim is not set");
+    where.fail("num_attention_heads", "got " + str(spec.num_attention_heads()) +
+                                          ", must divide hidden_size (" + str(spec.hidden_size()) +
+                                          ") when head_dim is not set");
   }
   if (spec.qkv_bias() && spec.linear_bias()) {
     where.fail("qkv_bias", "redundant: linear_bias is true, so every linear layer has a bias");
@@ -39,8 +39,8 @@ void check_enums(const pb::ModelSpec& spec, const SourceMap& where) {
 
 void check_regularisation(const pb::ModelSpec& spec, const SourceMap& where) {
   if (!(spec.hidden_dropout() >= 0 && spec.hidden_dropout() < 1)) {
-    where.fail("hidden_dropout", "got " + base::units::number(spec.hidden_dropout()) +
-                                     ", must be in [0, 1)");
+    where.fail("hidden_dropout",
+               "got " + base::units::number(spec.hidden_dropout()) + ", must be in [0, 1)");
   }
   if (spec.has_rotary_fraction()) {
     if (spec.position_embedding() != pb::POSITION_EMBEDDING_ROPE) {
@@ -63,14 +63,14 @@ void check_moe(const pb::ModelSpec& spec, const SourceMap& where) {
                                 str(moe.num_experts()) + ")");
   }
   if (moe.first_dense_layers() >= spec.num_layers()) {
-    where.fail("moe.first_dense_layers",
-               "got " + str(moe.first_dense_layers()) + ", must be < num_layers (" +
-                   str(spec.num_layers()) + ") or the model has no MoE layer");
+    where.fail("moe.first_dense_layers", "got " + str(moe.first_dense_layers()) +
+                                             ", must be < num_layers (" + str(spec.num_layers()) +
+                                             ") or the model has no MoE layer");
   }
   if (moe.shared_expert_ffn_hidden_size() > 0 && moe.num_shared_experts() == 0) {
-    where.fail("moe.shared_expert_ffn_hidden_size",
-               "got " + str(moe.shared_expert_ffn_hidden_size()) +
-                   ", but moe.num_shared_experts is 0");
+    where.fail(
+        "moe.shared_expert_ffn_hidden_size",
+        "got " + str(moe.shared_expert_ffn_hidden_size()) + ", but moe.num_shared_experts is 0");
   }
 }
 
@@ -79,7 +79,8 @@ void check_mla(const pb::ModelSpec& spec, const SourceMap& where) {
   const pb::MlaSpec& mla = spec.mla();
   if (mla.kv_lora_rank() <= 0 || mla.qk_nope_head_dim() <= 0 || mla.qk_rope_head_dim() <= 0 ||
       mla.v_head_dim() <= 0) {
-    where.fail("mla", "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim must be > 0");
+    where.fail("mla",
+               "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim must be > 0");
   }
   if (spec.position_embedding() != pb::POSITION_EMBEDDING_ROPE) {
     where.fail("position_embedding",
@@ -112,8 +113,9 @@ void validate_model(const pb::ModelSpec& spec, const SourceMap& where) {
       spec.num_kv_heads() <= 0 || spec.ffn_hidden_size() <= 0 || spec.vocab_size() <= 0 ||
       spec.max_seq_len() <= 0) {
     // The reader rejects these in files; a spec made in code reaches here.
-    where.fail("", "num_layers, hidden_size, num_attention_heads, num_kv_heads, ffn_hidden_size, "
-                   "vocab_size and max_seq_len must all be > 0");
+    where.fail("",
+               "num_layers, hidden_size, num_attention_heads, num_kv_heads, ffn_hidden_size, "
+               "vocab_size and max_seq_len must all be > 0");
   }
   check_enums(spec, where);
   check_attention(spec, where);

@@ -12,11 +12,20 @@ std::string site_prefix(const Site& s) {
   if (s.layer >= 0) out += "L" + std::to_string(s.layer) + ".";
   if (s.micro_batch >= 0) out += "mb" + std::to_string(s.micro_batch) + ".";
   switch (s.phase) {
-    case pb::PHASE_FORWARD: out += "fwd."; break;
-    case pb::PHASE_BACKWARD: out += "bwd."; break;
-    case pb::PHASE_RECOMPUTE: out += "rcp."; break;
-    case pb::PHASE_OPTIMIZER: out += "opt."; break;
-    default: break;
+    case pb::PHASE_FORWARD:
+      out += "fwd.";
+      break;
+    case pb::PHASE_BACKWARD:
+      out += "bwd.";
+      break;
+    case pb::PHASE_RECOMPUTE:
+      out += "rcp.";
+      break;
+    case pb::PHASE_OPTIMIZER:
+      out += "opt.";
+      break;
+    default:
+      break;
   }
   return out;
 }
@@ -78,8 +87,8 @@ int64_t GraphBuilder::copy(const Site& site, const std::string& what, const std:
 
 int64_t GraphBuilder::optimizer(const std::string& name, double params, double read, double written,
                                 std::vector<int64_t> deps) {
-  pb::ExecNode* n = add({pb::PHASE_OPTIMIZER, -1, -1, -1}, pb::NODE_KIND_COMPUTE, 0, name,
-                        std::move(deps));
+  pb::ExecNode* n =
+      add({pb::PHASE_OPTIMIZER, -1, -1, -1}, pb::NODE_KIND_COMPUTE, 0, name, std::move(deps));
   n->set_op_class(pb::OP_CLASS_OPTIMIZER);
   n->set_op(name);
   // AdamW: about 12 FLOPs per parameter (moments, bias correction, sqrt, divide, decay, update).
@@ -100,8 +109,9 @@ int64_t GraphBuilder::collective(const Site& site, int32_t stream, const std::st
   return n->id();
 }
 
-int64_t GraphBuilder::p2p(pb::NodeKind kind, const Site& site, int32_t stream, const std::string& what,
-                          int64_t peer, int64_t tag, double bytes, std::vector<int64_t> deps) {
+int64_t GraphBuilder::p2p(pb::NodeKind kind, const Site& site, int32_t stream,
+                          const std::string& what, int64_t peer, int64_t tag, double bytes,
+                          std::vector<int64_t> deps) {
   pb::ExecNode* n = add(site, kind, stream, what, std::move(deps));
   n->set_peer(peer);
   n->set_tag(tag);

@@ -48,17 +48,20 @@ void add_core(std::vector<Step>& out, const models::LayerOp& op, const ResolvedP
 Work op_work(const models::LayerOp& op, pb::Phase phase) {
   const bool backward = phase == pb::PHASE_BACKWARD;
   const double bytes_scale = backward ? 2.0 : 1.0;
-  return {backward ? op.backward_flops : op.forward_flops,
-          op.forward_bytes_read * bytes_scale + (backward ? op.backward_extra_bytes_read : 0),
-          op.forward_bytes_written * bytes_scale + (backward ? op.backward_extra_bytes_written : 0)};
+  return {
+      backward ? op.backward_flops : op.forward_flops,
+      op.forward_bytes_read * bytes_scale + (backward ? op.backward_extra_bytes_read : 0),
+      op.forward_bytes_written * bytes_scale + (backward ? op.backward_extra_bytes_written : 0)};
 }
 
 CopyWork fsdp_copy(double elements, double bytes_per_element) {
-  return {{static_cast<int64_t>(elements)}, elements * bytes_per_element, elements * bytes_per_element};
+  return {
+      {static_cast<int64_t>(elements)}, elements * bytes_per_element, elements * bytes_per_element};
 }
 
-std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys, const std::vector<double>& params,
-                                         double limit, bool tied_single_stage) {
+std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys,
+                                         const std::vector<double>& params, double limit,
+                                         bool tied_single_stage) {
   std::vector<FsdpBucketSpan> out;
   FsdpBucketSpan b;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -93,15 +96,16 @@ std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const R
       if (tp && op.tp_comm_bytes > 0 && op.name == "head.loss") {
         // The loss's statistics stay all-reduces under SP, two of them as the executor issues
         // them: the maximum (one of the three words per token), then the two sums stacked.
-        out.push_back(collective("head.loss.max.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE, op.tp_comm_bytes / 3));
+        out.push_back(collective("head.loss.max.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE,
+                                 op.tp_comm_bytes / 3));
         out.push_back(collective("head.loss.sum.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE,
                                  op.tp_comm_bytes * 2 / 3));
       } else if (tp && op.tp_comm_bytes > 0) {
         const bool scatter = sp;
-        out.push_back(collective(op.name + (scatter ? ".reduce_scatter" : ".all_reduce"),
-                                 scatter ? pb::COLLECTIVE_KIND_REDUCE_SCATTER
-                                         : pb::COLLECTIVE_KIND_ALL_REDUCE,
-                                 op.tp_comm_bytes));
+        out.push_back(collective(
+            op.name + (scatter ? ".reduce_scatter" : ".all_reduce"),
+            scatter ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE,
+            op.tp_comm_bytes));
       }
     }
     return out;
@@ -118,9 +122,9 @@ std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const R
                                op.ep_alltoall_bytes, true));
     }
     if (tp && is_block_norm(op)) {
-      out.push_back(collective(op.name + (sp ? ".grad.reduce_scatter" : ".grad.all_reduce"),
-                               sp ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE,
-                               full));
+      out.push_back(collective(
+          op.name + (sp ? ".grad.reduce_scatter" : ".grad.all_reduce"),
+          sp ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE, full));
     }
     if (selective && op.selective_recompute) add_core(out, op, p, pb::PHASE_RECOMPUTE);
     add_core(out, op, p, pb::PHASE_BACKWARD);

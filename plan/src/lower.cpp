@@ -2,8 +2,8 @@
 #include "orrery/plan/lower.hpp"
 
 #include "lower_rank.hpp"
-#include "orrery/plan/pipeline_schedule.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/plan/pipeline_schedule.hpp"
 
 namespace orrery::plan {
 namespace detail {
@@ -70,8 +70,12 @@ RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, c
   }
   if (!plan.uniform_stages()) {
     const int64_t p = coord_.pp;
-    if (p > 0) act_in_ = redistribute(plan, layout, p - 1, p), grad_out_ = redistribute(plan, layout, p, p - 1);
-    if (p + 1 < d.pp) act_out_ = redistribute(plan, layout, p, p + 1), grad_in_ = redistribute(plan, layout, p + 1, p);
+    if (p > 0)
+      act_in_ = redistribute(plan, layout, p - 1, p),
+      grad_out_ = redistribute(plan, layout, p, p - 1);
+    if (p + 1 < d.pp)
+      act_out_ = redistribute(plan, layout, p, p + 1),
+      grad_in_ = redistribute(plan, layout, p + 1, p);
   }
 }
 
@@ -80,13 +84,14 @@ int64_t RankLowering::receive_moved(const Site& site, bool forward) {
   const std::string what = forward ? "recv.act" : "recv.grad";
   int64_t last = -1;
   for (const auto& t : move.receives_of(rank_)) {
-    last = b_.recv(site, forward ? kRecvPrev : kRecvNext, what + ".from" + std::to_string(t.from), t.from,
-                   tag(site.micro_batch, site.stage, forward), t.bytes, receive_posted_after());
+    last = b_.recv(site, forward ? kRecvPrev : kRecvNext, what + ".from" + std::to_string(t.from),
+                   t.from, tag(site.micro_batch, site.stage, forward), t.bytes,
+                   receive_posted_after());
   }
   // Same-stream receives finish in order, so the all-gather waits for the last one.
   if (move.gather_bytes > 0 && tp_group_ >= 0) {
-    last = b_.collective(site, kCompute, what + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, tp_group_,
-                         move.gather_bytes, {last});
+    last = b_.collective(site, kCompute, what + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                         tp_group_, move.gather_bytes, {last});
   }
   return last;
 }
@@ -95,8 +100,9 @@ void RankLowering::send_moved(const Site& site, bool forward, int64_t input) {
   const Redistribution& move = forward ? act_out_ : grad_out_;
   const int64_t to_stage = site.stage + (forward ? 1 : -1);
   for (const auto& t : move.sends_of(rank_)) {
-    b_.send(site, forward ? kSendNext : kSendPrev, std::string(forward ? "send.act" : "send.grad") + ".to" +
-            std::to_string(t.to), t.to, tag(site.micro_batch, to_stage, forward), t.bytes, {input});
+    b_.send(site, forward ? kSendNext : kSendPrev,
+            std::string(forward ? "send.act" : "send.grad") + ".to" + std::to_string(t.to), t.to,
+            tag(site.micro_batch, to_stage, forward), t.bytes, {input});
   }
 }
 
@@ -197,7 +203,8 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
 
 void RankLowering::run() {
   const auto& d = plan_.degrees;
-  const auto order = pipeline_order(plan_.schedule(), d.pp, d.vp, coord_.pp, plan_.num_micro_batches);
+  const auto order =
+      pipeline_order(plan_.schedule(), d.pp, d.vp, coord_.pp, plan_.num_micro_batches);
   start_step();
   for (const PipeStep& step : order) {
     if (step.forward) {

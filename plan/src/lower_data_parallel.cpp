@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <functional>
 
-#include "orrery/plan/layer_program.hpp"
 #include "lower_rank.hpp"
 #include "orrery/plan/buckets.hpp"
+#include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/lower.hpp"
 
 namespace orrery::plan::detail {
@@ -35,7 +35,8 @@ std::string fsdp_op_name(int64_t key, const char* what) {
 
 }  // namespace
 
-int64_t RankLowering::issue_fsdp_gather(const FsdpBucket& b, bool forward, const Site& at, int64_t gate) {
+int64_t RankLowering::issue_fsdp_gather(const FsdpBucket& b, bool forward, const Site& at,
+                                        int64_t gate) {
   const auto key = std::make_tuple(forward, at.micro_batch, b.chunk, b.index);
   if (auto it = fsdp_gathers_.find(key); it != fsdp_gathers_.end()) return it->second;
   // Named at the part where the bucket is gathered: its first in forward, its last in backward,
@@ -43,11 +44,12 @@ int64_t RankLowering::issue_fsdp_gather(const FsdpBucket& b, bool forward, const
   const int64_t part = forward ? b.first : b.last;
   Site s = at;
   s.layer = part >= 0 ? part : -1;
-  s.phase = forward ? pb::PHASE_FORWARD
+  s.phase = forward                                                ? pb::PHASE_FORWARD
             : part >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL ? pb::PHASE_RECOMPUTE
-                                                                    : pb::PHASE_BACKWARD;
-  const int64_t id = b_.collective(s, kCommDp, fsdp_op_name(part, "fsdp.all_gather"), pb::COLLECTIVE_KIND_ALL_GATHER,
-                                   fsdp_group_, b.params * plan_.precision.param_bytes, {gate});
+                                                                   : pb::PHASE_BACKWARD;
+  const int64_t id = b_.collective(s, kCommDp, fsdp_op_name(part, "fsdp.all_gather"),
+                                   pb::COLLECTIVE_KIND_ALL_GATHER, fsdp_group_,
+                                   b.params * plan_.precision.param_bytes, {gate});
   fsdp_gathers_[key] = id;
   return id;
 }
@@ -68,11 +70,12 @@ int64_t RankLowering::fsdp_gather(const Site& site, const FsdpBucket& bucket, in
   }
   // The copy-out: the gathered buffer split into the parameters the part computes with.
   const int64_t key = forward ? bucket.first : bucket.last;
-  return b_.copy(site, fsdp_op_name(key, "fsdp.copy_out"), "fsdp.copy_out", fsdp_copy(bucket.params, plan_.precision.param_bytes),
-                 {gathered, input});
+  return b_.copy(site, fsdp_op_name(key, "fsdp.copy_out"), "fsdp.copy_out",
+                 fsdp_copy(bucket.params, plan_.precision.param_bytes), {gathered, input});
 }
 
-RankLowering::PartGather RankLowering::gather_part(const std::string& name, const std::vector<models::LayerOp>& ops,
+RankLowering::PartGather RankLowering::gather_part(const std::string& name,
+                                                   const std::vector<models::LayerOp>& ops,
                                                    std::vector<int64_t> deps) {
   // A part's updated weights, dense ones over the gradient group and expert ones over the
   // expert-data-parallel group (the groups their shards were reduced over).
@@ -80,8 +83,9 @@ RankLowering::PartGather RankLowering::gather_part(const std::string& name, cons
   PartGather g{name};
   for (const auto& op : ops) (is_expert_op(op) ? g.expert_params : g.dense_params) += op.parameters;
   if (g.dense_params > 0 && grad_group_ >= 0) {
-    g.dense = b_.collective(site, kCommDp, name + ".param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
-                            grad_group_, g.dense_params * plan_.precision.param_bytes, deps);
+    g.dense =
+        b_.collective(site, kCommDp, name + ".param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                      grad_group_, g.dense_params * plan_.precision.param_bytes, deps);
   }
   if (g.expert_params > 0 && expert_grad_group_ >= 0) {
     g.expert = b_.collective(site, kCommDp, name + ".expert_param_all_gather",
@@ -95,8 +99,8 @@ int64_t RankLowering::copy_part(const PartGather& g, int64_t after) {
   const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
   int64_t last = -1;
   if (g.dense >= 0) {
-    last = b_.copy(site, g.name + ".param_copy", "zero.copy_out", fsdp_copy(g.dense_params, plan_.precision.param_bytes),
-                   {g.dense, after});
+    last = b_.copy(site, g.name + ".param_copy", "zero.copy_out",
+                   fsdp_copy(g.dense_params, plan_.precision.param_bytes), {g.dense, after});
   }
   if (g.expert >= 0) {
     last = b_.copy(site, g.name + ".expert_param_copy", "zero.copy_out",
@@ -105,8 +109,9 @@ int64_t RankLowering::copy_part(const PartGather& g, int64_t after) {
   return last;
 }
 
-void RankLowering::for_each_part(const std::function<void(int64_t, const std::string&,
-                                                          const std::vector<models::LayerOp>&)>& f) {
+void RankLowering::for_each_part(
+    const std::function<void(int64_t, const std::string&, const std::vector<models::LayerOp>&)>&
+        f) {
   for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
     const int64_t s = stage_of(chunk);
     if (s == 0) f(-1, "embed", ops_.embedding);
@@ -125,7 +130,8 @@ int64_t RankLowering::part_key(const std::vector<models::LayerOp>& ops, const Si
 }
 
 void RankLowering::plan_fsdp_buckets() {
-  const double limit = plan_.plan.bucket_bytes() > 0 ? plan_.plan.bucket_bytes() / plan_.precision.param_bytes : 0;
+  const double limit =
+      plan_.plan.bucket_bytes() > 0 ? plan_.plan.bucket_bytes() / plan_.precision.param_bytes : 0;
   const bool tied_single_stage = plan_.model.tied_embeddings() && stages_ == 1;
   for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
     std::vector<int64_t> keys;  // units in forward order
@@ -144,8 +150,8 @@ void RankLowering::plan_fsdp_buckets() {
     if (s == stages_ - 1) add(-2, ops_.head);
     fsdp_chunks_.emplace_back();
     for (const FsdpBucketSpan& span : fsdp_buckets(keys, params, limit, tied_single_stage)) {
-      const FsdpBucket b{span.params, keys[span.first], keys[span.last], chunk, fsdp_chunks_.back().size(),
-                         span.resident};
+      const FsdpBucket b{span.params, keys[span.first],           keys[span.last],
+                         chunk,       fsdp_chunks_.back().size(), span.resident};
       for (size_t j = span.first; j <= span.last; ++j) fsdp_bucket_of_[keys[j]] = b;
       fsdp_chunks_.back().push_back(b);
     }
@@ -155,7 +161,8 @@ void RankLowering::plan_fsdp_buckets() {
 void RankLowering::start_step() {
   if (fsdp()) plan_fsdp_buckets();
   const auto sharding = plan_.sharding();
-  const bool distributed_optimizer = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
+  const bool distributed_optimizer =
+      sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
   if (!distributed_optimizer || !plan_.plan.overlap_param_gather()) return;
   // The previous step's updated shards, gathered part by part in forward order while the
   // forward passes run (Megatron's --overlap-param-gather).
@@ -171,8 +178,8 @@ void RankLowering::fsdp_reduce(const Site& site, int64_t key, double params, int
   // reduce-scatter has finished with its own (FSDP2 keeps one in flight: the compute stream
   // waits for it, which bounds the buffers to one bucket's).
   const int64_t previous = fsdp_reduces_.empty() ? -1 : fsdp_reduces_.back();
-  const int64_t packed = b_.copy(site, fsdp_op_name(key, "fsdp.copy_in"), "fsdp.copy_in", fsdp_copy(params, plan_.precision.grad_bytes),
-                                 {input, previous});
+  const int64_t packed = b_.copy(site, fsdp_op_name(key, "fsdp.copy_in"), "fsdp.copy_in",
+                                 fsdp_copy(params, plan_.precision.grad_bytes), {input, previous});
   fsdp_reduces_.push_back(b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.reduce_scatter"),
                                         pb::COLLECTIVE_KIND_REDUCE_SCATTER, fsdp_group_,
                                         params * plan_.precision.grad_bytes, {packed}));
@@ -189,7 +196,8 @@ void RankLowering::finish_step() {
   const auto sharding = plan_.sharding();
   const auto& prec = plan_.precision;
   const bool overlap = plan_.plan.overlap_grad_reduce();
-  const bool distributed_optimizer = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
+  const bool distributed_optimizer =
+      sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
   const Site site{pb::PHASE_OPTIMIZER, -1, -1, -1};
   std::vector<int64_t> reduced;  // the optimizer waits for these
   double params = 0, expert_params = 0;
@@ -200,7 +208,8 @@ void RankLowering::finish_step() {
     // all-reduce of the shard.
     if (!fsdp_reduces_.empty()) reduced.push_back(fsdp_reduces_.back());
     if (replica_group_ >= 0) {
-      const double shard = (params + expert_params) / static_cast<double>(plan_.plan.shard_group_size());
+      const double shard =
+          (params + expert_params) / static_cast<double>(plan_.plan.shard_group_size());
       reduced.push_back(b_.collective(site, kCommDp, "hsdp.replica_all_reduce",
                                       pb::COLLECTIVE_KIND_ALL_REDUCE, replica_group_,
                                       shard * prec.grad_bytes, {last_backward_}));
@@ -208,8 +217,8 @@ void RankLowering::finish_step() {
   } else {
     const double bucket_params =
         gradient_bucket_params(plan_.plan, plan_.degrees.dp, prec.grad_bytes);
-    const auto kind = distributed_optimizer ? pb::COLLECTIVE_KIND_REDUCE_SCATTER
-                                            : pb::COLLECTIVE_KIND_ALL_REDUCE;
+    const auto kind =
+        distributed_optimizer ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE;
     const char* verb = distributed_optimizer ? "reduce_scatter" : "all_reduce";
     // Dense and expert weights fill separate buckets (they reduce over different groups).
     for (const bool expert : {false, true}) {
@@ -237,8 +246,9 @@ void RankLowering::finish_step() {
   // AdamW on this rank's parameters (its 1/dp shard when sharded).
   double shard = params + expert_params;
   if (sharding != pb::SHARDING_NONE) {
-    const double degree = sharding == pb::SHARDING_HSDP ? static_cast<double>(plan_.plan.shard_group_size())
-                                                        : static_cast<double>(plan_.degrees.dp);
+    const double degree = sharding == pb::SHARDING_HSDP
+                              ? static_cast<double>(plan_.plan.shard_group_size())
+                              : static_cast<double>(plan_.degrees.dp);
     shard /= degree;
   }
   // Read: master weight, gradient, two moments; write: master, moments, the compute copy.

@@ -2,15 +2,12 @@
 // cp pieces of the attention core with the KV exchange on its own streams.
 #include <algorithm>
 
-#include "orrery/plan/layer_program.hpp"
 #include "lower_rank.hpp"
+#include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/lower.hpp"
 
 namespace orrery::plan::detail {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site site,
                                   int64_t input) {
@@ -21,21 +18,24 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
   // recomputation, for decoder layers); it is reduce-scattered after its last unit's backward.
   const FsdpBucket* bucket = nullptr;
   if (fsdp()) {
-    if (auto it = fsdp_bucket_of_.find(part_key(ops, site)); it != fsdp_bucket_of_.end()) bucket = &it->second;
+    if (auto it = fsdp_bucket_of_.find(part_key(ops, site)); it != fsdp_bucket_of_.end())
+      bucket = &it->second;
   }
   if (bucket != nullptr) {
     const int64_t key = part_key(ops, site);
     const bool recomputed = site.layer >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL;
     const bool gather = site.phase == pb::PHASE_FORWARD ? key == bucket->first
-                        : site.phase == pb::PHASE_RECOMPUTE ? key == bucket->last && !bucket->resident
-                                                            : key == bucket->last && !recomputed && !bucket->resident;
+                        : site.phase == pb::PHASE_RECOMPUTE
+                            ? key == bucket->last && !bucket->resident
+                            : key == bucket->last && !recomputed && !bucket->resident;
     if (gather) last = fsdp_gather(site, *bucket, last);
   }
   // ZeRO-1/2 with overlapped parameter gathers: the first forward of a part copies out its
   // parameters, all-gathered after the previous step's optimizer, and waits for them.
   int64_t gathered = -1;
   if (site.phase == pb::PHASE_FORWARD && site.micro_batch == 0) {
-    if (auto it = param_gather_.find(part_key(ops, site)); it != param_gather_.end()) gathered = copy_part(it->second, last);
+    if (auto it = param_gather_.find(part_key(ops, site)); it != param_gather_.end())
+      gathered = copy_part(it->second, last);
   }
   for (const Step& step : layer_program(ops, plan_, site.phase)) {
     switch (step.kind) {
@@ -55,13 +55,15 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
       case Step::Kind::kCollective: {
         const int64_t group = step.expert_group ? ep_group_ : tp_group_;
         if (group >= 0) {
-          last = b_.collective(site, kCompute, step.name, step.collective, group, step.bytes, {last});
+          last =
+              b_.collective(site, kCompute, step.name, step.collective, group, step.bytes, {last});
         }
         break;
       }
     }
   }
-  if (bucket != nullptr && site.phase == pb::PHASE_BACKWARD && part_key(ops, site) == bucket->first) {
+  if (bucket != nullptr && site.phase == pb::PHASE_BACKWARD &&
+      part_key(ops, site) == bucket->first) {
     fsdp_reduce(site, part_key(ops, site), bucket->params, last);
   }
   return last;
@@ -83,7 +85,9 @@ int64_t RankLowering::ring_attention(const models::LayerOp& op, double bytes, co
       // Pass the block just used on while computing with it; ring traffic shares one tag space
       // per (layer, micro-batch, phase, step) so sends and receives pair up in order.
       const int64_t t = ((site.layer * plan_.num_micro_batches + site.micro_batch) * 4 +
-                         static_cast<int64_t>(site.phase)) * cp + step;
+                         static_cast<int64_t>(site.phase)) *
+                            cp +
+                        step;
       b_.send(site, kCommCpSend, op.name + suffix + ".send", next, t, bytes, {arrived});
       received = b_.recv(site, kCommCpRecv, op.name + suffix + ".recv", prev, t, bytes, {});
     }

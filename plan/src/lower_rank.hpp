@@ -8,9 +8,9 @@
 #include <tuple>
 #include <vector>
 
+#include "orrery/models/layer_ops.hpp"
 #include "orrery/plan/graph_builder.hpp"
 #include "orrery/plan/op_tables.hpp"
-#include "orrery/models/layer_ops.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/plan/stage_redistribution.hpp"
@@ -89,7 +89,7 @@ class RankLowering {
   int64_t stages_;
   // Process-group ids of this rank (-1 when the group has one member).
   int64_t tp_group_, cp_group_, ep_group_, grad_group_, expert_grad_group_, fsdp_group_;
-  int64_t replica_group_ = -1;  // HSDP: across shard groups
+  int64_t replica_group_ = -1;    // HSDP: across shard groups
   std::vector<GradReady> grads_;  // in the order they become final
   // Stages with their own degrees (stage_redistribution.hpp): activations from the previous
   // stage and to the next, gradients from the next and to the previous.
@@ -105,10 +105,11 @@ class RankLowering {
   // by part key (layer, -1 embedding, -2 head).
   struct FsdpBucket {
     double params = 0;
-    int64_t first = 0;  // first part in forward order: gathered before its forward, reduced after its backward
-    int64_t last = 0;   // last part in forward order: gathered before its backward
+    int64_t first =
+        0;  // first part in forward order: gathered before its forward, reduced after its backward
+    int64_t last = 0;  // last part in forward order: gathered before its backward
     int64_t chunk = 0;
-    size_t index = 0;   // in its chunk's buckets, forward order
+    size_t index = 0;       // in its chunk's buckets, forward order
     bool resident = false;  // stays gathered from its forward to its backward: no backward gather
   };
   std::map<int64_t, FsdpBucket> fsdp_bucket_of_;

@@ -60,10 +60,12 @@ std::vector<PipeStep> pipeline_order(pb::PipelineSchedule schedule, int64_t pp, 
                                      int64_t pipeline_rank, int64_t num_micro_batches) {
   ORRERY_CHECK(pipeline_rank >= 0 && pipeline_rank < pp, "pipeline rank out of range");
   switch (schedule) {
-    case pb::PIPELINE_SCHEDULE_GPIPE: return gpipe(num_micro_batches);
+    case pb::PIPELINE_SCHEDULE_GPIPE:
+      return gpipe(num_micro_batches);
     case pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B:
       return interleaved(pp, vp, pipeline_rank, num_micro_batches);
-    default: return one_f_one_b(pp, pipeline_rank, num_micro_batches);
+    default:
+      return one_f_one_b(pp, pipeline_rank, num_micro_batches);
   }
 }
 

@@ -8,26 +8,40 @@ namespace orrery::plan {
 
 const char* to_string(GroupKind kind) {
   switch (kind) {
-    case GroupKind::kTp: return "tp";
-    case GroupKind::kCp: return "cp";
-    case GroupKind::kDp: return "dp";
-    case GroupKind::kDpCp: return "dp_cp";
-    case GroupKind::kPp: return "pp";
-    case GroupKind::kEp: return "ep";
-    case GroupKind::kEdp: return "edp";
-    case GroupKind::kDpShard: return "dp_shard";
-    case GroupKind::kDpReplica: return "dp_replica";
+    case GroupKind::kTp:
+      return "tp";
+    case GroupKind::kCp:
+      return "cp";
+    case GroupKind::kDp:
+      return "dp";
+    case GroupKind::kDpCp:
+      return "dp_cp";
+    case GroupKind::kPp:
+      return "pp";
+    case GroupKind::kEp:
+      return "ep";
+    case GroupKind::kEdp:
+      return "edp";
+    case GroupKind::kDpShard:
+      return "dp_shard";
+    case GroupKind::kDpReplica:
+      return "dp_replica";
   }
   return "?";
 }
 
 RankLayout::RankLayout(const Degrees& degrees, const std::vector<Dim>& placement,
                        int64_t shard_group_size, std::vector<Degrees> stages)
-    : degrees_(degrees), placement_(placement), shard_(shard_group_size), stages_(std::move(stages)) {
+    : degrees_(degrees),
+      placement_(placement),
+      shard_(shard_group_size),
+      stages_(std::move(stages)) {
   ORRERY_CHECK(placement_.size() == 4, "placement must order all four dimensions");
-  ORRERY_CHECK(shard_ == 0 || !stages_.empty() || degrees_.dp % shard_ == 0, "shard group must divide dp");
+  ORRERY_CHECK(shard_ == 0 || !stages_.empty() || degrees_.dp % shard_ == 0,
+               "shard group must divide dp");
   if (!stages_.empty()) {
-    ORRERY_CHECK(static_cast<int64_t>(stages_.size()) == degrees_.pp, "one stage degree per pipeline rank");
+    ORRERY_CHECK(static_cast<int64_t>(stages_.size()) == degrees_.pp,
+                 "one stage degree per pipeline rank");
     ORRERY_CHECK(placement_.back() == Dim::kPp, "stages with their own degrees need pp outermost");
     offset_.push_back(0);
     for (const auto& d : stages_) {
@@ -37,7 +51,9 @@ RankLayout::RankLayout(const Degrees& degrees, const std::vector<Dim>& placement
   }
 }
 
-int64_t RankLayout::world_size() const { return stages_.empty() ? degrees_.world_size() : offset_.back(); }
+int64_t RankLayout::world_size() const {
+  return stages_.empty() ? degrees_.world_size() : offset_.back();
+}
 
 const Degrees& RankLayout::at(int64_t p) const {
   return stages_.empty() ? degrees_ : stages_.at(static_cast<size_t>(p));
@@ -45,10 +61,14 @@ const Degrees& RankLayout::at(int64_t p) const {
 
 int64_t RankLayout::extent(Dim dim, const Degrees& d) const {
   switch (dim) {
-    case Dim::kTp: return d.tp;
-    case Dim::kCp: return d.cp;
-    case Dim::kDp: return d.dp;
-    case Dim::kPp: return stages_.empty() ? d.pp : 1;
+    case Dim::kTp:
+      return d.tp;
+    case Dim::kCp:
+      return d.cp;
+    case Dim::kDp:
+      return d.dp;
+    case Dim::kPp:
+      return stages_.empty() ? d.pp : 1;
   }
   return 1;
 }
@@ -76,7 +96,8 @@ RankCoord RankLayout::coord(int64_t rank) const {
 
 int64_t RankLayout::rank(const RankCoord& c) const {
   const Degrees& d = at(stages_.empty() ? 0 : c.pp);
-  const int64_t local = c.tp * stride(Dim::kTp, d) + c.cp * stride(Dim::kCp, d) + c.dp * stride(Dim::kDp, d);
+  const int64_t local =
+      c.tp * stride(Dim::kTp, d) + c.cp * stride(Dim::kCp, d) + c.dp * stride(Dim::kDp, d);
   if (!stages_.empty()) return offset_.at(static_cast<size_t>(c.pp)) + local;
   return local + c.pp * stride(Dim::kPp, d);
 }
@@ -148,10 +169,9 @@ int64_t RankLayout::index_in_group(GroupKind kind, int64_t r) const {
 }
 
 namespace {
-constexpr GroupKind kAllKinds[] = {GroupKind::kTp,      GroupKind::kCp, GroupKind::kDp,
-                                   GroupKind::kDpCp,    GroupKind::kPp, GroupKind::kEp,
-                                   GroupKind::kEdp,     GroupKind::kDpShard,
-                                   GroupKind::kDpReplica};
+constexpr GroupKind kAllKinds[] = {GroupKind::kTp,   GroupKind::kCp,      GroupKind::kDp,
+                                   GroupKind::kDpCp, GroupKind::kPp,      GroupKind::kEp,
+                                   GroupKind::kEdp,  GroupKind::kDpShard, GroupKind::kDpReplica};
 }
 
 bool RankLayout::active(GroupKind kind) const {

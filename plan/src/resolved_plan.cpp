@@ -4,9 +4,9 @@
 #include <numeric>
 #include <sstream>
 
+#include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::plan {
 namespace {
@@ -33,8 +33,9 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where,
     broken(where, tp_field, "tp-divides-kv-heads",
            "tp " + str(d.tp) + " must divide num_kv_heads " + str(m.num_kv_heads()));
   }
-  const int64_t ffn = m.has_moe() && m.moe().first_dense_layers() == 0 ? m.moe().expert_ffn_hidden_size()
-                                                                        : m.ffn_hidden_size();
+  const int64_t ffn = m.has_moe() && m.moe().first_dense_layers() == 0
+                          ? m.moe().expert_ffn_hidden_size()
+                          : m.ffn_hidden_size();
   if (ffn % d.tp != 0) {
     broken(where, tp_field, "tp-divides-ffn",
            "tp " + str(d.tp) + " must divide the FFN hidden size " + str(ffn));
@@ -49,7 +50,8 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where,
            "2 x cp (" + str(2 * d.cp) + ") must divide seq_len " + str(r.seq_len));
   }
   if (r.sequence_parallel() && r.seq_len / d.cp % d.tp != 0) {
-    broken(where, tp_field == "parallel.tp" ? "parallel.sequence_parallel" : tp_field, "sp-divides-seq",
+    broken(where, tp_field == "parallel.tp" ? "parallel.sequence_parallel" : tp_field,
+           "sp-divides-seq",
            "tp " + str(d.tp) + " must divide the tokens per CP rank " + str(r.seq_len / d.cp));
   }
   if (d.ep > 1) {
@@ -66,8 +68,9 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where,
     }
   }
   if (r.seq_len > m.max_seq_len()) {
-    broken(where, "job.seq_len", "seq-fits-model",
-           "seq_len " + str(r.seq_len) + " exceeds the model's max_seq_len " + str(m.max_seq_len()));
+    broken(
+        where, "job.seq_len", "seq-fits-model",
+        "seq_len " + str(r.seq_len) + " exceeds the model's max_seq_len " + str(m.max_seq_len()));
   }
 }
 
@@ -135,14 +138,16 @@ void check_sharding(const ResolvedPlan& r, const SourceMap& where) {
     for (size_t s = 0; s < r.stage_degrees.size(); ++s) {
       if (r.stage_degrees[s].dp % g != 0) {
         broken(where, "shard_group_size", "hsdp-group",
-               "hsdp needs shard_group_size dividing every stage's dp; stage_dp[" + str(static_cast<int64_t>(s)) +
-                   "] is " + str(r.stage_degrees[s].dp) + ", got " + str(g));
+               "hsdp needs shard_group_size dividing every stage's dp; stage_dp[" +
+                   str(static_cast<int64_t>(s)) + "] is " + str(r.stage_degrees[s].dp) + ", got " +
+                   str(g));
       }
     }
   }
   if (r.plan.moe_imbalance() != 0 && r.plan.moe_imbalance() < 1) {
     broken(where, "moe_imbalance", "imbalance-at-least-one",
-           "got " + std::to_string(r.plan.moe_imbalance()) + ", the busiest expert has at least the mean");
+           "got " + std::to_string(r.plan.moe_imbalance()) +
+               ", the busiest expert has at least the mean");
   }
 }
 
@@ -157,7 +162,8 @@ NodeGroupDevices node_group_devices(const pb::ClusterSpec& cluster) {
   int64_t next = 0;
   for (const auto& g : cluster.node_groups()) {
     int64_t per_node = 0;
-    for (const auto& t : cluster.node_types()) if (t.name() == g.node_type()) per_node = t.devices_per_node();
+    for (const auto& t : cluster.node_types())
+      if (t.name() == g.node_type()) per_node = t.devices_per_node();
     out.names.push_back(g.name());
     out.devices.emplace_back();
     for (int64_t i = 0; i < g.count() * per_node; ++i) out.devices.back().push_back(next++);
@@ -172,7 +178,8 @@ void resolve_stages(ResolvedPlan& r, const SourceMap& where) {
   const auto& dps = r.plan.stage_dp();
   if (tps.empty() && dps.empty()) return;
   const int64_t pp = r.degrees.pp;
-  auto check_list = [&](const google::protobuf::RepeatedField<int64_t>& list, const std::string& field) {
+  auto check_list = [&](const google::protobuf::RepeatedField<int64_t>& list,
+                        const std::string& field) {
     if (list.empty()) return;
     if (list.size() != pp) {
       broken(where, field, "stage-degrees-per-stage",
@@ -206,19 +213,27 @@ void resolve_stages(ResolvedPlan& r, const SourceMap& where) {
   }
   // The lowering's rank grid and p2p redistribution are written for stages of tp x dp ranks.
   const auto& d = r.degrees;
-  if (d.cp > 1) broken(where, "parallel.cp", "stage-degrees-need-uniform", "stages with their own tp/dp need cp 1, got " + str(d.cp));
-  if (d.ep > 1) broken(where, "parallel.ep", "stage-degrees-need-uniform", "stages with their own tp/dp need ep 1, got " + str(d.ep));
-  if (d.vp > 1) broken(where, "parallel.vp", "stage-degrees-need-uniform", "stages with their own tp/dp need vp 1, got " + str(d.vp));
+  if (d.cp > 1)
+    broken(where, "parallel.cp", "stage-degrees-need-uniform",
+           "stages with their own tp/dp need cp 1, got " + str(d.cp));
+  if (d.ep > 1)
+    broken(where, "parallel.ep", "stage-degrees-need-uniform",
+           "stages with their own tp/dp need ep 1, got " + str(d.ep));
+  if (d.vp > 1)
+    broken(where, "parallel.vp", "stage-degrees-need-uniform",
+           "stages with their own tp/dp need vp 1, got " + str(d.vp));
   if (r.placement.back() != Dim::kPp) {
-    broken(where, "placement_order", "stage-degrees-placement",
-           "stages with their own tp/dp hold consecutive ranks: pp must be the outermost dimension");
+    broken(
+        where, "placement_order", "stage-degrees-placement",
+        "stages with their own tp/dp hold consecutive ranks: pp must be the outermost dimension");
   }
   const int64_t pipeline_mb = r.micro_batch_size * d.dp;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t sdp = stages[static_cast<size_t>(s)].dp;
     if (pipeline_mb % sdp != 0) {
       broken(where, "stage_dp[" + str(s) + "]", "stage-dp-divides-micro-batch",
-             "stage dp " + str(sdp) + " must divide the pipeline micro-batch micro_batch_size x dp = " +
+             "stage dp " + str(sdp) +
+                 " must divide the pipeline micro-batch micro_batch_size x dp = " +
                  str(pipeline_mb) + " sequences");
     }
   }
@@ -250,7 +265,8 @@ void place_stages(ResolvedPlan& r, const SourceMap& where) {
       if (first + n > static_cast<int64_t>(ng.devices[static_cast<size_t>(g)].size())) {
         broken(where, "stage_tp", "stage-degrees-one-group",
                "stage " + str(s) + "'s " + str(n) + " devices would span node groups '" +
-                   ng.names[static_cast<size_t>(g)] + "' and the next; give stage_node_groups or change the degrees");
+                   ng.names[static_cast<size_t>(g)] +
+                   "' and the next; give stage_node_groups or change the degrees");
       }
       rank += n;
       continue;
@@ -265,9 +281,11 @@ void place_stages(ResolvedPlan& r, const SourceMap& where) {
     if (used[g] + static_cast<size_t>(n) > ng.devices[g].size()) {
       broken(where, "stage_node_groups[" + str(s) + "]", "stage-groups-fit",
              "node group '" + want + "' has " + str(ng.devices[g].size()) +
-                 " devices, too few for the stages placed on it (stage " + str(s) + " needs " + str(n) + ")");
+                 " devices, too few for the stages placed on it (stage " + str(s) + " needs " +
+                 str(n) + ")");
     }
-    for (int64_t i = 0; i < n; ++i) r.device_of_rank[static_cast<size_t>(rank++)] = ng.devices[g][used[g]++];
+    for (int64_t i = 0; i < n; ++i)
+      r.device_of_rank[static_cast<size_t>(rank++)] = ng.devices[g][used[g]++];
   }
 }
 
@@ -276,7 +294,8 @@ void place_ranks(ResolvedPlan& r, const SourceMap& where) {
   const int64_t world = r.world_size();
   if (world != devices) {
     broken(where, "parallel", "world-size-matches-cluster",
-           (r.uniform_stages() ? "tp x cp x dp x pp = " : "the stages' stage_tp x stage_dp add up to ") +
+           (r.uniform_stages() ? "tp x cp x dp x pp = "
+                               : "the stages' stage_tp x stage_dp add up to ") +
                str(world) + " ranks, but the cluster has " + str(devices) +
                " devices (size it with --nodes or change the degrees)");
   }
@@ -311,7 +330,8 @@ void place_ranks(ResolvedPlan& r, const SourceMap& where) {
              "node group '" + want + "' has " + str(group_devices[g].size()) +
                  " devices, too few for the " + str(per_stage) + "-device stages placed on it");
     }
-    for (int64_t i = 0; i < per_stage; ++i) stage_devices[static_cast<size_t>(s)].push_back(group_devices[g][used[g]++]);
+    for (int64_t i = 0; i < per_stage; ++i)
+      stage_devices[static_cast<size_t>(s)].push_back(group_devices[g][used[g]++]);
   }
   // Within a stage, ranks keep their relative order (so TP stays consecutive).
   std::vector<int64_t> seen(static_cast<size_t>(r.degrees.pp), 0);
@@ -319,13 +339,16 @@ void place_ranks(ResolvedPlan& r, const SourceMap& where) {
     // The pipeline coordinate of `rank` under the placement order.
     int64_t stride = 1, pp = 0;
     for (Dim d : r.placement) {
-      const int64_t extent = d == Dim::kTp ? r.degrees.tp : d == Dim::kCp ? r.degrees.cp
-                             : d == Dim::kDp ? r.degrees.dp : r.degrees.pp;
+      const int64_t extent = d == Dim::kTp   ? r.degrees.tp
+                             : d == Dim::kCp ? r.degrees.cp
+                             : d == Dim::kDp ? r.degrees.dp
+                                             : r.degrees.pp;
       if (d == Dim::kPp) pp = rank / stride % extent;
       stride *= extent;
     }
     r.device_of_rank[static_cast<size_t>(rank)] =
-        stage_devices[static_cast<size_t>(pp)][static_cast<size_t>(seen[static_cast<size_t>(pp)]++)];
+        stage_devices[static_cast<size_t>(pp)]
+                     [static_cast<size_t>(seen[static_cast<size_t>(pp)]++)];
   }
 }
 
@@ -370,14 +393,21 @@ std::vector<Dim> parse_placement(const std::string& text, const SourceMap& where
   std::string item;
   while (std::getline(in, item, ',')) {
     item.erase(std::remove(item.begin(), item.end(), ' '), item.end());
-    if (item == "ep") continue;  // EP lives inside the (cp, dp) plane; accepted for Megatron's spelling
+    if (item == "ep")
+      continue;  // EP lives inside the (cp, dp) plane; accepted for Megatron's spelling
     Dim d;
-    if (item == "tp") d = Dim::kTp;
-    else if (item == "cp") d = Dim::kCp;
-    else if (item == "dp") d = Dim::kDp;
-    else if (item == "pp") d = Dim::kPp;
-    else broken(where, "placement_order", "placement-dims", "unknown dimension '" + item + "'" +
-                base::suggest(item, {"tp", "cp", "ep", "dp", "pp"}));
+    if (item == "tp")
+      d = Dim::kTp;
+    else if (item == "cp")
+      d = Dim::kCp;
+    else if (item == "dp")
+      d = Dim::kDp;
+    else if (item == "pp")
+      d = Dim::kPp;
+    else
+      broken(
+          where, "placement_order", "placement-dims",
+          "unknown dimension '" + item + "'" + base::suggest(item, {"tp", "cp", "ep", "dp", "pp"}));
     if (std::find(dims.begin(), dims.end(), d) != dims.end()) {
       broken(where, "placement_order", "placement-dims", "'" + item + "' appears twice");
     }
@@ -389,13 +419,16 @@ std::vector<Dim> parse_placement(const std::string& text, const SourceMap& where
   return dims;
 }
 
-
 const char* to_string(Dim dim) {
   switch (dim) {
-    case Dim::kTp: return "tp";
-    case Dim::kCp: return "cp";
-    case Dim::kDp: return "dp";
-    case Dim::kPp: return "pp";
+    case Dim::kTp:
+      return "tp";
+    case Dim::kCp:
+      return "cp";
+    case Dim::kDp:
+      return "dp";
+    case Dim::kPp:
+      return "pp";
   }
   return "?";
 }
@@ -469,14 +502,15 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
   const int64_t per_step = r.degrees.dp * r.micro_batch_size;
   if (plan.job().global_batch_size() % per_step != 0) {
     broken(where, "job.global_batch_size", "batch-divides",
-           "global batch " + str(plan.job().global_batch_size()) + " is not a multiple of dp x micro_batch_size = " +
-               str(per_step));
+           "global batch " + str(plan.job().global_batch_size()) +
+               " is not a multiple of dp x micro_batch_size = " + str(per_step));
   }
   r.num_micro_batches = plan.job().global_batch_size() / per_step;
   if (r.uniform_stages()) {
     check_model_split(r, where);
   } else {
-    for (int64_t s = 0; s < r.degrees.pp; ++s) check_model_split(r.for_stage(s), where, "stage_tp[" + str(s) + "]");
+    for (int64_t s = 0; s < r.degrees.pp; ++s)
+      check_model_split(r.for_stage(s), where, "stage_tp[" + str(s) + "]");
   }
   check_pipeline(r, where);
   check_sharding(r, where);

@@ -17,7 +17,8 @@ std::vector<StageTransfer> Redistribution::receives_of(int64_t rank) const {
   for (const auto& t : transfers) {
     if (t.to == rank) out.push_back(t);
   }
-  std::stable_sort(out.begin(), out.end(), [](const StageTransfer& a, const StageTransfer& b) { return a.from < b.from; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const StageTransfer& a, const StageTransfer& b) { return a.from < b.from; });
   return out;
 }
 
@@ -26,7 +27,8 @@ Redistribution redistribute(const ResolvedPlan& plan, const RankLayout& layout, 
   const Degrees& x = plan.stage(from_stage);
   const Degrees& y = plan.stage(to_stage);
   const int64_t batch = plan.micro_batch_size * plan.degrees.dp;  // sequences per micro-batch
-  const double per_sequence = static_cast<double>(plan.seq_len) * static_cast<double>(plan.model.hidden_size()) *
+  const double per_sequence = static_cast<double>(plan.seq_len) *
+                              static_cast<double>(plan.model.hidden_size()) *
                               plan.precision.activation_bytes;
   const bool sp = plan.sequence_parallel();
   Redistribution r;
@@ -39,23 +41,27 @@ Redistribution redistribute(const ResolvedPlan& plan, const RankLayout& layout, 
       for (int64_t k = 0; k < y.tp; ++k) {
         const int64_t to = layout.rank({k, 0, j, to_stage});
         if (!sp) {
-          r.transfers.push_back({layout.rank({k % x.tp, 0, i, from_stage}), to, bytes / static_cast<double>(y.tp)});
+          r.transfers.push_back(
+              {layout.rank({k % x.tp, 0, i, from_stage}), to, bytes / static_cast<double>(y.tp)});
           continue;
         }
         // Token ranges in units of 1 / (tp_x tp_y): sender a holds [a tp_y, (a + 1) tp_y),
         // receiver k needs [k tp_x, (k + 1) tp_x).
         for (int64_t a = 0; a < x.tp; ++a) {
-          const int64_t overlap = std::min((a + 1) * y.tp, (k + 1) * x.tp) - std::max(a * y.tp, k * x.tp);
+          const int64_t overlap =
+              std::min((a + 1) * y.tp, (k + 1) * x.tp) - std::max(a * y.tp, k * x.tp);
           if (overlap <= 0) continue;
-          r.transfers.push_back({layout.rank({a, 0, i, from_stage}), to,
-                                 bytes * static_cast<double>(overlap) / static_cast<double>(x.tp * y.tp)});
+          r.transfers.push_back(
+              {layout.rank({a, 0, i, from_stage}), to,
+               bytes * static_cast<double>(overlap) / static_cast<double>(x.tp * y.tp)});
         }
       }
     }
   }
-  std::sort(r.transfers.begin(), r.transfers.end(), [](const StageTransfer& a, const StageTransfer& b) {
-    return a.from != b.from ? a.from < b.from : a.to < b.to;
-  });
+  std::sort(r.transfers.begin(), r.transfers.end(),
+            [](const StageTransfer& a, const StageTransfer& b) {
+              return a.from != b.from ? a.from < b.from : a.to < b.to;
+            });
   if (!sp && y.tp > 1) r.gather_bytes = static_cast<double>(batch / y.dp) * per_sequence;
   return r;
 }

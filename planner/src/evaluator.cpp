@@ -1,10 +1,9 @@
 #include "orrery/planner/evaluator.hpp"
 
-
 #include "orrery/sim/des_engine.hpp"
 
-#include "orrery/sim/memory_model.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/sim/memory_model.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -22,7 +21,8 @@ Evaluation check_into(const PlanSpace& space, const Knobs& knobs, plan::Resolved
   double worst = -1;
   for (const auto& m : sim::memory_per_stage(*resolved)) {
     const double ratio = m.peak_bytes() / m.capacity_bytes();
-    if (ratio > worst) worst = ratio, e.peak_bytes = m.peak_bytes(), e.capacity_bytes = m.capacity_bytes();
+    if (ratio > worst)
+      worst = ratio, e.peak_bytes = m.peak_bytes(), e.capacity_bytes = m.capacity_bytes();
   }
   e.status = worst > 1 ? Evaluation::Status::kOutOfMemory : Evaluation::Status::kFits;
   return e;
@@ -54,7 +54,8 @@ double DesEngine::work(const plan::ResolvedPlan& plan) const {
     double passes = 0;
     for (int64_t p = 0; p < plan.degrees.pp; ++p) {
       const auto& d = plan.stage(p);
-      passes += static_cast<double>(d.tp * d.cp * d.dp * plan.layers_per_stage[static_cast<size_t>(p)]);
+      passes +=
+          static_cast<double>(d.tp * d.cp * d.dp * plan.layers_per_stage[static_cast<size_t>(p)]);
     }
     return passes * static_cast<double>(plan.num_micro_batches);
   }
@@ -63,7 +64,8 @@ double DesEngine::work(const plan::ResolvedPlan& plan) const {
   // its stage's layers.
   const int64_t ranks = sim::des_simulated_ranks(plan, costs_);
   const int64_t per_stage = ranks / plan.degrees.pp;  // 1 folded (or cp = 1), cp unfolded
-  const double passes = static_cast<double>(per_stage * plan.num_micro_batches * plan.model.num_layers());
+  const double passes =
+      static_cast<double>(per_stage * plan.num_micro_batches * plan.model.num_layers());
   return passes * ring_weight(plan.degrees.cp);
 }
 

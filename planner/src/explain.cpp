@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "orrery/traces/spec_io.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -67,8 +67,10 @@ std::string plan_label(const RankedPlan& p) {
     for (size_t i = 0; i < v.size(); ++i) out += (i ? "|" : "") + std::to_string(v[i]);
     return out;
   };
-  std::string s = k.stage_tp.empty() ? "tp" + std::to_string(k.tp) + " pp" + std::to_string(k.pp) + " dp" + std::to_string(k.dp)
-                                     : "tp" + per_stage(k.stage_tp) + " pp" + std::to_string(k.pp) + " dp" + per_stage(k.stage_dp);
+  std::string s = k.stage_tp.empty() ? "tp" + std::to_string(k.tp) + " pp" + std::to_string(k.pp) +
+                                           " dp" + std::to_string(k.dp)
+                                     : "tp" + per_stage(k.stage_tp) + " pp" + std::to_string(k.pp) +
+                                           " dp" + per_stage(k.stage_dp);
   if (k.cp > 1) s += " cp" + std::to_string(k.cp);
   if (k.ep > 1) s += " ep" + std::to_string(k.ep);
   if (k.vp > 1) s += " vp" + std::to_string(k.vp);
@@ -80,7 +82,8 @@ std::string plan_label(const RankedPlan& p) {
   }
   if (k.sharding != pb::SHARDING_NONE) s += " " + enum_name(pb::Sharding_descriptor(), k.sharding);
   if (k.sharding == pb::SHARDING_HSDP) s += "/" + std::to_string(k.shard_group);
-  if (k.recompute != pb::RECOMPUTE_NONE) s += " recompute=" + enum_name(pb::Recompute_descriptor(), k.recompute);
+  if (k.recompute != pb::RECOMPUTE_NONE)
+    s += " recompute=" + enum_name(pb::Recompute_descriptor(), k.recompute);
   if (!k.placement.empty()) s += " placement=" + k.placement;
   if (k.bucket_bytes > 0) s += " bucket=" + base::units::bytes(k.bucket_bytes);
   if (p.plan.layers_per_stage_size() > 0) {
@@ -104,7 +107,8 @@ std::string plan_label(const RankedPlan& p) {
 std::string why_best(const RankedPlan& best, const RankedPlan* second) {
   const auto terms = step_terms(best.eval.result);
   const Term limit = limiting_term(best.eval.result);
-  std::string s = "useful compute is " + percent(term_seconds(terms, "compute") / best.eval.step_time_s()) +
+  std::string s = "useful compute is " +
+                  percent(term_seconds(terms, "compute") / best.eval.step_time_s()) +
                   " of its step; its largest overhead is " + describe(limit);
   if (second == nullptr) return s + ".";
   const auto other = step_terms(second->eval.result);
@@ -132,7 +136,8 @@ std::string why_best(const RankedPlan& best, const RankedPlan* second) {
 std::string what_limits(const RankedPlan& plan, const RankedPlan& best) {
   const Term limit = limiting_term(plan.eval.result);
   const double margin = plan.eval.step_time_s() / best.eval.step_time_s() - 1;
-  const double winner = term_seconds(step_terms(best.eval.result), limit.name) / best.eval.step_time_s();
+  const double winner =
+      term_seconds(step_terms(best.eval.result), limit.name) / best.eval.step_time_s();
   std::string s = margin > 0 ? "+" + percent(margin, 1) + ": " : "";
   s += describe(limit);
   if (!limit.name.empty() && &plan != &best) s += " (winner " + percent(winner) + ")";

@@ -71,7 +71,8 @@ void MoveGenerator::setting_moves(const Knobs& from, std::vector<Move>& out) con
       groups.clear();
       for (int64_t g : hsdp_groups(from.dp)) {
         // Stay near the current group size: the neighbours in the list.
-        if (from.sharding != pb::SHARDING_HSDP || g == from.shard_group * 2 || g * 2 == from.shard_group) {
+        if (from.sharding != pb::SHARDING_HSDP || g == from.shard_group * 2 ||
+            g * 2 == from.shard_group) {
           groups.push_back(g);
         }
       }
@@ -103,7 +104,8 @@ void MoveGenerator::setting_moves(const Knobs& from, std::vector<Move>& out) con
       add(out, k, {"exposed dp"});
     }
   }
-  const bool even = from.stage_groups.empty() && space_.job().model.num_layers() % (from.pp * from.vp) == 0;
+  const bool even =
+      from.stage_groups.empty() && space_.job().model.num_layers() % (from.pp * from.vp) == 0;
   if (from.pp > 1 && from.vp == 1 && even) {
     Knobs k = from;
     k.balanced_split = !k.balanced_split;
@@ -115,15 +117,17 @@ void MoveGenerator::shape_moves(const Knobs& from, std::vector<Move>& out) const
   const Shape here = shape_of(from);
   for (const Shape& s : shapes_) {
     if (s == here) continue;
-    const int changed = (s.tp != here.tp) + (s.pp != here.pp) + (s.dp != here.dp) + (s.cp != here.cp);
+    const int changed =
+        (s.tp != here.tp) + (s.pp != here.pp) + (s.dp != here.dp) + (s.cp != here.cp);
     const bool degrees_alike = changed == 0 && s.ep == here.ep && s.vp == here.vp;
     const bool staged = !s.stage_tp.empty() || !here.stage_tp.empty();
     // Per-stage degrees: any re-sharding of the same stages on the same node groups is one move
     // (the stage groups trade tp for dp, or a stage group's dp for another's).
     const bool neighbour = staged ? s.pp == here.pp && s.stage_groups == here.stage_groups
-                           : (changed == 2 && s.ep == here.ep && s.vp == here.vp) ||
-                             (changed == 0 && (s.ep != here.ep) != (s.vp != here.vp) && s.stage_groups == here.stage_groups) ||
-                             (degrees_alike && s.stage_groups != here.stage_groups);
+                                  : (changed == 2 && s.ep == here.ep && s.vp == here.vp) ||
+                                        (changed == 0 && (s.ep != here.ep) != (s.vp != here.vp) &&
+                                         s.stage_groups == here.stage_groups) ||
+                                        (degrees_alike && s.stage_groups != here.stage_groups);
     if (!neighbour) continue;
     std::vector<std::string> targets;
     if (s.pp < here.pp || s.vp > here.vp) targets.push_back("bubble");
@@ -134,7 +138,9 @@ void MoveGenerator::shape_moves(const Knobs& from, std::vector<Move>& out) const
     if (s.dp < here.dp) targets.push_back("exposed dp"), targets.push_back("optimizer");
     if (s.tp > here.tp || s.pp > here.pp || s.cp > here.cp) targets.push_back("recompute");
     if (s.stage_groups != here.stage_groups || staged) targets.push_back("bubble");
-    if (staged) targets.push_back("exposed tp"), targets.push_back("exposed dp"), targets.push_back("exposed pp");
+    if (staged)
+      targets.push_back("exposed tp"), targets.push_back("exposed dp"),
+          targets.push_back("exposed pp");
     add(out, reshape(from, s), std::move(targets));
   }
 }

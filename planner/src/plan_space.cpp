@@ -7,12 +7,12 @@
 #include <set>
 #include <tuple>
 
+#include "orrery/base/error.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/planner/layer_partition.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -45,7 +45,11 @@ std::string effective_placement(const std::string& placement, const Knobs& k) {
     size_t comma = order.find(',', from);
     if (comma == std::string::npos) comma = order.size();
     const std::string dim = order.substr(from, comma - from);
-    const int64_t degree = dim == "tp" ? k.tp : dim == "cp" ? k.cp : dim == "dp" ? k.dp : dim == "pp" ? k.pp : 1;
+    const int64_t degree = dim == "tp"   ? k.tp
+                           : dim == "cp" ? k.cp
+                           : dim == "dp" ? k.dp
+                           : dim == "pp" ? k.pp
+                                         : 1;
     if (degree > 1) out += dim + ",";
     from = comma + 1;
   }
@@ -61,8 +65,9 @@ bool fsdp_like(pb::Sharding s) {
 struct PlanSpace::Cache {
   std::mutex mutex;
   // Keyed by pp, stage groups, stage tp, stage dp.
-  std::map<std::tuple<int64_t, std::vector<std::string>, std::vector<int64_t>, std::vector<int64_t>>,
-           std::vector<int64_t>>
+  std::map<
+      std::tuple<int64_t, std::vector<std::string>, std::vector<int64_t>, std::vector<int64_t>>,
+      std::vector<int64_t>>
       splits;
 };
 
@@ -117,14 +122,16 @@ PlanSpace::PlanSpace(PlanningJob job, SpaceOptions options)
   const auto& m = job_.model;
   for (int64_t l = 0; l < m.num_layers(); ++l) {
     const bool same = l > 0 && models::is_moe_layer(m, l) == models::is_moe_layer(m, l - 1);
-    layer_cost_.push_back(same ? layer_cost_.back()
-                               : training_flops(models::layer_ops(m, models::LayerPart::kDecoder, l, ctx)));
+    layer_cost_.push_back(
+        same ? layer_cost_.back()
+             : training_flops(models::layer_ops(m, models::LayerPart::kDecoder, l, ctx)));
   }
   embed_cost_ = training_flops(models::layer_ops(m, models::LayerPart::kEmbedding, 0, ctx));
   head_cost_ = training_flops(models::layer_ops(m, models::LayerPart::kHead, 0, ctx));
 }
 
-std::vector<std::vector<std::string>> PlanSpace::stage_assignments(int64_t pp, int64_t per_stage) const {
+std::vector<std::vector<std::string>> PlanSpace::stage_assignments(int64_t pp,
+                                                                   int64_t per_stage) const {
   if (!heterogeneous()) return {{}};
   // Each node group hosts a whole number of stages; the pipeline visits the groups in every
   // order (the first and last stages carry the embedding and the head).
@@ -163,7 +170,8 @@ std::vector<Shape> PlanSpace::shapes() const {
         const int64_t dp = devices_ / (tp * cp * pp);
         const auto assignments = stage_assignments(pp, tp * cp * dp);
         // An explicit --vp list is searched as given (max_vp bounds only the default range).
-        const int64_t vp_limit = o.vp.empty() ? o.max_vp : *std::max_element(o.vp.begin(), o.vp.end());
+        const int64_t vp_limit =
+            o.vp.empty() ? o.max_vp : *std::max_element(o.vp.begin(), o.vp.end());
         for (int64_t vp = 1; vp <= vp_limit; ++vp) {
           if (!allowed(o.vp, vp)) continue;
           if (vp > 1 && (pp < 2 || layers % (pp * vp) != 0 || heterogeneous() ||
@@ -222,7 +230,8 @@ void PlanSpace::staged_shapes(std::vector<Shape>& out) const {
       if (pp <= layers && bounded) {
         // Every combination of a tp per group; the stages of one group share their degrees.
         std::vector<std::vector<int64_t>> tps;
-        for (size_t g = 0; g < order.size(); ++g) tps.push_back(tps_for(groups_[order[g]].devices / counts_per_group[g][pick[g]]));
+        for (size_t g = 0; g < order.size(); ++g)
+          tps.push_back(tps_for(groups_[order[g]].devices / counts_per_group[g][pick[g]]));
         std::vector<size_t> t(order.size(), 0);
         bool any = std::all_of(tps.begin(), tps.end(), [](const auto& v) { return !v.empty(); });
         while (any) {
@@ -241,9 +250,12 @@ void PlanSpace::staged_shapes(std::vector<Shape>& out) const {
           // which every stage's dp must divide; uniform degrees are the shapes above.
           s.tp = s.stage_tp.front();
           s.dp = *std::max_element(s.stage_dp.begin(), s.stage_dp.end());
-          const bool divides = std::all_of(s.stage_dp.begin(), s.stage_dp.end(), [&](int64_t d) { return s.dp % d == 0; });
-          const bool uniform = std::adjacent_find(s.stage_tp.begin(), s.stage_tp.end(), std::not_equal_to<>()) == s.stage_tp.end() &&
-                               std::adjacent_find(s.stage_dp.begin(), s.stage_dp.end(), std::not_equal_to<>()) == s.stage_dp.end();
+          const bool divides = std::all_of(s.stage_dp.begin(), s.stage_dp.end(),
+                                           [&](int64_t d) { return s.dp % d == 0; });
+          const bool uniform = std::adjacent_find(s.stage_tp.begin(), s.stage_tp.end(),
+                                                  std::not_equal_to<>()) == s.stage_tp.end() &&
+                               std::adjacent_find(s.stage_dp.begin(), s.stage_dp.end(),
+                                                  std::not_equal_to<>()) == s.stage_dp.end();
           if (divides && !uniform) out.push_back(std::move(s));
           size_t g = 0;
           while (g < t.size() && ++t[g] == tps[g].size()) t[g++] = 0;
@@ -263,27 +275,32 @@ std::vector<int64_t> PlanSpace::micro_batches(const Shape& s) const {
   if (gbs % s.dp != 0) return out;
   for (int64_t mbs : divisors(gbs / s.dp)) {
     // An explicit micro-batch list is searched as given (max_micro_batch bounds only the default).
-    if (options_.micro_batch.empty() ? mbs > options_.max_micro_batch : !allowed(options_.micro_batch, mbs)) continue;
+    if (options_.micro_batch.empty() ? mbs > options_.max_micro_batch
+                                     : !allowed(options_.micro_batch, mbs))
+      continue;
     if (s.vp > 1 && (gbs / (s.dp * mbs)) % s.pp != 0) continue;
     out.push_back(mbs);
   }
   return out;
 }
 
-Knobs PlanSpace::seed(const Shape& s, int64_t micro_batch, pb::Sharding sharding, int64_t shard_group,
-                      pb::Recompute recompute) const {
+Knobs PlanSpace::seed(const Shape& s, int64_t micro_batch, pb::Sharding sharding,
+                      int64_t shard_group, pb::Recompute recompute) const {
   Knobs k;
   k.tp = s.tp, k.pp = s.pp, k.dp = s.dp, k.cp = s.cp, k.ep = s.ep, k.vp = s.vp;
   k.stage_groups = s.stage_groups;
   k.stage_tp = s.stage_tp, k.stage_dp = s.stage_dp;
-  k.sp = s.stage_tp.empty() ? s.tp > 1 : *std::max_element(s.stage_tp.begin(), s.stage_tp.end()) > 1;
+  k.sp =
+      s.stage_tp.empty() ? s.tp > 1 : *std::max_element(s.stage_tp.begin(), s.stage_tp.end()) > 1;
   k.micro_batch = micro_batch;
-  k.schedule = s.vp > 1 ? pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B
-                        : (s.pp > 1 ? pb::PIPELINE_SCHEDULE_ONE_F_ONE_B : pb::PIPELINE_SCHEDULE_UNSPECIFIED);
+  k.schedule =
+      s.vp > 1 ? pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B
+               : (s.pp > 1 ? pb::PIPELINE_SCHEDULE_ONE_F_ONE_B : pb::PIPELINE_SCHEDULE_UNSPECIFIED);
   k.sharding = sharding;
   k.shard_group = sharding == pb::SHARDING_HSDP ? shard_group : 0;
   k.recompute = recompute;
-  k.balanced_split = s.pp > 1 && (job_.model.num_layers() % (s.pp * s.vp) != 0 || !s.stage_groups.empty());
+  k.balanced_split =
+      s.pp > 1 && (job_.model.num_layers() % (s.pp * s.vp) != 0 || !s.stage_groups.empty());
   return k;
 }
 
@@ -308,7 +325,8 @@ std::vector<Knobs> PlanSpace::settings(const Shape& s) const {
   for (const auto& placement : o.placements) {
     const std::string order = effective_placement(placement, degrees);
     // Per-stage degrees keep each stage's ranks together: pp outermost.
-    if (!s.stage_tp.empty() && order.size() >= 3 && order.substr(order.size() - 3) != "pp,") continue;
+    if (!s.stage_tp.empty() && order.size() >= 3 && order.substr(order.size() - 3) != "pp,")
+      continue;
     if (seen.insert(order).second) placements.push_back(placement);
   }
   const bool any_tp = degrees.sp;
@@ -405,17 +423,20 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   for (int64_t v : k.stage_dp) p.add_stage_dp(v);
   const bool reduces = k.dp * k.cp > 1 && !fsdp_like(k.sharding);
   p.set_overlap_grad_reduce(k.overlap && reduces);
-  p.set_overlap_param_gather(k.overlap && (k.sharding == pb::SHARDING_ZERO1 || k.sharding == pb::SHARDING_ZERO2));
+  p.set_overlap_param_gather(
+      k.overlap && (k.sharding == pb::SHARDING_ZERO1 || k.sharding == pb::SHARDING_ZERO2));
   return p;
 }
 
 std::string knob_key(const Knobs& k) {
-  std::string s = "tp" + std::to_string(k.tp) + " pp" + std::to_string(k.pp) + " dp" + std::to_string(k.dp) +
-                  " cp" + std::to_string(k.cp) + " ep" + std::to_string(k.ep) + " vp" + std::to_string(k.vp) +
-                  (k.sp ? " sp" : "") + " mbs" + std::to_string(k.micro_batch) + " sched" +
-                  std::to_string(static_cast<int>(k.schedule)) + " shard" + std::to_string(static_cast<int>(k.sharding)) +
-                  "/" + std::to_string(k.shard_group) + " rc" + std::to_string(static_cast<int>(k.recompute)) +
-                  " bucket" + std::to_string(static_cast<int64_t>(k.bucket_bytes)) + " place[" + k.placement + "]";
+  std::string s =
+      "tp" + std::to_string(k.tp) + " pp" + std::to_string(k.pp) + " dp" + std::to_string(k.dp) +
+      " cp" + std::to_string(k.cp) + " ep" + std::to_string(k.ep) + " vp" + std::to_string(k.vp) +
+      (k.sp ? " sp" : "") + " mbs" + std::to_string(k.micro_batch) + " sched" +
+      std::to_string(static_cast<int>(k.schedule)) + " shard" +
+      std::to_string(static_cast<int>(k.sharding)) + "/" + std::to_string(k.shard_group) + " rc" +
+      std::to_string(static_cast<int>(k.recompute)) + " bucket" +
+      std::to_string(static_cast<int64_t>(k.bucket_bytes)) + " place[" + k.placement + "]";
   for (const auto& g : k.stage_groups) s += " " + g;
   if (!k.stage_tp.empty()) {
     s += " stp";

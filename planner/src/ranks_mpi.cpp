@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "orrery/planner/ranks.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/planner/ranks.hpp"
 
 namespace orrery::planner {
 namespace {
@@ -80,7 +80,7 @@ void check_mpi(int code, const char* call) {
   int length = 0;
   api().error_string(code, text, &length);
   throw base::EnvironmentError(std::string(call) +
-                         " failed: " + std::string(text, static_cast<size_t>(length)));
+                               " failed: " + std::string(text, static_cast<size_t>(length)));
 }
 
 class MpiRanks : public Ranks {

@@ -5,9 +5,9 @@
 #include "orrery/plan/resolved_plan.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "moves.hpp"
@@ -23,25 +23,29 @@ using Status = Evaluation::Status;
 // between batches.
 class Memo {
  public:
-  Memo(const PlanSpace& space, const Engine& engine, const SearchOptions& options, const Ranks* ranks,
-       SearchStats& stats)
+  Memo(const PlanSpace& space, const Engine& engine, const SearchOptions& options,
+       const Ranks* ranks, SearchStats& stats)
       : space_(space), engine_(engine), options_(options), ranks_(ranks), stats_(stats) {}
 
   // Evaluates what is not yet known (checks only, or checks and timing) on the pool; returns the
   // evaluations in the order of `batch`.
-  std::vector<const Evaluation*> run(const std::vector<Knobs>& batch, bool timed, const std::string& phase) {
+  std::vector<const Evaluation*> run(const std::vector<Knobs>& batch, bool timed,
+                                     const std::string& phase) {
     std::vector<const Knobs*> todo;
     std::set<std::string> queued;
     for (const Knobs& k : batch) {
       const std::string key = knob_key(k);
       auto it = entries_.find(key);
-      const bool known = it != entries_.end() && (!timed || it->second.eval.status != Status::kFits);
+      const bool known =
+          it != entries_.end() && (!timed || it->second.eval.status != Status::kFits);
       if (!known && queued.insert(key).second) todo.push_back(&k);
     }
     const bool reports = options_.progress && (ranks_ == nullptr || ranks_->rank() == 0);
     std::vector<Evaluation> results = detail::evaluate_spread(
         todo.size(), options_.threads, ranks_,
-        [&](size_t i) { return timed ? evaluate(space_, *todo[i], engine_) : check(space_, *todo[i]); },
+        [&](size_t i) {
+          return timed ? evaluate(space_, *todo[i], engine_) : check(space_, *todo[i]);
+        },
         [&](int64_t done, int64_t mine) {
           if (reports) options_.progress({phase, done, mine, stats_.checked + done});
         });
@@ -93,7 +97,8 @@ bool better_timed(const Knobs& a, const Evaluation& ea, const Knobs& b, const Ev
 int64_t screening_group(const PlanSpace& space, const Shape& s) {
   const auto groups = hsdp_groups(s.dp);
   if (groups.empty()) return 0;
-  const int64_t target = std::max<int64_t>(2, nvlink_domain_size(space.job().cluster) / (s.tp * s.cp));
+  const int64_t target =
+      std::max<int64_t>(2, nvlink_domain_size(space.job().cluster) / (s.tp * s.cp));
   int64_t pick = groups.front();
   for (int64_t g : groups) {
     if (g <= target) pick = g;
@@ -110,7 +115,8 @@ std::vector<Knobs> screen(const PlanSpace& space, Memo& memo, const std::vector<
     for (int64_t mbs : space.micro_batches(s)) {
       for (auto sharding : o.sharding) {
         if (s.dp == 1 && sharding != pb::SHARDING_NONE) continue;
-        // HSDP is not searched with per-stage degrees (its group would have to divide every stage's dp).
+        // HSDP is not searched with per-stage degrees (its group would have to divide every stage's
+        // dp).
         if (sharding == pb::SHARDING_HSDP && !s.stage_tp.empty()) continue;
         const int64_t g = sharding == pb::SHARDING_HSDP ? screening_group(space, s) : 0;
         if (sharding == pb::SHARDING_HSDP && g == 0) continue;
@@ -136,7 +142,8 @@ std::vector<Knobs> screen(const PlanSpace& space, Memo& memo, const std::vector<
 
 // Bottleneck-driven hill climbing from `seeds`, all climbers advancing in lockstep so each round
 // is one parallel batch.
-void local_search(const PlanSpace& space, Memo& memo, std::vector<Knobs> climbers, SearchStats& stats) {
+void local_search(const PlanSpace& space, Memo& memo, std::vector<Knobs> climbers,
+                  SearchStats& stats) {
   const detail::MoveGenerator generator(space);
   std::vector<bool> active(climbers.size(), true);
   constexpr int kMaxRounds = 64;
@@ -153,7 +160,8 @@ void local_search(const PlanSpace& space, Memo& memo, std::vector<Knobs> climber
       if (limit[c].empty()) limit[c] = "compute";
       moves[c] = generator.moves(climbers[c]);
       for (const auto& m : moves[c]) {
-        if (std::find(m.targets.begin(), m.targets.end(), limit[c]) != m.targets.end()) batch.push_back(m.knobs);
+        if (std::find(m.targets.begin(), m.targets.end(), limit[c]) != m.targets.end())
+          batch.push_back(m.knobs);
       }
     }
     memo.run(batch, true, "local search");
@@ -162,10 +170,12 @@ void local_search(const PlanSpace& space, Memo& memo, std::vector<Knobs> climber
       const Knobs* best = &climbers[c];
       const Evaluation* best_eval = &memo.entries().at(knob_key(climbers[c])).eval;
       for (const auto& m : moves[c]) {
-        const bool targeted = std::find(m.targets.begin(), m.targets.end(), limit[c]) != m.targets.end();
+        const bool targeted =
+            std::find(m.targets.begin(), m.targets.end(), limit[c]) != m.targets.end();
         if (targeted_only && !targeted) continue;
         const auto& e = memo.entries().at(knob_key(m.knobs)).eval;
-        if (e.status == Status::kTimed && better_timed(m.knobs, e, *best, *best_eval)) best = &m.knobs, best_eval = &e;
+        if (e.status == Status::kTimed && better_timed(m.knobs, e, *best, *best_eval))
+          best = &m.knobs, best_eval = &e;
       }
       return best == &climbers[c] ? nullptr : best;
     };
@@ -202,7 +212,8 @@ std::vector<Knobs> pick_seeds(const Memo& memo, const std::vector<Knobs>& screen
     if (memo.entries().at(knob_key(k)).eval.status == Status::kTimed) timed.push_back(&k);
   }
   std::sort(timed.begin(), timed.end(), [&](const Knobs* a, const Knobs* b) {
-    return better_timed(*a, memo.entries().at(knob_key(*a)).eval, *b, memo.entries().at(knob_key(*b)).eval);
+    return better_timed(*a, memo.entries().at(knob_key(*a)).eval, *b,
+                        memo.entries().at(knob_key(*b)).eval);
   });
   std::vector<Knobs> seeds;
   std::set<Shape> shapes;
@@ -236,7 +247,8 @@ void summarize_rejections(const PlanSpace& space, const Memo& memo, SearchResult
     if (e.eval.status == Status::kInvalid) ++rules[rule_of(e.eval.reason)];
     if (e.eval.status != Status::kOutOfMemory) continue;
     const double ratio = e.eval.peak_bytes / e.eval.capacity_bytes;
-    if (closest == nullptr || ratio < closest->eval.peak_bytes / closest->eval.capacity_bytes) closest = &e;
+    if (closest == nullptr || ratio < closest->eval.peak_bytes / closest->eval.capacity_bytes)
+      closest = &e;
   }
   for (const auto& r : rules) out.rules_hit.push_back(r);
   std::stable_sort(out.rules_hit.begin(), out.rules_hit.end(),
@@ -250,13 +262,16 @@ void summarize_rejections(const PlanSpace& space, const Memo& memo, SearchResult
 
 }  // namespace
 
-bool better(const RankedPlan& a, const RankedPlan& b) { return better_timed(a.knobs, a.eval, b.knobs, b.eval); }
+bool better(const RankedPlan& a, const RankedPlan& b) {
+  return better_timed(a.knobs, a.eval, b.knobs, b.eval);
+}
 
 std::vector<Knobs> all_points(const PlanSpace& space) {
   std::vector<Knobs> out;
   for (const Shape& s : space.shapes()) {
     auto more = space.settings(s);
-    out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    out.insert(out.end(), std::make_move_iterator(more.begin()),
+               std::make_move_iterator(more.end()));
   }
   return out;
 }
@@ -264,13 +279,16 @@ std::vector<Knobs> all_points(const PlanSpace& space) {
 SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult out;
-  const bool own_world = options.ranks == nullptr && options.use_mpi_world && mpi_world() != nullptr;
+  const bool own_world =
+      options.ranks == nullptr && options.use_mpi_world && mpi_world() != nullptr;
   const Ranks* ranks = own_world ? mpi_world() : options.ranks;
   Memo memo(space, engine, options, ranks, out.stats);
   const auto shapes = space.shapes();
   out.stats.shapes = static_cast<int64_t>(shapes.size());
-  for (const Shape& s : shapes) out.stats.space_size += static_cast<int64_t>(space.settings(s).size());
-  out.stats.exhaustive = options.force_exhaustive || out.stats.space_size <= options.exhaustive_limit;
+  for (const Shape& s : shapes)
+    out.stats.space_size += static_cast<int64_t>(space.settings(s).size());
+  out.stats.exhaustive =
+      options.force_exhaustive || out.stats.space_size <= options.exhaustive_limit;
   if (out.stats.exhaustive) {
     memo.run(all_points(space), true, "exhaustive");
   } else {
@@ -293,33 +311,39 @@ SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOp
     double work = 0;
     std::vector<double> works;
     for (const auto& p : out.ranked) {
-      works.push_back(options.rerank->work(plan::resolve_plan(space.plan(p.knobs), space.job().model, space.job().cluster)));
+      works.push_back(options.rerank->work(
+          plan::resolve_plan(space.plan(p.knobs), space.job().model, space.job().cluster)));
       work += works.back();
     }
     if (options.rerank_budget > 0 && work > options.rerank_budget) {
       // All or nothing: a ranking mixing engines would compare unlike numbers.
       char why[160];
-      std::snprintf(why, sizeof why, "the best %zu plans need %.0f units of %s work, over the budget of %.0f",
-                    k, work, options.rerank->name().c_str(), options.rerank_budget);
+      std::snprintf(why, sizeof why,
+                    "the best %zu plans need %.0f units of %s work, over the budget of %.0f", k,
+                    work, options.rerank->name().c_str(), options.rerank_budget);
       out.rerank_skipped = why;
     } else {
       // Longest first, so that the workers finish together (the runs differ by 10x in cost);
       // results go back by index, so the order changes nothing but the wall time.
       std::vector<size_t> order(k);
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return works[a] > works[b]; });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return works[a] > works[b]; });
       std::vector<Evaluation> again = detail::evaluate_spread(
           k, options.threads, ranks,
-          [&](size_t i) { return evaluate(space, out.ranked[order[i]].knobs, *options.rerank); }, nullptr);
+          [&](size_t i) { return evaluate(space, out.ranked[order[i]].knobs, *options.rerank); },
+          nullptr);
       for (size_t i = 0; i < k; ++i) out.ranked[order[i]].eval = std::move(again[i]);
       std::sort(out.ranked.begin(), out.ranked.end(), better);
     }
   }
-  if (static_cast<int64_t>(out.ranked.size()) > options.top_k) out.ranked.resize(static_cast<size_t>(options.top_k));
+  if (static_cast<int64_t>(out.ranked.size()) > options.top_k)
+    out.ranked.resize(static_cast<size_t>(options.top_k));
   summarize_rejections(space, memo, out);
   // Every rank holds the whole result now; ranks other than 0 leave here.
   if (own_world) end_mpi_world();
-  out.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 

@@ -21,7 +21,8 @@ TEST(Units, RejectsUnknownUnitsAndNonNumbers) {
     parse("400 Gbit/s", Unit::kBytesPerSecond);
     FAIL() << "accepted an unknown unit";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown unit 'Gbit/s' in '400 Gbit/s'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unknown unit 'Gbit/s' in '400 Gbit/s'"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_THROW(parse("fast", Unit::kBytesPerSecond), std::invalid_argument);

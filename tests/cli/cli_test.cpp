@@ -32,10 +32,10 @@ class TempDir {
 };
 
 TEST(Cli, HelpEverywhere) {
-  for (const char* cmd : {"--help", "model --help", "model show --help", "model flops --help",
-                          "model import --help", "topo --help", "topo show --help",
-                          "topo check --help", "topo discover --help", "topo graph --help", "bench --help",
-                          "calibrate --help"}) {
+  for (const char* cmd :
+       {"--help", "model --help", "model show --help", "model flops --help", "model import --help",
+        "topo --help", "topo show --help", "topo check --help", "topo discover --help",
+        "topo graph --help", "bench --help", "calibrate --help"}) {
     const auto r = run_command(orrery(cmd));
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -152,7 +152,8 @@ TEST(Cli, EveryBadClusterFileExitsWithTwo) {
 TEST(Cli, TopoGraphIsGraphviz) {
   const auto r = run_command(orrery("topo graph dgx-a100 --nodes 2"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("graph", 0) == 0 || r.out.rfind("digraph", 0) == 0, true) << r.out.substr(0, 80);
+  EXPECT_EQ(r.out.rfind("graph", 0) == 0 || r.out.rfind("digraph", 0) == 0, true)
+      << r.out.substr(0, 80);
 }
 
 TEST(Cli, TopoDiscoverDescribesThisMachine) {
@@ -173,7 +174,8 @@ TEST(Cli, MissingFileIsAClearError) {
 // ---- simulate ----
 
 const std::string kSmallJob =
-    "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --tp 2 --pp 2 --global-batch 64 --seq 4096 "
+    "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --tp 2 --pp 2 --global-batch 64 --seq "
+    "4096 "
     "--sp --sharding zero1 --overlap-grad-reduce";
 
 TEST(CliSimulate, PrintsAReadableReport) {
@@ -192,7 +194,8 @@ TEST(CliSimulate, JsonIsASimResultWhoseBreakdownAddsUp) {
   pb::SimResult r;
   parse_spec(a.out, "result.json", SpecFormat::kJson, &r);
   ASSERT_GT(r.step_time_s(), 0);
-  double sum = r.breakdown().compute_s() + r.breakdown().pipeline_bubble_s() + r.breakdown().optimizer_s();
+  double sum =
+      r.breakdown().compute_s() + r.breakdown().pipeline_bubble_s() + r.breakdown().optimizer_s();
   for (const auto& c : r.breakdown().exposed_comm()) sum += c.seconds();
   EXPECT_NEAR(sum, r.step_time_s(), 1e-9 * r.step_time_s());
   EXPECT_EQ(r.memory_size(), 2);  // one entry per pipeline rank
@@ -213,15 +216,19 @@ TEST(CliSimulate, PlanFileAndFlagsAgree) {
 }
 
 TEST(CliSimulate, ABrokenRuleIsNamedWithItsField) {
-  const auto r = run_command(orrery("simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --tp 3 "
-                                    "--dp 1 --global-batch 8"));
+  const auto r =
+      run_command(orrery("simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --tp 3 "
+                         "--dp 1 --global-batch 8"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("parallel.tp: rule tp-divides-heads: tp 3 must divide num_attention_heads 32"),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("parallel.tp: rule tp-divides-heads: tp 3 must divide num_attention_heads 32"),
+      std::string::npos)
+      << r.err;
 }
 
 TEST(CliSimulate, BadFlagValuesAreRejected) {
-  const std::string job = "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 64";
+  const std::string job =
+      "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 64";
   auto r = run_command(orrery(job + " --sharding zero4"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--sharding: got 'zero4' (did you mean"), std::string::npos) << r.err;
@@ -232,8 +239,10 @@ TEST(CliSimulate, BadFlagValuesAreRejected) {
 
 TEST(CliSimulate, WritesChakraFilesForEveryRank) {
   TempDir tmp;
-  const auto r = run_command(orrery("simulate --model tiny --cluster dgx-a100 --nodes 1 --tp 2 --pp 2 "
-                                    "--global-batch 16 --chakra " + (tmp.path() / "et").string()));
+  const auto r =
+      run_command(orrery("simulate --model tiny --cluster dgx-a100 --nodes 1 --tp 2 --pp 2 "
+                         "--global-batch 16 --chakra " +
+                         (tmp.path() / "et").string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 8; ++rank) {
     EXPECT_TRUE(fs::exists(tmp.path() / ("et." + std::to_string(rank) + ".et"))) << rank;
@@ -243,11 +252,13 @@ TEST(CliSimulate, WritesChakraFilesForEveryRank) {
 TEST(CliSimulate, DesAgreesWithAnalyticAndWritesAPerfettoTimeline) {
   TempDir tmp;
   const fs::path trace = tmp.path() / "timeline.json";
-  const auto des = run_command(orrery(kSmallJob + " --engine des --json --trace " + trace.string()));
+  const auto des =
+      run_command(orrery(kSmallJob + " --engine des --json --trace " + trace.string()));
   ASSERT_EQ(des.exit_code, 0) << des.err;
   pb::SimResult d, a;
   parse_spec(des.out, "des.json", SpecFormat::kJson, &d);
-  parse_spec(run_command(orrery(kSmallJob + " --json")).out, "analytic.json", SpecFormat::kJson, &a);
+  parse_spec(run_command(orrery(kSmallJob + " --json")).out, "analytic.json", SpecFormat::kJson,
+             &a);
   EXPECT_EQ(d.engine(), "des");
   // One node's NVSwitch and its NICs carry no competing traffic here: the engines agree.
   EXPECT_NEAR(d.step_time_s(), a.step_time_s(), 0.02 * a.step_time_s());
@@ -262,7 +273,8 @@ TEST(CliSimulate, DesAgreesWithAnalyticAndWritesAPerfettoTimeline) {
   // The analytic engine has no timeline to write.
   const auto r = run_command(orrery(kSmallJob + " --trace " + (tmp.path() / "x.json").string()));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--trace: the analytic engine predicts no timeline"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--trace: the analytic engine predicts no timeline"), std::string::npos)
+      << r.err;
 }
 
 // ---- plan ----
@@ -270,7 +282,8 @@ TEST(CliSimulate, DesAgreesWithAnalyticAndWritesAPerfettoTimeline) {
 TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {
   TempDir tmp;
   const fs::path best = tmp.path() / "best.yaml";
-  const std::string job = "plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 --seq 4096";
+  const std::string job =
+      "plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 --seq 4096";
   // Ranked by the analytic engine alone here, so `simulate` (analytic) must reproduce the time.
   const auto r = run_command(orrery(job + " --top 3 --quiet --rerank none --out " + best.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -282,7 +295,8 @@ TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   pb::SimResult result;
   parse_spec(sim.out, "sim.json", SpecFormat::kJson, &result);
-  const auto ranked = nlohmann::json::parse(run_command(orrery(job + " --top 3 --quiet --rerank none --json")).out);
+  const auto ranked =
+      nlohmann::json::parse(run_command(orrery(job + " --top 3 --quiet --rerank none --json")).out);
   ASSERT_FALSE(ranked["plans"].empty()) << ranked.dump();
   EXPECT_DOUBLE_EQ(ranked["plans"][0]["result"]["step_time_s"].get<double>(), result.step_time_s());
   // Never overwrites without --force.
@@ -290,20 +304,28 @@ TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {
 }
 
 TEST(CliPlan, BestPlansAreRankedWithTheDiscreteEventEngine) {
-  const auto r = run_command(orrery("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 "
-                                    "--seq 4096 --top 2 --quiet --json"));
+  const auto r =
+      run_command(orrery("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 "
+                         "--seq 4096 --top 2 --quiet --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["engine"], "analytic, best 5 ranked with des");
   ASSERT_EQ(j["plans"].size(), 2u);
   EXPECT_EQ(j["plans"][0]["result"]["engine"], "des");
-  EXPECT_LE(j["plans"][0]["result"]["step_time_s"].get<double>(), j["plans"][1]["result"]["step_time_s"].get<double>());
-  EXPECT_EQ(run_command(orrery("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 --rerank ds")).exit_code, 2);
+  EXPECT_LE(j["plans"][0]["result"]["step_time_s"].get<double>(),
+            j["plans"][1]["result"]["step_time_s"].get<double>());
+  EXPECT_EQ(
+      run_command(
+          orrery(
+              "plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 --rerank ds"))
+          .exit_code,
+      2);
 }
 
 TEST(CliPlan, JsonIsDeterministic) {
-  const std::string cmd = orrery("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 "
-                                 "--seq 4096 --top 5 --quiet --json");
+  const std::string cmd = orrery(
+      "plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 64 "
+      "--seq 4096 --top 5 --quiet --json");
   const auto a = run_command(cmd);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, run_command(cmd).out);
@@ -316,20 +338,25 @@ fs::path shared_file(const char* name) {
 }
 
 TEST(CliValidate, PublishedRunsMeetTheErrorGoal) {
-  if (!fs::exists(shared_file("public_runs.json"))) GTEST_SKIP() << "shared/validation not beside the checkout";
-  const auto r = run_command(orrery("validate --runs " + shared_file("public_runs.json").string() + " --json"));
+  if (!fs::exists(shared_file("public_runs.json")))
+    GTEST_SKIP() << "shared/validation not beside the checkout";
+  const auto r = run_command(
+      orrery("validate --runs " + shared_file("public_runs.json").string() + " --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_GE(j["simulated"].get<int>(), 20);
   // The goal: median absolute step-time error <= 10% without per-case constants.
   EXPECT_LE(j["median_abs_error"].get<double>(), 0.10);
-  const auto table = run_command(orrery("validate --runs " + shared_file("public_runs.json").string()));
+  const auto table =
+      run_command(orrery("validate --runs " + shared_file("public_runs.json").string()));
   EXPECT_NE(table.out.find("median |error|"), std::string::npos);
 }
 
 TEST(CliValidate, CollectiveTablesPrintPerRowAndSummary) {
-  if (!fs::exists(shared_file("public_collectives.json"))) GTEST_SKIP() << "shared/validation not beside the checkout";
-  const auto r = run_command(orrery("validate --collectives " + shared_file("public_collectives.json").string()));
+  if (!fs::exists(shared_file("public_collectives.json")))
+    GTEST_SKIP() << "shared/validation not beside the checkout";
+  const auto r = run_command(
+      orrery("validate --collectives " + shared_file("public_collectives.json").string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rows compared"), std::string::npos);
   EXPECT_NE(r.out.find("echo-ndv4-ar-16"), std::string::npos);

@@ -75,9 +75,10 @@ TEST(CliHostile, NegativeAndAbsurdSizesNameTheirFlag) {
       "simulate --model llama3-8b --cluster dgx-h100 --global-batch 64 --nodes 1000000000",
       "error: " + nodes);
   expect_refused("topo check dgx-h100 --nodes 1000000000", "error: " + nodes);
-  expect_refused("plan --model llama3-8b --cluster dgx-h100 --quiet --nodes 1 --global-batch 1000000000",
-                 "error: --global-batch: got 1000000000, expected at most 100000000 (10,000x the "
-                 "largest published batch)\n");
+  expect_refused(
+      "plan --model llama3-8b --cluster dgx-h100 --quiet --nodes 1 --global-batch 1000000000",
+      "error: --global-batch: got 1000000000, expected at most 100000000 (10,000x the "
+      "largest published batch)\n");
   expect_refused(kPlan + " --nodes 1 --precision ''",
                  "error: --precision: got '', expected one of: fp32, bf16, fp16, fp8\n");
 }

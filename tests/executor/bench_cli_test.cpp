@@ -121,7 +121,9 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
     EXPECT_GT(c.max_efficiency(), 0);
     if (c.op_class() == pb::OP_CLASS_COPY) {  // bytes alone: its FLOP parameters are held
       EXPECT_EQ(c.fit().samples(), 3);
-      EXPECT_EQ(std::count(c.fit().fitted_params().begin(), c.fit().fitted_params().end(), "max_efficiency"), 0);
+      EXPECT_EQ(std::count(c.fit().fitted_params().begin(), c.fit().fitted_params().end(),
+                           "max_efficiency"),
+                0);
     }
     if (c.op_class() != pb::OP_CLASS_GEMM) continue;
     if (!c.op().empty()) {
@@ -153,10 +155,11 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
     EXPECT_GT(c.bandwidth_bytes_per_s(), 0);
     fitted.insert(c.collective());
   }
-  const std::pair<pb::CollectiveKind, const char*> kinds[] = {{pb::COLLECTIVE_KIND_ALL_REDUCE, "all_reduce"},
-                                                               {pb::COLLECTIVE_KIND_ALL_GATHER, "all_gather"},
-                                                               {pb::COLLECTIVE_KIND_REDUCE_SCATTER, "reduce_scatter"},
-                                                               {pb::COLLECTIVE_KIND_ALL_TO_ALL, "all_to_all"}};
+  const std::pair<pb::CollectiveKind, const char*> kinds[] = {
+      {pb::COLLECTIVE_KIND_ALL_REDUCE, "all_reduce"},
+      {pb::COLLECTIVE_KIND_ALL_GATHER, "all_gather"},
+      {pb::COLLECTIVE_KIND_REDUCE_SCATTER, "reduce_scatter"},
+      {pb::COLLECTIVE_KIND_ALL_TO_ALL, "all_to_all"}};
   for (const auto& [kind, name] : kinds) {
     if (fitted.count(kind) != 0) continue;
     const size_t at = fit.out.find(std::string("intra_node ") + name);

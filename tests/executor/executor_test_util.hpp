@@ -29,7 +29,8 @@ inline std::string fresh_dir(const std::string& name) {
 }
 
 // Runs the rank program on `world_size` local ranks with `args`; returns rank 0's output.
-inline std::string launch(int64_t world_size, const std::vector<std::string>& args, double timeout_s = 120) {
+inline std::string launch(int64_t world_size, const std::vector<std::string>& args,
+                          double timeout_s = 120) {
   LaunchOptions o;
   o.argv = {ORRERY_EXECUTOR_RANK_BIN};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -67,8 +68,10 @@ inline Ran run_cli(const std::string& binary, const std::string& args) {
 // `mpirun -np 2` on loopback as root (CI containers), under a `timeout` of `seconds`; the
 // command to run and its arguments follow.
 inline std::string mpirun_two_ranks(const std::string& mpirun, int seconds) {
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout " + std::to_string(seconds) + " " +
-         mpirun + " --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo" +
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout " +
+         std::to_string(seconds) + " " + mpirun +
+         " --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp --mca btl_tcp_if_include "
+         "lo" +
          " --mca oob_tcp_if_include lo ";
 }
 
@@ -94,12 +97,20 @@ struct Plan {
 
 // Trains `plan` for `steps` steps (global batch 4, micro-batch 1, seq 32, seed 7) on real ranks
 // and returns what it left; `prefix` keeps the test programs' directories apart.
-inline Outcome train(const std::string& prefix, const std::string& model, const Plan& plan, int64_t steps) {
+inline Outcome train(const std::string& prefix, const std::string& model, const Plan& plan,
+                     int64_t steps) {
   const std::string dir = fresh_dir(prefix + plan.name);
-  std::vector<std::string> args = {"--model", model, "--tp", std::to_string(plan.tp), "--dp", std::to_string(plan.dp),
-                                   "--pp", std::to_string(plan.pp),
-                                   "--global-batch", "4", "--micro-batch", "1", "--seq", "32",
-                                   "--steps", std::to_string(steps), "--seed", "7", "--out", dir, "--save-params"};
+  std::vector<std::string> args = {"--model",        model,
+                                   "--tp",           std::to_string(plan.tp),
+                                   "--dp",           std::to_string(plan.dp),
+                                   "--pp",           std::to_string(plan.pp),
+                                   "--global-batch", "4",
+                                   "--micro-batch",  "1",
+                                   "--seq",          "32",
+                                   "--steps",        std::to_string(steps),
+                                   "--seed",         "7",
+                                   "--out",          dir,
+                                   "--save-params"};
   args.insert(args.end(), plan.extra.begin(), plan.extra.end());
   const std::string out = launch(plan.tp * plan.dp * plan.pp, args);
   EXPECT_NE(out.find("step " + std::to_string(steps) + " loss"), std::string::npos) << out;
@@ -110,27 +121,31 @@ inline Outcome train(const std::string& prefix, const std::string& model, const 
 
 // The one-process run of `model` (plan `name`, with `extra` flags such as a precision) that the
 // correctness tests compare their plans with, trained once per test program.
-inline const Outcome& one_process(const std::string& prefix, const std::string& model, int64_t steps,
-                                  const std::vector<std::string>& extra = {}, const std::string& name = "single") {
+inline const Outcome& one_process(const std::string& prefix, const std::string& model,
+                                  int64_t steps, const std::vector<std::string>& extra = {},
+                                  const std::string& name = "single") {
   static std::map<std::string, Outcome> cache;
   std::string key = prefix + name + "|" + model;
   for (const auto& e : extra) key += "|" + e;
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, train(prefix, model, {name, 1, 1, 1, extra}, steps)).first;
+  if (it == cache.end())
+    it = cache.emplace(key, train(prefix, model, {name, 1, 1, 1, extra}, steps)).first;
   return it->second;
 }
 
 // The same losses (absolute `loss_tolerance`), gradient norms (`grad_norm_tolerance` relative) and
 // parameters (absolute `param_tolerance`) as the reference run; prints the largest differences.
-inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_tolerance, double param_tolerance,
-                           double grad_norm_tolerance = 1e-4) {
+inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_tolerance,
+                           double param_tolerance, double grad_norm_tolerance = 1e-4) {
   ASSERT_EQ(ref.steps.size(), got.steps.size());
   double loss_diff = 0, param_diff = 0, norm_diff = 0;
   for (size_t s = 0; s < ref.steps.size(); ++s) {
     loss_diff = std::max(loss_diff, std::abs(ref.steps[s].loss - got.steps[s].loss));
-    norm_diff = std::max(norm_diff, std::abs(ref.steps[s].grad_norm - got.steps[s].grad_norm) / ref.steps[s].grad_norm);
+    norm_diff = std::max(norm_diff, std::abs(ref.steps[s].grad_norm - got.steps[s].grad_norm) /
+                                        ref.steps[s].grad_norm);
     EXPECT_NEAR(ref.steps[s].loss, got.steps[s].loss, loss_tolerance) << "step " << s + 1;
-    EXPECT_NEAR(ref.steps[s].grad_norm, got.steps[s].grad_norm, grad_norm_tolerance * ref.steps[s].grad_norm)
+    EXPECT_NEAR(ref.steps[s].grad_norm, got.steps[s].grad_norm,
+                grad_norm_tolerance * ref.steps[s].grad_norm)
         << "step " << s + 1;
   }
   ASSERT_EQ(ref.params.size(), got.params.size());
@@ -146,8 +161,8 @@ inline void expect_matches(const Outcome& ref, const Outcome& got, double loss_t
     }
   }
   EXPECT_LE(param_diff, param_tolerance) << "worst: " << worst;
-  std::cout << "max |loss diff| " << loss_diff << ", max relative grad norm diff " << norm_diff << ", max |param diff| "
-            << param_diff << " (" << worst << ")\n";
+  std::cout << "max |loss diff| " << loss_diff << ", max relative grad norm diff " << norm_diff
+            << ", max |param diff| " << param_diff << " (" << worst << ")\n";
 }
 
 }  // namespace orrery::executor::test

@@ -45,7 +45,8 @@ TEST(MeasuredTrace, OpsAddUpToTheStepOverTheKeptSteps) {
   // Steps 1-6 measured (step 0 is the warm-up); the descheduled step 4 is left out.
   EXPECT_EQ(kept_steps(r.seconds, r.seconds.size()), (std::vector<size_t>{1, 2, 3, 5, 6}));
   const std::vector<double> measured(r.seconds.begin() + 1, r.seconds.end());
-  EXPECT_NEAR(g.nodes(0).duration_s() + g.nodes(1).duration_s() + g.untimed_s(), base::clipped_mean(measured), 1e-12);
+  EXPECT_NEAR(g.nodes(0).duration_s() + g.nodes(1).duration_s() + g.untimed_s(),
+              base::clipped_mean(measured), 1e-12);
   // a hiccuped in steps 2 and 6 of the kept five, b in 1, 3 and 5.
   EXPECT_NEAR(g.nodes(0).duration_s(), 0.1 + 0.02 * 2 / 5, 1e-12);
   EXPECT_NEAR(g.nodes(1).duration_s(), 0.2 + 0.03 * 3 / 5, 1e-12);

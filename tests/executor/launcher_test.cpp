@@ -14,7 +14,8 @@ std::string failure_of(const char* fault, double timeout_s) {
   ::setenv("ORRERY_FAULT_INJECT", fault, 1);
   std::string message;
   try {
-    test::launch(2, {"--tp", "2", "--steps", "3", "--timeout", std::to_string(timeout_s)}, timeout_s);
+    test::launch(2, {"--tp", "2", "--steps", "3", "--timeout", std::to_string(timeout_s)},
+                 timeout_s);
   } catch (const base::EnvironmentError& e) {
     message = e.what();
   }
@@ -30,7 +31,8 @@ TEST(Launcher, RankThatDiesFailsTheJob) {
 TEST(Launcher, RankThatHangsFailsTheJobWithinTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
   const std::string m = failure_of("1:2:hang", 5);
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_FALSE(m.empty());
   // The peer's collective times out after 5 s; the message points at the silent rank.
   EXPECT_NE(m.find("rank 0 of 2 exited with status 1"), std::string::npos) << m;
@@ -47,7 +49,9 @@ TEST(Launcher, AnOpsErrorIsTheRanksOwnNotItsPeers) {
   // The job fails; which rank the launcher blames is whichever closed its output first (rank 0
   // may, seeing its peer's connection close).
   EXPECT_NE(m.find("stopped the job"), std::string::npos) << m;
-  EXPECT_NE(err.find("rank 1: step 2 failed in libtorch: fault injected: an op failed"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 1: step 2 failed in libtorch: fault injected: an op failed"),
+            std::string::npos)
+      << err;
   EXPECT_EQ(err.find("rank 1: step 2 failed (a peer died"), std::string::npos) << err;
 }
 

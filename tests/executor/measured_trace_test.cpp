@@ -4,6 +4,7 @@
 // model and cluster stored in the trace are lowered again and compared node by node.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -11,7 +12,6 @@
 #include <map>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
@@ -30,7 +30,8 @@ Ran run_cli(const std::string& args) { return test::run_cli(ORRERY_RUN_CLI_BIN, 
 
 // Runs `args` for two steps and checks the trace against a fresh lowering of its own plan; the
 // measured graph goes to `out` when given.
-void expect_trace_matches_lowering(const std::string& name, const std::string& args, pb::ExecGraph* out = nullptr) {
+void expect_trace_matches_lowering(const std::string& name, const std::string& args,
+                                   pb::ExecGraph* out = nullptr) {
   const std::string dir = test::fresh_dir("trace-" + name);
   std::filesystem::remove_all(dir);  // `orrery run` creates it
   const Ran r = run_cli(args + " --cluster local --steps 2 --seed 5 --out " + dir);
@@ -91,9 +92,10 @@ TEST(MeasuredTrace, DataParallelOverlappedWithBackward) {
   // first buckets (the head's and the last layers' gradients) are launched while the rest of
   // backward still runs: they start before the last backward op ends.
   pb::ExecGraph measured;
-  expect_trace_matches_lowering("dp2overlap",
-                                "--model tiny --dp 2 --global-batch 4 --seq 32 --bucket '64 KiB' --overlap-grad-reduce",
-                                &measured);
+  expect_trace_matches_lowering(
+      "dp2overlap",
+      "--model tiny --dp 2 --global-batch 4 --seq 32 --bucket '64 KiB' --overlap-grad-reduce",
+      &measured);
   ASSERT_EQ(measured.ranks_size(), 2);
   for (const auto& rank : measured.ranks()) {
     double backward_end = 0, bucket0_start = -1, last_bucket_start = -1;
@@ -103,7 +105,8 @@ TEST(MeasuredTrace, DataParallelOverlappedWithBackward) {
         backward_end = std::max(backward_end, n.start_s() + n.duration_s());
       }
       if (n.name() == "opt.dp.bucket0.all_reduce") bucket0_start = n.start_s();
-      if (n.name().rfind("opt.dp.bucket", 0) == 0) ++buckets, last_bucket_start = std::max(last_bucket_start, n.start_s());
+      if (n.name().rfind("opt.dp.bucket", 0) == 0)
+        ++buckets, last_bucket_start = std::max(last_bucket_start, n.start_s());
     }
     EXPECT_GE(buckets, 3) << "rank " << rank.rank();
     ASSERT_GE(bucket0_start, 0) << "rank " << rank.rank();
@@ -117,15 +120,17 @@ TEST(MeasuredTrace, Zero1WithBothOverlaps) {
   // gathers are launched at the step's start (the head's before layer 0 computes) and the
   // reduce-scatters are timed with the algorithm that ran.
   pb::ExecGraph measured;
-  expect_trace_matches_lowering("zero1overlap",
-                                "--model tiny --dp 2 --global-batch 4 --seq 32 --sharding zero1 --bucket '64 KiB' "
-                                "--overlap-grad-reduce --overlap-param-gather",
-                                &measured);
+  expect_trace_matches_lowering(
+      "zero1overlap",
+      "--model tiny --dp 2 --global-batch 4 --seq 32 --sharding zero1 --bucket '64 KiB' "
+      "--overlap-grad-reduce --overlap-param-gather",
+      &measured);
   ASSERT_EQ(measured.ranks_size(), 2);
   std::map<std::string, pb::ExecNode> nodes;
   for (const auto& n : measured.ranks(0).nodes()) nodes[n.name()] = n;
   ASSERT_TRUE(nodes.count("opt.head.param_all_gather") && nodes.count("L0.mb0.fwd.attn.qkv"));
-  EXPECT_LT(nodes.at("opt.head.param_all_gather").start_s(), nodes.at("L0.mb0.fwd.attn.qkv").start_s());
+  EXPECT_LT(nodes.at("opt.head.param_all_gather").start_s(),
+            nodes.at("L0.mb0.fwd.attn.qkv").start_s());
   EXPECT_EQ(nodes.at("opt.dp.bucket0.reduce_scatter").algorithm(), "alltoall+sum");
 }
 
@@ -137,8 +142,9 @@ TEST(MeasuredTrace, FsdpTimesItsCopiesAndLeavesReduceScattersInFlight) {
   // prefetched, some compute op runs from start to end while a reduce-scatter is in flight, which
   // a blocking reduce-scatter on the rank's one compute thread would rule out.
   pb::ExecGraph measured;
-  expect_trace_matches_lowering("fsdp", "--model tiny --dp 2 --global-batch 8 --seq 32 --sharding fsdp --prefetch 1",
-                                &measured);
+  expect_trace_matches_lowering(
+      "fsdp", "--model tiny --dp 2 --global-batch 8 --seq 32 --sharding fsdp --prefetch 1",
+      &measured);
   ASSERT_EQ(measured.ranks_size(), 2);
   for (const auto& rank : measured.ranks()) {
     SCOPED_TRACE("rank " + std::to_string(rank.rank()));
@@ -181,7 +187,8 @@ TEST(MeasuredTrace, Bf16RecordsTheTypeEachOpRanIn) {
   // fp32); calibration divides each by the matching peak. The gradient reductions (fp32) carry no
   // dtype; the collectives that carry bf16 say so (mixed_precision_parallel_test.cpp).
   pb::ExecGraph measured;
-  expect_trace_matches_lowering("bf16", "--model tiny --dp 2 --global-batch 4 --seq 32 --precision bf16", &measured);
+  expect_trace_matches_lowering(
+      "bf16", "--model tiny --dp 2 --global-batch 4 --seq 32 --precision bf16", &measured);
   ASSERT_EQ(measured.ranks_size(), 2);
   std::map<std::string, std::string> dtype;
   for (const auto& n : measured.ranks(1).nodes()) dtype[n.name()] = n.dtype();
@@ -197,27 +204,32 @@ TEST(MeasuredTrace, TensorParallel) {
 }
 
 TEST(MeasuredTrace, TensorParallelWithSequenceParallelGptStyle) {
-  expect_trace_matches_lowering("tp2sp", "--model " ORRERY_EXECUTOR_TEST_DIR
-                                         "/tiny-gpt.yaml --tp 2 --sp --dp 1 --global-batch 2 --seq 32");
+  expect_trace_matches_lowering("tp2sp",
+                                "--model " ORRERY_EXECUTOR_TEST_DIR
+                                "/tiny-gpt.yaml --tp 2 --sp --dp 1 --global-batch 2 --seq 32");
 }
 
 TEST(MeasuredTrace, PipelineOneFOneB) {
-  expect_trace_matches_lowering("pp2", "--model tiny --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule one_f_one_b");
+  expect_trace_matches_lowering(
+      "pp2", "--model tiny --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule one_f_one_b");
 }
 
 TEST(MeasuredTrace, PipelineGpipeTiedEmbeddings) {
-  expect_trace_matches_lowering("pp2gpipe", "--model " ORRERY_EXECUTOR_TEST_DIR
-                                            "/tiny-gpt.yaml --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule gpipe");
+  expect_trace_matches_lowering(
+      "pp2gpipe", "--model " ORRERY_EXECUTOR_TEST_DIR
+                  "/tiny-gpt.yaml --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule gpipe");
 }
 
 TEST(MeasuredTrace, MaterializedAttentionOneRank) {
-  expect_trace_matches_lowering("mat", "--model tiny --dp 1 --global-batch 2 --seq 32 --attention materialized");
+  expect_trace_matches_lowering(
+      "mat", "--model tiny --dp 1 --global-batch 2 --seq 32 --attention materialized");
 }
 
 TEST(MeasuredTrace, RefusesANonEmptyOutputDirectory) {
   const std::string dir = test::fresh_dir("trace-nonempty");
   std::ofstream(dir + "/notes.txt") << "mine\n";
-  const Ran r = run_cli("--model tiny --cluster local --dp 1 --global-batch 2 --seq 16 --steps 1 --out " + dir);
+  const Ran r = run_cli(
+      "--model tiny --cluster local --dp 1 --global-batch 2 --seq 16 --steps 1 --out " + dir);
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("exists and is not empty"), std::string::npos) << r.out;
   std::ifstream kept(dir + "/notes.txt");

@@ -63,13 +63,18 @@ std::vector<std::string> bf16(std::vector<std::string> extra) {
   return extra;
 }
 
-Outcome train(const std::string& model, const Plan& plan) { return test::train("bf16par-", model, plan, kSteps); }
+Outcome train(const std::string& model, const Plan& plan) {
+  return test::train("bf16par-", model, plan, kSteps);
+}
 
 // The one-process bf16 run of `model`, trained once per test program.
-const Outcome& reference(const std::string& model) { return test::one_process("bf16par-", model, kSteps, bf16({})); }
+const Outcome& reference(const std::string& model) {
+  return test::one_process("bf16par-", model, kSteps, bf16({}));
+}
 
 void expect_close(const std::string& model, const Plan& plan) {
-  test::expect_matches(reference(model), train(model, plan), kLossTolerance, kParamTolerance, kGradNormTolerance);
+  test::expect_matches(reference(model), train(model, plan), kLossTolerance, kParamTolerance,
+                       kGradNormTolerance);
 }
 
 TEST(Bf16MatchesOneProcess, Tp2) {
@@ -91,11 +96,13 @@ TEST(Bf16MatchesOneProcess, Tp2SequenceParallelGptStyle) {
 TEST(Bf16MatchesOneProcess, Zero3Dp2GptStyleTiedEmbeddings) {
   // 200,000-byte buckets of bf16 parameters: {embed, L0, L1} and {head}; the tied embedding's
   // bucket stays gathered (bf16-rounded) from its forward to the LM head's backward.
-  expect_close(gpt(), {"gpt-zero3", 1, 2, 1, bf16({"--sharding", "zero3", "--bucket-bytes", "200000"})});
+  expect_close(gpt(),
+               {"gpt-zero3", 1, 2, 1, bf16({"--sharding", "zero3", "--bucket-bytes", "200000"})});
 }
 
 TEST(Bf16MatchesOneProcess, Zero1Dp2) {
-  expect_close("tiny", {"zero1", 1, 2, 1, bf16({"--sharding", "zero1", "--bucket-bytes", "65536"})});
+  expect_close("tiny",
+               {"zero1", 1, 2, 1, bf16({"--sharding", "zero1", "--bucket-bytes", "65536"})});
 }
 
 TEST(Bf16MatchesOneProcess, Zero2Dp2OverlappedGathers) {
@@ -104,7 +111,9 @@ TEST(Bf16MatchesOneProcess, Zero2Dp2OverlappedGathers) {
 
 TEST(Bf16MatchesOneProcess, FsdpDp2) {
   // 100,000-byte buckets: 50,000 bf16 parameters each, the lowering's rule for bf16.
-  expect_close("tiny", {"fsdp", 1, 2, 1, bf16({"--sharding", "fsdp", "--bucket-bytes", "100000", "--prefetch", "1"})});
+  expect_close("tiny",
+               {"fsdp", 1, 2, 1,
+                bf16({"--sharding", "fsdp", "--bucket-bytes", "100000", "--prefetch", "1"})});
 }
 
 TEST(Bf16MatchesOneProcess, FsdpTp2Dp2SequenceParallel) {
@@ -155,8 +164,9 @@ TEST(Bf16OnGloo, Fp16ViewsMoveEveryBitPattern) {
     group->alltoall_base(out_view, in_view, equal, equal)->wait();
     // Rank r receives half r of both ranks' tensors.
     const auto half = [&](const at::Tensor& t) { return t.narrow(0, r * 32768, 32768); };
-    exchanged_ok[r] = torch::equal(received.view(torch::kInt16).narrow(0, 0, 32768), half(bits)) &&
-                      torch::equal(received.view(torch::kInt16).narrow(0, 32768, 32768), half(bits.flip(0)));
+    exchanged_ok[r] =
+        torch::equal(received.view(torch::kInt16).narrow(0, 0, 32768), half(bits)) &&
+        torch::equal(received.view(torch::kInt16).narrow(0, 32768, 32768), half(bits.flip(0)));
     try {
       std::vector<at::Tensor> t{mine.clone()};
       group->allreduce(t)->wait();
@@ -177,7 +187,8 @@ TEST(Bf16OnGloo, Fp16ViewsMoveEveryBitPattern) {
 
 // ---- Bytes on the wire: the executor's collectives against the lowering's ----
 
-TrainConfig config(const std::string& model, int64_t tp, int64_t dp, pb::Sharding sharding, double bucket_bytes) {
+TrainConfig config(const std::string& model, int64_t tp, int64_t dp, pb::Sharding sharding,
+                   double bucket_bytes) {
   TrainConfig c;
   c.model = models::load_model(model);
   c.plan.set_model(c.model.name());
@@ -210,9 +221,10 @@ TEST(Bf16Layout, FsdpBucketsAndGathersAsTheLowering) {
       for (const auto& n : g.ranks(0).nodes()) {
         if (n.kind() != pb::NODE_KIND_COLLECTIVE) continue;
         bytes[n.name()] = n.comm_bytes();
-        const bool fsdp_gather = n.name().find("fsdp.all_gather") != std::string::npos && n.micro_batch() == 0 &&
-                                 n.phase() == pb::PHASE_FORWARD;
-        const bool optimizer = n.name().rfind("opt.dp.", 0) == 0 || n.name().find("param_all_gather") != std::string::npos;
+        const bool fsdp_gather = n.name().find("fsdp.all_gather") != std::string::npos &&
+                                 n.micro_batch() == 0 && n.phase() == pb::PHASE_FORWARD;
+        const bool optimizer = n.name().rfind("opt.dp.", 0) == 0 ||
+                               n.name().find("param_all_gather") != std::string::npos;
         if (fsdp_gather || optimizer) theirs.push_back(n.name());
       }
       const auto mine = data_parallel_collectives(c, 0);
@@ -222,7 +234,8 @@ TEST(Bf16Layout, FsdpBucketsAndGathersAsTheLowering) {
       ASSERT_EQ(names, theirs);
       for (const auto& m : mine) {
         const bool gather = m.name.find("all_gather") != std::string::npos;
-        EXPECT_DOUBLE_EQ(bytes.at(m.name), static_cast<double>(m.params) * (gather ? 2 : 4)) << m.name;
+        EXPECT_DOUBLE_EQ(bytes.at(m.name), static_cast<double>(m.params) * (gather ? 2 : 4))
+            << m.name;
       }
     }
   }
@@ -235,7 +248,8 @@ std::map<std::string, pb::ExecNode> traced(const std::string& name, const std::s
   const std::string dir = test::fresh_dir("bf16-trace-" + name);
   std::filesystem::remove_all(dir);  // `orrery run` creates it
   const test::Ran r =
-      test::run_cli(ORRERY_RUN_CLI_BIN, args + " --precision bf16 --cluster local --steps 2 --seed 5 --out " + dir);
+      test::run_cli(ORRERY_RUN_CLI_BIN,
+                    args + " --precision bf16 --cluster local --steps 2 --seed 5 --out " + dir);
   EXPECT_EQ(r.status, 0) << r.out;  // also: the executor ran exactly the lowering's nodes
   std::map<std::string, pb::ExecNode> nodes;
   if (r.status != 0) return nodes;
@@ -246,8 +260,8 @@ std::map<std::string, pb::ExecNode> traced(const std::string& name, const std::s
   return nodes;
 }
 
-void expect_node(const std::map<std::string, pb::ExecNode>& nodes, const std::string& name, const std::string& dtype,
-                 const std::string& algorithm) {
+void expect_node(const std::map<std::string, pb::ExecNode>& nodes, const std::string& name,
+                 const std::string& dtype, const std::string& algorithm) {
   ASSERT_TRUE(nodes.count(name)) << name;
   EXPECT_EQ(nodes.at(name).dtype(), dtype) << name;
   EXPECT_EQ(nodes.at(name).algorithm(), algorithm) << name;
@@ -268,7 +282,8 @@ TEST(Bf16Trace, TensorAndSequenceParallelCollectivesCarryBf16) {
 }
 
 TEST(Bf16Trace, ExpertAllToAllsAndParameterGathersCarryBf16) {
-  const auto ep = traced("ep2zero1", "--model " + moe() + " --dp 2 --ep 2 --global-batch 4 --seq 32 --sharding zero1");
+  const auto ep = traced(
+      "ep2zero1", "--model " + moe() + " --dp 2 --ep 2 --global-batch 4 --seq 32 --sharding zero1");
   expect_node(ep, "L1.mb0.fwd.moe.router.all_to_all", "bf16", "");
   expect_node(ep, "L1.mb0.fwd.moe.experts.down.all_to_all", "bf16", "");
   expect_node(ep, "L2.mb1.bwd.moe.router.grad.all_to_all", "bf16", "");

@@ -19,10 +19,13 @@ constexpr int64_t kSteps = 3;
 using test::Outcome;
 using test::Plan;
 
-Outcome train(const std::string& model, const Plan& plan) { return test::train("bf16-", model, plan, kSteps); }
+Outcome train(const std::string& model, const Plan& plan) {
+  return test::train("bf16-", model, plan, kSteps);
+}
 
 const Outcome& reference(const std::string& precision) {
-  return test::one_process("bf16-", "tiny", kSteps, {"--precision", precision}, "single-" + precision);
+  return test::one_process("bf16-", "tiny", kSteps, {"--precision", precision},
+                           "single-" + precision);
 }
 
 TEST(MixedPrecision, Bf16TracksFp32) {
@@ -35,23 +38,30 @@ TEST(MixedPrecision, Bf16TracksFp32) {
     // the batch's 128 token losses (~5.5) the mean moves far less: measured 1.2e-4.
     worst = std::max(worst, std::abs(fp32.steps[s].loss - bf16.steps[s].loss));
     EXPECT_NEAR(fp32.steps[s].loss, bf16.steps[s].loss, 1e-3) << "step " << s + 1;
-    EXPECT_NEAR(fp32.steps[s].grad_norm, bf16.steps[s].grad_norm, 0.05 * fp32.steps[s].grad_norm) << "step " << s + 1;
+    EXPECT_NEAR(fp32.steps[s].grad_norm, bf16.steps[s].grad_norm, 0.05 * fp32.steps[s].grad_norm)
+        << "step " << s + 1;
   }
   std::cout << "bf16 vs fp32: largest loss difference " << worst << std::endl;
-  EXPECT_GT(worst, 0);  // it really computed in bf16
+  EXPECT_GT(worst, 0);                                         // it really computed in bf16
   EXPECT_LT(bf16.steps.back().loss, bf16.steps.front().loss);  // and learns
 }
 
 TEST(MixedPrecision, Dp2MatchesOneProcessBf16) {
-  test::expect_matches(reference("bf16"), train("tiny", {"dp2", 1, 2, 1, {"--precision", "bf16", "--bucket-bytes", "65536"}}),
-                       1e-5, 1e-4);
+  test::expect_matches(
+      reference("bf16"),
+      train("tiny", {"dp2", 1, 2, 1, {"--precision", "bf16", "--bucket-bytes", "65536"}}), 1e-5,
+      1e-4);
 }
 
 TEST(MixedPrecision, Dp2OverlappedMatchesOneProcessBf16) {
-  test::expect_matches(reference("bf16"), train("tiny", {"dp2-overlap", 1, 2, 1,
-                                                         {"--precision", "bf16", "--bucket-bytes", "65536",
-                                                          "--overlap-grad-reduce"}}),
-                       1e-5, 1e-4);
+  test::expect_matches(
+      reference("bf16"),
+      train("tiny", {"dp2-overlap",
+                     1,
+                     2,
+                     1,
+                     {"--precision", "bf16", "--bucket-bytes", "65536", "--overlap-grad-reduce"}}),
+      1e-5, 1e-4);
 }
 
 TEST(MixedPrecision, Pp2SendsBf16AndMatchesOneProcessBf16) {
@@ -62,8 +72,8 @@ TEST(MixedPrecision, Pp2SendsBf16AndMatchesOneProcessBf16) {
   // gradient norm moves with the rounded activations too: 1.2e-4 relative on a 2026-11-26 VM whose
   // CPU differs from earlier ones (bf16 GEMM kernels differ by CPU), so it is held to 1e-3, the
   // loss's bound, rather than the fp32 tests' 1e-4.
-  test::expect_matches(reference("bf16"), train("tiny", {"pp2", 1, 1, 2, {"--precision", "bf16"}}), 1e-3, 1e-2,
-                       1e-3);
+  test::expect_matches(reference("bf16"), train("tiny", {"pp2", 1, 1, 2, {"--precision", "bf16"}}),
+                       1e-3, 1e-2, 1e-3);
 }
 
 }  // namespace

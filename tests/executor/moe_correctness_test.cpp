@@ -30,7 +30,9 @@ constexpr int64_t kSteps = 3;
 constexpr double kLossTolerance = 1e-5;   // absolute, on losses ~5.5
 constexpr double kParamTolerance = 1e-4;  // absolute, on parameters ~0.02..1
 
-std::string spec(const std::string& file) { return std::string(ORRERY_EXECUTOR_TEST_DIR) + "/" + file; }
+std::string spec(const std::string& file) {
+  return std::string(ORRERY_EXECUTOR_TEST_DIR) + "/" + file;
+}
 
 struct Plan {
   std::string name;
@@ -43,10 +45,18 @@ using test::Outcome;
 
 Outcome train(const std::string& model, const Plan& plan, int64_t steps = kSteps) {
   const std::string dir = test::fresh_dir("moe-" + plan.name);
-  std::vector<std::string> args = {"--model", model, "--tp", std::to_string(plan.tp), "--dp", std::to_string(plan.dp),
-                                   "--pp", std::to_string(plan.pp), "--ep", std::to_string(plan.ep),
-                                   "--global-batch", "4", "--micro-batch", "1", "--seq", std::to_string(plan.seq),
-                                   "--steps", std::to_string(steps), "--seed", "7", "--out", dir, "--save-params"};
+  std::vector<std::string> args = {"--model",        model,
+                                   "--tp",           std::to_string(plan.tp),
+                                   "--dp",           std::to_string(plan.dp),
+                                   "--pp",           std::to_string(plan.pp),
+                                   "--ep",           std::to_string(plan.ep),
+                                   "--global-batch", "4",
+                                   "--micro-batch",  "1",
+                                   "--seq",          std::to_string(plan.seq),
+                                   "--steps",        std::to_string(steps),
+                                   "--seed",         "7",
+                                   "--out",          dir,
+                                   "--save-params"};
   args.insert(args.end(), plan.extra.begin(), plan.extra.end());
   const std::string out = test::launch(plan.tp * plan.dp * plan.pp, args);
   EXPECT_NE(out.find("step " + std::to_string(steps) + " loss"), std::string::npos) << out;
@@ -68,15 +78,18 @@ void expect_matches(const Outcome& ref, const Outcome& got) {
 
 // Every routed expert moved in training: each saw tokens in some step, from whichever rank they
 // came. (A rank that never received its experts' tokens would leave them at their initial values.)
-void expect_every_expert_trained(const Outcome& initial, const Outcome& trained, const pb::ModelSpec& m) {
+void expect_every_expert_trained(const Outcome& initial, const Outcome& trained,
+                                 const pb::ModelSpec& m) {
   for (int64_t l = m.moe().first_dense_layers(); l < m.num_layers(); ++l) {
     for (int64_t e = 0; e < m.moe().num_experts(); ++e) {
-      const std::string name = "layers." + std::to_string(l) + ".moe.experts." + std::to_string(e) + ".down.weight";
+      const std::string name =
+          "layers." + std::to_string(l) + ".moe.experts." + std::to_string(e) + ".down.weight";
       const NamedArray* a = find(initial, name);
       const NamedArray* b = find(trained, name);
       ASSERT_TRUE(a != nullptr && b != nullptr) << name;
       double moved = 0;
-      for (size_t k = 0; k < a->values.size(); ++k) moved = std::max(moved, std::abs(a->values[k] - b->values[k]));
+      for (size_t k = 0; k < a->values.size(); ++k)
+        moved = std::max(moved, std::abs(a->values[k] - b->values[k]));
       EXPECT_GT(moved, 1e-5) << name;
     }
   }
@@ -135,14 +148,16 @@ TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2GptStyle) {
 // (ranks 0 and 2 hold experts 0-1, ranks 1 and 3 experts 2-3). Small buckets: several of them.
 TEST(ExpertParallelMatchesSingleProcess, Ep2Dp4) {
   const Outcome ref = train(spec("tiny-moe.yaml"), {"single", 1, 1, 1, 1, {}});
-  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp4", 1, 4, 1, 2, {"--bucket-bytes", "65536"}}));
+  expect_matches(ref,
+                 train(spec("tiny-moe.yaml"), {"ep2dp4", 1, 4, 1, 2, {"--bucket-bytes", "65536"}}));
 }
 
 // The same with Megatron's distributed optimizer (zero2): expert gradients reduce-scattered over
 // the expert-data-parallel pairs, the chunks updated and all-gathered over them.
 TEST(ExpertParallelMatchesSingleProcess, Ep2Dp4Zero2) {
   const Outcome ref = train(spec("tiny-moe.yaml"), {"single", 1, 1, 1, 1, {}});
-  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp4z2", 1, 4, 1, 2, {"--sharding", "zero2"}}));
+  expect_matches(ref,
+                 train(spec("tiny-moe.yaml"), {"ep2dp4z2", 1, 4, 1, 2, {"--sharding", "zero2"}}));
 }
 
 // No EP: the MoE layers under plain data parallelism (experts replicated, edp = dp).
@@ -177,10 +192,10 @@ TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2Pp2GptStyle) {
 TEST(ExpertParallel, TracedRunMatchesTheLowering) {
   const std::string dir = test::fresh_dir("moe-trace");
   std::filesystem::remove_all(dir);  // `orrery run` creates it
-  const std::string command = std::string("timeout 180 ") + ORRERY_RUN_CLI_BIN + " run --model " +
-                              spec("tiny-moe.yaml") +
-                              " --cluster local --dp 2 --ep 2 --global-batch 4 --seq 32 --steps 2 --seed 5 --out " +
-                              dir + " 2>&1";
+  const std::string command =
+      std::string("timeout 180 ") + ORRERY_RUN_CLI_BIN + " run --model " + spec("tiny-moe.yaml") +
+      " --cluster local --dp 2 --ep 2 --global-batch 4 --seq 32 --steps 2 --seed 5 --out " + dir +
+      " 2>&1";
   std::string out;
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
@@ -199,10 +214,11 @@ TEST(ExpertParallel, TracedRunMatchesTheLowering) {
       EXPECT_TRUE(node.has_duration_s()) << node.name();
       seconds[node.name()] = node.duration_s();
     }
-    for (const char* name : {"L1.mb0.fwd.moe.router", "L1.mb0.fwd.moe.router.all_to_all", "L2.mb1.fwd.moe.shared.up",
-                             "L1.mb0.fwd.moe.experts.up", "L2.mb1.fwd.moe.experts.down.all_to_all",
-                             "L2.mb0.bwd.moe.experts.down.grad.all_to_all", "L1.mb1.bwd.moe.router.grad.all_to_all",
-                             "L1.mb1.bwd.moe.experts.down", "L2.mb0.bwd.moe.router"}) {
+    for (const char* name :
+         {"L1.mb0.fwd.moe.router", "L1.mb0.fwd.moe.router.all_to_all", "L2.mb1.fwd.moe.shared.up",
+          "L1.mb0.fwd.moe.experts.up", "L2.mb1.fwd.moe.experts.down.all_to_all",
+          "L2.mb0.bwd.moe.experts.down.grad.all_to_all", "L1.mb1.bwd.moe.router.grad.all_to_all",
+          "L1.mb1.bwd.moe.experts.down", "L2.mb0.bwd.moe.router"}) {
       ASSERT_EQ(seconds.count(name), 1u) << "rank " << rank.rank() << ": " << name;
       EXPECT_GT(seconds[name], 0) << "rank " << rank.rank() << ": " << name;
     }
@@ -226,13 +242,17 @@ TrainConfig config(const std::string& model, int64_t tp, int64_t dp, int64_t ep)
 TEST(ExpertParallel, UnsupportedReasons) {
   EXPECT_EQ(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 2, 2)), "");
   EXPECT_EQ(unsupported_reason(config(spec("tiny-moe.yaml"), 2, 4, 4)), "");
-  EXPECT_NE(unsupported_reason(config("tiny", 1, 2, 2)).find("needs an MoE model"), std::string::npos);
-  EXPECT_NE(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 4, 8)).find("must divide moe.num_experts 4"),
+  EXPECT_NE(unsupported_reason(config("tiny", 1, 2, 2)).find("needs an MoE model"),
             std::string::npos);
-  EXPECT_NE(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 1, 2)).find("must divide dp 1"), std::string::npos);
+  EXPECT_NE(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 4, 8))
+                .find("must divide moe.num_experts 4"),
+            std::string::npos);
+  EXPECT_NE(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 1, 2)).find("must divide dp 1"),
+            std::string::npos);
   TrainConfig odd = config(spec("tiny-moe.yaml"), 2, 1, 1);
   odd.model.mutable_moe()->set_expert_ffn_hidden_size(63);
-  EXPECT_NE(unsupported_reason(odd).find("must divide moe.expert_ffn_hidden_size 63"), std::string::npos);
+  EXPECT_NE(unsupported_reason(odd).find("must divide moe.expert_ffn_hidden_size 63"),
+            std::string::npos);
   // Still missing: multi-head latent attention.
   const std::string mla = unsupported_reason(config("deepseek-v3", 1, 1, 1));
   EXPECT_NE(mla.find("multi-head latent attention"), std::string::npos) << mla;

@@ -26,9 +26,13 @@ using test::Plan;
 std::string gpt() { return std::string(ORRERY_EXECUTOR_TEST_DIR) + "/tiny-gpt.yaml"; }
 std::string moe() { return std::string(ORRERY_EXECUTOR_TEST_DIR) + "/tiny-moe.yaml"; }
 
-Outcome train(const std::string& model, const Plan& plan) { return test::train("overlap-", model, plan, kSteps); }
+Outcome train(const std::string& model, const Plan& plan) {
+  return test::train("overlap-", model, plan, kSteps);
+}
 
-const Outcome& reference(const std::string& model) { return test::one_process("overlap-", model, kSteps); }
+const Outcome& reference(const std::string& model) {
+  return test::one_process("overlap-", model, kSteps);
+}
 
 void expect_matches(const std::string& model, const Plan& plan) {
   test::expect_matches(reference(model), train(model, plan), kLossTolerance, kParamTolerance);
@@ -43,31 +47,48 @@ TEST(OverlapGradReduce, Dp2Pp2TiedEmbeddingsGpt) {
 }
 
 TEST(OverlapGradReduce, Tp2Dp2SequenceParallelGpt) {
-  expect_matches(gpt(), {"tp2dp2sp", 2, 2, 1, {"--overlap-grad-reduce", "--sp", "--bucket-bytes", "65536"}});
+  expect_matches(
+      gpt(), {"tp2dp2sp", 2, 2, 1, {"--overlap-grad-reduce", "--sp", "--bucket-bytes", "65536"}});
 }
 
 TEST(OverlapGradReduce, Zero1Dp2SmallBuckets) {
-  expect_matches("tiny", {"zero1", 1, 2, 1, {"--overlap-grad-reduce", "--sharding", "zero1", "--bucket-bytes", "65536"}});
+  expect_matches("tiny",
+                 {"zero1",
+                  1,
+                  2,
+                  1,
+                  {"--overlap-grad-reduce", "--sharding", "zero1", "--bucket-bytes", "65536"}});
 }
 
 TEST(OverlapGradReduce, Zero2Tp2Dp2SequenceParallelGpt) {
-  expect_matches(gpt(), {"zero2-tp2dp2sp", 2, 2, 1,
-                         {"--overlap-grad-reduce", "--sharding", "zero2", "--sp", "--bucket-bytes", "65536"}});
+  expect_matches(
+      gpt(), {"zero2-tp2dp2sp",
+              2,
+              2,
+              1,
+              {"--overlap-grad-reduce", "--sharding", "zero2", "--sp", "--bucket-bytes", "65536"}});
 }
 
 // overlap_param_gather: each step's gathers launched at its start, each part waiting for its own
 // before its first forward; with both overlaps, as Megatron's distributed optimizer runs.
 TEST(OverlapParamGather, Zero1Dp2BothOverlaps) {
-  expect_matches("tiny", {"zero1-gather", 1, 2, 1,
-                          {"--overlap-grad-reduce", "--overlap-param-gather", "--sharding", "zero1", "--bucket-bytes", "65536"}});
+  expect_matches("tiny", {"zero1-gather",
+                          1,
+                          2,
+                          1,
+                          {"--overlap-grad-reduce", "--overlap-param-gather", "--sharding", "zero1",
+                           "--bucket-bytes", "65536"}});
 }
 
 TEST(OverlapParamGather, Zero2Dp2Pp2TiedEmbeddingsGpt) {
-  expect_matches(gpt(), {"zero2-gather-pp2", 1, 2, 2, {"--overlap-param-gather", "--sharding", "zero2"}});
+  expect_matches(gpt(),
+                 {"zero2-gather-pp2", 1, 2, 2, {"--overlap-param-gather", "--sharding", "zero2"}});
 }
 
 TEST(OverlapGradReduce, MoeEp2Dp2) {
-  expect_matches(moe(), {"moe-ep2dp2", 1, 2, 1, {"--overlap-grad-reduce", "--ep", "2", "--bucket-bytes", "65536"}});
+  expect_matches(
+      moe(),
+      {"moe-ep2dp2", 1, 2, 1, {"--overlap-grad-reduce", "--ep", "2", "--bucket-bytes", "65536"}});
 }
 
 }  // namespace

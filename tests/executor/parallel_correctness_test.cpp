@@ -19,7 +19,9 @@ constexpr double kParamTolerance = 1e-4;  // absolute, on parameters ~0.02..1
 using test::Outcome;
 using test::Plan;
 
-Outcome train(const std::string& model, const Plan& plan) { return test::train("", model, plan, kSteps); }
+Outcome train(const std::string& model, const Plan& plan) {
+  return test::train("", model, plan, kSteps);
+}
 
 void expect_matches(const Outcome& ref, const Outcome& got) {
   test::expect_matches(ref, got, kLossTolerance, kParamTolerance);
@@ -40,16 +42,19 @@ TEST_P(ParallelMatchesSingleProcess, Tp2) {
 }
 
 TEST_P(ParallelMatchesSingleProcess, Tp2SequenceParallel) {
-  expect_matches(train(model(), {"single", 1, 1, 1, {}}), train(model(), {"tp2sp", 2, 1, 1, {"--sp"}}));
+  expect_matches(train(model(), {"single", 1, 1, 1, {}}),
+                 train(model(), {"tp2sp", 2, 1, 1, {"--sp"}}));
 }
 
 TEST_P(ParallelMatchesSingleProcess, Dp2WithSmallBuckets) {
   // 64 KiB buckets: the tiny models' gradients take several buckets.
-  expect_matches(train(model(), {"single", 1, 1, 1, {}}), train(model(), {"dp2", 1, 2, 1, {"--bucket-bytes", "65536"}}));
+  expect_matches(train(model(), {"single", 1, 1, 1, {}}),
+                 train(model(), {"dp2", 1, 2, 1, {"--bucket-bytes", "65536"}}));
 }
 
 TEST_P(ParallelMatchesSingleProcess, Tp2Dp2DpInnermost) {
-  expect_matches(train(model(), {"single", 1, 1, 1, {}}), train(model(), {"tp2dp2", 2, 2, 1, {"--placement", "dp,tp"}}));
+  expect_matches(train(model(), {"single", 1, 1, 1, {}}),
+                 train(model(), {"tp2dp2", 2, 2, 1, {"--placement", "dp,tp"}}));
 }
 
 // Pipeline stages, 4 micro-batches per step, so both schedules really interleave. With the
@@ -59,15 +64,18 @@ TEST_P(ParallelMatchesSingleProcess, Pp2) {
 }
 
 TEST_P(ParallelMatchesSingleProcess, Tp2Pp2SequenceParallel) {
-  expect_matches(train(model(), {"single", 1, 1, 1, {}}), train(model(), {"tp2pp2sp", 2, 1, 2, {"--sp"}}));
+  expect_matches(train(model(), {"single", 1, 1, 1, {}}),
+                 train(model(), {"tp2pp2sp", 2, 1, 2, {"--sp"}}));
 }
 
 TEST(PipelineMatchesSingleProcess, Pp2Gpipe) {
-  expect_matches(train("tiny", {"single", 1, 1, 1, {}}), train("tiny", {"pp2-gpipe", 1, 1, 2, {"--schedule", "gpipe"}}));
+  expect_matches(train("tiny", {"single", 1, 1, 1, {}}),
+                 train("tiny", {"pp2-gpipe", 1, 1, 2, {"--schedule", "gpipe"}}));
 }
 
 TEST(PipelineMatchesSingleProcess, Pp2OneFOneB) {
-  expect_matches(train("tiny", {"single", 1, 1, 1, {}}), train("tiny", {"pp2-1f1b", 1, 1, 2, {"--schedule", "1f1b"}}));
+  expect_matches(train("tiny", {"single", 1, 1, 1, {}}),
+                 train("tiny", {"pp2-1f1b", 1, 1, 2, {"--schedule", "1f1b"}}));
 }
 
 TEST(PipelineMatchesSingleProcess, Tp2Pp2) {
@@ -75,7 +83,8 @@ TEST(PipelineMatchesSingleProcess, Tp2Pp2) {
 }
 
 TEST(PipelineMatchesSingleProcess, Dp2Pp2PpInnermost) {
-  expect_matches(train("tiny", {"single", 1, 1, 1, {}}), train("tiny", {"dp2pp2", 1, 2, 2, {"--placement", "pp,dp,tp"}}));
+  expect_matches(train("tiny", {"single", 1, 1, 1, {}}),
+                 train("tiny", {"dp2pp2", 1, 2, 2, {"--placement", "pp,dp,tp"}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ParallelMatchesSingleProcess, ::testing::Values("llama", "gpt"));

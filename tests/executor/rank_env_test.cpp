@@ -11,9 +11,9 @@
 #include <string>
 
 #include "executor_test_util.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -23,9 +23,10 @@ class RankEnvTest : public ::testing::Test {
   void SetUp() override { clear(); }
   void TearDown() override { clear(); }
   static void clear() {
-    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
-                          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                          "TORCHELASTIC_USE_AGENT_STORE"}) {
+    for (const char* v :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+          "TORCHELASTIC_USE_AGENT_STORE"}) {
       ::unsetenv(v);
     }
   }
@@ -41,7 +42,9 @@ class RankEnvTest : public ::testing::Test {
   }
 };
 
-TEST_F(RankEnvTest, NoLauncherVariablesMeansNoRank) { EXPECT_FALSE(rank_env_from_environment().has_value()); }
+TEST_F(RankEnvTest, NoLauncherVariablesMeansNoRank) {
+  EXPECT_FALSE(rank_env_from_environment().has_value());
+}
 
 TEST_F(RankEnvTest, TorchrunStyle) {
   set("RANK", "3");
@@ -79,7 +82,8 @@ TEST_F(RankEnvTest, OpenMpiAcrossHostsNeedsMasterAddr) {
   set("OMPI_COMM_WORLD_SIZE", "8");
   set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
   set("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
-  EXPECT_NE(error().find("environment MASTER_ADDR: mpirun placed 8 ranks on several hosts (4 on this one)"),
+  EXPECT_NE(error().find(
+                "environment MASTER_ADDR: mpirun placed 8 ranks on several hosts (4 on this one)"),
             std::string::npos)
       << error();
   set("MASTER_ADDR", "node0");
@@ -98,33 +102,39 @@ TEST_F(RankEnvTest, BothLaunchersMustAgree) {
   set("WORLD_SIZE", "2");
   ASSERT_TRUE(rank_env_from_environment().has_value());
   set("RANK", "0");
-  EXPECT_NE(error().find("environment RANK/OMPI_COMM_WORLD_RANK: RANK is 0 but OMPI_COMM_WORLD_RANK is 1"),
+  EXPECT_NE(error().find(
+                "environment RANK/OMPI_COMM_WORLD_RANK: RANK is 0 but OMPI_COMM_WORLD_RANK is 1"),
             std::string::npos)
       << error();
   set("RANK", "1");
   set("WORLD_SIZE", "4");
-  EXPECT_NE(error().find("WORLD_SIZE is 4 but OMPI_COMM_WORLD_SIZE is 2"), std::string::npos) << error();
+  EXPECT_NE(error().find("WORLD_SIZE is 4 but OMPI_COMM_WORLD_SIZE is 2"), std::string::npos)
+      << error();
   set("WORLD_SIZE", "2");
   set("LOCAL_RANK", "0");
   set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
-  EXPECT_NE(error().find("LOCAL_RANK is 0 but OMPI_COMM_WORLD_LOCAL_RANK is 1"), std::string::npos) << error();
+  EXPECT_NE(error().find("LOCAL_RANK is 0 but OMPI_COMM_WORLD_LOCAL_RANK is 1"), std::string::npos)
+      << error();
 }
 
 TEST_F(RankEnvTest, HalfAPairIsAnError) {
   set("RANK", "0");
-  EXPECT_NE(error().find("environment RANK/WORLD_SIZE: RANK is set but WORLD_SIZE is not"), std::string::npos)
+  EXPECT_NE(error().find("environment RANK/WORLD_SIZE: RANK is set but WORLD_SIZE is not"),
+            std::string::npos)
       << error();
   clear();
   set("OMPI_COMM_WORLD_SIZE", "2");
-  EXPECT_NE(error().find("OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"), std::string::npos)
+  EXPECT_NE(error().find("OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"),
+            std::string::npos)
       << error();
 }
 
 TEST_F(RankEnvTest, MalformedValuesNameTheVariable) {
   set("OMPI_COMM_WORLD_RANK", "2");
   set("OMPI_COMM_WORLD_SIZE", "2");
-  EXPECT_NE(error().find("environment OMPI_COMM_WORLD_RANK: got '2', expected an integer in [0, 1]"),
-            std::string::npos)
+  EXPECT_NE(
+      error().find("environment OMPI_COMM_WORLD_RANK: got '2', expected an integer in [0, 1]"),
+      std::string::npos)
       << error();
   clear();
   set("RANK", "0");
@@ -138,14 +148,17 @@ TEST_F(RankEnvTest, MalformedValuesNameTheVariable) {
 // the local launcher's ranks train. OpenMPI is kept on loopback and allowed to run as root (CI).
 TEST(Mpirun, RanksJoinAndTrainAsUnderTheLocalLauncher) {
   const std::string mpirun = ORRERY_MPIRUN;
-  if (mpirun.empty()) GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs openmpi-bin)";
-  const std::string args = "--model tiny --dp 2 --global-batch 4 --seq 32 --steps 2 --seed 11 --save-params --out ";
-  const std::string launched = test::fresh_dir("mpirun-launched"), joined = test::fresh_dir("mpirun-joined");
-  test::launch(2, {"--model", "tiny", "--dp", "2", "--global-batch", "4", "--seq", "32", "--steps", "2", "--seed", "11",
-                   "--save-params", "--out", launched});
-  const std::string command =
-      test::mpirun_two_ranks(mpirun, 180) + "-x MASTER_PORT=" + std::to_string(pick_free_port("127.0.0.1")) + " " +
-      ORRERY_EXECUTOR_RANK_BIN + " " + args + joined;
+  if (mpirun.empty())
+    GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs openmpi-bin)";
+  const std::string args =
+      "--model tiny --dp 2 --global-batch 4 --seq 32 --steps 2 --seed 11 --save-params --out ";
+  const std::string launched = test::fresh_dir("mpirun-launched"),
+                    joined = test::fresh_dir("mpirun-joined");
+  test::launch(2, {"--model", "tiny", "--dp", "2", "--global-batch", "4", "--seq", "32", "--steps",
+                   "2", "--seed", "11", "--save-params", "--out", launched});
+  const std::string command = test::mpirun_two_ranks(mpirun, 180) +
+                              "-x MASTER_PORT=" + std::to_string(pick_free_port("127.0.0.1")) +
+                              " " + ORRERY_EXECUTOR_RANK_BIN + " " + args + joined;
   const test::Ran ran = test::run_shell(command);
   const std::string& out = ran.out;
   ASSERT_EQ(ran.status, 0) << out;

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", prefetch, "FSDP buckets gathered ahead");
   app.add_option("--placement", placement);
   app.add_flag("--overlap-grad-reduce", overlap_grad, "DP buckets reduced during backward");
-  app.add_flag("--overlap-param-gather", overlap_gather, "ZeRO-1/2 parameter gathers during the next forward");
+  app.add_flag("--overlap-param-gather", overlap_gather,
+               "ZeRO-1/2 parameter gathers during the next forward");
   app.add_option("--precision", precision, "fp32 | bf16");
   app.add_option("--steps", c.steps);
   app.add_option("--seed", c.seed);
@@ -47,8 +48,10 @@ int main(int argc, char** argv) {
     c.plan.set_model(model);
     c.plan.mutable_job()->set_global_batch_size(gbs);
     c.plan.mutable_job()->set_seq_len(seq);
-    if (precision != "fp32" && precision != "bf16") throw std::runtime_error("--precision " + precision + ": fp32 or bf16");
-    c.plan.mutable_job()->set_precision(precision == "bf16" ? pb::PRECISION_BF16 : pb::PRECISION_FP32);
+    if (precision != "fp32" && precision != "bf16")
+      throw std::runtime_error("--precision " + precision + ": fp32 or bf16");
+    c.plan.mutable_job()->set_precision(precision == "bf16" ? pb::PRECISION_BF16
+                                                            : pb::PRECISION_FP32);
     c.plan.set_overlap_grad_reduce(overlap_grad);
     c.plan.set_overlap_param_gather(overlap_gather);
     c.plan.mutable_parallel()->set_tp(tp);
@@ -56,15 +59,16 @@ int main(int argc, char** argv) {
     c.plan.mutable_parallel()->set_pp(pp);
     c.plan.mutable_parallel()->set_ep(ep);
     c.plan.mutable_parallel()->set_sequence_parallel(sp);
-    c.plan.mutable_parallel()->set_schedule(schedule == "gpipe" ? pb::PIPELINE_SCHEDULE_GPIPE
-                                                                : pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
+    c.plan.mutable_parallel()->set_schedule(
+        schedule == "gpipe" ? pb::PIPELINE_SCHEDULE_GPIPE : pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
     c.plan.set_micro_batch_size(mbs);
     c.plan.set_bucket_bytes(bucket);
     pb::Sharding s = pb::SHARDING_UNSPECIFIED;
     std::string upper = sharding;
     for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     if (!pb::Sharding_Parse("SHARDING_" + upper, &s) || s == pb::SHARDING_UNSPECIFIED) {
-      throw std::runtime_error("--sharding " + sharding + ": none, zero1, zero2, zero3, fsdp or hsdp");
+      throw std::runtime_error("--sharding " + sharding +
+                               ": none, zero1, zero2, zero3, fsdp or hsdp");
     }
     c.plan.set_sharding(s);
     c.plan.set_prefetch_buckets(prefetch);

@@ -3,11 +3,11 @@
 // the executor cannot do yet with exit status 2.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
 
 #include "executor_test_util.hpp"
 #include "orrery/executor/launcher.hpp"
@@ -22,7 +22,10 @@ Ran run_cli(const std::string& args) { return test::run_cli(ORRERY_RUN_CLI_BIN, 
 
 TEST(RunCommand, LaunchesLocalRanksAndWritesEveryStep) {
   const std::string dir = test::fresh_dir("cli-tp2");
-  const Ran r = run_cli("--model tiny --cluster local --tp 2 --dp 1 --global-batch 2 --seq 32 --steps 2 --seed 3 --out " + dir);
+  const Ran r = run_cli(
+      "--model tiny --cluster local --tp 2 --dp 1 --global-batch 2 --seq 32 --steps 2 --seed 3 "
+      "--out " +
+      dir);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("2 local rank(s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
@@ -36,11 +39,15 @@ TEST(RunCommand, LaunchesLocalRanksAndWritesEveryStep) {
 TEST(RunCommand, RejectsContextParallelismForNow) {
   const Ran r = run_cli("--model tiny --cluster local --cp 2 --dp 1 --global-batch 2 --steps 1");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("context parallelism is not implemented in the executor yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("context parallelism is not implemented in the executor yet"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(RunCommand, PipelineWithGpipe) {
-  const Ran r = run_cli("--model tiny --cluster local --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule gpipe --steps 2");
+  const Ran r = run_cli(
+      "--model tiny --cluster local --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule gpipe "
+      "--steps 2");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("step 2 loss"), std::string::npos) << r.out;
 }
@@ -48,9 +55,10 @@ TEST(RunCommand, PipelineWithGpipe) {
 TEST(RunCommand, AGpuClusterNeedsAGpu) {
   // One rank of a job on a GPU cluster (torchrun-style): it trains on cuda:LOCAL_RANK or fails
   // saying why, and never quietly trains on the CPU instead.
-  const Ran r = test::run_shell("RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29671 timeout 120 " +
-                                std::string(ORRERY_RUN_CLI_BIN) +
-                                " run --model tiny --cluster dgx-h100 --dp 1 --global-batch 2 --seq 16 --steps 1");
+  const Ran r = test::run_shell(
+      "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29671 timeout 120 " +
+      std::string(ORRERY_RUN_CLI_BIN) +
+      " run --model tiny --cluster dgx-h100 --dp 1 --global-batch 2 --seq 16 --steps 1");
   if (r.status == 0) {  // a CUDA build on a machine with a GPU
     EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
     return;
@@ -60,18 +68,24 @@ TEST(RunCommand, AGpuClusterNeedsAGpu) {
 }
 
 TEST(RunCommand, RejectsFp16) {
-  const Ran r = run_cli("--model tiny --cluster local --dp 1 --global-batch 2 --steps 1 --precision fp16");
+  const Ran r =
+      run_cli("--model tiny --cluster local --dp 1 --global-batch 2 --steps 1 --precision fp16");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("job.precision fp16: needs loss scaling, not implemented in the executor yet"), std::string::npos)
+  EXPECT_NE(
+      r.out.find("job.precision fp16: needs loss scaling, not implemented in the executor yet"),
+      std::string::npos)
       << r.out;
 }
 
 TEST(RunCommand, TrainsInBf16) {
-  Ran r = run_cli("--model tiny --cluster local --dp 2 --global-batch 4 --seq 32 --steps 2 --precision bf16");
+  Ran r = run_cli(
+      "--model tiny --cluster local --dp 2 --global-batch 4 --seq 32 --steps 2 --precision bf16");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("step 2 loss"), std::string::npos) << r.out;
   // With tensor parallelism too (its activation collectives in bf16, mixed_precision.hpp).
-  r = run_cli("--model tiny --cluster local --tp 2 --dp 1 --global-batch 2 --seq 32 --steps 2 --precision bf16");
+  r = run_cli(
+      "--model tiny --cluster local --tp 2 --dp 1 --global-batch 2 --seq 32 --steps 2 --precision "
+      "bf16");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("step 2 loss"), std::string::npos) << r.out;
 }
@@ -81,15 +95,18 @@ TEST(RunCommand, TrainsInBf16) {
 // only rank 0 prints the step lines. OpenMPI is kept on loopback and allowed to run as root (CI).
 TEST(RunCommand, JoinsFromMpirunsEnvironment) {
   const std::string mpirun = ORRERY_MPIRUN;
-  if (mpirun.empty()) GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs openmpi-bin)";
-  const std::string job = "--model tiny --cluster local --dp 2 --global-batch 4 --seq 32 --steps 2 --seed 5 --save-params";
+  if (mpirun.empty())
+    GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs openmpi-bin)";
+  const std::string job =
+      "--model tiny --cluster local --dp 2 --global-batch 4 --seq 32 --steps 2 --seed 5 "
+      "--save-params";
   const std::string launched = test::fresh_dir("cli-launched");
   const Ran ref = run_cli(job + " --force --out " + launched);
   ASSERT_EQ(ref.status, 0) << ref.out;
   const std::string joined = test::fresh_dir("cli-mpirun");
-  const std::string command =
-      test::mpirun_two_ranks(mpirun, 180) + "-x MASTER_PORT=" + std::to_string(pick_free_port("127.0.0.1")) + " " +
-      ORRERY_RUN_CLI_BIN + " run " + job + " --force --out " + joined;
+  const std::string command = test::mpirun_two_ranks(mpirun, 180) +
+                              "-x MASTER_PORT=" + std::to_string(pick_free_port("127.0.0.1")) +
+                              " " + ORRERY_RUN_CLI_BIN + " run " + job + " --force --out " + joined;
   const Ran r = test::run_shell(command);
   ASSERT_EQ(r.status, 0) << r.out;
   // Rank 0's lines once each: the other rank's stdout also reaches mpirun's.
@@ -103,7 +120,8 @@ TEST(RunCommand, JoinsFromMpirunsEnvironment) {
 
 TEST(RunCommand, MpirunWithHalfOfTorchrunsPairFails) {
   const std::string mpirun = ORRERY_MPIRUN;
-  if (mpirun.empty()) GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs openmpi-bin)";
+  if (mpirun.empty())
+    GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs openmpi-bin)";
   const std::string command =
       test::mpirun_two_ranks(mpirun, 60) + "-x RANK=0 " + std::string(ORRERY_RUN_CLI_BIN) +
       " run --model tiny --cluster local --dp 2 --global-batch 4 --seq 32 --steps 1";
@@ -115,9 +133,11 @@ TEST(RunCommand, MpirunWithHalfOfTorchrunsPairFails) {
 }
 
 TEST(RunCommand, OtherClustersNeedTorchrunStyleRanks) {
-  const Ran r = run_cli("--model tiny --cluster dgx-h100 --nodes 2 --tp 2 --dp 1 --global-batch 2 --steps 1");
+  const Ran r =
+      run_cli("--model tiny --cluster dgx-h100 --nodes 2 --tp 2 --dp 1 --global-batch 2 --steps 1");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"), std::string::npos)
+      << r.out;
 }
 
 TEST(RunCommand, AClusterOfOneNodeIsLaunchedHereAndReportsItsMfu) {
@@ -126,15 +146,17 @@ TEST(RunCommand, AClusterOfOneNodeIsLaunchedHereAndReportsItsMfu) {
   // of the cluster's devices.
   const std::string dir = test::fresh_dir("cli-one-node");
   const std::string cluster = dir + ".cluster.yaml";
-  std::ofstream(cluster) << "name: two-cores\n"
-                            "node_types:\n"
-                            "  - {name: box, device: x86-64-AVX512-core, devices_per_node: 2,\n"
-                            "     intra: {kind: host, device_link: {bandwidth_bytes_per_s: 20 GB/s},\n"
-                            "             pcie_link: {bandwidth_bytes_per_s: 20 GB/s}}}\n"
-                            "node_groups:\n"
-                            "  - {name: box, node_type: box, count: 1}\n"
-                            "fabric: {kind: none}\n";
-  const Ran r = run_cli("--model tiny --cluster " + cluster + " --dp 2 --global-batch 2 --seq 16 --steps 2 --out " + dir);
+  std::ofstream(cluster)
+      << "name: two-cores\n"
+         "node_types:\n"
+         "  - {name: box, device: x86-64-AVX512-core, devices_per_node: 2,\n"
+         "     intra: {kind: host, device_link: {bandwidth_bytes_per_s: 20 GB/s},\n"
+         "             pcie_link: {bandwidth_bytes_per_s: 20 GB/s}}}\n"
+         "node_groups:\n"
+         "  - {name: box, node_type: box, count: 1}\n"
+         "fabric: {kind: none}\n";
+  const Ran r = run_cli("--model tiny --cluster " + cluster +
+                        " --dp 2 --global-batch 2 --seq 16 --steps 2 --out " + dir);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("2 local rank(s)"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::exists(dir + "/trace.json")) << r.out;

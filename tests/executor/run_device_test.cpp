@@ -49,7 +49,8 @@ TEST(RunDevice, ThisMachineIsItsGpusWhenItHasAny) {
   EXPECT_EQ(choose_run_device(DeviceRequest::kThisMachine, 1, kTwoGpus).str(), "cuda:1");
   // A third rank would be the only one on the CPU, with Gloo groups against its peers' NCCL ones.
   EXPECT_EQ(environment_error([] { choose_run_device(DeviceRequest::kThisMachine, 2, kTwoGpus); }),
-            "this machine has CUDA devices, but LOCAL_RANK 2 needs cuda:2 but libtorch sees 2 CUDA device(s): start at "
+            "this machine has CUDA devices, but LOCAL_RANK 2 needs cuda:2 but libtorch sees 2 CUDA "
+            "device(s): start at "
             "most one rank per GPU on each host");
 }
 
@@ -57,23 +58,29 @@ TEST(RunDevice, GpuClusterTakesTheLocalRanksGpuOrSaysWhyNot) {
   EXPECT_EQ(choose_run_device(DeviceRequest::kGpu, 0, kTwoGpus).str(), "cuda:0");
   EXPECT_EQ(choose_run_device(DeviceRequest::kGpu, 1, kTwoGpus).str(), "cuda:1");
   EXPECT_EQ(environment_error([] { choose_run_device(DeviceRequest::kGpu, 0, kNoCudaBuild); }),
-            "the cluster's devices are GPUs, but this orrery's executor was built against a libtorch without CUDA; "
+            "the cluster's devices are GPUs, but this orrery's executor was built against a "
+            "libtorch without CUDA; "
             "build it against a CUDA libtorch (docs/executor.md, \"On a GPU\")");
-  EXPECT_EQ(environment_error([] { choose_run_device(DeviceRequest::kGpu, 0, kCudaBuildNoDevice); }),
-            "the cluster's devices are GPUs, but libtorch sees no CUDA device (no driver, or CUDA_VISIBLE_DEVICES "
-            "hides them)");
-  EXPECT_NE(environment_error([] { choose_run_device(DeviceRequest::kGpu, 2, kTwoGpus); })
-                .find("LOCAL_RANK 2 needs cuda:2 but libtorch sees 2 CUDA device(s)"),
+  EXPECT_EQ(
+      environment_error([] { choose_run_device(DeviceRequest::kGpu, 0, kCudaBuildNoDevice); }),
+      "the cluster's devices are GPUs, but libtorch sees no CUDA device (no driver, or "
+      "CUDA_VISIBLE_DEVICES "
+      "hides them)");
+  EXPECT_NE(environment_error([] {
+              choose_run_device(DeviceRequest::kGpu, 2, kTwoGpus);
+            }).find("LOCAL_RANK 2 needs cuda:2 but libtorch sees 2 CUDA device(s)"),
             std::string::npos);
 }
 
 // This build, on this machine: without CUDA the rank stays on the CPU with the host clock, and a
 // GPU cluster is refused rather than trained on the CPU.
 TEST(RunDevice, ThisBuildWithoutCuda) {
-  if (cuda_availability().built && cuda_availability().devices > 0) GTEST_SKIP() << "a CUDA device is present";
+  if (cuda_availability().built && cuda_availability().devices > 0)
+    GTEST_SKIP() << "a CUDA device is present";
   EXPECT_EQ(select_run_device(DeviceRequest::kThisMachine, 0).str(), "cpu");
   EXPECT_EQ(select_run_device(DeviceRequest::kCpu, 0).str(), "cpu");
-  EXPECT_NE(environment_error([] { select_run_device(device_request(pb::DEVICE_KIND_GPU), 0); }), "");
+  EXPECT_NE(environment_error([] { select_run_device(device_request(pb::DEVICE_KIND_GPU), 0); }),
+            "");
   const auto clock = make_step_clock(RunDevice{});
   EXPECT_NE(dynamic_cast<HostClock*>(clock.get()), nullptr);
 }
@@ -163,9 +170,18 @@ TEST(OpTraceClock, AnOpTimedInPiecesSitsAtItsLongestPiece) {
   int resolves = 0;
   OpTrace trace(std::make_unique<ScriptedClock>(&now, &resolves));
   trace.begin_step();
-  { OpTrace::Scope step(&trace, "opt.adamw"); now = 0.5; }
-  { OpTrace::Scope reduce(&trace, "opt.dp.bucket0.all_reduce"); now = 10; }
-  { OpTrace::Scope step(&trace, "opt.adamw"); now = 14; }
+  {
+    OpTrace::Scope step(&trace, "opt.adamw");
+    now = 0.5;
+  }
+  {
+    OpTrace::Scope reduce(&trace, "opt.dp.bucket0.all_reduce");
+    now = 10;
+  }
+  {
+    OpTrace::Scope step(&trace, "opt.adamw");
+    now = 14;
+  }
   now = 15;
   const auto t = trace.end_step();
   EXPECT_DOUBLE_EQ(t.at("opt.adamw").duration_s, 4.5);
@@ -185,10 +201,16 @@ TEST(OpTraceClock, AWatchedOpEndsAtTheFirstBoundaryItIsSeenDone) {
   int polls = 0;
   const auto counted = trace.watch([&] { return ++polls, false; });
   now = 1;
-  { OpTrace::Scope op(&trace, "fwd.a"); now = 3; }  // boundaries at 1 and 3: still running
+  {
+    OpTrace::Scope op(&trace, "fwd.a");
+    now = 3;
+  }             // boundaries at 1 and 3: still running
   done = true;  // finishes during the gap before the next op
   now = 4;
-  { OpTrace::Scope op(&trace, "fwd.b"); now = 6; }  // seen at 4
+  {
+    OpTrace::Scope op(&trace, "fwd.b");
+    now = 6;
+  }  // seen at 4
   now = 9;
   ASSERT_TRUE(w->ended.has_value());
   trace.add("bucket0.all_reduce", launched, *w->ended);  // waited for at 9, ended at 4

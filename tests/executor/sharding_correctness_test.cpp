@@ -7,6 +7,7 @@
 //     executor fails the run when its ops and the predicted graph's differ).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,7 +15,6 @@
 #include <fstream>
 #include <map>
 #include <string>
-#include <sys/wait.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -102,14 +102,16 @@ TEST(DataParallelLayout, GradientBucketsFollowTheRule) {
   // ZeRO-1/2: the same buckets reduce-scattered, then one gather per part in forward order.
   l.sharding = pb::SHARDING_ZERO2;
   l.bucket_bytes = 200000;
-  EXPECT_EQ(names(data_parallel_collectives(config(l), 0)),
-            (std::vector<std::string>{"opt.dp.bucket0.reduce_scatter", "opt.dp.bucket1.reduce_scatter",
-                                      "opt.embed.param_all_gather", "opt.L0.param_all_gather",
-                                      "opt.L1.param_all_gather", "opt.head.param_all_gather"}));
+  EXPECT_EQ(
+      names(data_parallel_collectives(config(l), 0)),
+      (std::vector<std::string>{"opt.dp.bucket0.reduce_scatter", "opt.dp.bucket1.reduce_scatter",
+                                "opt.embed.param_all_gather", "opt.L0.param_all_gather",
+                                "opt.L1.param_all_gather", "opt.head.param_all_gather"}));
   // FSDP: parts in forward order, a bucket closed at 50,000 parameters: {embed, L0}, {L1, head}.
   l.sharding = pb::SHARDING_FSDP;
   got = data_parallel_collectives(config(l), 0);
-  EXPECT_EQ(names(got), (std::vector<std::string>{"mb0.fwd.embed.fsdp.all_gather", "L1.mb0.fwd.fsdp.all_gather"}));
+  EXPECT_EQ(names(got), (std::vector<std::string>{"mb0.fwd.embed.fsdp.all_gather",
+                                                  "L1.mb0.fwd.fsdp.all_gather"}));
   EXPECT_EQ(got[0].params, 16384 + 36992);
   // No DP group: nothing to reduce.
   l.dp = 1;
@@ -128,9 +130,10 @@ std::vector<DataParallelCollective> lowered(const TrainConfig& c, int64_t rank) 
   std::vector<DataParallelCollective> out;
   for (const auto& n : g.ranks(0).nodes()) {
     if (n.kind() != pb::NODE_KIND_COLLECTIVE) continue;
-    const bool fsdp_gather = n.name().find("fsdp.all_gather") != std::string::npos && n.micro_batch() == 0 &&
-                             n.phase() == pb::PHASE_FORWARD;
-    const bool optimizer = n.name().rfind("opt.dp.", 0) == 0 || n.name().rfind("opt.edp.", 0) == 0 ||
+    const bool fsdp_gather = n.name().find("fsdp.all_gather") != std::string::npos &&
+                             n.micro_batch() == 0 && n.phase() == pb::PHASE_FORWARD;
+    const bool optimizer = n.name().rfind("opt.dp.", 0) == 0 ||
+                           n.name().rfind("opt.edp.", 0) == 0 ||
                            n.name().find("param_all_gather") != std::string::npos;
     if (!fsdp_gather && !optimizer) continue;
     out.push_back({n.name(), {}, static_cast<int64_t>(std::llround(n.comm_bytes() / 4))});
@@ -141,19 +144,23 @@ std::vector<DataParallelCollective> lowered(const TrainConfig& c, int64_t rank) 
 TEST(DataParallelLayout, SameCollectivesAsTheLowering) {
   int compared = 0;
   for (const std::string& model : {std::string("tiny"), gpt()}) {
-    for (const auto sharding : {pb::SHARDING_NONE, pb::SHARDING_ZERO1, pb::SHARDING_ZERO2, pb::SHARDING_FSDP}) {
+    for (const auto sharding :
+         {pb::SHARDING_NONE, pb::SHARDING_ZERO1, pb::SHARDING_ZERO2, pb::SHARDING_FSDP}) {
       for (const double bucket : {0.0, 65536.0, 200000.0}) {
-        for (const auto& [tp, pp] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {1, 2}}) {
+        for (const auto& [tp, pp] :
+             std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {1, 2}}) {
           Layout l{model, tp, 2, pp, sharding, bucket};
           const auto c = config(l);
           if (!unsupported_reason(c).empty()) continue;  // fsdp with pp 2 and tied embeddings
           for (int64_t rank = 0; rank < tp * 2 * pp; ++rank) {
-            SCOPED_TRACE(c.model.name() + " " + pb::Sharding_Name(sharding) + " bucket " + std::to_string(bucket) +
-                         " tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " rank " + std::to_string(rank));
+            SCOPED_TRACE(c.model.name() + " " + pb::Sharding_Name(sharding) + " bucket " +
+                         std::to_string(bucket) + " tp " + std::to_string(tp) + " pp " +
+                         std::to_string(pp) + " rank " + std::to_string(rank));
             const auto mine = data_parallel_collectives(c, rank);
             const auto theirs = lowered(c, rank);
             ASSERT_EQ(names(mine), names(theirs));
-            for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i].params, theirs[i].params) << mine[i].name;
+            for (size_t i = 0; i < mine.size(); ++i)
+              EXPECT_EQ(mine[i].params, theirs[i].params) << mine[i].name;
             ++compared;
           }
         }
@@ -173,13 +180,16 @@ TEST(DataParallelLayout, ExpertBucketsAsTheLowering) {
       const auto c = config(l);
       ASSERT_EQ(unsupported_reason(c), "");
       for (int64_t rank = 0; rank < dp; ++rank) {
-        SCOPED_TRACE(pb::Sharding_Name(sharding) + " dp " + std::to_string(dp) + " ep " + std::to_string(ep) +
-                     " rank " + std::to_string(rank));
+        SCOPED_TRACE(pb::Sharding_Name(sharding) + " dp " + std::to_string(dp) + " ep " +
+                     std::to_string(ep) + " rank " + std::to_string(rank));
         const auto mine = data_parallel_collectives(c, rank);
         const auto theirs = lowered(c, rank);
         ASSERT_EQ(names(mine), names(theirs));
-        for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i].params, theirs[i].params) << mine[i].name;
-        const bool edp = std::any_of(mine.begin(), mine.end(), [](const auto& x) { return x.name.rfind("opt.edp.", 0) == 0; });
+        for (size_t i = 0; i < mine.size(); ++i)
+          EXPECT_EQ(mine[i].params, theirs[i].params) << mine[i].name;
+        const bool edp = std::any_of(mine.begin(), mine.end(), [](const auto& x) {
+          return x.name.rfind("opt.edp.", 0) == 0;
+        });
         EXPECT_EQ(edp, dp / ep > 1);  // no expert-data-parallel group when ep = dp
       }
     }
@@ -203,10 +213,14 @@ TEST(DataParallelLayout, UnsupportedShardingIsRejectedWithAReason) {
 using test::Outcome;
 using test::Plan;
 
-Outcome train(const std::string& model, const Plan& plan) { return test::train("shard-", model, plan, kSteps); }
+Outcome train(const std::string& model, const Plan& plan) {
+  return test::train("shard-", model, plan, kSteps);
+}
 
 // The one-process run of `model`, trained once per test program.
-const Outcome& reference(const std::string& model) { return test::one_process("shard-", model, kSteps); }
+const Outcome& reference(const std::string& model) {
+  return test::one_process("shard-", model, kSteps);
+}
 
 void expect_matches(const Outcome& ref, const Outcome& got) {
   test::expect_matches(ref, got, kLossTolerance, kParamTolerance);
@@ -221,7 +235,8 @@ TEST_P(ShardingMatchesSingleProcess, Zero1Dp2) {
   // 64 KiB buckets: four reduce-scatters; each part's chunks padded to a multiple of 2.
   const Outcome& ref = reference(model());
   EXPECT_LT(ref.steps.back().loss, ref.steps.front().loss);  // it learns
-  expect_matches(ref, train(model(), {"zero1", 1, 2, 1, {"--sharding", "zero1", "--bucket-bytes", "65536"}}));
+  expect_matches(
+      ref, train(model(), {"zero1", 1, 2, 1, {"--sharding", "zero1", "--bucket-bytes", "65536"}}));
 }
 
 TEST_P(ShardingMatchesSingleProcess, Zero2Dp2) {
@@ -231,14 +246,16 @@ TEST_P(ShardingMatchesSingleProcess, Zero2Dp2) {
 TEST_P(ShardingMatchesSingleProcess, FsdpDp2PerPart) {
   // One bucket per part, each gathered before its forward and its backward, reduce-scattered
   // after its backward in each of the 2 micro-batches; the next bucket prefetched.
-  expect_matches(reference(model()), train(model(), {"fsdp", 1, 2, 1, {"--sharding", "fsdp", "--prefetch", "1"}}));
+  expect_matches(reference(model()),
+                 train(model(), {"fsdp", 1, 2, 1, {"--sharding", "fsdp", "--prefetch", "1"}}));
 }
 
 TEST_P(ShardingMatchesSingleProcess, Zero3Dp2Bucketed) {
   // 200,000-byte buckets: two parts each (with the GPT-style model the tied embedding's bucket
   // stays gathered until its backward).
-  expect_matches(reference(model()),
-                 train(model(), {"zero3", 1, 2, 1, {"--sharding", "zero3", "--bucket-bytes", "200000"}}));
+  expect_matches(
+      reference(model()),
+      train(model(), {"zero3", 1, 2, 1, {"--sharding", "zero3", "--bucket-bytes", "200000"}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ShardingMatchesSingleProcess, ::testing::Values("llama", "gpt"));
@@ -246,15 +263,20 @@ INSTANTIATE_TEST_SUITE_P(Models, ShardingMatchesSingleProcess, ::testing::Values
 // Sharding combined with tensor and pipeline parallelism (4 ranks).
 TEST(ShardingWithModelParallelism, FsdpTp2Dp2SequenceParallel) {
   // The chunks hold TP shards; SP norm gradients are summed over TP on the chunks.
-  expect_matches(reference("tiny"), train("tiny", {"fsdp-tp2-dp2", 2, 2, 1, {"--sharding", "fsdp", "--sp"}}));
+  expect_matches(reference("tiny"),
+                 train("tiny", {"fsdp-tp2-dp2", 2, 2, 1, {"--sharding", "fsdp", "--sp"}}));
 }
 
 TEST(ShardingWithExperts, Zero1Ep2Dp4) {
   // Routed experts: 2 of the 4 on each EP rank, reduce-scattered and gathered over the
   // expert-data-parallel group (2 ranks), averaged over dp; the dense weights over dp (4 ranks).
   const std::string moe = std::string(ORRERY_EXECUTOR_TEST_DIR) + "/tiny-moe.yaml";
-  expect_matches(reference(moe), train(moe, {"zero1-ep2-dp4", 1, 4, 1,
-                                             {"--ep", "2", "--sharding", "zero1", "--bucket-bytes", "65536"}}));
+  expect_matches(reference(moe),
+                 train(moe, {"zero1-ep2-dp4",
+                             1,
+                             4,
+                             1,
+                             {"--ep", "2", "--sharding", "zero1", "--bucket-bytes", "65536"}}));
 }
 
 TEST(ShardingWithExperts, Zero2Dp2WithoutEp) {
@@ -267,8 +289,9 @@ TEST(ShardingWithModelParallelism, Zero1Dp2Pp2TiedEmbeddings) {
   // Each stage shards its own parts; the last stage's copy of the tied embedding (in no part, as
   // the lowering counts the matrix on the first stage) is averaged over dp after the two stages
   // summed its gradient, and updated whole.
-  expect_matches(reference(gpt()),
-                 train(gpt(), {"zero1-dp2-pp2", 1, 2, 2, {"--sharding", "zero1", "--bucket-bytes", "65536"}}));
+  expect_matches(
+      reference(gpt()),
+      train(gpt(), {"zero1-dp2-pp2", 1, 2, 2, {"--sharding", "zero1", "--bucket-bytes", "65536"}}));
 }
 
 // ---- `orrery run` times every data-parallel collective under the lowering's names ----
@@ -282,7 +305,8 @@ std::map<std::string, nlohmann::json> rank0_nodes(const std::string& path) {
   std::ifstream in(path);
   const auto trace = nlohmann::json::parse(in);
   std::map<std::string, nlohmann::json> out;
-  for (const auto& n : trace.at("ranks").at(0).at("nodes")) out[n.at("name").get<std::string>()] = n;
+  for (const auto& n : trace.at("ranks").at(0).at("nodes"))
+    out[n.at("name").get<std::string>()] = n;
   return out;
 }
 
@@ -298,25 +322,30 @@ TEST(ShardingTrace, EveryCollectiveIsTimedUnderItsNodeName) {
   const std::vector<Case> cases = {
       {"--sharding none --bucket '64 KiB'", {"opt.dp.bucket3.all_reduce", "opt.adamw"}, false},
       {"--sharding zero1 --bucket '64 KiB'",
-       {"opt.dp.bucket0.reduce_scatter", "opt.dp.bucket3.reduce_scatter", "opt.head.param_all_gather"}, true},
+       {"opt.dp.bucket0.reduce_scatter", "opt.dp.bucket3.reduce_scatter",
+        "opt.head.param_all_gather"},
+       true},
       {"--sharding fsdp --prefetch 1",
-       {"mb0.fwd.embed.fsdp.all_gather", "L0.mb1.fwd.fsdp.all_gather", "mb1.bwd.head.fsdp.all_gather",
-        "L1.mb1.bwd.fsdp.reduce_scatter", "mb0.bwd.embed.fsdp.reduce_scatter"},
+       {"mb0.fwd.embed.fsdp.all_gather", "L0.mb1.fwd.fsdp.all_gather",
+        "mb1.bwd.head.fsdp.all_gather", "L1.mb1.bwd.fsdp.reduce_scatter",
+        "mb0.bwd.embed.fsdp.reduce_scatter"},
        true},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.flags);
     const std::string dir = test::fresh_dir("shard-trace");
     std::filesystem::remove_all(dir);
-    const Ran r = run_cli("--model tiny --cluster local --dp 2 --global-batch 4 --seq 32 --steps 2 --seed 1 " +
-                          c.flags + " --out " + dir);
+    const Ran r = run_cli(
+        "--model tiny --cluster local --dp 2 --global-batch 4 --seq 32 --steps 2 --seed 1 " +
+        c.flags + " --out " + dir);
     ASSERT_EQ(r.status, 0) << r.out;
     const auto nodes = rank0_nodes(dir + "/trace.json");
     for (const auto& name : c.nodes) {
       ASSERT_TRUE(nodes.count(name)) << name;
       EXPECT_GT(nodes.at(name).value("duration_s", 0.0), 0) << name;
     }
-    for (const auto& [name, n] : nodes) {  // data-parallel collectives: reduce-scatters say how they ran
+    for (const auto& [name, n] :
+         nodes) {  // data-parallel collectives: reduce-scatters say how they ran
       if (name.rfind("opt.dp.", 0) != 0 && name.find("fsdp.") == std::string::npos) continue;
       const bool reduce_scatter = name.find("reduce_scatter") != std::string::npos;
       EXPECT_EQ(n.value("algorithm", ""), reduce_scatter ? "alltoall+sum" : "") << name;

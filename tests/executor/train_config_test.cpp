@@ -30,8 +30,9 @@ TEST(UnsupportedReason, PerStageDegreesAreNotImplementedYet) {
   for (const bool tp : {true, false}) {
     TrainConfig c = tiny_pp2();
     for (int s = 0; s < 2; ++s) (tp ? c.plan.add_stage_tp(1) : c.plan.add_stage_dp(1));
-    EXPECT_NE(unsupported_reason(c).find("stage_tp/stage_dp: per-stage tensor- and data-parallel degrees are not "
-                                         "implemented in the executor yet"),
+    EXPECT_NE(unsupported_reason(c).find(
+                  "stage_tp/stage_dp: per-stage tensor- and data-parallel degrees are not "
+                  "implemented in the executor yet"),
               std::string::npos)
         << unsupported_reason(c);
   }
@@ -64,9 +65,11 @@ TEST(UnsupportedReason, Fp16AndFp8AreRefused) {
   TrainConfig c = tiny_pp2();
   c.plan.mutable_job()->set_precision(pb::PRECISION_FP16);
   EXPECT_EQ(unsupported_reason(c),
-            "job.precision fp16: needs loss scaling, not implemented in the executor yet (fp32 and bf16 are)");
+            "job.precision fp16: needs loss scaling, not implemented in the executor yet (fp32 and "
+            "bf16 are)");
   c.plan.mutable_job()->set_precision(pb::PRECISION_FP8);
-  EXPECT_EQ(unsupported_reason(c), "job.precision fp8: not implemented in the executor (fp32 and bf16 are)");
+  EXPECT_EQ(unsupported_reason(c),
+            "job.precision fp8: not implemented in the executor (fp32 and bf16 are)");
 }
 
 TEST(UnsupportedReason, OverlapFlagsRun) {

@@ -44,7 +44,8 @@ TEST(ActivationMemory, Gpt3TensorParallel) {
   ctx.seq_len = 2048;
   ctx.tp = 8;
   // s b h (10 + 24/8) + 4 a s b / 8 = 327,155,712 + 98,304.
-  EXPECT_DOUBLE_EQ(saved(preset("gpt3-175b"), ctx), s * b * h * (10 + 24.0 / 8) + 4 * a * s * b / 8);
+  EXPECT_DOUBLE_EQ(saved(preset("gpt3-175b"), ctx),
+                   s * b * h * (10 + 24.0 / 8) + 4 * a * s * b / 8);
   ctx.sequence_parallel = true;
   // s b h 34 / 8 + 4 a s b / 8 = 106,954,752 + 98,304.
   EXPECT_DOUBLE_EQ(saved(preset("gpt3-175b"), ctx), s * b * h * 34 / 8 + 4 * a * s * b / 8);

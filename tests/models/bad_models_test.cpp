@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "orrery/base/error.hpp"
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::models {
 namespace {
@@ -82,7 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"},
         BadCase{"hf-zero-experts.json", ":18: num_local_experts: got 0, expected an integer > 0"},
         // Semantic rules on an imported spec point at the HF key behind the field.
-        BadCase{"hf-kv-heads.json", ":17: num_kv_heads: got 5, must divide num_attention_heads (32)"},
+        BadCase{"hf-kv-heads.json",
+                ":17: num_kv_heads: got 5, must divide num_attention_heads (32)"},
         BadCase{"hf-top-k.json", ":15: moe.top_k: got 9, must be in 1..moe.num_experts (8)"},
         BadCase{"hf-sliding-window.json",
                 ":27: sliding_window: got 4096, sliding-window attention is not modelled (null "

@@ -1,12 +1,12 @@
 // Hugging Face config.json import: each hand-written sample (copied from the public config of
 // the model it is named after) must give the preset of that model, field for field.
-#include <gtest/gtest.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
 
+#include "orrery/base/error.hpp"
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::models {
 namespace {
@@ -44,7 +44,8 @@ INSTANTIATE_TEST_SUITE_P(Samples, HfSample,
                                          "deepseek-v3"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char& c : n)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return n;
                          });
 

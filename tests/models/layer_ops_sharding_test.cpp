@@ -11,7 +11,8 @@ namespace orrery::models {
 namespace {
 
 const LayerOp& find(const std::vector<LayerOp>& ops, const std::string& name) {
-  auto it = std::find_if(ops.begin(), ops.end(), [&](const LayerOp& op) { return op.name == name; });
+  auto it =
+      std::find_if(ops.begin(), ops.end(), [&](const LayerOp& op) { return op.name == name; });
   if (it == ops.end()) throw std::runtime_error("no op " + name);
   return *it;
 }

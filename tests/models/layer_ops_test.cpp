@@ -17,7 +17,8 @@ std::vector<std::string> names(const std::vector<LayerOp>& ops) {
 }
 
 const LayerOp& find(const std::vector<LayerOp>& ops, const std::string& name) {
-  auto it = std::find_if(ops.begin(), ops.end(), [&](const LayerOp& op) { return op.name == name; });
+  auto it =
+      std::find_if(ops.begin(), ops.end(), [&](const LayerOp& op) { return op.name == name; });
   if (it == ops.end()) throw std::runtime_error("no op " + name);
   return *it;
 }
@@ -32,8 +33,8 @@ ShardContext context(int64_t seq, int64_t micro_batch = 1) {
 TEST(LayerOps, DenseDecoderLayer) {
   const auto ops = layer_ops(preset("tiny"), LayerPart::kDecoder, 0, context(64));
   const std::vector<std::string> expected = {
-      "attn.norm", "attn.qkv", "attn.rope", "attn.core",   "attn.out",     "attn.residual",
-      "mlp.norm",  "mlp.up",   "mlp.act",   "mlp.down",    "mlp.residual"};
+      "attn.norm", "attn.qkv", "attn.rope", "attn.core", "attn.out",    "attn.residual",
+      "mlp.norm",  "mlp.up",   "mlp.act",   "mlp.down",  "mlp.residual"};
   EXPECT_EQ(names(ops), expected);
   EXPECT_EQ(find(ops, "attn.core").op_class, pb::OP_CLASS_ATTENTION);
   EXPECT_EQ(find(ops, "attn.norm").op_class, pb::OP_CLASS_NORM);
@@ -70,8 +71,7 @@ TEST(LayerOps, MoeLayerRoutesTopKTokensPerExpert) {
   const std::vector<std::string> all = names(ops);
   const std::vector<std::string> mlp(all.begin() + 6, all.end());
   EXPECT_EQ(mlp, (std::vector<std::string>{"mlp.norm", "moe.router", "moe.experts.up",
-                                           "moe.experts.act", "moe.experts.down",
-                                           "mlp.residual"}));
+                                           "moe.experts.act", "moe.experts.down", "mlp.residual"}));
   EXPECT_EQ(find(ops, "moe.router").op_class, pb::OP_CLASS_ROUTER);
   // 4096 tokens * top-2 = 8192 expert-token pairs over 8 experts of 2 * 14336 gate+up columns.
   const LayerOp& up = find(ops, "moe.experts.up");

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "orrery/models/model_catalog.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/models/model_catalog.hpp"
 
 namespace orrery::models {
 namespace {
@@ -15,10 +15,10 @@ namespace fs = std::filesystem;
 
 TEST(ModelCatalog, ListsEveryPresetSorted) {
   const std::vector<std::string> expected = {
-      "deepseek-v3",  "gpt3-175b",     "llama3-405b",    "llama3-70b",      "llama3-8b",
-      "llama3.2-1b",  "mixtral-8x7b",  "nemotron4-15b",  "nemotron4-340b",  "qwen3-235b-a22b",
-      "sc21-1.7b",    "sc21-145.6b",   "sc21-18.4b",     "sc21-1t",         "sc21-3.6b",
-      "sc21-310.1b",  "sc21-39.1b",    "sc21-529.6b",    "sc21-7.5b",       "sc21-76.1b",
+      "deepseek-v3", "gpt3-175b",    "llama3-405b",   "llama3-70b",     "llama3-8b",
+      "llama3.2-1b", "mixtral-8x7b", "nemotron4-15b", "nemotron4-340b", "qwen3-235b-a22b",
+      "sc21-1.7b",   "sc21-145.6b",  "sc21-18.4b",    "sc21-1t",        "sc21-3.6b",
+      "sc21-310.1b", "sc21-39.1b",   "sc21-529.6b",   "sc21-7.5b",      "sc21-76.1b",
       "tiny"};
   EXPECT_EQ(preset_names(), expected);
 }
@@ -75,10 +75,10 @@ TEST(ModelCatalog, Sc21FamilyMatchesTable1) {
     const char* name;
     int64_t layers, hidden, heads;
   };
-  const Row rows[] = {{"sc21-1.7b", 24, 2304, 24},     {"sc21-3.6b", 30, 3072, 32},
-                      {"sc21-7.5b", 36, 4096, 32},     {"sc21-18.4b", 40, 6144, 48},
-                      {"sc21-39.1b", 48, 8192, 64},    {"sc21-76.1b", 60, 10240, 80},
-                      {"sc21-145.6b", 80, 12288, 96},  {"sc21-310.1b", 96, 16384, 128},
+  const Row rows[] = {{"sc21-1.7b", 24, 2304, 24},      {"sc21-3.6b", 30, 3072, 32},
+                      {"sc21-7.5b", 36, 4096, 32},      {"sc21-18.4b", 40, 6144, 48},
+                      {"sc21-39.1b", 48, 8192, 64},     {"sc21-76.1b", 60, 10240, 80},
+                      {"sc21-145.6b", 80, 12288, 96},   {"sc21-310.1b", 96, 16384, 128},
                       {"sc21-529.6b", 105, 20480, 128}, {"sc21-1t", 128, 25600, 160}};
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);

@@ -23,15 +23,15 @@ struct Published {
 // formula (-2.8%).
 TEST(ModelStats, ParameterCountsMatchPublishedFigures) {
   const Published rows[] = {
-      {"llama3-8b", 8.03e9, 0.01},       {"llama3-70b", 70.6e9, 0.01},
-      {"llama3-405b", 405.9e9, 0.01},    {"mixtral-8x7b", 46.7e9, 0.01},
-      {"deepseek-v3", 671e9, 0.01},      {"qwen3-235b-a22b", 235e9, 0.01},
-      {"gpt3-175b", 175e9, 0.01},        {"nemotron4-15b", 15.6e9, 0.01},
-      {"nemotron4-340b", 341e9, 0.01},   {"sc21-1.7b", 1.7e9, 0.03},
-      {"sc21-3.6b", 3.6e9, 0.03},        {"sc21-7.5b", 7.5e9, 0.03},
-      {"sc21-18.4b", 18.4e9, 0.03},      {"sc21-39.1b", 39.1e9, 0.03},
-      {"sc21-76.1b", 76.1e9, 0.03},      {"sc21-145.6b", 145.6e9, 0.03},
-      {"sc21-310.1b", 310.1e9, 0.03},    {"sc21-529.6b", 529.6e9, 0.03},
+      {"llama3-8b", 8.03e9, 0.01},     {"llama3-70b", 70.6e9, 0.01},
+      {"llama3-405b", 405.9e9, 0.01},  {"mixtral-8x7b", 46.7e9, 0.01},
+      {"deepseek-v3", 671e9, 0.01},    {"qwen3-235b-a22b", 235e9, 0.01},
+      {"gpt3-175b", 175e9, 0.01},      {"nemotron4-15b", 15.6e9, 0.01},
+      {"nemotron4-340b", 341e9, 0.01}, {"sc21-1.7b", 1.7e9, 0.03},
+      {"sc21-3.6b", 3.6e9, 0.03},      {"sc21-7.5b", 7.5e9, 0.03},
+      {"sc21-18.4b", 18.4e9, 0.03},    {"sc21-39.1b", 39.1e9, 0.03},
+      {"sc21-76.1b", 76.1e9, 0.03},    {"sc21-145.6b", 145.6e9, 0.03},
+      {"sc21-310.1b", 310.1e9, 0.03},  {"sc21-529.6b", 529.6e9, 0.03},
       {"sc21-1t", 1008e9, 0.03}};  // Table 1 lists 1008 billion for the "1T" model
   for (const Published& row : rows) {
     const ModelStats stats = model_stats(preset(row.name), 2048);
@@ -84,8 +84,8 @@ TEST(ModelStats, FlopsPerTokenMatchSixNPlusAttention) {
     const pb::ModelSpec spec = preset(name);
     const int64_t seq = std::min<int64_t>(spec.max_seq_len(), 8192);
     const ModelStats stats = model_stats(spec, seq);
-    const double causal_flash = stats.approx_flops_per_token -
-                                5.0 * spec.num_layers() * seq * attention_width(spec);
+    const double causal_flash =
+        stats.approx_flops_per_token - 5.0 * spec.num_layers() * seq * attention_width(spec);
     EXPECT_LT(relative_error(stats.training_flops_per_token, causal_flash), 0.01)
         << name << ": " << stats.training_flops_per_token << " vs " << causal_flash;
   }

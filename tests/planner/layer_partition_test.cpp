@@ -7,7 +7,8 @@ namespace {
 
 TEST(LayerPartition, UniformLayersSplitEvenly) {
   const std::vector<double> layers(8, 1.0);
-  EXPECT_EQ(partition_layers(layers, {0, 0, 0, 0}, {1, 1, 1, 1}), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(partition_layers(layers, {0, 0, 0, 0}, {1, 1, 1, 1}),
+            (std::vector<int64_t>{2, 2, 2, 2}));
 }
 
 TEST(LayerPartition, FasterStageTakesMoreLayers) {
@@ -37,7 +38,8 @@ TEST(LayerPartition, MatchesBruteForceOnSmallCases) {
       best = std::min(best, slowest_stage({a, b, 8 - a - b}, layers, extra, speed));
     }
   }
-  EXPECT_DOUBLE_EQ(slowest_stage(partition_layers(layers, extra, speed), layers, extra, speed), best);
+  EXPECT_DOUBLE_EQ(slowest_stage(partition_layers(layers, extra, speed), layers, extra, speed),
+                   best);
 }
 
 }  // namespace

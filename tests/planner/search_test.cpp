@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -14,10 +14,13 @@ namespace {
 
 // A job, its topology and cost models, and the analytic engine, kept alive together.
 struct Fixture {
-  Fixture(const std::string& model, const std::string& cluster, int64_t nodes, int64_t gbs, int64_t seq,
-          SpaceOptions options = {})
-      : job(make_job(model, cluster, nodes, gbs, seq)), topology(job.cluster), costs(topology, "bf16"),
-        engine(costs), space(job, std::move(options)) {}
+  Fixture(const std::string& model, const std::string& cluster, int64_t nodes, int64_t gbs,
+          int64_t seq, SpaceOptions options = {})
+      : job(make_job(model, cluster, nodes, gbs, seq)),
+        topology(job.cluster),
+        costs(topology, "bf16"),
+        engine(costs),
+        space(job, std::move(options)) {}
 
   static PlanningJob make_job(const std::string& model, const std::string& cluster, int64_t nodes,
                               int64_t gbs, int64_t seq) {
@@ -88,7 +91,8 @@ TEST(Search, ExhaustiveEqualsBruteForce) {
 }
 
 TEST(Search, LocalSearchWithinOnePercentOfExhaustive) {
-  for (const auto& [model, nodes, gbs] : {std::tuple{"llama3-8b", 2, 64}, std::tuple{"llama3-70b", 4, 128}}) {
+  for (const auto& [model, nodes, gbs] :
+       {std::tuple{"llama3-8b", 2, 64}, std::tuple{"llama3-70b", 4, 128}}) {
     SpaceOptions space = small_space();
     space.placements = {"", "tp,cp,pp,dp"};
     Fixture f(model, "dgx-h100", nodes, gbs, 4096, space);
@@ -104,7 +108,8 @@ TEST(Search, LocalSearchWithinOnePercentOfExhaustive) {
     ASSERT_FALSE(a.ranked.empty() || b.ranked.empty()) << model;
     EXPECT_FALSE(b.stats.exhaustive);
     EXPECT_LT(b.stats.timed, a.stats.timed) << model;
-    EXPECT_LE(b.ranked.front().eval.step_time_s(), 1.01 * a.ranked.front().eval.step_time_s()) << model;
+    EXPECT_LE(b.ranked.front().eval.step_time_s(), 1.01 * a.ranked.front().eval.step_time_s())
+        << model;
   }
 }
 
@@ -214,8 +219,10 @@ TEST(Search, HeterogeneousStagesGetLayersBySpeed) {
   int64_t most_a100 = 0, least_h100 = 1 << 30;
   for (int i = 0; i < best.plan.layers_per_stage_size(); ++i) {
     const int64_t n = best.plan.layers_per_stage(i);
-    if (best.knobs.stage_groups[static_cast<size_t>(i)] == "a100") most_a100 = std::max(most_a100, n);
-    else least_h100 = std::min(least_h100, n);
+    if (best.knobs.stage_groups[static_cast<size_t>(i)] == "a100")
+      most_a100 = std::max(most_a100, n);
+    else
+      least_h100 = std::min(least_h100, n);
   }
   EXPECT_GT(least_h100, most_a100) << plan_label(best);
 }

@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -20,7 +20,11 @@ const std::string kCluster = std::string(ORRERY_TEST_INPUTS) + "/planner/mixed-1
 
 struct Fixture {
   explicit Fixture(SpaceOptions options, int64_t gbs = 64)
-      : job(make_job(gbs)), topology(job.cluster), costs(topology, "bf16"), engine(costs), space(job, std::move(options)) {}
+      : job(make_job(gbs)),
+        topology(job.cluster),
+        costs(topology, "bf16"),
+        engine(costs),
+        space(job, std::move(options)) {}
 
   static PlanningJob make_job(int64_t gbs) {
     PlanningJob j;
@@ -90,8 +94,9 @@ TEST(StageDegreesSearch, BeatsTheBestUniformPlanAndTheSearchFindsIt) {
   ASSERT_FALSE(best.ranked.empty());
   ASSERT_FALSE(uniform.ranked.empty());
   const RankedPlan& top = best.ranked.front();
-  std::printf("per-stage: %s  %.4f s\nuniform:   %s  %.4f s\n", plan_label(top).c_str(), top.eval.step_time_s(),
-              plan_label(uniform.ranked.front()).c_str(), uniform.ranked.front().eval.step_time_s());
+  std::printf("per-stage: %s  %.4f s\nuniform:   %s  %.4f s\n", plan_label(top).c_str(),
+              top.eval.step_time_s(), plan_label(uniform.ranked.front()).c_str(),
+              uniform.ranked.front().eval.step_time_s());
   EXPECT_FALSE(top.knobs.stage_tp.empty()) << plan_label(top);
   EXPECT_LT(top.eval.step_time_s(), uniform.ranked.front().eval.step_time_s());
   // The plan file carries the stages' degrees, resolves as written, and fits.
@@ -110,14 +115,14 @@ TEST(StageDegreesSearch, SameBytesWithOneAndTwoThreads) {
     SearchOptions o;
     o.threads = threads;
     std::string s;
-    for (const auto& p : search(f.space, f.engine, o).ranked) s += knob_key(p.knobs) + "\n" + to_json(p.plan) + to_json(p.eval.result);
+    for (const auto& p : search(f.space, f.engine, o).ranked)
+      s += knob_key(p.knobs) + "\n" + to_json(p.plan) + to_json(p.eval.result);
     return s;
   };
   const std::string one = run(1);
   EXPECT_FALSE(one.empty());
   EXPECT_EQ(one, run(2));
 }
-
 
 }  // namespace
 }  // namespace orrery::planner

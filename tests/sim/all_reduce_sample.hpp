@@ -8,13 +8,15 @@
 
 namespace orrery::sim::test {
 
-inline calibration::CommSample all_reduce_sample(double bytes, int64_t ranks, double latency, double bus_bw) {
+inline calibration::CommSample all_reduce_sample(double bytes, int64_t ranks, double latency,
+                                                 double bus_bw) {
   calibration::CommSample s;
   s.scope = "intra_node";
   s.collective = pb::COLLECTIVE_KIND_ALL_REDUCE;
   s.bytes = bytes;
   s.ranks = ranks;
-  s.seconds = latency + bytes * 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) / bus_bw;
+  s.seconds =
+      latency + bytes * 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) / bus_bw;
   s.source = "test";
   return s;
 }

@@ -13,8 +13,8 @@
 
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/engine.hpp"
 #include "orrery/plan/rank_layout.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
@@ -24,7 +24,8 @@ struct Bench {
   pb::ClusterSpec cluster;
   topologies::Topology topology;
   CostModels costs;
-  explicit Bench(pb::ClusterSpec c) : cluster(std::move(c)), topology(cluster), costs(topology, "bf16") {}
+  explicit Bench(pb::ClusterSpec c)
+      : cluster(std::move(c)), topology(cluster), costs(topology, "bf16") {}
 };
 
 pb::Plan base(const std::string& model, int64_t global_batch, int64_t seq) {
@@ -69,9 +70,10 @@ double pass_seconds(const CostModels& costs, const pb::DeviceSpec& device,
   double t = 0;
   for (const auto& op : ops) {
     const double flops = backward ? op.backward_flops : op.forward_flops;
-    const double bytes = backward ? 2 * (op.forward_bytes_read + op.forward_bytes_written) +
-                                        op.backward_extra_bytes_read + op.backward_extra_bytes_written
-                                  : op.forward_bytes_read + op.forward_bytes_written;
+    const double bytes = backward
+                             ? 2 * (op.forward_bytes_read + op.forward_bytes_written) +
+                                   op.backward_extra_bytes_read + op.backward_extra_bytes_written
+                             : op.forward_bytes_read + op.forward_bytes_written;
     t += costs.compute().seconds(device, op.op_class, flops, bytes);
   }
   return t;
@@ -115,11 +117,13 @@ std::vector<double> stage_parts(const plan::ResolvedPlan& plan, int64_t p) {
   std::vector<double> parts;
   for (int64_t c = 0; c < plan.degrees.vp; ++c) {
     const int64_t s = c * plan.degrees.pp + p;
-    if (s == 0) parts.push_back(params(models::layer_ops(m, models::LayerPart::kEmbedding, 0, ctx)));
+    if (s == 0)
+      parts.push_back(params(models::layer_ops(m, models::LayerPart::kEmbedding, 0, ctx)));
     for (int64_t l = 0; l < plan.layers_per_stage[static_cast<size_t>(s)]; ++l) {
       parts.push_back(params(models::layer_ops(m, models::LayerPart::kDecoder, 0, ctx)));
     }
-    if (s == stages - 1) parts.push_back(params(models::layer_ops(m, models::LayerPart::kHead, 0, ctx)));
+    if (s == stages - 1)
+      parts.push_back(params(models::layer_ops(m, models::LayerPart::kHead, 0, ctx)));
   }
   return parts;
 }
@@ -139,7 +143,8 @@ double tail_seconds(const plan::ResolvedPlan& plan, const CostModels& costs, int
                     const std::vector<double>& parts) {
   const plan::RankLayout layout(plan.degrees, plan.placement);
   std::vector<int64_t> devs;
-  for (int64_t r : layout.group(plan::GroupKind::kDp, rank)) devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+  for (int64_t r : layout.group(plan::GroupKind::kDp, rank))
+    devs.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
   double t = 0;
   if (devs.size() > 1) {
     double filled = 0;
@@ -150,10 +155,12 @@ double tail_seconds(const plan::ResolvedPlan& plan, const CostModels& costs, int
         filled = 0;
       }
     }
-    if (filled > 0) t += costs.collectives().estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devs, filled * 4).seconds;
+    if (filled > 0)
+      t += costs.collectives().estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devs, filled * 4).seconds;
   }
   const double params = std::accumulate(parts.begin(), parts.end(), 0.0);
-  t += costs.compute().seconds(plan::device_of(plan, rank), pb::OP_CLASS_OPTIMIZER, 12 * params, 30 * params);
+  t += costs.compute().seconds(plan::device_of(plan, rank), pb::OP_CLASS_OPTIMIZER, 12 * params,
+                               30 * params);
   return t;
 }
 
@@ -172,13 +179,14 @@ TEST(AnalyticEngine, OneStageStepIsMicroBatchesTimesForwardBackwardPlusTail) {
   expect_breakdown_adds_up(out.result);
   EXPECT_EQ(out.result.breakdown().pipeline_bubble_s(), 0);
   // Exposed DP is the bucket chain; the optimizer the AdamW step.
-  const double optimizer = h100.costs.compute().seconds(plan::device_of(plan, 0), pb::OP_CLASS_OPTIMIZER,
-                                                        12 * params, 30 * params);
+  const double optimizer = h100.costs.compute().seconds(
+      plan::device_of(plan, 0), pb::OP_CLASS_OPTIMIZER, 12 * params, 30 * params);
   EXPECT_NEAR(out.result.breakdown().optimizer_s(), optimizer, 1e-15);
   EXPECT_NEAR(comm(out.result, "dp"), tail - optimizer, 1e-12);
   // Twice the micro-batches adds exactly 2 (F + B).
   p.mutable_job()->set_global_batch_size(32);
-  const double longer = simulate_analytic(resolve(p, h100.cluster), h100.costs).result.step_time_s();
+  const double longer =
+      simulate_analytic(resolve(p, h100.cluster), h100.costs).result.step_time_s();
   EXPECT_NEAR(longer - out.result.step_time_s(), 2 * x, 1e-12 * longer);
 }
 
@@ -195,8 +203,9 @@ PipelineFigures figures(const plan::ResolvedPlan& plan, const CostModels& costs)
   // forward (activations) and backward (gradients). Every hop here stays in one node: one time.
   const double bytes = 1.0 * plan.seq_len * plan.model.hidden_size() * 2;
   const int64_t pp = plan.degrees.pp, vp = plan.degrees.vp;
-  const double hop = costs.collectives().p2p_seconds(plan.device_of_rank[static_cast<size_t>(layout.rank({0, 0, 0, 0}))],
-                                                     plan.device_of_rank[static_cast<size_t>(layout.rank({0, 0, 0, 1}))], bytes);
+  const double hop = costs.collectives().p2p_seconds(
+      plan.device_of_rank[static_cast<size_t>(layout.rank({0, 0, 0, 0}))],
+      plan.device_of_rank[static_cast<size_t>(layout.rank({0, 0, 0, 1}))], bytes);
   for (int64_t p = 0; p < pp; ++p) {
     const int64_t rank = layout.rank({0, 0, 0, p});
     // A stage receives vp activations and vp gradients per micro-batch, less the first chunk's
@@ -243,7 +252,8 @@ TEST(AnalyticEngine, OneFOneBBubbleIsTheOtherStagesWork) {
   // x_0 + x_1 + x_2, which is 3 x_1 plus the embedding's cost on stage 0.
   EXPECT_EQ(f.x[1], f.x[2]);
   EXPECT_GT(f.x[3], f.x[1]);
-  EXPECT_NEAR(r.breakdown().pipeline_bubble_s(), f.x[0] + f.x[1] + f.x[2] + (max_tail - f.tail[3]), 1e-12 * step);
+  EXPECT_NEAR(r.breakdown().pipeline_bubble_s(), f.x[0] + f.x[1] + f.x[2] + (max_tail - f.tail[3]),
+              1e-12 * step);
   // Stage 0 carries the embedding: its lookups are cheap, but its backward passes over the
   // 525M-entry table's gradient (models' backward_extra_bytes), 6.3 GB a micro-batch: about 7%.
   EXPECT_GT(f.x[0], 1.03 * f.x[1]);
@@ -261,7 +271,8 @@ TEST(AnalyticEngine, InterleavingShrinksTheBubbleByVp) {
   const PipelineFigures f = figures(plan, h100.costs);
   const double max_x = *std::max_element(f.x.begin(), f.x.end());
   const double max_tail = *std::max_element(f.tail.begin(), f.tail.end());
-  // T = M max x + (pp - 1) / vp max x + the fill's crossings + max tail, M = 8, (pp - 1) / vp = 3 / 2.
+  // T = M max x + (pp - 1) / vp max x + the fill's crossings + max tail, M = 8, (pp - 1) / vp = 3
+  // / 2.
   const double step = 8 * max_x + 1.5 * max_x + f.p2p + max_tail;
   EXPECT_NEAR(r.step_time_s(), step, 1e-12 * step);
   expect_breakdown_adds_up(r);
@@ -270,7 +281,8 @@ TEST(AnalyticEngine, InterleavingShrinksTheBubbleByVp) {
   // The fill/drain term is (pp - 1) / vp of the slowest rank's F + B: with uniform stages the
   // bubble is (pp - 1)(F + B) / vp, 1/vp of 1F1B's. Here rank 3 (8 layers + LM head) is the
   // slowest and the critical one, so the bubble is exactly 3/2 x_3 and the fill's crossings.
-  const size_t slowest = static_cast<size_t>(std::max_element(f.x.begin(), f.x.end()) - f.x.begin());
+  const size_t slowest =
+      static_cast<size_t>(std::max_element(f.x.begin(), f.x.end()) - f.x.begin());
   EXPECT_EQ(slowest, 3u);
   EXPECT_NEAR(r.breakdown().pipeline_bubble_s(), 1.5 * f.x[3] + f.p2p, 1e-12 * step);
   // Against vp = 1 (1F1B, bubble x_0 + x_1 + x_2 on the same work): smaller, by less than 1/vp
@@ -324,19 +336,22 @@ TEST(AnalyticEngine, BreakdownAddsUpAcrossPlans) {
   std::vector<std::pair<std::string, pb::Plan>> plans;
   {
     pb::Plan p = base("llama3-8b", 8, 2048);
-    p.mutable_parallel()->set_tp(2), p.mutable_parallel()->set_pp(2), p.mutable_parallel()->set_dp(2);
+    p.mutable_parallel()->set_tp(2), p.mutable_parallel()->set_pp(2),
+        p.mutable_parallel()->set_dp(2);
     p.mutable_parallel()->set_sequence_parallel(true);
     p.set_overlap_grad_reduce(true);
     plans.push_back({"tp2 sp pp2 dp2", p});
   }
   {
     pb::Plan p = base("llama3-8b", 4, 4096);
-    p.mutable_parallel()->set_tp(2), p.mutable_parallel()->set_cp(2), p.mutable_parallel()->set_dp(2);
+    p.mutable_parallel()->set_tp(2), p.mutable_parallel()->set_cp(2),
+        p.mutable_parallel()->set_dp(2);
     plans.push_back({"tp2 cp2 dp2", p});
   }
   {
     pb::Plan p = base("mixtral-8x7b", 8, 2048);
-    p.mutable_parallel()->set_tp(2), p.mutable_parallel()->set_dp(4), p.mutable_parallel()->set_ep(4);
+    p.mutable_parallel()->set_tp(2), p.mutable_parallel()->set_dp(4),
+        p.mutable_parallel()->set_ep(4);
     plans.push_back({"mixtral tp2 dp4 ep4", p});
   }
   {
@@ -366,7 +381,8 @@ TEST(AnalyticEngine, BreakdownAddsUpAcrossPlans) {
     // training_flops_per_token x tokens over 8 x 989 TFLOPS (H100 bf16 dense).
     const double tokens = static_cast<double>(p.job().global_batch_size() * p.job().seq_len());
     EXPECT_NEAR(r.tokens_per_s(), tokens / r.step_time_s(), 1e-9 * r.tokens_per_s());
-    const double model_flops = models::model_stats(plan.model, plan.seq_len).training_flops_per_token * tokens;
+    const double model_flops =
+        models::model_stats(plan.model, plan.seq_len).training_flops_per_token * tokens;
     EXPECT_NEAR(r.mfu(), model_flops / (r.step_time_s() * 8 * 989e12), 1e-12);
     if (plan.recompute() == pb::RECOMPUTE_NONE) {
       EXPECT_DOUBLE_EQ(r.hfu(), r.mfu());
@@ -393,7 +409,8 @@ TEST(AnalyticEngine, FullRecomputeHfuCountsTheExtraForward) {
   models::ShardContext ctx;
   ctx.seq_len = 2048;
   double layer_forward = 0;
-  for (const auto& op : models::layer_ops(plan.model, models::LayerPart::kDecoder, 0, ctx)) layer_forward += op.forward_flops;
+  for (const auto& op : models::layer_ops(plan.model, models::LayerPart::kDecoder, 0, ctx))
+    layer_forward += op.forward_flops;
   const double recompute = 32 * layer_forward * 16;  // per sequence x 16 sequences
   EXPECT_NEAR((r.hfu() - r.mfu()) * r.step_time_s() * 8 * 989e12, recompute, 1e-9 * recompute);
 }

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
-#include "orrery/sim/collective_cost.hpp"
 #include "orrery/plan/lower.hpp"
+#include "orrery/sim/collective_cost.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -22,8 +22,10 @@ Steps steps(const plan::ResolvedPlan& plan, double overhead_s, bool per_round = 
   if (overhead_s > 0) {
     pb::BlockingOverhead* o = profile.add_blocking_overhead();
     o->set_scope("intra_node");
-    if (per_round) o->set_per_round_s(overhead_s);
-    else o->set_overhead_s(overhead_s);
+    if (per_round)
+      o->set_per_round_s(overhead_s);
+    else
+      o->set_overhead_s(overhead_s);
   }
   const auto [a, d] = test::simulate_both(plan, profile);
   return {a.step_time_s(), d.step_time_s()};
@@ -41,7 +43,8 @@ InLine blocking_collectives(const plan::ResolvedPlan& plan) {
   for (const auto& node : g.ranks(0).nodes()) {
     if (node.kind() != pb::NODE_KIND_COLLECTIVE || node.stream() != plan::kCompute) continue;
     ++n.collectives;
-    n.rounds += message_rounds(node.collective(), g.process_groups(static_cast<int>(node.process_group())).ranks_size());
+    n.rounds += message_rounds(
+        node.collective(), g.process_groups(static_cast<int>(node.process_group())).ranks_size());
   }
   return n;
 }
@@ -60,20 +63,25 @@ TEST(BlockingOverhead, EveryInLineCollectiveCostsItPerRoundInBothEngines) {
   // tp 8 with SP: all-gathers and reduce-scatters (7 rounds each) and the loss's all-reduces (14).
   const plan::ResolvedPlan plan = test::dgx_h100_plan(8, 1, true);
   const InLine n = blocking_collectives(plan);
-  ASSERT_GT(n.collectives, 100);  // 32 layers x 2 micro-batches x (4 forward + 4 backward) and the head's
+  ASSERT_GT(n.collectives,
+            100);  // 32 layers x 2 micro-batches x (4 forward + 4 backward) and the head's
   EXPECT_GT(n.rounds, 7 * n.collectives);  // some all-reduces among them
   const Steps none = steps(plan, 0), slow = steps(plan, 1e-4);
   // One pipeline stage, no overlap: each of them sits on the step's critical path.
-  EXPECT_NEAR(slow.analytic - none.analytic, static_cast<double>(n.rounds) * 1e-4, 1e-9) << n.rounds << " rounds";
-  EXPECT_NEAR(slow.des - none.des, static_cast<double>(n.rounds) * 1e-4, 1e-6) << n.rounds << " rounds";
+  EXPECT_NEAR(slow.analytic - none.analytic, static_cast<double>(n.rounds) * 1e-4, 1e-9)
+      << n.rounds << " rounds";
+  EXPECT_NEAR(slow.des - none.des, static_cast<double>(n.rounds) * 1e-4, 1e-6)
+      << n.rounds << " rounds";
 }
 
 TEST(BlockingOverhead, AnOlderProfilesOverheadIsPerCollective) {
   const plan::ResolvedPlan plan = test::dgx_h100_plan(8, 1);
   const InLine n = blocking_collectives(plan);
   const Steps none = steps(plan, 0), slow = steps(plan, 1e-3, false);
-  EXPECT_NEAR(slow.analytic - none.analytic, static_cast<double>(n.collectives) * 1e-3, 1e-9) << n.collectives;
-  EXPECT_NEAR(slow.des - none.des, static_cast<double>(n.collectives) * 1e-3, 1e-6) << n.collectives;
+  EXPECT_NEAR(slow.analytic - none.analytic, static_cast<double>(n.collectives) * 1e-3, 1e-9)
+      << n.collectives;
+  EXPECT_NEAR(slow.des - none.des, static_cast<double>(n.collectives) * 1e-3, 1e-6)
+      << n.collectives;
 }
 
 TEST(BlockingOverhead, CollectivesOnCommunicationStreamsPayNothing) {

@@ -6,13 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include "all_reduce_sample.hpp"
 #include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/compute_cost.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "all_reduce_sample.hpp"
 #include "test_core_device.hpp"
 
 namespace orrery::sim {
@@ -90,7 +90,8 @@ TEST(CalibrationFit, RecoversAllFourParametersFromBothRegimes) {
   // 512 reads 1.05 MB, 75 us, against (5.2e5 + 2e6) / 6e10 = 42 us. Both regimes: all four
   // parameters are determined (the memory-bound ones fix the overhead, the squares the rest).
   const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
-  const calibration::CalibrationFit fit = calibration::fit_calibration(gemm_samples(truth, 0), {}, devices());
+  const calibration::CalibrationFit fit =
+      calibration::fit_calibration(gemm_samples(truth, 0), {}, devices());
   ASSERT_EQ(fit.profile.compute_size(), 1);
   const pb::ComputeCurve& c = fit.profile.compute(0);
   EXPECT_NEAR(c.max_efficiency(), 0.6, 1e-6);
@@ -108,7 +109,8 @@ TEST(CalibrationFit, RecoversAllFourParametersFromBothRegimes) {
 TEST(CalibrationFit, StandardErrorsCoverNoisyTruth) {
   // 2% wobble: the fit lands near the truth and its standard errors say how near.
   const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
-  const calibration::CalibrationFit fit = calibration::fit_calibration(gemm_samples(truth, 0.02), {}, devices());
+  const calibration::CalibrationFit fit =
+      calibration::fit_calibration(gemm_samples(truth, 0.02), {}, devices());
   const pb::ComputeCurve& c = fit.profile.compute(0);
   ASSERT_EQ(c.fit().param_std_errors_size(), 4);
   const double values[] = {c.max_efficiency(), c.half_saturation_flops(), c.memory_efficiency(),
@@ -166,12 +168,15 @@ TEST(CalibrationFit, CopiesFitTheirBandwidthFromBytesAlone) {
   EXPECT_NEAR(c.memory_efficiency(), 0.3, 1e-6);
   EXPECT_NEAR(c.overhead_s(), 10e-6, 1e-9);
 
-  // FSDP's copy-out of 4 MiB of fp32 (plan/include/orrery/plan/layer_program.hpp's CopyWork) costs that curve.
+  // FSDP's copy-out of 4 MiB of fp32 (plan/include/orrery/plan/layer_program.hpp's CopyWork) costs
+  // that curve.
   const ComputeCostModel model("fp32", &fit.profile);
   const double bytes = 2 * 4 * 1048576.0;
-  EXPECT_NEAR(model.seconds(test_device(), pb::OP_CLASS_COPY, 0, bytes), 10e-6 + bytes / (20e9 * 0.3), 1e-9);
+  EXPECT_NEAR(model.seconds(test_device(), pb::OP_CLASS_COPY, 0, bytes),
+              10e-6 + bytes / (20e9 * 0.3), 1e-9);
   EXPECT_NEAR(model.seconds(test_device(), pb::OP_CLASS_ELEMENTWISE, 0, bytes),
-              ComputeCostModel("fp32").seconds(test_device(), pb::OP_CLASS_ELEMENTWISE, 0, bytes), 1e-12);
+              ComputeCostModel("fp32").seconds(test_device(), pb::OP_CLASS_ELEMENTWISE, 0, bytes),
+              1e-12);
 }
 
 calibration::CommSample comm(double bytes, int64_t ranks, double latency, double bus_bw) {
@@ -194,7 +199,8 @@ TEST(CalibrationFit, CommunicationAlphaBeta) {
   EXPECT_NEAR(c.bandwidth_bytes_per_s(), 2e9, 1e-3);
   EXPECT_EQ(fitted(c.fit()), (std::vector<std::string>{"latency_s", "bandwidth_bytes_per_s"}));
   EXPECT_EQ(c.fit().samples(), 16);
-  for (const auto& s : samples) EXPECT_NEAR(calibration::predict_comm_seconds(c, s) / s.seconds, 1, 1e-9);
+  for (const auto& s : samples)
+    EXPECT_NEAR(calibration::predict_comm_seconds(c, s) / s.seconds, 1, 1e-9);
 }
 
 TEST(CalibrationFit, OneMessageSizeCannotSeparateLatency) {
@@ -227,12 +233,15 @@ TEST(CalibrationFit, PointToPointLatencyOnTheCollectivesBandwidth) {
     samples.push_back(p2p);
   }
   const calibration::CalibrationFit fit = calibration::fit_calibration({}, samples, {});
-  const pb::CommCurve* c = CollectiveCostModel::calibrated_curve(fit.profile, "intra_node", pb::COLLECTIVE_KIND_UNSPECIFIED);
+  const pb::CommCurve* c = CollectiveCostModel::calibrated_curve(fit.profile, "intra_node",
+                                                                 pb::COLLECTIVE_KIND_UNSPECIFIED);
   ASSERT_NE(c, nullptr);
   EXPECT_NEAR(c->bandwidth_bytes_per_s(), 2e9, 1e-3);
   EXPECT_NEAR(c->latency_s(), 3e-3 - 131072 / 2e9, 1e-12);
   EXPECT_EQ(fitted(c->fit()), std::vector<std::string>{"latency_s"});
-  const auto report = std::find_if(fit.curves.begin(), fit.curves.end(), [](const calibration::CurveReport& r) { return r.what == "send/recv"; });
+  const auto report =
+      std::find_if(fit.curves.begin(), fit.curves.end(),
+                   [](const calibration::CurveReport& r) { return r.what == "send/recv"; });
   ASSERT_NE(report, fit.curves.end());
   EXPECT_TRUE(report->fitted);
   ASSERT_EQ(report->held.size(), 1u);
@@ -240,17 +249,20 @@ TEST(CalibrationFit, PointToPointLatencyOnTheCollectivesBandwidth) {
   EXPECT_NE(report->held[0].reason.find("all_reduce"), std::string::npos) << report->held[0].reason;
 
   // Without a collective of the scope to take a bandwidth from, the default stays, and says why.
-  const calibration::CalibrationFit alone = calibration::fit_calibration({}, {samples.end() - 3, samples.end()}, {});
+  const calibration::CalibrationFit alone =
+      calibration::fit_calibration({}, {samples.end() - 3, samples.end()}, {});
   EXPECT_EQ(alone.profile.comm_size(), 0);
   ASSERT_EQ(alone.curves.size(), 1u);
   EXPECT_FALSE(alone.curves[0].fitted);
-  EXPECT_NE(alone.curves[0].note.find("no collective of this scope"), std::string::npos) << alone.curves[0].note;
+  EXPECT_NE(alone.curves[0].note.find("no collective of this scope"), std::string::npos)
+      << alone.curves[0].note;
 }
 
 TEST(CalibrationFit, TooFewSamplesKeepTheDefault) {
   std::vector<calibration::ComputeSample> two = gemm_samples(curve(0.6, 0, 0.7, 1e-5), 0);
   two.resize(2);
-  const calibration::CalibrationFit fit = calibration::fit_calibration(two, {comm(4096, 2, 1e-5, 1e9)}, devices());
+  const calibration::CalibrationFit fit =
+      calibration::fit_calibration(two, {comm(4096, 2, 1e-5, 1e9)}, devices());
   EXPECT_EQ(fit.profile.compute_size(), 0);
   EXPECT_EQ(fit.profile.comm_size(), 0);
   ASSERT_EQ(fit.curves.size(), 2u);
@@ -263,7 +275,8 @@ TEST(CalibrationFit, TooFewSamplesKeepTheDefault) {
 
 // GEMM samples with shapes: squares n x n x n, and a family of "skinny" [128, n, 256] forward
 // GEMMs and their backward passes that run `skinny_factor` slower than the curve says.
-std::vector<calibration::ComputeSample> shaped_samples(const pb::ComputeCurve& truth, double skinny_factor) {
+std::vector<calibration::ComputeSample> shaped_samples(const pb::ComputeCurve& truth,
+                                                       double skinny_factor) {
   std::vector<calibration::ComputeSample> out;
   for (int64_t n : {64, 128, 256, 512, 1024, 2048}) {
     calibration::ComputeSample s = sample(2.0 * n * n * n, 12.0 * n * n);
@@ -274,7 +287,8 @@ std::vector<calibration::ComputeSample> shaped_samples(const pb::ComputeCurve& t
   for (int64_t n : {256, 512, 1024}) {
     for (pb::Phase phase : {pb::PHASE_FORWARD, pb::PHASE_BACKWARD}) {
       const double pass = phase == pb::PHASE_BACKWARD ? 2.0 : 1.0;
-      calibration::ComputeSample s = sample(pass * 2.0 * 128 * n * 256, pass * 4.0 * (128 * 256 + 256 * n + 128 * n));
+      calibration::ComputeSample s =
+          sample(pass * 2.0 * 128 * n * 256, pass * 4.0 * (128 * 256 + 256 * n + 128 * n));
       s.shape = {128, n, 256};
       s.phase = phase;
       s.seconds = calibration::predict_compute_seconds(truth, s) * skinny_factor;
@@ -287,7 +301,8 @@ std::vector<calibration::ComputeSample> shaped_samples(const pb::ComputeCurve& t
 
 TEST(CalibrationFit, ShapePointsCarryWhatTheCurveMisses) {
   const pb::ComputeCurve truth = curve(0.6, 2e6, 0.7, 15e-6);
-  const calibration::CalibrationFit fit = calibration::fit_calibration(shaped_samples(truth, 1.5), {}, devices());
+  const calibration::CalibrationFit fit =
+      calibration::fit_calibration(shaped_samples(truth, 1.5), {}, devices());
   ASSERT_EQ(fit.profile.compute_size(), 1);
   const pb::ComputeCurve& c = fit.profile.compute(0);
   // One point per (shape, pass): 6 squares, 3 skinny shapes x 2 passes.
@@ -296,15 +311,19 @@ TEST(CalibrationFit, ShapePointsCarryWhatTheCurveMisses) {
   // Every measured sample is priced exactly as measured (one sample per point: its own ratio),
   // though the curve alone cannot fit both families.
   for (const calibration::ComputeSample& s : shaped_samples(truth, 1.5)) {
-    const double predicted = model.seconds(test_device(), s.op_class, s.flops, s.bytes, s.shape, s.phase);
-    EXPECT_NEAR(predicted / s.seconds, 1.0, 1e-9) << s.shape[0] << "x" << s.shape[1] << "x" << s.shape[2];
+    const double predicted =
+        model.seconds(test_device(), s.op_class, s.flops, s.bytes, s.shape, s.phase);
+    EXPECT_NEAR(predicted / s.seconds, 1.0, 1e-9)
+        << s.shape[0] << "x" << s.shape[1] << "x" << s.shape[2];
   }
   // A skinny shape between two measured ones takes most of their ratio; a shape far from every
   // point takes none; a pass with no points takes none.
   const std::vector<int64_t> between = {128, 724, 256}, far = {65536, 65536, 65536};
   const double mid = ComputeCostModel::shape_correction(c, between, pb::PHASE_FORWARD);
-  const double skinny = ComputeCostModel::shape_correction(c, std::vector<int64_t>{128, 512, 256}, pb::PHASE_FORWARD);
-  const double square = ComputeCostModel::shape_correction(c, std::vector<int64_t>{256, 256, 256}, pb::PHASE_FORWARD);
+  const double skinny =
+      ComputeCostModel::shape_correction(c, std::vector<int64_t>{128, 512, 256}, pb::PHASE_FORWARD);
+  const double square =
+      ComputeCostModel::shape_correction(c, std::vector<int64_t>{256, 256, 256}, pb::PHASE_FORWARD);
   // The curve splits the difference between the families: it under-prices the skinny ones and
   // over-prices the squares, which the points correct.
   EXPECT_GT(skinny, 1.05);
@@ -372,7 +391,8 @@ TEST(CalibrationFit, OverlapSlowdownFromOpsBesideCommunication) {
 
 // A stretch of two all-reduces (alone: p seconds together) in flight beside compute for a share
 // f of its time, their communication running at 1 / slowdown speed while the rank computed.
-calibration::OverlappedCommSample beside_compute(double bytes_a, double bytes_b, double f, double slowdown) {
+calibration::OverlappedCommSample beside_compute(double bytes_a, double bytes_b, double f,
+                                                 double slowdown) {
   calibration::OverlappedCommSample o;
   o.collectives = {comm(bytes_a, 2, 40e-6, 2e9), comm(bytes_b, 2, 40e-6, 2e9)};
   const double p = o.collectives[0].seconds + o.collectives[1].seconds;
@@ -391,7 +411,8 @@ TEST(CalibrationFit, CommunicationSlowdownBesideComputeFromStretchesAgainstTheCu
   // Five stretches at 1.6x beside compute for 60-100% of their time, and one that ran faster than
   // its curve even alone (no slowdown explains it, so it counts nowhere).
   std::vector<calibration::OverlappedCommSample> stretches;
-  for (double f : {0.6, 0.7, 0.8, 0.9, 1.0}) stretches.push_back(beside_compute(1 << 20, 4 << 20, f, 1.6));
+  for (double f : {0.6, 0.7, 0.8, 0.9, 1.0})
+    stretches.push_back(beside_compute(1 << 20, 4 << 20, f, 1.6));
   calibration::OverlappedCommSample quick = beside_compute(1 << 20, 1 << 20, 0.5, 1.0);
   quick.seconds *= 0.4;
   stretches.push_back(quick);
@@ -408,24 +429,32 @@ TEST(CalibrationFit, CommunicationSlowdownNeedsCurvesSamplesAndASlowdown) {
   std::vector<calibration::CommSample> alone;
   for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) alone.push_back(comm(b, 2, 40e-6, 2e9));
   // Stretches holding an all-gather, whose kind has no fitted curve: not usable.
-  std::vector<calibration::OverlappedCommSample> gathers(4, beside_compute(1 << 20, 1 << 20, 1.0, 2.0));
+  std::vector<calibration::OverlappedCommSample> gathers(
+      4, beside_compute(1 << 20, 1 << 20, 1.0, 2.0));
   for (auto& g : gathers) g.collectives[1].collective = pb::COLLECTIVE_KIND_ALL_GATHER;
   calibration::CalibrationFit no_curve = calibration::fit_calibration({}, alone, {});
   calibration::fit_overlap_comm_slowdown(gathers, {}, no_curve);
   EXPECT_FALSE(no_curve.overlap_comm.fitted);
   EXPECT_EQ(no_curve.profile.overlap_comm_slowdown(), 0);
-  EXPECT_NE(no_curve.overlap_comm.note.find("0 stretch(es)"), std::string::npos) << no_curve.overlap_comm.note;
-  EXPECT_NE(no_curve.overlap_comm.note.find("4 with a collective of a kind without a fitted curve"), std::string::npos)
+  EXPECT_NE(no_curve.overlap_comm.note.find("0 stretch(es)"), std::string::npos)
+      << no_curve.overlap_comm.note;
+  EXPECT_NE(no_curve.overlap_comm.note.find("4 with a collective of a kind without a fitted curve"),
+            std::string::npos)
       << no_curve.overlap_comm.note;
   // Beside compute no slower than alone (0.9x): nothing written, and the median said.
   calibration::CalibrationFit faster = calibration::fit_calibration({}, alone, {});
-  calibration::fit_overlap_comm_slowdown(std::vector<calibration::OverlappedCommSample>(3, beside_compute(1 << 20, 1 << 20, 1.0, 0.9)), {}, faster);
+  calibration::fit_overlap_comm_slowdown(
+      std::vector<calibration::OverlappedCommSample>(3, beside_compute(1 << 20, 1 << 20, 1.0, 0.9)),
+      {}, faster);
   EXPECT_FALSE(faster.overlap_comm.fitted);
   EXPECT_EQ(faster.profile.overlap_comm_slowdown(), 0);
-  EXPECT_NE(faster.overlap_comm.note.find("median slowdown 0.9)"), std::string::npos) << faster.overlap_comm.note;
+  EXPECT_NE(faster.overlap_comm.note.find("median slowdown 0.9)"), std::string::npos)
+      << faster.overlap_comm.note;
   // Two samples, three needed.
   calibration::CalibrationFit few = calibration::fit_calibration({}, alone, {});
-  calibration::fit_overlap_comm_slowdown(std::vector<calibration::OverlappedCommSample>(2, beside_compute(1 << 20, 1 << 20, 1.0, 2.0)), {}, few);
+  calibration::fit_overlap_comm_slowdown(
+      std::vector<calibration::OverlappedCommSample>(2, beside_compute(1 << 20, 1 << 20, 1.0, 2.0)),
+      {}, few);
   EXPECT_FALSE(few.overlap_comm.fitted);
   EXPECT_NE(few.overlap_comm.note.find("3 needed"), std::string::npos) << few.overlap_comm.note;
 }
@@ -505,7 +534,8 @@ TEST(CalibrationFit, BlockingOverheadSplitsPerCollectiveAndPerRoundAtTwoRoundCou
   const calibration::CalibrationFit cheap = calibration::fit_calibration({}, samples, {});
   ASSERT_EQ(cheap.profile.blocking_overhead_size(), 1);
   EXPECT_EQ(cheap.profile.blocking_overhead(0).overhead_s(), 0);
-  // Least squares through the origin over the round counts' means: (2 x 1.0 + 1 x 0.3) / (4 + 1) ms.
+  // Least squares through the origin over the round counts' means: (2 x 1.0 + 1 x 0.3) / (4 + 1)
+  // ms.
   EXPECT_NEAR(cheap.profile.blocking_overhead(0).per_round_s(), 2.3e-3 / 5, 1e-9);
 }
 
@@ -516,7 +546,8 @@ TEST(CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {
   std::vector<calibration::ComputeSample> samples = shaped_samples(truth, 1.0);
   std::vector<calibration::ComputeSample> skinny;
   for (double k : {1.0, 1.0, 1.0, 1.1, 1.3, 1.4, 10.0}) {
-    calibration::ComputeSample s = sample(2.0 * 128 * 4096 * 256, 4.0 * (128 * 256 + 256 * 4096 + 128 * 4096));
+    calibration::ComputeSample s =
+        sample(2.0 * 128 * 4096 * 256, 4.0 * (128 * 256 + 256 * 4096 + 128 * 4096));
     s.shape = {128, 4096, 256};
     s.phase = pb::PHASE_FORWARD;
     s.seconds = calibration::predict_compute_seconds(truth, s) * k;
@@ -533,8 +564,8 @@ TEST(CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {
   double measured = 0, predicted = 0;
   for (size_t i = 0; i + 1 < skinny.size(); ++i) {
     measured += skinny[i].seconds;
-    predicted += model.seconds(test_device(), skinny[i].op_class, skinny[i].flops, skinny[i].bytes, skinny[i].shape,
-                               skinny[i].phase);
+    predicted += model.seconds(test_device(), skinny[i].op_class, skinny[i].flops, skinny[i].bytes,
+                               skinny[i].shape, skinny[i].phase);
   }
   EXPECT_NEAR(predicted / measured, 1.0, 1e-6);
   int64_t behind = 0;  // the skinny shape's point: all seven samples, the slow one included
@@ -546,7 +577,8 @@ TEST(CalibrationFit, AShapesPointIsTheClippedMeanOfItsRatios) {
 
 TEST(CalibrationFit, DispatchOverheadIsTheClippedMeanPerOpUntimedTimePerDevice) {
   std::vector<calibration::DispatchSample> samples;
-  for (double us : {50.0, 60.0, 70.0, 400.0, 65.0}) samples.push_back({"cpu-a", us * 1e-6, "t.json: rank 0"});
+  for (double us : {50.0, 60.0, 70.0, 400.0, 65.0})
+    samples.push_back({"cpu-a", us * 1e-6, "t.json: rank 0"});
   samples.push_back({"cpu-b", 80e-6, "u.json: rank 0"});  // one rank: too few
   calibration::CalibrationFit fit;
   calibration::fit_dispatch_overheads(samples, {}, fit);
@@ -555,7 +587,8 @@ TEST(CalibrationFit, DispatchOverheadIsTheClippedMeanPerOpUntimedTimePerDevice) 
   ASSERT_EQ(fit.profile.dispatch_overhead_size(), 1);
   const pb::DispatchOverhead& d = fit.profile.dispatch_overhead(0);
   EXPECT_EQ(d.device(), "cpu-a");
-  EXPECT_NEAR(d.per_op_s(), (50 + 60 + 70 + 65) / 4.0 * 1e-6, 1e-15);  // the clipped mean: the slow rank is out
+  EXPECT_NEAR(d.per_op_s(), (50 + 60 + 70 + 65) / 4.0 * 1e-6,
+              1e-15);  // the clipped mean: the slow rank is out
   EXPECT_NEAR(d.q1_s(), 60e-6, 1e-15);
   EXPECT_NEAR(d.q3_s(), 70e-6, 1e-15);
   EXPECT_EQ(d.samples(), 5);
@@ -591,15 +624,18 @@ TEST(CalibrationFit, BlockingSamplesFitTheCurveWhenTheyAreAllThereIs) {
   EXPECT_EQ(none.profile.blocking_overhead_size(), 0);
   ASSERT_EQ(none.blocking.size(), 1u);
   EXPECT_FALSE(none.blocking[0].fitted);
-  EXPECT_NE(none.blocking[0].note.find("no longer than back to back"), std::string::npos) << none.blocking[0].note;
+  EXPECT_NE(none.blocking[0].note.find("no longer than back to back"), std::string::npos)
+      << none.blocking[0].note;
 }
 
 TEST(CalibrationFit, SameSamplesSameBytes) {
   const auto samples = gemm_samples(curve(0.6, 2e6, 0.7, 15e-6), 0.02);
   std::vector<calibration::CommSample> c;
   for (double b = 4096; b <= 1 << 24; b *= 4) c.push_back(comm(b, 2, 30e-6, 3e9));
-  const std::string a = calibration::fit_calibration(samples, c, devices()).profile.SerializeAsString();
-  const std::string b = calibration::fit_calibration(samples, c, devices()).profile.SerializeAsString();
+  const std::string a =
+      calibration::fit_calibration(samples, c, devices()).profile.SerializeAsString();
+  const std::string b =
+      calibration::fit_calibration(samples, c, devices()).profile.SerializeAsString();
   EXPECT_EQ(a, b);
 }
 

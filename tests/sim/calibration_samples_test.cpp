@@ -2,9 +2,9 @@
 // by its fastest rank, the scope the collective cost model looks up, and the errors.
 #include <gtest/gtest.h>
 
+#include "orrery/base/error.hpp"
 #include "orrery/calibration/calibration_samples.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -142,8 +142,9 @@ TEST(CalibrationSamples, CollectivesBesideComputeFitNoCurveAndInLineOnesAreBlock
   EXPECT_TRUE(out.overlapped_comm.empty());
   bool said = false;
   for (const auto& n : out.notes)
-    said = said || n == "t.json: 1 node(s) left out: collectives beside compute for more than 5% and less "
-                        "than half of their stretch in flight";
+    said = said ||
+           n == "t.json: 1 node(s) left out: collectives beside compute for more than 5% and less "
+                "than half of their stretch in flight";
   EXPECT_TRUE(said);
 }
 
@@ -184,7 +185,8 @@ pb::ExecGraph zero_step() {
       op.set_start_s(i * 1e-3);
       op.set_duration_s(1e-3);
     }
-    auto collective = [&](const std::string& name, pb::CollectiveKind kind, double start, double seen) {
+    auto collective = [&](const std::string& name, pb::CollectiveKind kind, double start,
+                          double seen) {
       pb::ExecNode& c = *rank.add_nodes();
       c.set_name(name);
       c.set_kind(pb::NODE_KIND_COLLECTIVE);
@@ -232,7 +234,8 @@ TEST(CalibrationSamples, CollectivesBesideComputeAreStretchesOfTheCommunicationS
   pb::ExecGraph late = zero_step();
   for (auto& n : *late.mutable_ranks(1)->mutable_nodes()) {
     if (n.name() == "opt.L0.param_all_gather") n.set_duration_s(9e-3);
-    if (n.name() == "opt.L1.param_all_gather" || n.name() == "opt.L2.param_all_gather") n.set_duration_s(10e-3);
+    if (n.name() == "opt.L1.param_all_gather" || n.name() == "opt.L2.param_all_gather")
+      n.set_duration_s(10e-3);
   }
   calibration::TraceSamples l;
   calibration::add_trace_samples(late, "z.json", {}, l);
@@ -243,8 +246,9 @@ TEST(CalibrationSamples, CollectivesBesideComputeAreStretchesOfTheCommunicationS
 TEST(CalibrationSamples, UntimedTimeIsSpreadOverTheComputeStreamsOps) {
   pb::ExecGraph g = measured_trace();
   g.mutable_ranks(0)->set_untimed_s(0.9e-3);
-  g.mutable_ranks(0)->mutable_nodes(2)->set_stream(1);  // the DP all-reduce: not on the compute stream
-  g.mutable_ranks(1)->set_untimed_s(0.6e-3);            // rank 2 did not measure it
+  g.mutable_ranks(0)->mutable_nodes(2)->set_stream(
+      1);                                     // the DP all-reduce: not on the compute stream
+  g.mutable_ranks(1)->set_untimed_s(0.6e-3);  // rank 2 did not measure it
   calibration::TraceSamples out;
   calibration::add_trace_samples(g, "t.json", {}, out);
   ASSERT_EQ(out.dispatch.size(), 2u);
@@ -313,7 +317,9 @@ TEST(CalibrationSamples, AReceivePostedAfterItsSendIsAPointToPointSample) {
   EXPECT_EQ(p2p[0].source, "run/trace.json: rank 2, mb0.fwd.recv.act");
   // Next to the fixture's untimed nodes' note.
   ASSERT_EQ(out.notes.size(), 2u);
-  EXPECT_EQ(out.notes[1], "run/trace.json: 1 node(s) left out: receives posted before their send (they waited for the sender)");
+  EXPECT_EQ(out.notes[1],
+            "run/trace.json: 1 node(s) left out: receives posted before their send (they waited "
+            "for the sender)");
 }
 
 TEST(CalibrationSamples, ThePlansPrecisionWinsOverTheNodesDtype) {

@@ -42,7 +42,8 @@ TEST(CollectiveCost, RingAllReduceOnOneDgxA100) {
   EXPECT_NEAR(c.seconds, expected, expected * 1e-9);
   EXPECT_DOUBLE_EQ(c.bytes_on_wire_per_rank, 2.0 * 7 / 8 * kGiB);
   // Unpinned, the tuner picks the same: A100 has no NVLS and Simple wins at 1 GiB.
-  const CollectiveCost best = a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, first_devices(8), kGiB);
+  const CollectiveCost best =
+      a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, first_devices(8), kGiB);
   EXPECT_EQ(best.algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(best.protocol, CollectiveProtocol::kSimple);
   EXPECT_DOUBLE_EQ(best.seconds, c.seconds);
@@ -51,8 +52,10 @@ TEST(CollectiveCost, RingAllReduceOnOneDgxA100) {
 TEST(CollectiveCost, AllGatherMovesHalfTheAllReduceBytes) {
   Cluster a100("dgx-a100", 1);
   const auto devices = first_devices(8);
-  const double ar = a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB, kRingSimple).seconds;
-  const double ag = a100.model.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, devices, kGiB, kRingSimple).seconds;
+  const double ar =
+      a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB, kRingSimple).seconds;
+  const double ag =
+      a100.model.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, devices, kGiB, kRingSimple).seconds;
   // all-gather: 7/8 x S / 207 GB/s + 4.6 + 37.2 + 7 x 2.2 us (57.2 us); all-reduce twice the
   // bytes and 14 steps (72.6 us).
   EXPECT_NEAR(ag - 57.2e-6, (ar - 72.6e-6) / 2, 1e-12);
@@ -128,9 +131,9 @@ TEST(CollectiveCost, PointToPointInsideAndAcrossNodes) {
 }
 
 TEST(CollectiveCost, MonotonicInBytes) {
-  for (const auto& [preset, nodes] : {std::pair{"dgx-a100", 1}, std::pair{"dgx-a100", 4},
-                                      std::pair{"dgx-h100", 1}, std::pair{"dgx-h100", 2},
-                                      std::pair{"gb200-nvl72", 36}, std::pair{"mi300x", 2}}) {
+  for (const auto& [preset, nodes] :
+       {std::pair{"dgx-a100", 1}, std::pair{"dgx-a100", 4}, std::pair{"dgx-h100", 1},
+        std::pair{"dgx-h100", 2}, std::pair{"gb200-nvl72", 36}, std::pair{"mi300x", 2}}) {
     Cluster c(preset, nodes);
     const auto devices = first_devices(c.topology.num_devices());
     for (auto kind : {pb::COLLECTIVE_KIND_ALL_REDUCE, pb::COLLECTIVE_KIND_ALL_GATHER,

@@ -6,15 +6,16 @@
 #include <fstream>
 #include <map>
 
-#include "orrery/validation/collective_validation.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/validation/collective_validation.hpp"
 
 namespace orrery::sim {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kPublicTables = fs::path(ORRERY_SOURCE_DIR) / "../shared/validation/public_collectives.json";
+const fs::path kPublicTables =
+    fs::path(ORRERY_SOURCE_DIR) / "../shared/validation/public_collectives.json";
 
 fs::path write_temp(const std::string& name, const std::string& text) {
   const fs::path p = fs::temp_directory_path() / ("orrery_collectives_" + name + ".json");
@@ -48,7 +49,8 @@ TEST(CollectiveValidation, PublicTablesWithinTenPercentMedian) {
               100 * v.median_abs_error, 100 * v.p90_abs_error);
   EXPECT_EQ(v.rows, 560);
   EXPECT_LE(v.median_abs_error, 0.10);
-  EXPECT_LE(v.p90_abs_error, 0.50);  // what the model reaches today (47.9%); see docs/collectives.md
+  EXPECT_LE(v.p90_abs_error,
+            0.50);  // what the model reaches today (47.9%); see docs/collectives.md
 }
 
 TEST(CollectiveValidation, ForcedNvlsTablePinsNvls) {
@@ -64,7 +66,8 @@ TEST(CollectiveValidation, ForcedNvlsTablePinsNvls) {
 }
 
 TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
-  const fs::path p = write_temp("unknown_gpu", R"({"tables": [{"id": "x", "system": "s", "gpu": "MI250X",
+  const fs::path p =
+      write_temp("unknown_gpu", R"({"tables": [{"id": "x", "system": "s", "gpu": "MI250X",
       "collective": "all_reduce", "gpus": 8, "nodes": 1, "gpus_per_node": 8,
       "rows": [{"bytes": 1024, "time_us": 10}]}]})");
   const validation::CollectiveValidation v = validation::validate_collectives(p);
@@ -77,8 +80,8 @@ TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
 
 // Each system of tests/inputs/sim/collectives/systems.json on the cluster its text names.
 TEST(CollectiveValidation, SystemsAreMappedByTheirNamesAndNicText) {
-  const validation::CollectiveValidation v =
-      validation::validate_collectives(fs::path(ORRERY_TEST_INPUTS) / "sim" / "collectives" / "systems.json");
+  const validation::CollectiveValidation v = validation::validate_collectives(
+      fs::path(ORRERY_TEST_INPUTS) / "sim" / "collectives" / "systems.json");
   std::map<std::string, const validation::CollectiveValidationTable*> by_id;
   for (const auto& t : v.tables) by_id[t.id] = &t;
   auto cluster = [&](const char* id) {
@@ -113,22 +116,28 @@ TEST(CollectiveValidation, SystemsAreMappedByTheirNamesAndNicText) {
 }
 
 TEST(CollectiveValidation, BadFilesGiveExactMessages) {
-  fs::path p = write_temp("negative_time", std::string(kTableHead) +
-                                               R"([{"bytes": 8, "time_us": 1}, {"bytes": 16, "time_us": -3}]}]})");
-  EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows[1].time_us: got -3, expected a positive number");
+  fs::path p = write_temp(
+      "negative_time",
+      std::string(kTableHead) + R"([{"bytes": 8, "time_us": 1}, {"bytes": 16, "time_us": -3}]}]})");
+  EXPECT_EQ(message_of(p),
+            p.string() + ": tables[0].rows[1].time_us: got -3, expected a positive number");
 
   p = write_temp("no_tables", R"({"about": "x"})");
   EXPECT_EQ(message_of(p), p.string() + ": tables: missing");
 
   p = write_temp("text_bytes", std::string(kTableHead) + R"([{"bytes": "8", "time_us": 1}]}]})");
-  EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows[0].bytes: got a string, expected a positive number");
+  EXPECT_EQ(message_of(p),
+            p.string() + ": tables[0].rows[0].bytes: got a string, expected a positive number");
 
-  p = write_temp("gpus", R"({"tables": [{"id": "t", "system": "s", "gpu": "B200", "collective": "alltoall",
+  p = write_temp("gpus",
+                 R"({"tables": [{"id": "t", "system": "s", "gpu": "B200", "collective": "alltoall",
       "gpus": 12, "nodes": 2, "gpus_per_node": 8, "rows": [{"bytes": 8, "time_us": 1}]}]})");
-  EXPECT_EQ(message_of(p), p.string() + ": tables[0].gpus: got 12, expected nodes x gpus_per_node = 16");
+  EXPECT_EQ(message_of(p),
+            p.string() + ": tables[0].gpus: got 12, expected nodes x gpus_per_node = 16");
 
   p = write_temp("no_rows", std::string(kTableHead) + "[]}]}");
-  EXPECT_EQ(message_of(p), p.string() + ": tables[0].rows: got an empty list, expected a list of measured rows");
+  EXPECT_EQ(message_of(p),
+            p.string() + ": tables[0].rows: got an empty list, expected a list of measured rows");
 }
 
 }  // namespace

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <memory>
 
-#include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/engine.hpp"
-#include "orrery/plan/lower.hpp"
-#include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -45,7 +45,8 @@ Case make_case(const std::string& model, int64_t nodes, int64_t tp, int64_t pp, 
 
 double relative(double a, double b) { return std::abs(a - b) / b; }
 
-pb::ExecNode* add_node(pb::RankGraph* r, pb::NodeKind kind, int32_t stream, const std::string& name) {
+pb::ExecNode* add_node(pb::RankGraph* r, pb::NodeKind kind, int32_t stream,
+                       const std::string& name) {
   pb::ExecNode* n = r->add_nodes();
   n->set_id(r->nodes_size() - 1);
   n->set_kind(kind);
@@ -71,7 +72,8 @@ TEST(DesEngine, OneRankComputeOnlyIsTheSumOfItsOps) {
   pb::RankGraph* r = add_rank(g, 0, 0);
   double expected = 0;
   const double flops[] = {4e12, 1e9, 3e11};
-  const pb::OpClass classes[] = {pb::OP_CLASS_GEMM, pb::OP_CLASS_ELEMENTWISE, pb::OP_CLASS_ATTENTION};
+  const pb::OpClass classes[] = {pb::OP_CLASS_GEMM, pb::OP_CLASS_ELEMENTWISE,
+                                 pb::OP_CLASS_ATTENTION};
   for (int i = 0; i < 3; ++i) {
     pb::ExecNode* n = add_node(r, pb::NODE_KIND_COMPUTE, plan::kCompute, "op" + std::to_string(i));
     n->set_op_class(classes[i]);
@@ -113,7 +115,9 @@ TEST(DesEngine, TwoFlowsOnOneLinkTakeTwiceAsLong) {
       pb::RankGraph* r = add_rank(g, s, s);
       pb::ExecNode* send = add_node(r, pb::NODE_KIND_SEND, plan::kSendNext, "send");
       send->set_peer(2), send->set_tag(s), send->set_comm_bytes(bytes);
-      pb::ExecNode* recv = add_node(sink, pb::NODE_KIND_RECV, s == 0 ? plan::kRecvPrev : plan::kRecvNext, "recv" + std::to_string(s));
+      pb::ExecNode* recv =
+          add_node(sink, pb::NODE_KIND_RECV, s == 0 ? plan::kRecvPrev : plan::kRecvNext,
+                   "recv" + std::to_string(s));
       recv->set_peer(s), recv->set_tag(s), recv->set_comm_bytes(bytes);
     }
     DesOptions o;
@@ -143,7 +147,8 @@ TEST(DesEngine, DeadlockIsReported) {
     simulate_des(c.plan, *c.costs, o);
     FAIL() << "expected a deadlock";
   } catch (const base::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("deadlock: 4 nodes can never run"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("deadlock: 4 nodes can never run"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("waits at 'recv.first'"), std::string::npos) << e.what();
   }
 }
@@ -160,7 +165,8 @@ TEST(DesEngine, TwoRankDataParallelAllReduce) {
   for (const auto& n : out.timeline.ranks(0).nodes()) {
     if (n.kind() != pb::NODE_KIND_COLLECTIVE || n.stream() != plan::kCommDp) continue;
     ++buckets;
-    const double model = c.costs->collectives().estimate(n.collective(), {0, 4}, n.comm_bytes()).seconds;
+    const double model =
+        c.costs->collectives().estimate(n.collective(), {0, 4}, n.comm_bytes()).seconds;
     EXPECT_NEAR(n.duration_s(), model, 1e-6 * model) << n.name();
   }
   EXPECT_GT(buckets, 0);
@@ -201,10 +207,12 @@ TEST(DesEngine, TwoStagePipeline) {
   ASSERT_EQ(out.timeline.ranks_size(), 2);
   double first_recv_end = -1, first_send_end = -1;
   for (const auto& n : out.timeline.ranks(0).nodes()) {
-    if (n.kind() == pb::NODE_KIND_SEND && first_send_end < 0) first_send_end = n.start_s() + n.duration_s();
+    if (n.kind() == pb::NODE_KIND_SEND && first_send_end < 0)
+      first_send_end = n.start_s() + n.duration_s();
   }
   for (const auto& n : out.timeline.ranks(1).nodes()) {
-    if (n.kind() == pb::NODE_KIND_RECV && first_recv_end < 0) first_recv_end = n.start_s() + n.duration_s();
+    if (n.kind() == pb::NODE_KIND_RECV && first_recv_end < 0)
+      first_recv_end = n.start_s() + n.duration_s();
   }
   EXPECT_DOUBLE_EQ(first_recv_end, first_send_end);
   const auto& b = out.result.breakdown();
@@ -237,8 +245,8 @@ TEST(DesEngine, SymmetricAgreesWithAllRanks) {
 
 // A context-parallel plan (Megatron's load-balanced ring attention, flash attention) on `nodes`
 // DGX H100 nodes, placement tp,cp,dp,pp, 1F1B when pp > 1.
-Case make_cp_case(int64_t nodes, int64_t tp, int64_t cp, int64_t pp, int64_t dp, int64_t global_batch,
-                  int64_t seq_len) {
+Case make_cp_case(int64_t nodes, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
+                  int64_t global_batch, int64_t seq_len) {
   pb::Plan p;
   p.set_model("llama3-8b");
   p.set_cluster("dgx-h100");
@@ -252,7 +260,8 @@ Case make_cp_case(int64_t nodes, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
   p.set_sharding(pb::SHARDING_ZERO1);
   p.set_overlap_grad_reduce(true);
   Case c;
-  c.plan = plan::resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", nodes));
+  c.plan = plan::resolve_plan(p, models::load_model("llama3-8b"),
+                              topologies::load_cluster("dgx-h100", nodes));
   c.topology = std::make_unique<topologies::Topology>(c.plan.cluster);
   c.costs = std::make_unique<CostModels>(*c.topology, c.plan.precision.dtype);
   return c;

@@ -27,9 +27,9 @@ plan::ResolvedPlan staged(bool sp) {
 }
 
 // Tolerance: the engines share every op and collective cost; they differ in the pipeline
-// transfers (analytic: each stage's receives per micro-batch, the busiest rank's serialized transfers; des: real flows that
-// share the nodes' NICs) and in how 1F1B's steps interleave. Measured: des +0.30% (no SP) and
-// +0.32% (SP) over analytic (0.2917 s and 0.3066 s).
+// transfers (analytic: each stage's receives per micro-batch, the busiest rank's serialized
+// transfers; des: real flows that share the nodes' NICs) and in how 1F1B's steps interleave.
+// Measured: des +0.30% (no SP) and +0.32% (SP) over analytic (0.2917 s and 0.3066 s).
 constexpr double kTolerance = 0.01;
 
 TEST(DesStageDegrees, AgreesWithAnalyticAndSymmetryFallsBackToAllRanks) {
@@ -43,8 +43,9 @@ TEST(DesStageDegrees, AgreesWithAnalyticAndSymmetryFallsBackToAllRanks) {
     DesOptions all;
     all.all_ranks = true;
     const SimOutput every = simulate_des(plan, costs, all);
-    std::printf("stage degrees (%s): analytic %.6f s, des %.6f s (%+.2f%%)\n", sp ? "sp" : "no sp", analytic,
-                des.result.step_time_s(), 100 * (des.result.step_time_s() / analytic - 1));
+    std::printf("stage degrees (%s): analytic %.6f s, des %.6f s (%+.2f%%)\n", sp ? "sp" : "no sp",
+                analytic, des.result.step_time_s(),
+                100 * (des.result.step_time_s() / analytic - 1));
     EXPECT_NEAR(des.result.step_time_s(), analytic, kTolerance * analytic);
     // The symmetric default simulates every rank here, so it is the all-ranks run, bit for bit.
     EXPECT_EQ(des.result.step_time_s(), every.result.step_time_s());

@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim::test {
@@ -25,14 +25,16 @@ inline plan::ResolvedPlan dgx_h100_plan(int64_t tp, int64_t dp, bool sequence_pa
   p.mutable_parallel()->set_dp(dp);
   p.mutable_parallel()->set_sequence_parallel(sequence_parallel);
   p.set_micro_batch_size(1);
-  return plan::resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", 1));
+  return plan::resolve_plan(p, models::load_model("llama3-8b"),
+                            topologies::load_cluster("dgx-h100", 1));
 }
 
 struct BothEngines {
   pb::SimResult analytic, des;
 };
 
-inline BothEngines simulate_both(const plan::ResolvedPlan& plan, const pb::CalibrationProfile& profile) {
+inline BothEngines simulate_both(const plan::ResolvedPlan& plan,
+                                 const pb::CalibrationProfile& profile) {
   const topologies::Topology topology(plan.cluster);
   const CostModels costs(topology, plan.precision.dtype, &profile);
   return {simulate_analytic(plan, costs).result, simulate_des(plan, costs).result};

@@ -9,17 +9,18 @@
 #include <vector>
 
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/des_engine.hpp"
-#include "orrery/sim/engine.hpp"
 #include "orrery/plan/lower.hpp"
 #include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/des_engine.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 
 namespace orrery::sim {
 namespace {
 
-plan::ResolvedPlan fsdp_plan(double bucket_bytes, int64_t prefetch = 1, const std::string& model = "llama3-8b") {
+plan::ResolvedPlan fsdp_plan(double bucket_bytes, int64_t prefetch = 1,
+                             const std::string& model = "llama3-8b") {
   pb::Plan p;
   p.mutable_job()->set_global_batch_size(8);
   p.mutable_job()->set_seq_len(2048);
@@ -43,8 +44,10 @@ Counted count(const plan::ResolvedPlan& plan) {
   const pb::ExecGraph g = plan::lower(plan, o);
   Counted c;
   for (const auto& n : g.ranks(0).nodes()) {
-    if (n.name().find("fsdp.all_gather") != std::string::npos) ++c.gathers, c.gather_bytes += n.comm_bytes();
-    if (n.name().find("fsdp.reduce_scatter") != std::string::npos) ++c.reduces, c.reduce_bytes += n.comm_bytes();
+    if (n.name().find("fsdp.all_gather") != std::string::npos)
+      ++c.gathers, c.gather_bytes += n.comm_bytes();
+    if (n.name().find("fsdp.reduce_scatter") != std::string::npos)
+      ++c.reduces, c.reduce_bytes += n.comm_bytes();
   }
   return c;
 }
@@ -81,9 +84,12 @@ TEST(FsdpBuckets, NodeNamesAreUniqueWithinARank) {
     int64_t pp;
   };
   const std::vector<Variant> variants = {
-      {"llama3-8b", pb::SHARDING_FSDP, 0, 1},        {"llama3-8b", pb::SHARDING_FSDP, 1024.0 * 1024 * 1024, 1},
-      {"llama3-8b", pb::SHARDING_ZERO3, 0, 2},       {"sc21-1.7b", pb::SHARDING_FSDP, 0, 1},
-      {"sc21-1.7b", pb::SHARDING_ZERO1, 64e6, 1},    {"sc21-1.7b", pb::SHARDING_NONE, 64e6, 2},
+      {"llama3-8b", pb::SHARDING_FSDP, 0, 1},
+      {"llama3-8b", pb::SHARDING_FSDP, 1024.0 * 1024 * 1024, 1},
+      {"llama3-8b", pb::SHARDING_ZERO3, 0, 2},
+      {"sc21-1.7b", pb::SHARDING_FSDP, 0, 1},
+      {"sc21-1.7b", pb::SHARDING_ZERO1, 64e6, 1},
+      {"sc21-1.7b", pb::SHARDING_NONE, 64e6, 2},
       {"llama3-8b", pb::SHARDING_ZERO2, 0, 1},
   };
   for (const auto& v : variants) {
@@ -100,7 +106,8 @@ TEST(FsdpBuckets, NodeNamesAreUniqueWithinARank) {
     const pb::ExecGraph g = plan::lower(plan::resolve_plan(p, models::preset(v.model), cluster));
     for (const auto& rg : g.ranks()) {
       std::set<std::string> seen;
-      for (const auto& n : rg.nodes()) EXPECT_TRUE(seen.insert(n.name()).second) << "rank " << rg.rank() << ": " << n.name();
+      for (const auto& n : rg.nodes())
+        EXPECT_TRUE(seen.insert(n.name()).second) << "rank " << rg.rank() << ": " << n.name();
     }
   }
 }
@@ -118,8 +125,9 @@ TEST(FsdpBuckets, TiedEmbeddingStaysGatheredUntilItsBackward) {
   p.set_sharding(pb::SHARDING_FSDP);
   plan::LowerOptions o;
   o.ranks = {0};
-  const pb::ExecGraph g =
-      plan::lower(plan::resolve_plan(p, models::preset("sc21-1.7b"), topologies::load_cluster("dgx-h100", 1)), o);
+  const pb::ExecGraph g = plan::lower(
+      plan::resolve_plan(p, models::preset("sc21-1.7b"), topologies::load_cluster("dgx-h100", 1)),
+      o);
   std::set<std::string> names;
   for (const auto& n : g.ranks(0).nodes()) names.insert(n.name());
   EXPECT_TRUE(names.count("mb0.fwd.embed.fsdp.all_gather"));
@@ -136,7 +144,8 @@ TEST(FsdpBuckets, BiggerBucketsChangeTheAnalyticStep) {
   const topologies::Topology topology(cluster);
   const CostModels costs(topology, "bf16");
   const double small = simulate_analytic(fsdp_plan(0), costs).result.step_time_s();
-  const double large = simulate_analytic(fsdp_plan(1024.0 * 1024 * 1024), costs).result.step_time_s();
+  const double large =
+      simulate_analytic(fsdp_plan(1024.0 * 1024 * 1024), costs).result.step_time_s();
   EXPECT_GT(small, 0);
   EXPECT_NE(small, large);  // the engine reads the buckets, not only the bytes
 }
@@ -219,11 +228,13 @@ TEST(FsdpBuckets, EnginesAgreeWithAndWithoutPrefetch) {
   };
   // Llama 3 8B per layer and in 1 GiB buckets; SC21's 1.7B with tied embeddings (a resident
   // bucket without a backward gather).
-  const std::vector<Variant> variants = {{"llama3-8b", 0, 0},    {"llama3-8b", 0, 1},
-                                         {"llama3-8b", 0, 2},    {"llama3-8b", 1024.0 * 1024 * 1024, 1},
-                                         {"sc21-1.7b", 0, 0},    {"sc21-1.7b", 0, 1}};
+  const std::vector<Variant> variants = {
+      {"llama3-8b", 0, 0}, {"llama3-8b", 0, 1},
+      {"llama3-8b", 0, 2}, {"llama3-8b", 1024.0 * 1024 * 1024, 1},
+      {"sc21-1.7b", 0, 0}, {"sc21-1.7b", 0, 1}};
   for (const auto& v : variants) {
-    SCOPED_TRACE(v.model + " bucket " + std::to_string(v.bucket_bytes) + " prefetch " + std::to_string(v.prefetch));
+    SCOPED_TRACE(v.model + " bucket " + std::to_string(v.bucket_bytes) + " prefetch " +
+                 std::to_string(v.prefetch));
     const plan::ResolvedPlan plan = fsdp_plan(v.bucket_bytes, v.prefetch, v.model);
     const double analytic = simulate_analytic(plan, costs).result.step_time_s();
     const double des = simulate_des(plan, costs).result.step_time_s();

@@ -5,13 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "orrery/base/error.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/sim/checkpoint_model.hpp"
 #include "orrery/sim/footprint.hpp"
 #include "orrery/sim/goodput.hpp"
 #include "orrery/sim/memory_model.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::sim {

@@ -40,7 +40,8 @@ struct Sims {
 
 Sims run(const plan::ResolvedPlan& plan, double slowdown) {
   pb::CalibrationProfile profile;
-  if (slowdown > 0) *profile.add_host_sharing() = sharing(plan::device_of(plan, 0).name(), slowdown, 8);
+  if (slowdown > 0)
+    *profile.add_host_sharing() = sharing(plan::device_of(plan, 0).name(), slowdown, 8);
   const auto [a, d] = test::simulate_both(plan, profile);
   return {a.step_time_s(), d.step_time_s(), a.breakdown().compute_s(), a.breakdown().optimizer_s()};
 }
@@ -97,7 +98,8 @@ std::vector<calibration::ComputeSample> samples(double slowdown) {
       s.bytes = square ? 12 * n * n : 4 * (2 * n + n * n);
       s.peak_flops_per_s = 100e9;
       s.memory_bytes_per_s = 20e9;
-      s.shape = {square ? static_cast<int64_t>(n) : 1, static_cast<int64_t>(n), static_cast<int64_t>(n)};
+      s.shape = {square ? static_cast<int64_t>(n) : 1, static_cast<int64_t>(n),
+                 static_cast<int64_t>(n)};
       s.phase = pb::PHASE_FORWARD;
       s.source = "test";
       const double t = calibration::predict_compute_seconds(truth, s);
@@ -125,13 +127,15 @@ TEST(HostSharing, FittedFromShapesMeasuredAloneAndSharedAndDividedOut) {
   EXPECT_NEAR(h.slowdown(), 1.3, 1e-12);
   // The shared samples were divided by it: the curve is the one fitted where sharing cost
   // nothing (the same samples with the shared ones as fast as alone).
-  const calibration::CalibrationFit same = calibration::fit_calibration(samples(1.0), {}, devices());
+  const calibration::CalibrationFit same =
+      calibration::fit_calibration(samples(1.0), {}, devices());
   EXPECT_EQ(same.profile.host_sharing_size(), 0);
   ASSERT_EQ(fit.profile.compute_size(), 1);
   ASSERT_EQ(same.profile.compute_size(), 1);
   const pb::ComputeCurve &c = fit.profile.compute(0), &d = same.profile.compute(0);
   EXPECT_NEAR(c.max_efficiency(), d.max_efficiency(), 1e-9 * d.max_efficiency());
-  EXPECT_NEAR(c.half_saturation_flops(), d.half_saturation_flops(), 1e-6 * (1 + d.half_saturation_flops()));
+  EXPECT_NEAR(c.half_saturation_flops(), d.half_saturation_flops(),
+              1e-6 * (1 + d.half_saturation_flops()));
   EXPECT_NEAR(c.memory_efficiency(), d.memory_efficiency(), 1e-9 * d.memory_efficiency());
   EXPECT_NEAR(c.overhead_s(), d.overhead_s(), 1e-12);
   EXPECT_NEAR(c.max_efficiency(), 0.6, 0.01);
@@ -145,8 +149,9 @@ TEST(HostSharing, NothingToCompareOrNoSlowerFitsNothing) {
   const calibration::CalibrationFit a = calibration::fit_calibration(shared_only, {}, devices());
   ASSERT_EQ(a.sharing.size(), 1u);
   EXPECT_FALSE(a.sharing[0].fitted);
-  EXPECT_EQ(a.sharing[0].note, "0 op shape(s) measured both alone and with 2 ranks on the host, 3 needed: "
-                               "sharing is taken to cost nothing");
+  EXPECT_EQ(a.sharing[0].note,
+            "0 op shape(s) measured both alone and with 2 ranks on the host, 3 needed: "
+            "sharing is taken to cost nothing");
   EXPECT_EQ(a.profile.host_sharing_size(), 0);
   // Faster shared on half the shapes only (ratios 0.8 and 1.05): a median below 1, a third
   // quartile above it, nothing written.
@@ -157,7 +162,8 @@ TEST(HostSharing, NothingToCompareOrNoSlowerFitsNothing) {
   const calibration::CalibrationFit b = calibration::fit_calibration(mixed, {}, devices());
   ASSERT_EQ(b.sharing.size(), 1u);
   EXPECT_FALSE(b.sharing[0].fitted);
-  EXPECT_NE(b.sharing[0].note.find("nor faster for three quarters"), std::string::npos) << b.sharing[0].note;
+  EXPECT_NE(b.sharing[0].note.find("nor faster for three quarters"), std::string::npos)
+      << b.sharing[0].note;
   EXPECT_EQ(b.profile.host_sharing_size(), 0);
 }
 

@@ -37,7 +37,8 @@ plan::ResolvedPlan make(const Case& c) {
   p.mutable_job()->set_precision(pb::PRECISION_BF16);
   p.set_micro_batch_size(1);
   c.set(p);
-  return plan::resolve_plan(p, models::load_model(c.model), topologies::load_cluster("dgx-h100", 1));
+  return plan::resolve_plan(p, models::load_model(c.model),
+                            topologies::load_cluster("dgx-h100", 1));
 }
 
 // The plans the issue names, each filling the 8 GPUs.
@@ -120,7 +121,8 @@ void check_structure(const pb::ExecGraph& g) {
     const auto& rg = g.ranks(i);
     EXPECT_EQ(rg.rank(), i);
     ASSERT_EQ(rg.streams_size(), static_cast<int>(plan::kStreams.size()));
-    for (int s = 0; s < rg.streams_size(); ++s) EXPECT_EQ(rg.streams(s), plan::kStreams[static_cast<size_t>(s)]);
+    for (int s = 0; s < rg.streams_size(); ++s)
+      EXPECT_EQ(rg.streams(s), plan::kStreams[static_cast<size_t>(s)]);
     for (int k = 0; k < rg.nodes_size(); ++k) {
       const auto& n = rg.nodes(k);
       ASSERT_EQ(n.id(), k) << "rank " << i;
@@ -134,10 +136,14 @@ void check_structure(const pb::ExecGraph& g) {
       }
       // Sends and receives sit on the point-to-point streams of their direction.
       if (n.kind() == pb::NODE_KIND_SEND) {
-        EXPECT_TRUE(n.stream() == plan::kSendNext || n.stream() == plan::kSendPrev || n.stream() == plan::kCommCpSend) << n.name();
+        EXPECT_TRUE(n.stream() == plan::kSendNext || n.stream() == plan::kSendPrev ||
+                    n.stream() == plan::kCommCpSend)
+            << n.name();
       }
       if (n.kind() == pb::NODE_KIND_RECV) {
-        EXPECT_TRUE(n.stream() == plan::kRecvPrev || n.stream() == plan::kRecvNext || n.stream() == plan::kCommCpRecv) << n.name();
+        EXPECT_TRUE(n.stream() == plan::kRecvPrev || n.stream() == plan::kRecvNext ||
+                    n.stream() == plan::kCommCpRecv)
+            << n.name();
       }
       if (n.kind() == pb::NODE_KIND_COMPUTE) {
         EXPECT_EQ(n.stream(), plan::kCompute) << n.name();
@@ -152,16 +158,18 @@ void check_point_to_point(const pb::ExecGraph& g) {
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<double>> sends, recvs;
   for (const auto& rg : g.ranks()) {
     for (const auto& n : rg.nodes()) {
-      if (n.kind() == pb::NODE_KIND_SEND) sends[{rg.rank(), n.peer(), n.tag()}].push_back(n.comm_bytes());
-      if (n.kind() == pb::NODE_KIND_RECV) recvs[{n.peer(), rg.rank(), n.tag()}].push_back(n.comm_bytes());
+      if (n.kind() == pb::NODE_KIND_SEND)
+        sends[{rg.rank(), n.peer(), n.tag()}].push_back(n.comm_bytes());
+      if (n.kind() == pb::NODE_KIND_RECV)
+        recvs[{n.peer(), rg.rank(), n.tag()}].push_back(n.comm_bytes());
     }
   }
   int problems = 0;
   std::string shown;
   auto problem = [&](const std::string& what, const std::tuple<int64_t, int64_t, int64_t>& key) {
     if (++problems <= 5) {
-      shown += what + " " + std::to_string(std::get<0>(key)) + "->" + std::to_string(std::get<1>(key)) +
-               " tag " + std::to_string(std::get<2>(key)) + "\n";
+      shown += what + " " + std::to_string(std::get<0>(key)) + "->" +
+               std::to_string(std::get<1>(key)) + " tag " + std::to_string(std::get<2>(key)) + "\n";
     }
   };
   for (const auto& [key, bytes] : sends) {
@@ -194,19 +202,20 @@ void check_collectives(const pb::ExecGraph& g) {
       if (n.kind() != pb::NODE_KIND_COLLECTIVE) continue;
       auto it = members.find(n.process_group());
       ASSERT_NE(it, members.end()) << "rank " << rg.rank() << " " << n.name() << ": unknown group";
-      EXPECT_TRUE(it->second.count(rg.rank())) << "rank " << rg.rank() << " " << n.name()
-                                               << " on a group without it";
+      EXPECT_TRUE(it->second.count(rg.rank()))
+          << "rank " << rg.rank() << " " << n.name() << " on a group without it";
       EXPECT_GE(it->second.size(), 2u);
       EXPECT_GT(n.comm_bytes(), 0) << n.name();
       seq[n.process_group()][rg.rank()].push_back({n.collective(), n.comm_bytes(), n.stream()});
     }
   }
   for (const auto& [group, by_rank] : seq) {
-    EXPECT_EQ(by_rank.size(), members[group].size()) << "group " << group << ": some members never join";
+    EXPECT_EQ(by_rank.size(), members[group].size())
+        << "group " << group << ": some members never join";
     const Seq& first = by_rank.begin()->second;
     for (const auto& [rank, s] : by_rank) {
-      EXPECT_EQ(s, first) << "group " << group << ": rank " << rank << " issues a different sequence than rank "
-                          << by_rank.begin()->first;
+      EXPECT_EQ(s, first) << "group " << group << ": rank " << rank
+                          << " issues a different sequence than rank " << by_rank.begin()->first;
     }
   }
 }
@@ -216,17 +225,22 @@ void check_collectives(const pb::ExecGraph& g) {
 // their streams, a collective when all its group's members are. Returns the nodes left undone.
 int64_t unfinished_after_run(const pb::ExecGraph& g, std::string* stuck) {
   const size_t ranks = static_cast<size_t>(g.ranks_size());
-  std::vector<std::vector<std::vector<int>>> queue(ranks, std::vector<std::vector<int>>(plan::kStreams.size()));
+  std::vector<std::vector<std::vector<int>>> queue(
+      ranks, std::vector<std::vector<int>>(plan::kStreams.size()));
   std::vector<std::vector<size_t>> head(ranks, std::vector<size_t>(plan::kStreams.size(), 0));
   std::vector<std::vector<char>> done(ranks);
   std::map<int64_t, size_t> group_size;
-  for (const auto& pg : g.process_groups()) group_size[pg.id()] = static_cast<size_t>(pg.ranks_size());
+  for (const auto& pg : g.process_groups())
+    group_size[pg.id()] = static_cast<size_t>(pg.ranks_size());
   for (size_t r = 0; r < ranks; ++r) {
     const auto& rg = g.ranks(static_cast<int>(r));
     done[r].assign(static_cast<size_t>(rg.nodes_size()), 0);
-    for (const auto& n : rg.nodes()) queue[r][static_cast<size_t>(n.stream())].push_back(static_cast<int>(n.id()));
+    for (const auto& n : rg.nodes())
+      queue[r][static_cast<size_t>(n.stream())].push_back(static_cast<int>(n.id()));
   }
-  auto node = [&](size_t r, int id) -> const pb::ExecNode& { return g.ranks(static_cast<int>(r)).nodes(id); };
+  auto node = [&](size_t r, int id) -> const pb::ExecNode& {
+    return g.ranks(static_cast<int>(r)).nodes(id);
+  };
   auto ready = [&](size_t r, int id) {
     for (int64_t d : node(r, id).data_deps()) {
       if (!done[r][static_cast<size_t>(d)]) return false;
@@ -278,8 +292,8 @@ int64_t unfinished_after_run(const pb::ExecGraph& g, std::string* stuck) {
     for (size_t s = 0; s < plan::kStreams.size(); ++s) {
       left += static_cast<int64_t>(queue[r][s].size() - head[r][s]);
       if (head[r][s] < queue[r][s].size() && stuck->size() < 2000) {
-        *stuck += "rank " + std::to_string(r) + " " + std::string(plan::kStreams[s]) + " waits at " +
-                  node(r, queue[r][s][head[r][s]]).name() + "\n";
+        *stuck += "rank " + std::to_string(r) + " " + std::string(plan::kStreams[s]) +
+                  " waits at " + node(r, queue[r][s][head[r][s]]).name() + "\n";
       }
     }
   }
@@ -313,10 +327,12 @@ TEST(Lowering, TheRunnerStallsOnAMismatchedGraph) {
   ASSERT_TRUE(changed);
   EXPECT_GT(unfinished_after_run(bad_tag, &stuck), 0);
   pb::ExecGraph bad_group = good;
-  const plan::RankLayout layout(make(find_case("tiny_tp2_pp2_dp2")).degrees, {plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp, plan::Dim::kPp});
+  const plan::RankLayout layout(make(find_case("tiny_tp2_pp2_dp2")).degrees,
+                                {plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp, plan::Dim::kPp});
   changed = false;
   for (auto& n : *bad_group.mutable_ranks(0)->mutable_nodes()) {
-    if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.process_group() == layout.group_id(plan::GroupKind::kTp, 0) && !changed) {
+    if (n.kind() == pb::NODE_KIND_COLLECTIVE &&
+        n.process_group() == layout.group_id(plan::GroupKind::kTp, 0) && !changed) {
       n.set_process_group(layout.group_id(plan::GroupKind::kDp, 0)), changed = true;
     }
   }
@@ -359,10 +375,17 @@ PhaseFlops flops(const pb::ExecGraph& g) {
           if (n.layer() >= 0) f.forward_layers += n.flops();
           if (n.op() == "attn.core") f.forward_attention_core += n.flops();
           break;
-        case pb::PHASE_BACKWARD: f.backward += n.flops(); break;
-        case pb::PHASE_RECOMPUTE: f.recompute += n.flops(); break;
-        case pb::PHASE_OPTIMIZER: f.optimizer += n.flops(); break;
-        default: ADD_FAILURE() << n.name() << " has no phase";
+        case pb::PHASE_BACKWARD:
+          f.backward += n.flops();
+          break;
+        case pb::PHASE_RECOMPUTE:
+          f.recompute += n.flops();
+          break;
+        case pb::PHASE_OPTIMIZER:
+          f.optimizer += n.flops();
+          break;
+        default:
+          ADD_FAILURE() << n.name() << " has no phase";
       }
     }
   }
@@ -402,9 +425,10 @@ void expect_total_flops(const Case& c) {
   const auto stats = models::model_stats(plan.model, plan.seq_len);
   const double tokens = static_cast<double>(c.global_batch * c.seq);
   const double tp = static_cast<double>(plan.degrees.tp);
-  const double expected = (stats.training_flops_per_token +
-                           (tp - 1) * replicated_flops_per_token(plan.model, plan.sequence_parallel())) *
-                          tokens;
+  const double expected =
+      (stats.training_flops_per_token +
+       (tp - 1) * replicated_flops_per_token(plan.model, plan.sequence_parallel())) *
+      tokens;
   EXPECT_NEAR(f.forward + f.backward, expected, expected * 1e-9)
       << "relative error " << (f.forward + f.backward - expected) / expected;
 }
@@ -471,11 +495,12 @@ struct Coll {
   double bytes;
 };
 
-std::vector<Coll> tp_collectives(const pb::RankGraph& rg, int64_t tp_group, int64_t layer, pb::Phase phase) {
+std::vector<Coll> tp_collectives(const pb::RankGraph& rg, int64_t tp_group, int64_t layer,
+                                 pb::Phase phase) {
   std::vector<Coll> out;
   for (const auto& n : rg.nodes()) {
-    if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.process_group() == tp_group && n.layer() == layer &&
-        n.micro_batch() == 0 && n.phase() == phase) {
+    if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.process_group() == tp_group &&
+        n.layer() == layer && n.micro_batch() == 0 && n.phase() == phase) {
       out.push_back({n.collective(), n.comm_bytes()});
     }
   }
@@ -505,14 +530,16 @@ TEST(LoweringComm, TpCollectivesPerLayerFollowMegatron) {
     // the executor issues them, the maximum (4 bytes a token), then the two sums stacked (8).
     std::vector<std::pair<std::string, double>> loss;
     for (const auto& n : g.ranks(0).nodes()) {
-      if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.micro_batch() == 0 && n.name().find("head.loss") != std::string::npos) {
+      if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.micro_batch() == 0 &&
+          n.name().find("head.loss") != std::string::npos) {
         EXPECT_EQ(n.collective(), pb::COLLECTIVE_KIND_ALL_REDUCE) << n.name();
         EXPECT_EQ(n.process_group(), tp) << n.name();
         loss.emplace_back(n.name(), n.comm_bytes());
       }
     }
-    const std::vector<std::pair<std::string, double>> expected{{"mb0.fwd.head.loss.max.all_reduce", 1024.0 * 4},
-                                                               {"mb0.fwd.head.loss.sum.all_reduce", 1024.0 * 8}};
+    const std::vector<std::pair<std::string, double>> expected{
+        {"mb0.fwd.head.loss.max.all_reduce", 1024.0 * 4},
+        {"mb0.fwd.head.loss.sum.all_reduce", 1024.0 * 8}};
     EXPECT_EQ(loss, expected);
   }
   // With SP (tp 2 pp 2, seq 1024): 1 x 1024 x 4096 x 2 = 8,388,608 bytes; forward all-gather
@@ -525,9 +552,12 @@ TEST(LoweringComm, TpCollectivesPerLayerFollowMegatron) {
     const double bytes = 1.0 * 1024 * 4096 * 2;
     const auto fwd = tp_collectives(g.ranks(0), tp, 3, pb::PHASE_FORWARD);
     ASSERT_EQ(fwd.size(), 4u);
-    const pb::CollectiveKind ag = pb::COLLECTIVE_KIND_ALL_GATHER, rs = pb::COLLECTIVE_KIND_REDUCE_SCATTER;
-    const std::vector<pb::CollectiveKind> fwd_kinds{ag, rs, ag, rs};  // attn.norm, attn.out, mlp.norm, mlp.down
-    const std::vector<pb::CollectiveKind> bwd_kinds{ag, rs, ag, rs};  // mlp.down, mlp.norm, attn.out, attn.norm
+    const pb::CollectiveKind ag = pb::COLLECTIVE_KIND_ALL_GATHER,
+                             rs = pb::COLLECTIVE_KIND_REDUCE_SCATTER;
+    const std::vector<pb::CollectiveKind> fwd_kinds{ag, rs, ag,
+                                                    rs};  // attn.norm, attn.out, mlp.norm, mlp.down
+    const std::vector<pb::CollectiveKind> bwd_kinds{ag, rs, ag,
+                                                    rs};  // mlp.down, mlp.norm, attn.out, attn.norm
     for (size_t i = 0; i < 4; ++i) {
       EXPECT_EQ(fwd[i].kind, fwd_kinds[i]) << i;
       EXPECT_EQ(fwd[i].bytes, bytes);
@@ -542,7 +572,8 @@ TEST(LoweringComm, TpCollectivesPerLayerFollowMegatron) {
 }
 
 // Sum of comm_bytes of rank `rank`'s collectives whose name contains `what`.
-double collective_bytes(const pb::RankGraph& rg, const std::string& what, int64_t micro_batch = -2) {
+double collective_bytes(const pb::RankGraph& rg, const std::string& what,
+                        int64_t micro_batch = -2) {
   double sum = 0;
   for (const auto& n : rg.nodes()) {
     if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.name().find(what) != std::string::npos &&
@@ -596,7 +627,8 @@ TEST(LoweringComm, DistributedOptimizerReduceScattersGradsAndGathersBf16Params) 
     EXPECT_DOUBLE_EQ(collective_bytes(rg, "param_all_gather"), params * 2);
     // One gather per layer + embedding + head, issued before any forward.
     int gathers = 0;
-    for (const auto& n : rg.nodes()) gathers += n.name().find("param_all_gather") != std::string::npos;
+    for (const auto& n : rg.nodes())
+      gathers += n.name().find("param_all_gather") != std::string::npos;
     EXPECT_EQ(gathers, 34);
     // Each gather is copied into its part's parameters (the executor's copy-out): on the compute
     // stream, after its gather, just before the part's first forward op of micro-batch 0.
@@ -615,12 +647,15 @@ TEST(LoweringComm, DistributedOptimizerReduceScattersGradsAndGathersBf16Params) 
       EXPECT_EQ(n.stream(), 0) << n.name();
       EXPECT_EQ(n.bytes_read(), gather->comm_bytes()) << n.name();
       EXPECT_EQ(n.bytes_written(), gather->comm_bytes()) << n.name();
-      EXPECT_NE(std::find(n.data_deps().begin(), n.data_deps().end(), gather->id()), n.data_deps().end()) << n.name();
+      EXPECT_NE(std::find(n.data_deps().begin(), n.data_deps().end(), gather->id()),
+                n.data_deps().end())
+          << n.name();
       const auto& next = rg.nodes(i + 1);
       EXPECT_EQ(next.phase(), pb::PHASE_FORWARD) << n.name();
       EXPECT_EQ(next.micro_batch(), 0) << n.name();
       const std::string layer = part.substr(4);  // "L3", "embed" or "head"
-      EXPECT_TRUE(next.name().starts_with(layer + ".mb0.fwd.") || next.name() == "mb0.fwd." + layer + ".tokens" ||
+      EXPECT_TRUE(next.name().starts_with(layer + ".mb0.fwd.") ||
+                  next.name() == "mb0.fwd." + layer + ".tokens" ||
                   next.name() == "mb0.fwd." + layer + ".norm")
           << n.name() << " is followed by " << next.name();
     }
@@ -645,7 +680,8 @@ TEST(LoweringComm, ExpertAndDenseGradientsReduceOverTheirOwnGroups) {
     const plan::RankLayout layout(plan.degrees, plan.placement);
     for (const auto& rg : g.ranks()) {
       EXPECT_DOUBLE_EQ(collective_bytes(rg, "edp.bucket"), 32 * 4 * 88080384.0 * 4);
-      EXPECT_DOUBLE_EQ(collective_bytes(rg, "dp.bucket") - collective_bytes(rg, "edp.bucket"), dense * 4);
+      EXPECT_DOUBLE_EQ(collective_bytes(rg, "dp.bucket") - collective_bytes(rg, "edp.bucket"),
+                       dense * 4);
       const int64_t edp = layout.group_id(plan::GroupKind::kEdp, rg.rank());
       const int64_t dp = layout.group_id(plan::GroupKind::kDp, rg.rank());
       ASSERT_GE(edp, 0);

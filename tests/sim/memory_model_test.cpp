@@ -30,9 +30,10 @@ constexpr double kLayerActivations = 285474816.0;
 constexpr double kHeadActivations = 1084227584.0;
 constexpr double kCapacity = 81559.0 * 1024 * 1024;  // H100-SXM: 81,559 MiB as nvidia-smi reports
 
-plan::ResolvedPlan plan(const std::string& model, int64_t tp, int64_t pp, int64_t dp, int64_t global_batch,
-                  pb::Sharding sharding, pb::Recompute recompute = pb::RECOMPUTE_NONE, int64_t vp = 1,
-                  pb::PipelineSchedule schedule = pb::PIPELINE_SCHEDULE_UNSPECIFIED) {
+plan::ResolvedPlan plan(const std::string& model, int64_t tp, int64_t pp, int64_t dp,
+                        int64_t global_batch, pb::Sharding sharding,
+                        pb::Recompute recompute = pb::RECOMPUTE_NONE, int64_t vp = 1,
+                        pb::PipelineSchedule schedule = pb::PIPELINE_SCHEDULE_UNSPECIFIED) {
   pb::Plan p;
   p.set_model(model);
   p.set_cluster("dgx-h100");
@@ -46,7 +47,8 @@ plan::ResolvedPlan plan(const std::string& model, int64_t tp, int64_t pp, int64_
   p.set_sharding(sharding);
   p.set_recompute(recompute);
   const int64_t nodes = tp * pp * dp / 8;
-  return plan::resolve_plan(p, models::load_model(model), topologies::load_cluster("dgx-h100", nodes));
+  return plan::resolve_plan(p, models::load_model(model),
+                            topologies::load_cluster("dgx-h100", nodes));
 }
 
 void expect_consistent(const pb::RankMemory& m) {
@@ -56,7 +58,8 @@ void expect_consistent(const pb::RankMemory& m) {
   EXPECT_EQ(m.capacity_bytes(), kCapacity);
   EXPECT_EQ(m.oom(), m.peak_bytes() > kCapacity);
   // The runtime's fixed 1.15 GiB plus 8 % of the activations for fragmentation.
-  EXPECT_DOUBLE_EQ(m.allocator_overhead_bytes(), kGpuRuntimeBytes + kAllocatorFragmentation * m.activations_bytes());
+  EXPECT_DOUBLE_EQ(m.allocator_overhead_bytes(),
+                   kGpuRuntimeBytes + kAllocatorFragmentation * m.activations_bytes());
 }
 
 TEST(MemoryModel, StatesPerShardingOnOneNode) {
@@ -135,9 +138,9 @@ TEST(MemoryModel, OneFOneBActivationsScaleWithPpMinusRank) {
   const auto m = memory_per_stage(r);
   ASSERT_EQ(m.size(), 4u);
   const double stage = 8 * kLayerActivations;
-  EXPECT_DOUBLE_EQ(m[0].activations_bytes(), 4 * stage);  // 9,135,194,112
-  EXPECT_DOUBLE_EQ(m[1].activations_bytes(), 3 * stage);  // 6,851,395,584
-  EXPECT_DOUBLE_EQ(m[2].activations_bytes(), 2 * stage);  // 4,567,597,056
+  EXPECT_DOUBLE_EQ(m[0].activations_bytes(), 4 * stage);                       // 9,135,194,112
+  EXPECT_DOUBLE_EQ(m[1].activations_bytes(), 3 * stage);                       // 6,851,395,584
+  EXPECT_DOUBLE_EQ(m[2].activations_bytes(), 2 * stage);                       // 4,567,597,056
   EXPECT_DOUBLE_EQ(m[3].activations_bytes(), 1 * (stage + kHeadActivations));  // 3,368,026,112
   for (int p = 0; p < 4; ++p) {
     expect_consistent(m[static_cast<size_t>(p)]);
@@ -152,8 +155,8 @@ TEST(MemoryModel, OneFOneBActivationsScaleWithPpMinusRank) {
   EXPECT_DOUBLE_EQ(m[1].parameters_bytes(), 2 * 8 * kLayerParams);
   EXPECT_DOUBLE_EQ(m[3].parameters_bytes(), 2 * (8 * kLayerParams + 525336576.0 + 4096));
   // GPipe stashes all 8 micro-batches on every stage.
-  const auto g = memory_per_stage(plan("llama3-8b", 1, 4, 2, 16, pb::SHARDING_ZERO1, pb::RECOMPUTE_NONE, 1,
-                                       pb::PIPELINE_SCHEDULE_GPIPE));
+  const auto g = memory_per_stage(plan("llama3-8b", 1, 4, 2, 16, pb::SHARDING_ZERO1,
+                                       pb::RECOMPUTE_NONE, 1, pb::PIPELINE_SCHEDULE_GPIPE));
   EXPECT_DOUBLE_EQ(g[1].activations_bytes(), 8 * stage);
   EXPECT_DOUBLE_EQ(g[3].activations_bytes(), 8 * (stage + kHeadActivations));
 }
@@ -165,7 +168,8 @@ TEST(MemoryModel, InterleavedActivationsFollowItsWarmUp) {
   //   rank 0: 3 x 2 + 4 = 10, so 11 chunks in flight = 12,560,891,904 bytes;
   //   rank 3: 0 + 4 = 4, so 5 in flight: chunk 0 of micro-batches 0..3 (stage 3) and chunk 1 of
   //   micro-batch 0 (stage 7, with the head): 5 x 1,141,899,264 + 1,084,227,584 = 6,793,723,904.
-  const auto m = memory_per_stage(plan("llama3-8b", 1, 4, 2, 16, pb::SHARDING_ZERO1, pb::RECOMPUTE_NONE, 2));
+  const auto m =
+      memory_per_stage(plan("llama3-8b", 1, 4, 2, 16, pb::SHARDING_ZERO1, pb::RECOMPUTE_NONE, 2));
   const double chunk = 4 * kLayerActivations;
   EXPECT_DOUBLE_EQ(m[0].activations_bytes(), 11 * chunk);
   EXPECT_DOUBLE_EQ(m[3].activations_bytes(), 5 * chunk + kHeadActivations);
@@ -175,13 +179,17 @@ TEST(MemoryModel, FullRecomputeKeepsLayerInputsAndOneLayer) {
   // Full: each layer keeps only its input, 2048 x 4096 x 2 B = 16,777,216 (x 32 = 536,870,912);
   // the head is not recomputed (1,084,227,584); while a layer is recomputed for its backward its
   // full 285,474,816 are alive once: 536,870,912 + 1,084,227,584 + 285,474,816 = 1,906,573,312.
-  const auto full = memory_per_stage(plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_FULL));
-  EXPECT_DOUBLE_EQ(full[0].activations_bytes(), 32 * 16777216.0 + kHeadActivations + kLayerActivations);
+  const auto full =
+      memory_per_stage(plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_FULL));
+  EXPECT_DOUBLE_EQ(full[0].activations_bytes(),
+                   32 * 16777216.0 + kHeadActivations + kLayerActivations);
   EXPECT_DOUBLE_EQ(full[0].activations_bytes(), 1906573312.0);
   // Selective: drops only the attention core's log-sum-exp (with flash attention the s x s terms
   // never exist): 32 x (285,474,816 - 262,144) + 1,084,227,584 = 10,211,033,088.
-  const auto sel = memory_per_stage(plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_SELECTIVE));
-  EXPECT_DOUBLE_EQ(sel[0].activations_bytes(), 32 * (kLayerActivations - 262144) + kHeadActivations);
+  const auto sel =
+      memory_per_stage(plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_SELECTIVE));
+  EXPECT_DOUBLE_EQ(sel[0].activations_bytes(),
+                   32 * (kLayerActivations - 262144) + kHeadActivations);
   // States are untouched by recomputation.
   EXPECT_DOUBLE_EQ(full[0].parameters_bytes(), 2 * P);
   EXPECT_DOUBLE_EQ(sel[0].optimizer_bytes(), 12 * P / 8);

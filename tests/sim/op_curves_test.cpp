@@ -43,8 +43,9 @@ TEST(OpCurves, AnOpsPassIsPricedByItsOwnCurveElseByItsClasss) {
     return model.seconds(device, pb::OP_CLASS_ELEMENTWISE, 0, bytes, {}, phase, op);
   };
   EXPECT_DOUBLE_EQ(at("attn.rope", pb::PHASE_FORWARD), 1e-3 + bytes / (bw * 0.25));
-  EXPECT_DOUBLE_EQ(at("attn.rope", pb::PHASE_RECOMPUTE), 1e-3 + bytes / (bw * 0.25));  // a forward again
-  EXPECT_DOUBLE_EQ(at("attn.rope", pb::PHASE_BACKWARD), bytes / (bw * 0.5));          // no backward curve
+  EXPECT_DOUBLE_EQ(at("attn.rope", pb::PHASE_RECOMPUTE),
+                   1e-3 + bytes / (bw * 0.25));                               // a forward again
+  EXPECT_DOUBLE_EQ(at("attn.rope", pb::PHASE_BACKWARD), bytes / (bw * 0.5));  // no backward curve
   EXPECT_DOUBLE_EQ(at("mlp.act", pb::PHASE_BACKWARD), 2e-3 + bytes / bw);
   EXPECT_DOUBLE_EQ(at("mlp.residual", pb::PHASE_FORWARD), bytes / (bw * 0.5));
   EXPECT_DOUBLE_EQ(at("mlp.norm", pb::PHASE_FORWARD), 3e-3 + bytes / (bw * 0.1));
@@ -58,8 +59,10 @@ TEST(OpCurves, AnOpsPassIsPricedByItsOwnCurveElseByItsClasss) {
 
 // Memory-bound samples of class `elementwise` on the test core: `op` in `phase`, `elements` of 4
 // bytes read and written, timed `overhead_s` + `scale` x the bytes at `memory_efficiency`.
-std::vector<calibration::ComputeSample> op_samples(const std::string& op, pb::Phase phase, std::vector<int64_t> elements,
-                                      double memory_efficiency, double scale, double overhead_s) {
+std::vector<calibration::ComputeSample> op_samples(const std::string& op, pb::Phase phase,
+                                                   std::vector<int64_t> elements,
+                                                   double memory_efficiency, double scale,
+                                                   double overhead_s) {
   const pb::DeviceSpec device = test::test_core();
   std::vector<calibration::ComputeSample> out;
   for (int64_t n : elements) {
@@ -82,7 +85,8 @@ std::vector<calibration::ComputeSample> op_samples(const std::string& op, pb::Ph
   return out;
 }
 
-const pb::ComputeCurve* find(const pb::CalibrationProfile& p, const std::string& op, pb::Phase phase) {
+const pb::ComputeCurve* find(const pb::CalibrationProfile& p, const std::string& op,
+                             pb::Phase phase) {
   for (const auto& c : p.compute()) {
     if (c.op() == op && c.phase() == phase) return &c;
   }
@@ -92,11 +96,15 @@ const pb::ComputeCurve* find(const pb::CalibrationProfile& p, const std::string&
 TEST(OpCurves, CalibrateFitsAnOpsScaleAndOverheadOverItsClasssCurve) {
   // A single-kernel add at the class's bandwidth, and a RoPE three times as slow per byte with
   // 200 us of launches of its own, both forward at four sizes; the RoPE's backward at one size.
-  std::vector<calibration::ComputeSample> samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18, 1 << 20}, 0.6, 1, 0);
-  for (const auto& s : op_samples("attn.rope", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18, 1 << 20}, 0.6, 3, 200e-6))
+  std::vector<calibration::ComputeSample> samples =
+      op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18, 1 << 20}, 0.6, 1, 0);
+  for (const auto& s : op_samples("attn.rope", pb::PHASE_FORWARD,
+                                  {1 << 14, 1 << 16, 1 << 18, 1 << 20}, 0.6, 3, 200e-6))
     samples.push_back(s);
-  for (const auto& s : op_samples("attn.rope", pb::PHASE_BACKWARD, {1 << 16}, 0.6, 5, 300e-6)) samples.push_back(s);
-  const calibration::CalibrationFit fit = calibration::fit_calibration(samples, {}, test::test_core_devices());
+  for (const auto& s : op_samples("attn.rope", pb::PHASE_BACKWARD, {1 << 16}, 0.6, 5, 300e-6))
+    samples.push_back(s);
+  const calibration::CalibrationFit fit =
+      calibration::fit_calibration(samples, {}, test::test_core_devices());
 
   const pb::ComputeCurve* of_class = find(fit.profile, "", pb::PHASE_UNSPECIFIED);
   const pb::ComputeCurve* rope = find(fit.profile, "attn.rope", pb::PHASE_FORWARD);
@@ -122,20 +130,25 @@ TEST(OpCurves, CalibrateFitsAnOpsScaleAndOverheadOverItsClasssCurve) {
   const pb::DeviceSpec device = test::test_core();
   for (const calibration::ComputeSample& s : samples) {
     if (s.op != "attn.rope" || s.phase != pb::PHASE_FORWARD) continue;
-    EXPECT_NEAR(model.seconds(device, s.op_class, 0, s.bytes, s.shape, s.phase, s.op), s.seconds, 1e-6 * s.seconds);
+    EXPECT_NEAR(model.seconds(device, s.op_class, 0, s.bytes, s.shape, s.phase, s.op), s.seconds,
+                1e-6 * s.seconds);
   }
 }
 
 TEST(OpCurves, AnOpWhoseTimeDoesNotGrowWithItsSizeIsItsOverhead) {
   // An add's backward only passes its gradient on: 11 us whatever its size.
-  std::vector<calibration::ComputeSample> samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 1, 5e-6);
-  for (auto s : op_samples("add", pb::PHASE_BACKWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 0, 11e-6)) samples.push_back(s);
-  const calibration::CalibrationFit fit = calibration::fit_calibration(samples, {}, test::test_core_devices());
+  std::vector<calibration::ComputeSample> samples =
+      op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 1, 5e-6);
+  for (auto s : op_samples("add", pb::PHASE_BACKWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 0, 11e-6))
+    samples.push_back(s);
+  const calibration::CalibrationFit fit =
+      calibration::fit_calibration(samples, {}, test::test_core_devices());
   const pb::ComputeCurve* flat = find(fit.profile, "add", pb::PHASE_BACKWARD);
   ASSERT_NE(flat, nullptr);
   EXPECT_NEAR(flat->overhead_s(), 11e-6, 0.02 * 11e-6);
-  const auto report = std::find_if(fit.op_curves.begin(), fit.op_curves.end(),
-                                    [](const calibration::CurveReport& r) { return r.op == "add backward"; });
+  const auto report =
+      std::find_if(fit.op_curves.begin(), fit.op_curves.end(),
+                   [](const calibration::CurveReport& r) { return r.op == "add backward"; });
   ASSERT_NE(report, fit.op_curves.end());
   ASSERT_EQ(report->held.size(), 1u);
   EXPECT_EQ(report->held[0].name, "time_scale");
@@ -144,8 +157,10 @@ TEST(OpCurves, AnOpWhoseTimeDoesNotGrowWithItsSizeIsItsOverhead) {
 
 TEST(OpCurves, OneOpInOnePassIsItsClass) {
   // Only the add's forward: the class's curve is its curve, and nothing more is written.
-  const auto samples = op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 1, 5e-6);
-  const calibration::CalibrationFit fit = calibration::fit_calibration(samples, {}, test::test_core_devices());
+  const auto samples =
+      op_samples("add", pb::PHASE_FORWARD, {1 << 14, 1 << 16, 1 << 18}, 0.6, 1, 5e-6);
+  const calibration::CalibrationFit fit =
+      calibration::fit_calibration(samples, {}, test::test_core_devices());
   ASSERT_EQ(fit.profile.compute_size(), 1);
   EXPECT_TRUE(fit.profile.compute(0).op().empty());
   EXPECT_TRUE(fit.op_curves.empty());
@@ -157,7 +172,8 @@ TEST(OpCurves, BothEnginesPriceAnOpsPassByItsCurve) {
   // adds 64 ms to each engine's step and nothing to its backward.
   const plan::ResolvedPlan plan = test::dgx_h100_plan(1, 8);
   const pb::DeviceSpec& device = plan::device_of(plan, 0);
-  pb::ComputeCurve rope = ComputeCostModel(plan.precision.dtype).curve(device, pb::OP_CLASS_ELEMENTWISE);
+  pb::ComputeCurve rope =
+      ComputeCostModel(plan.precision.dtype).curve(device, pb::OP_CLASS_ELEMENTWISE);
   rope.set_op("attn.rope");
   rope.set_phase(pb::PHASE_FORWARD);
   rope.set_overhead_s(rope.overhead_s() + 1e-3);
@@ -165,7 +181,8 @@ TEST(OpCurves, BothEnginesPriceAnOpsPassByItsCurve) {
   *with.add_compute() = rope;
   const auto base = test::simulate_both(plan, pb::CalibrationProfile());
   const auto own = test::simulate_both(plan, with);
-  EXPECT_NEAR(own.analytic.breakdown().compute_s() - base.analytic.breakdown().compute_s(), 64e-3, 1e-9);
+  EXPECT_NEAR(own.analytic.breakdown().compute_s() - base.analytic.breakdown().compute_s(), 64e-3,
+              1e-9);
   EXPECT_NEAR(own.analytic.step_time_s() - base.analytic.step_time_s(), 64e-3, 1e-6);
   EXPECT_NEAR(own.des.step_time_s() - base.des.step_time_s(), 64e-3, 0.02 * 64e-3);
 }

@@ -20,7 +20,8 @@ struct Steps {
 
 // llama3-8b on one DGX H100 node, dp 8, 2 micro-batches, the DP reduction overlapped (or not)
 // with the backward, under a profile whose only parameter is the slowdown.
-Steps steps(double slowdown, bool overlap, double comm_slowdown = 0, void (*shape)(pb::Plan&) = nullptr) {
+Steps steps(double slowdown, bool overlap, double comm_slowdown = 0,
+            void (*shape)(pb::Plan&) = nullptr) {
   pb::Plan p;
   p.set_model("llama3-8b");
   p.set_cluster("dgx-h100");
@@ -59,7 +60,8 @@ void expect_both_engines_slower(const Steps& none, const Steps& slow, double agr
   EXPECT_GT(des_extra, 0);
   EXPECT_LE(analytic_extra, none.dp_comm * 1.0001);
   EXPECT_LE(des_extra, none.dp_comm * 1.0001);
-  EXPECT_NEAR(analytic_extra, des_extra, agree * des_extra) << analytic_extra << " vs " << des_extra;
+  EXPECT_NEAR(analytic_extra, des_extra, agree * des_extra)
+      << analytic_extra << " vs " << des_extra;
   EXPECT_NEAR(slow.analytic, slow.des, 0.02 * slow.des);
 }
 

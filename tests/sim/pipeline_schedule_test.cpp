@@ -23,7 +23,8 @@ std::vector<Case> grid() {
       out.push_back({pb::PIPELINE_SCHEDULE_ONE_F_ONE_B, pp, 1, m});
       // Interleaving needs vp >= 2 and M a multiple of pp (resolve_plan's rules).
       if (pp > 1 && m % pp == 0) {
-        for (int64_t vp : {2, 3, 4}) out.push_back({pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B, pp, vp, m});
+        for (int64_t vp : {2, 3, 4})
+          out.push_back({pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B, pp, vp, m});
       }
     }
   }
@@ -99,7 +100,8 @@ TEST(PipelineSchedule, OneFOneBWarmsUpWithPpMinusRankMinusOneForwards) {
       EXPECT_EQ(peak_in_flight(order), std::min(c.pp - rank, c.m));
       // Steady state alternates F B F B ... after the warm-up, then only backwards drain.
       for (int64_t k = 0; k < 2 * (c.m - expected_warmup); ++k) {
-        EXPECT_EQ(order[static_cast<size_t>(expected_warmup + k)].forward, k % 2 == 0) << "step " << k;
+        EXPECT_EQ(order[static_cast<size_t>(expected_warmup + k)].forward, k % 2 == 0)
+            << "step " << k;
       }
       // Backwards run in micro-batch order.
       int64_t next = 0;
@@ -157,7 +159,8 @@ TEST(PipelineSchedule, InterleavedWarmUpAndInFlightFollowMegatron) {
 int64_t run_pipeline(const Case& c) {
   const int64_t stages = c.pp * c.vp;
   std::vector<std::vector<plan::PipeStep>> orders;
-  for (int64_t r = 0; r < c.pp; ++r) orders.push_back(plan::pipeline_order(c.schedule, c.pp, c.vp, r, c.m));
+  for (int64_t r = 0; r < c.pp; ++r)
+    orders.push_back(plan::pipeline_order(c.schedule, c.pp, c.vp, r, c.m));
   // Time each (mb, stage, fwd) completes; -1 not yet.
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> done;
   std::vector<size_t> next(static_cast<size_t>(c.pp), 0);
@@ -174,8 +177,9 @@ int64_t run_pipeline(const Case& c) {
         auto it = done.find({s.micro_batch, st, fwd});
         return it != done.end() && it->second < t;
       };
-      const bool ok = s.forward ? (stage == 0 || ready(stage - 1, true))
-                                : ready(stage, true) && (stage == stages - 1 || ready(stage + 1, false));
+      const bool ok = s.forward
+                          ? (stage == 0 || ready(stage - 1, true))
+                          : ready(stage, true) && (stage == stages - 1 || ready(stage + 1, false));
       if (ok) now.push_back({s.micro_batch, stage, s.forward}), ++i;
     }
     // Steps finished before t are all that can enable one at t: if none can start, none ever will.

@@ -22,7 +22,8 @@ plan::ResolvedPlan pp2_plan() {
   p.mutable_parallel()->set_pp(2);
   p.mutable_parallel()->set_schedule(pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
   p.set_micro_batch_size(1);
-  return plan::resolve_plan(p, models::load_model("llama3-8b"), topologies::load_cluster("dgx-h100", 1));
+  return plan::resolve_plan(p, models::load_model("llama3-8b"),
+                            topologies::load_cluster("dgx-h100", 1));
 }
 
 TEST(PipelineTransfers, AReceiveIsPostedAfterTheComputeBeforeIt) {

@@ -12,10 +12,10 @@
 #include <map>
 #include <regex>
 
+#include "orrery/base/error.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::sim {
@@ -88,7 +88,8 @@ TEST(BadPlans, EveryRuleCallSiteHasAFile) {
   ASSERT_FALSE(text.empty());
   std::map<std::string, int> sites;
   const std::regex literal("\"([a-z0-9]+(-[a-z0-9]+)+)\"");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), literal); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), literal);
+       it != std::sregex_iterator(); ++it) {
     ++sites[(*it)[1].str()];
   }
   ASSERT_GE(sites.size(), 21u);
@@ -121,7 +122,8 @@ pb::Plan minimal(const std::string& model, int64_t global_batch, int64_t seq) {
 }
 
 plan::ResolvedPlan resolve(const pb::Plan& p, int64_t nodes) {
-  return plan::resolve_plan(p, models::load_model(p.model()), topologies::load_cluster(p.cluster(), nodes));
+  return plan::resolve_plan(p, models::load_model(p.model()),
+                            topologies::load_cluster(p.cluster(), nodes));
 }
 
 TEST(PlanDefaults, AbsentFieldsBecomeExplicit) {
@@ -146,7 +148,8 @@ TEST(PlanDefaults, AbsentFieldsBecomeExplicit) {
   EXPECT_EQ(r.plan.moe_imbalance(), 1.0);
   EXPECT_EQ(r.plan.attention_kernel(), pb::ATTENTION_KERNEL_FLASH);
   // Megatron's order: TP innermost.
-  EXPECT_EQ(r.placement, (std::vector<plan::Dim>{plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp, plan::Dim::kPp}));
+  EXPECT_EQ(r.placement, (std::vector<plan::Dim>{plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp,
+                                                 plan::Dim::kPp}));
   // 16 sequences / (dp 8 x micro-batch 1) = 2 micro-batches; one stage of all 32 layers.
   EXPECT_EQ(r.num_micro_batches, 2);
   EXPECT_EQ(r.layers_per_stage, (std::vector<int64_t>{32}));
@@ -217,7 +220,8 @@ TEST(PlanDefaults, PlacementOrderIsCompletedAndEpIsIgnored) {
   // Megatron's spelling with ep; the missing dimensions follow in tp, cp, dp, pp order.
   p.set_placement_order("dp, ep, tp");
   const plan::ResolvedPlan r = resolve(p, 1);
-  EXPECT_EQ(r.placement, (std::vector<plan::Dim>{plan::Dim::kDp, plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kPp}));
+  EXPECT_EQ(r.placement, (std::vector<plan::Dim>{plan::Dim::kDp, plan::Dim::kTp, plan::Dim::kCp,
+                                                 plan::Dim::kPp}));
 }
 
 TEST(PlanDefaults, StageNodeGroupsPlaceStagesOnTheirGroups) {

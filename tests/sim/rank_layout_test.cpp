@@ -11,7 +11,8 @@
 namespace orrery::sim {
 namespace {
 
-const std::vector<plan::Dim> kMegatron{plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp, plan::Dim::kPp};
+const std::vector<plan::Dim> kMegatron{plan::Dim::kTp, plan::Dim::kCp, plan::Dim::kDp,
+                                       plan::Dim::kPp};
 
 plan::Degrees degrees(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep = 1) {
   plan::Degrees d;
@@ -19,8 +20,9 @@ plan::Degrees degrees(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep
   return d;
 }
 
-constexpr plan::GroupKind kDenseKinds[] = {plan::GroupKind::kTp, plan::GroupKind::kCp, plan::GroupKind::kDp,
-                                     plan::GroupKind::kDpCp, plan::GroupKind::kPp};
+constexpr plan::GroupKind kDenseKinds[] = {plan::GroupKind::kTp, plan::GroupKind::kCp,
+                                           plan::GroupKind::kDp, plan::GroupKind::kDpCp,
+                                           plan::GroupKind::kPp};
 
 TEST(RankLayout, CoordAndRankRoundTripUnderEveryPlacement) {
   const plan::Degrees d = degrees(2, 3, 2, 2);  // 24 ranks
@@ -74,8 +76,11 @@ TEST(RankLayout, TpGroupsAreConsecutiveRanks) {
 TEST(RankLayout, GroupSizesAndMembersShareTheOtherCoordinates) {
   const plan::Degrees d = degrees(2, 2, 3, 2);
   plan::RankLayout layout(d, {plan::Dim::kDp, plan::Dim::kTp, plan::Dim::kPp, plan::Dim::kCp});
-  const std::map<plan::GroupKind, size_t> size{{plan::GroupKind::kTp, 2}, {plan::GroupKind::kCp, 2}, {plan::GroupKind::kDp, 3},
-                                         {plan::GroupKind::kDpCp, 6}, {plan::GroupKind::kPp, 2}};
+  const std::map<plan::GroupKind, size_t> size{{plan::GroupKind::kTp, 2},
+                                               {plan::GroupKind::kCp, 2},
+                                               {plan::GroupKind::kDp, 3},
+                                               {plan::GroupKind::kDpCp, 6},
+                                               {plan::GroupKind::kPp, 2}};
   for (int64_t r = 0; r < 24; ++r) {
     const plan::RankCoord me = layout.coord(r);
     for (plan::GroupKind k : kDenseKinds) {
@@ -86,8 +91,10 @@ TEST(RankLayout, GroupSizesAndMembersShareTheOtherCoordinates) {
         const plan::RankCoord c = layout.coord(m);
         // Members differ only in the group's own dimensions.
         EXPECT_TRUE(k == plan::GroupKind::kTp || c.tp == me.tp) << to_string(k);
-        EXPECT_TRUE(k == plan::GroupKind::kCp || k == plan::GroupKind::kDpCp || c.cp == me.cp) << to_string(k);
-        EXPECT_TRUE(k == plan::GroupKind::kDp || k == plan::GroupKind::kDpCp || c.dp == me.dp) << to_string(k);
+        EXPECT_TRUE(k == plan::GroupKind::kCp || k == plan::GroupKind::kDpCp || c.cp == me.cp)
+            << to_string(k);
+        EXPECT_TRUE(k == plan::GroupKind::kDp || k == plan::GroupKind::kDpCp || c.dp == me.dp)
+            << to_string(k);
         EXPECT_TRUE(k == plan::GroupKind::kPp || c.pp == me.pp) << to_string(k);
       }
     }
@@ -125,10 +132,10 @@ TEST(RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
   EXPECT_EQ(groups[36].dim(), "ep");
   EXPECT_EQ(groups[44].dim(), "edp");
   // group_id agrees with the listing, and lists the rank.
-  const std::map<std::string, plan::GroupKind> kinds{{"tp", plan::GroupKind::kTp}, {"cp", plan::GroupKind::kCp},
-                                               {"dp", plan::GroupKind::kDp}, {"dp_cp", plan::GroupKind::kDpCp},
-                                               {"pp", plan::GroupKind::kPp}, {"ep", plan::GroupKind::kEp},
-                                               {"edp", plan::GroupKind::kEdp}};
+  const std::map<std::string, plan::GroupKind> kinds{
+      {"tp", plan::GroupKind::kTp},      {"cp", plan::GroupKind::kCp}, {"dp", plan::GroupKind::kDp},
+      {"dp_cp", plan::GroupKind::kDpCp}, {"pp", plan::GroupKind::kPp}, {"ep", plan::GroupKind::kEp},
+      {"edp", plan::GroupKind::kEdp}};
   for (int64_t r = 0; r < 16; ++r) {
     for (const auto& [dim, kind] : kinds) {
       const int64_t id = layout.group_id(kind, r);
@@ -141,7 +148,8 @@ TEST(RankLayout, ProcessGroupsPartitionTheRanksPerKindWithDeterministicIds) {
   // Same inputs, same listing.
   const auto again = plan::RankLayout(d, kMegatron).process_groups();
   ASSERT_EQ(again.size(), groups.size());
-  for (size_t i = 0; i < groups.size(); ++i) EXPECT_EQ(again[i].SerializeAsString(), groups[i].SerializeAsString());
+  for (size_t i = 0; i < groups.size(); ++i)
+    EXPECT_EQ(again[i].SerializeAsString(), groups[i].SerializeAsString());
 }
 
 TEST(RankLayout, SizeOneGroupsAreLeftOut) {
@@ -178,7 +186,8 @@ TEST(RankLayout, EpAndEdpPartitionTheDpCpPlane) {
     for (int64_t a : ep) {
       for (int64_t b : edp) {
         // The rank at (EP index of a, EDP index of b) is in the plane; all 8 are distinct.
-        const int64_t pos = layout.index_in_group(plan::GroupKind::kEdp, b) * 4 + layout.index_in_group(plan::GroupKind::kEp, a);
+        const int64_t pos = layout.index_in_group(plan::GroupKind::kEdp, b) * 4 +
+                            layout.index_in_group(plan::GroupKind::kEp, a);
         tiles.insert(plane[static_cast<size_t>(pos)]);
       }
     }

@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "dgx_h100_plans.hpp"
+#include "orrery/base/statistics.hpp"
 #include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/calibration/calibration_samples.hpp"
-#include "orrery/sim/compute_cost.hpp"
 #include "orrery/plan/lower.hpp"
+#include "orrery/sim/compute_cost.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
-#include "orrery/base/statistics.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -20,7 +20,8 @@ struct Sims {
   double compute = 0;  // the analytic breakdown's compute (the step's, on the critical rank)
 };
 
-Sims run(const plan::ResolvedPlan& plan, const std::string& device, double cv, double jitter_s = 0) {
+Sims run(const plan::ResolvedPlan& plan, const std::string& device, double cv,
+         double jitter_s = 0) {
   pb::CalibrationProfile profile;
   if (cv > 0 || jitter_s > 0) {
     pb::RankSkew* k = profile.add_rank_skew();
@@ -62,7 +63,8 @@ TEST(RankSkew, EachGroupWaitsForItsOwnSlowest) {
   const std::string device = plan::device_of(plan, 0).name();
   const double cv = 0.05;
   const Sims none = run(plan, device, 0), skewed = run(plan, device, cv);
-  const double expected = cv * (base::expected_max_of_normals(2) + base::expected_max_of_normals(4)) * none.compute;
+  const double expected =
+      cv * (base::expected_max_of_normals(2) + base::expected_max_of_normals(4)) * none.compute;
   EXPECT_NEAR(skewed.analytic - none.analytic, expected, 1e-9 * none.analytic);
   EXPECT_NEAR(skewed.des - none.des, expected, 0.02 * expected);
 }
@@ -74,8 +76,10 @@ TEST(RankSkew, TheJitterIsWaitedAtEverySynchronizationAfterCompute) {
   const ComputeCostModel model("bf16", &profile);
   pb::DeviceSpec d;
   d.set_name("d");
-  EXPECT_NEAR(model.skew_wait_s(d, 2, 4e-3), (200e-6 + 0.05 * 4e-3) * base::expected_max_of_normals(2), 1e-15);
-  EXPECT_NEAR(model.skew_wait_s(d, 8, 1e-6), (200e-6 + 0.05 * 1e-6) * base::expected_max_of_normals(8), 1e-15);
+  EXPECT_NEAR(model.skew_wait_s(d, 2, 4e-3),
+              (200e-6 + 0.05 * 4e-3) * base::expected_max_of_normals(2), 1e-15);
+  EXPECT_NEAR(model.skew_wait_s(d, 8, 1e-6),
+              (200e-6 + 0.05 * 1e-6) * base::expected_max_of_normals(8), 1e-15);
   EXPECT_EQ(model.skew_wait_s(d, 2, 0), 0);  // no compute since: nothing to drift
   EXPECT_EQ(model.skew_wait_s(d, 1, 4e-3), 0);
 
@@ -115,7 +119,8 @@ pb::ExecGraph skewed_trace() {
     pb::RankGraph& rank = *g.add_ranks();
     rank.set_rank(r);
     rank.set_device(r);
-    auto add = [&](const char* name, pb::NodeKind kind, double start_ms, double ms) -> pb::ExecNode& {
+    auto add = [&](const char* name, pb::NodeKind kind, double start_ms,
+                   double ms) -> pb::ExecNode& {
       pb::ExecNode& n = *rank.add_nodes();
       n.set_id(rank.nodes_size() - 1);
       n.set_name(name);
@@ -144,7 +149,8 @@ pb::ExecGraph skewed_trace() {
   return g;
 }
 
-const calibration::SkewSample& sample(const calibration::TraceSamples& out, const std::string& name) {
+const calibration::SkewSample& sample(const calibration::TraceSamples& out,
+                                      const std::string& name) {
   for (const auto& s : out.skew) {
     if (s.source == "t.json: " + name) return s;
   }
@@ -227,7 +233,8 @@ TEST(RankSkew, AJitterThatComputeDoesNotExplainIsFittedBesideTheCv) {
   // Waits proportional to compute alone: no jitter, the cv of the sums as before.
   std::vector<calibration::SkewSample> proportional;
   for (double c : {0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3, 200e-3}) {
-    for (double noise : {0.8, 1.0, 1.2}) proportional.push_back({"cpu", 2, e * 0.05 * c * noise, c, "p"});
+    for (double noise : {0.8, 1.0, 1.2})
+      proportional.push_back({"cpu", 2, e * 0.05 * c * noise, c, "p"});
   }
   calibration::CalibrationFit plain;
   calibration::fit_rank_skew(proportional, {}, plain);
@@ -237,7 +244,8 @@ TEST(RankSkew, AJitterThatComputeDoesNotExplainIsFittedBesideTheCv) {
 }
 
 TEST(RankSkew, NoWaitsOrTooFewSamplesWriteNothing) {
-  std::vector<calibration::SkewSample> none_waited(4, calibration::SkewSample{"H100-SXM", 2, 0, 10e-3, "x"});
+  std::vector<calibration::SkewSample> none_waited(
+      4, calibration::SkewSample{"H100-SXM", 2, 0, 10e-3, "x"});
   calibration::CalibrationFit fit;
   calibration::fit_rank_skew(none_waited, {}, fit);
   ASSERT_EQ(fit.skew.size(), 1u);

@@ -5,16 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include "all_reduce_sample.hpp"
 #include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "all_reduce_sample.hpp"
 
 namespace orrery::sim {
 namespace {
 
-// An all-reduce of `bytes` on `ranks` ranks taking 40 us + bytes x 2(n-1)/n / 2 GB/s, times `slower`.
+// An all-reduce of `bytes` on `ranks` ranks taking 40 us + bytes x 2(n-1)/n / 2 GB/s, times
+// `slower`.
 calibration::CommSample all_reduce(double bytes, int64_t ranks, double slower, bool bench) {
   calibration::CommSample s = test::all_reduce_sample(bytes, ranks, 40e-6, 2e9);
   s.seconds *= slower;
@@ -60,12 +61,16 @@ TEST(SizeCorrections, ARunsSizeIsPricedAsMeasuredAndItsNeighboursInPart) {
   // One octave away: exp(-1/4) = 78% of the log correction; twelve octaves: none to speak of.
   const double ratio = c.size_points(0).time_ratio();
   auto curve = [&](double bytes) { return c.latency_s() + bytes / c.bandwidth_bytes_per_s(); };
-  EXPECT_NEAR(seconds(2 * grads, {0, 1}) / curve(2 * grads), std::exp(std::exp(-0.25) * std::log(ratio)), 1e-9);
+  EXPECT_NEAR(seconds(2 * grads, {0, 1}) / curve(2 * grads),
+              std::exp(std::exp(-0.25) * std::log(ratio)), 1e-9);
   EXPECT_NEAR(seconds(grads / 4096, {0, 1}) / curve(grads / 4096), 1, 1e-9);
   // Another group size took no point: its curve alone (bus factor 2(n-1)/n = 1.5 on 4 ranks).
-  EXPECT_NEAR(seconds(grads, {0, 1, 2, 3}) / (c.latency_s() + 1.5 * grads / c.bandwidth_bytes_per_s()), 1, 1e-9);
+  EXPECT_NEAR(
+      seconds(grads, {0, 1, 2, 3}) / (c.latency_s() + 1.5 * grads / c.bandwidth_bytes_per_s()), 1,
+      1e-9);
   // The same samples give the same profile.
-  EXPECT_EQ(calibration::fit_calibration({}, samples, {}).profile.SerializeAsString(), fit.profile.SerializeAsString());
+  EXPECT_EQ(calibration::fit_calibration({}, samples, {}).profile.SerializeAsString(),
+            fit.profile.SerializeAsString());
 }
 
 }  // namespace

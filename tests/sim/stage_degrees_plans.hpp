@@ -10,7 +10,8 @@
 namespace orrery::sim::test {
 
 // One DGX A100 (devices 0-7) and one DGX H100 (8-15).
-inline const std::string kMixedCluster = std::string(ORRERY_TEST_INPUTS) + "/sim/mixed-1a100-1h100.yaml";
+inline const std::string kMixedCluster =
+    std::string(ORRERY_TEST_INPUTS) + "/sim/mixed-1a100-1h100.yaml";
 
 inline pb::Plan staged_plan(bool sp = false) {
   pb::Plan p;

@@ -15,11 +15,11 @@
 #include <tuple>
 
 #include "orrery/models/model_catalog.hpp"
-#include "orrery/sim/engine.hpp"
 #include "orrery/plan/lower.hpp"
-#include "orrery/sim/memory_model.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/plan/stage_redistribution.hpp"
+#include "orrery/sim/engine.hpp"
+#include "orrery/sim/memory_model.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "stage_degrees_plans.hpp"
@@ -87,7 +87,8 @@ TEST(StageDegrees, ListsRepeatingTheUniformDegreesAreTheUniformPlan) {
   const plan::ResolvedPlan u = resolve(uniform(8, 1, 2));
   topologies::Topology topo(u.cluster);
   CostModels costs(topo, "bf16");
-  EXPECT_EQ(simulate_analytic(r, costs).result.SerializeAsString(), simulate_analytic(u, costs).result.SerializeAsString());
+  EXPECT_EQ(simulate_analytic(r, costs).result.SerializeAsString(),
+            simulate_analytic(u, costs).result.SerializeAsString());
 }
 
 TEST(StageDegrees, RankLayoutNumbersEachStageAsItsOwnGrid) {
@@ -103,7 +104,8 @@ TEST(StageDegrees, RankLayoutNumbersEachStageAsItsOwnGrid) {
   for (int64_t rank = 0; rank < 16; ++rank) EXPECT_EQ(layout.rank(layout.coord(rank)), rank);
   EXPECT_EQ(layout.group(plan::GroupKind::kTp, 5), (std::vector<int64_t>{4, 5, 6, 7}));
   EXPECT_EQ(layout.group(plan::GroupKind::kDp, 5), (std::vector<int64_t>{1, 5}));
-  EXPECT_EQ(layout.group(plan::GroupKind::kTp, 9), (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kTp, 9),
+            (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15}));
   EXPECT_EQ(layout.group(plan::GroupKind::kDp, 9), (std::vector<int64_t>{9}));
   // tp groups {0-3}, {4-7}, {8-15}; dp groups {0,4} .. {3,7}; no pp groups between unlike stages.
   int tp = 0, dp = 0, pp = 0;
@@ -135,7 +137,8 @@ TEST(StageDegrees, RedistributionWithoutSequenceParallelismScattersThenGathers) 
   ASSERT_EQ(into13.size(), 2u);
   EXPECT_EQ(into13[0].from, 1);
   EXPECT_EQ(into13[1].from, 5);
-  EXPECT_DOUBLE_EQ(fwd.gather_bytes, 2 * kSequenceBytes);  // the all-gather's output: both sequences
+  EXPECT_DOUBLE_EQ(fwd.gather_bytes,
+                   2 * kSequenceBytes);  // the all-gather's output: both sequences
   // Backward 1 -> 0: each stage-0 replica's sequence from the one stage-1 replica, quarter k
   // from sender TP rank k.
   const auto bwd = plan::redistribute(r, layout, 1, 0);
@@ -176,7 +179,8 @@ TEST(StageDegrees, MemoryPerStageUsesThatStagesDegreesAndMicroBatch) {
     pb::Plan p = staged(true);
     p.set_sharding(sharding);
     pb::Plan a = uniform(4, 2, 1), b = uniform(8, 1, 2);
-    for (pb::Plan* q : {&a, &b}) q->mutable_parallel()->set_sequence_parallel(true), q->set_sharding(sharding);
+    for (pb::Plan* q : {&a, &b})
+      q->mutable_parallel()->set_sequence_parallel(true), q->set_sharding(sharding);
     const auto mine = memory_per_stage(resolve(p));
     const auto first = memory_per_stage(resolve(a));
     const auto second = memory_per_stage(resolve(b));
@@ -194,19 +198,24 @@ TEST(StageDegrees, AnalyticCostsEachStageAtItsOwnShape) {
   CostModels costs(topo, "bf16");
   const pb::SimResult mine = simulate_analytic(r, costs).result;
   const pb::SimResult a = simulate_analytic(resolve([] {
-    pb::Plan q = uniform(4, 2, 1);
-    q.mutable_parallel()->set_sequence_parallel(true);
-    return q;
-  }()), costs).result;
+                                              pb::Plan q = uniform(4, 2, 1);
+                                              q.mutable_parallel()->set_sequence_parallel(true);
+                                              return q;
+                                            }()),
+                                            costs)
+                              .result;
   const pb::SimResult b = simulate_analytic(resolve([] {
-    pb::Plan q = uniform(8, 1, 2);
-    q.mutable_parallel()->set_sequence_parallel(true);
-    return q;
-  }()), costs).result;
+                                              pb::Plan q = uniform(8, 1, 2);
+                                              q.mutable_parallel()->set_sequence_parallel(true);
+                                              return q;
+                                            }()),
+                                            costs)
+                              .result;
   EXPECT_GT(mine.step_time_s(), 0);
   // The slowest stage sets the pipeline: the stage-0 (A100, tp 4) stage is the uniform tp4 plan's
   // critical stage too, so the critical stage's compute is that plan's.
-  EXPECT_NEAR(mine.breakdown().compute_s(), a.breakdown().compute_s(), 1e-9 * a.breakdown().compute_s());
+  EXPECT_NEAR(mine.breakdown().compute_s(), a.breakdown().compute_s(),
+              1e-9 * a.breakdown().compute_s());
   // Stage 1 processes both sequences on 8 H100s at tp 8: it differs from the tp8 dp1 plan only
   // in its p2p, so the staged step lies between the two uniform plans' bounds set by stage 0.
   EXPECT_NE(mine.step_time_s(), a.step_time_s());
@@ -233,7 +242,8 @@ TEST(StageDegrees, LoweredPipelineTrafficPairsUpAcrossUnlikeStages) {
     }
   }
   EXPECT_EQ(sends, recvs);
-  // Per micro-batch: 16 activation transfers forward, 8 gradient transfers backward; 4 micro-batches.
+  // Per micro-batch: 16 activation transfers forward, 8 gradient transfers backward; 4
+  // micro-batches.
   EXPECT_EQ(sends.size(), (16u + 8u) * 4u);
   // Stage 1's 8 ranks all-gather the activations once per micro-batch.
   EXPECT_EQ(gathers, 8 * 4);

@@ -19,6 +19,8 @@ inline pb::DeviceSpec test_core() {
   return d;
 }
 
-inline std::map<std::string, pb::DeviceSpec> test_core_devices() { return {{"test-core", test_core()}}; }
+inline std::map<std::string, pb::DeviceSpec> test_core_devices() {
+  return {{"test-core", test_core()}};
+}
 
 }  // namespace orrery::sim::test

@@ -3,12 +3,12 @@
 // and refuse traces whose nodes differ from the lowering's.
 #include <gtest/gtest.h>
 
-#include "orrery/models/model_catalog.hpp"
-#include "orrery/plan/lower.hpp"
-#include "orrery/validation/trace_validation.hpp"
-#include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/statistics.hpp"
+#include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/lower.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/validation/trace_validation.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -44,7 +44,8 @@ pb::ExecGraph fake_measurement(double factor, double step_s) {
   for (auto& r : *g.mutable_ranks()) {
     for (auto& n : *r.mutable_nodes()) n.set_duration_s(1);
   }
-  const validation::TraceValidation unit = validation::validate_trace(g, "t.json", EngineKind::kAnalytic, nullptr);
+  const validation::TraceValidation unit =
+      validation::validate_trace(g, "t.json", EngineKind::kAnalytic, nullptr);
   size_t i = 0;
   for (auto& r : *g.mutable_ranks()) {
     for (auto& n : *r.mutable_nodes()) n.set_duration_s(unit.nodes[i++].predicted_s * factor);
@@ -55,7 +56,8 @@ pb::ExecGraph fake_measurement(double factor, double step_s) {
 TEST(TraceValidation, ReportsTheKnownErrors) {
   // Measured 25% slower than predicted everywhere: every group's error is 1 / 1.25 - 1 = -20%.
   const pb::ExecGraph trace = fake_measurement(1.25, 0.5);
-  const validation::TraceValidation v = validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
+  const validation::TraceValidation v =
+      validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
   EXPECT_EQ(v.ranks, 8);
   ASSERT_FALSE(v.op_classes.empty());
   for (const auto& g : v.op_classes) {
@@ -88,8 +90,10 @@ TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
   pb::RankSkew* k = profile.add_rank_skew();
   k->set_device(trace.cluster_spec().node_types(0).device());
   k->set_cv(0.1);
-  const validation::TraceValidation plain = validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
-  const validation::TraceValidation skewed = validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, &profile);
+  const validation::TraceValidation plain =
+      validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, nullptr);
+  const validation::TraceValidation skewed =
+      validation::validate_trace(trace, "t.json", EngineKind::kAnalytic, &profile);
   ASSERT_EQ(plain.nodes.size(), skewed.nodes.size());
   // Rank 0's first collective on its compute stream (a TP all-reduce, the pair's first): it
   // waits for the compute before it. Compute nodes keep their prediction.
@@ -99,12 +103,15 @@ TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
   for (int i = 0; i < rank0.nodes_size() && !found; ++i) {
     const pb::ExecNode& n = rank0.nodes(i);
     if (n.kind() == pb::NODE_KIND_COMPUTE) {
-      EXPECT_DOUBLE_EQ(skewed.nodes[static_cast<size_t>(i)].predicted_s, plain.nodes[static_cast<size_t>(i)].predicted_s);
+      EXPECT_DOUBLE_EQ(skewed.nodes[static_cast<size_t>(i)].predicted_s,
+                       plain.nodes[static_cast<size_t>(i)].predicted_s);
       before += plain.nodes[static_cast<size_t>(i)].predicted_s;
     } else if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.stream() == plan::kCompute) {
       found = true;
-      EXPECT_NEAR(skewed.nodes[static_cast<size_t>(i)].predicted_s - plain.nodes[static_cast<size_t>(i)].predicted_s,
-                  0.1 * base::expected_max_of_normals(2) * before, 1e-12) << n.name();
+      EXPECT_NEAR(skewed.nodes[static_cast<size_t>(i)].predicted_s -
+                      plain.nodes[static_cast<size_t>(i)].predicted_s,
+                  0.1 * base::expected_max_of_normals(2) * before, 1e-12)
+          << n.name();
     }
   }
   EXPECT_TRUE(found);
@@ -113,7 +120,8 @@ TEST(TraceValidation, CollectivesCarryTheExpectedWaitForTheSlowestMember) {
 
 TEST(TraceValidation, DesGivesTheTimelineOfEveryRank) {
   const pb::ExecGraph trace = fake_measurement(1.0, 0.5);
-  const validation::TraceValidation v = validation::validate_trace(trace, "t.json", EngineKind::kDes, nullptr);
+  const validation::TraceValidation v =
+      validation::validate_trace(trace, "t.json", EngineKind::kDes, nullptr);
   EXPECT_EQ(v.predicted_timeline.ranks_size(), 8);
   for (const auto& g : v.op_classes) EXPECT_NEAR(g.error, 0, 1e-12) << g.name;
   EXPECT_GT(v.predicted_step_s, 0);

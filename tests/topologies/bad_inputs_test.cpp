@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -16,7 +16,8 @@ TEST(TopologiesBadInputs, EachFileFailsWithItsExpectedMessage) {
   // Relative paths keep the messages independent of where the source tree lives.
   std::filesystem::current_path(std::filesystem::path(ORRERY_TEST_INPUTS) / "topologies");
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator("bad")) files.push_back(entry.path());
+  for (const auto& entry : std::filesystem::directory_iterator("bad"))
+    files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   ASSERT_GE(files.size(), 30u);
   for (const auto& file : files) {

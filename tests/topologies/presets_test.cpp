@@ -1,14 +1,14 @@
 // Every preset and good input loads, validates, expands and passes check_graph; resizing rules;
 // the device database; determinism of the written spec.
-#include <gtest/gtest.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -16,8 +16,8 @@ namespace {
 const std::filesystem::path kInputs = std::filesystem::path(ORRERY_TEST_INPUTS) / "topologies";
 
 TEST(TopologiesPresets, NamesIncludeEveryFileAndLocal) {
-  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "gb200-nvl72", "h800",
-                                             "local", "mi300x", "mixed-a100-h100"};
+  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "gb200-nvl72",    "h800",
+                                             "local",    "mi300x",   "mixed-a100-h100"};
   EXPECT_EQ(preset_names(), expected);
 }
 

@@ -34,8 +34,8 @@ class TopologiesTwoDgxH100 : public ::testing::Test {
 TEST_F(TopologiesTwoDgxH100, IntraNodePairUsesNvSwitchOnly) {
   const auto routes = ecmp_routes(t, 0, 1);
   ASSERT_EQ(routes.size(), 1u);  // the PCIe path (GPU0 and GPU1 share a PCIe switch) is not NVLink
-  EXPECT_EQ(routes[0].edges.size(), 2u);                   // gpu0 -> nvswitch -> gpu1
-  EXPECT_DOUBLE_EQ(routes[0].latency_s, 0.6 * kUs);        // 0.3 + 0.3
+  EXPECT_EQ(routes[0].edges.size(), 2u);             // gpu0 -> nvswitch -> gpu1
+  EXPECT_DOUBLE_EQ(routes[0].latency_s, 0.6 * kUs);  // 0.3 + 0.3
   EXPECT_DOUBLE_EQ(pair_bottleneck_bandwidth(t, 0, 1), 450 * kGB);
 }
 
@@ -45,7 +45,8 @@ TEST_F(TopologiesTwoDgxH100, InterNodeSameRail) {
   // rail-switch hop: 2 routes of gpu-pcie-nic-rail-nic-pcie-gpu.
   ASSERT_EQ(routes.size(), 2u);
   EXPECT_EQ(routes[0].edges.size(), 6u);
-  // 0.5 + 0.5 (PCIe 1 us) + 1.35 + 0.13 (half the NIC's 2.7 us + the rail switch) + 1.35 + 0.5 + 0.5
+  // 0.5 + 0.5 (PCIe 1 us) + 1.35 + 0.13 (half the NIC's 2.7 us + the rail switch) + 1.35 + 0.5 +
+  // 0.5
   EXPECT_NEAR(routes[0].latency_s, 4.83 * kUs, 1e-15);
   // min(63 GB/s PCIe, 400 Gb/s = 50 GB/s NIC)
   EXPECT_DOUBLE_EQ(routes[0].bottleneck_bytes_per_s, 50 * kGB);

@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "orrery/base/error.hpp"
 #include "orrery/pb/calibration.pb.h"
 #include "orrery/pb/cluster.pb.h"
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "orrery/traces/chakra.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/traces/chakra.hpp"
 #include "orrery/traces/perfetto.hpp"
 
 namespace orrery {
@@ -134,7 +134,8 @@ TEST(Chakra, RoundTripsWithChakraAttributes) {
 }
 
 TEST(Chakra, RejectsAFileThatIsNotATrace) {
-  const fs::path f = fs::temp_directory_path() / ("orrery_not_chakra_" + std::to_string(::getpid()));
+  const fs::path f =
+      fs::temp_directory_path() / ("orrery_not_chakra_" + std::to_string(::getpid()));
   {
     std::ofstream out(f, std::ios::binary);
     out << "\x05garbage-that-is-not-protobuf";

@@ -1,10 +1,10 @@
 // The generic reader on the real formats: every check it makes, with the exact message.
 #include <gtest/gtest.h>
 
+#include "orrery/base/error.hpp"
 #include "orrery/pb/cluster.pb.h"
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -88,8 +88,7 @@ TEST(SpecReader, TypeSignAndShapeErrors) {
             "in.yaml:2: num_layers: got -4, expected a value > 0");
   EXPECT_EQ(error_of("name: x\ntied_embeddings: yes\n", &m),
             "in.yaml:2: tied_embeddings: got 'yes', expected true or false");
-  EXPECT_EQ(error_of("name: [a, b]\n", &m),
-            "in.yaml:1: name: got a list, expected a single value");
+  EXPECT_EQ(error_of("name: [a, b]\n", &m), "in.yaml:1: name: got a list, expected a single value");
   EXPECT_EQ(error_of("name: x\nnum_layers: 2\nnum_layers: 3\n", &m),
             "in.yaml:3: num_layers: appears twice");
   EXPECT_EQ(error_of("- a\n- b\n", &m),

@@ -4,9 +4,9 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include "orrery/base/error.hpp"
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/plan.pb.h"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -66,7 +66,8 @@ TEST(SpecWriter, StringsAreEscaped) {
 
 TEST(SpecWriter, AtomicWriteNeverOverwritesUnlessAsked) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("orrery_writer_test_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("orrery_writer_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path file = dir / "out.yaml";
   write_file_atomically(file, "a: 1\n", false);

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "embedded_presets.hpp"
-#include "orrery/topologies/discover.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/discover.hpp"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -36,9 +36,9 @@ pb::ClusterSpec read_preset(std::string_view name, SourceMap* where) {
       return spec;
     }
   }
-  throw base::InputError("", 0, "cluster",
-                   "unknown cluster preset '" + std::string(name) + "'" +
-                       base::suggest(name, preset_names()));
+  throw base::InputError(
+      "", 0, "cluster",
+      "unknown cluster preset '" + std::string(name) + "'" + base::suggest(name, preset_names()));
 }
 
 const pb::NodeType* type_of(const pb::ClusterSpec& c, const pb::NodeGroup& g) {
@@ -82,7 +82,8 @@ pb::ClusterSpec load_cluster(std::string_view name_or_file, std::optional<int64_
 
 void resize(pb::ClusterSpec& cluster, int64_t nodes) {
   if (nodes <= 0) {
-    throw base::InputError("", 0, "--nodes", "got " + std::to_string(nodes) + ", expected a node count > 0");
+    throw base::InputError("", 0, "--nodes",
+                           "got " + std::to_string(nodes) + ", expected a node count > 0");
   }
   // The node count a file could hold is the most --nodes may ask for (checked before any
   // multiplication, so none overflows).
@@ -98,10 +99,11 @@ void resize(pb::ClusterSpec& cluster, int64_t nodes) {
   const int64_t total = total_nodes(cluster);
   if (total <= 0 || nodes % total != 0) {
     throw base::InputError("", 0, "--nodes",
-                     "got " + std::to_string(nodes) + ", but cluster '" + cluster.name() + "' mixes " +
-                         std::to_string(cluster.node_groups_size()) + " node groups in " +
-                         std::to_string(total) + " nodes: give a multiple of " +
-                         std::to_string(total) + " to keep the mix");
+                           "got " + std::to_string(nodes) + ", but cluster '" + cluster.name() +
+                               "' mixes " + std::to_string(cluster.node_groups_size()) +
+                               " node groups in " + std::to_string(total) +
+                               " nodes: give a multiple of " + std::to_string(total) +
+                               " to keep the mix");
   }
   for (auto& g : *cluster.mutable_node_groups()) g.set_count(g.count() * (nodes / total));
 }

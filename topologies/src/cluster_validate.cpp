@@ -5,9 +5,9 @@
 #include <string>
 
 #include "fabric_layout.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -43,10 +43,12 @@ void check_devices(const pb::ClusterSpec& c, const SourceMap& where) {
     const pb::DeviceSpec& d = c.devices(i);
     const pb::PeakFlops& p = d.peak_flops();
     if (p.fp64() + p.fp32() + p.tf32() + p.bf16() + p.fp16() + p.fp8() + p.int8() + p.fp4() <= 0) {
-      where.fail(at("devices", i) + ".peak_flops",
-                 "every data type is 0; give the dense peak of at least one (e.g. bf16: 989 TFLOPS)");
+      where.fail(
+          at("devices", i) + ".peak_flops",
+          "every data type is 0; give the dense peak of at least one (e.g. bf16: 989 TFLOPS)");
     }
-    if (!(d.memory_bytes() > 0)) where.fail(at("devices", i) + ".memory_bytes", "expected a value > 0");
+    if (!(d.memory_bytes() > 0))
+      where.fail(at("devices", i) + ".memory_bytes", "expected a value > 0");
     if (!(d.memory_bandwidth_bytes_per_s() > 0)) {
       where.fail(at("devices", i) + ".memory_bandwidth_bytes_per_s", "expected a value > 0");
     }
@@ -66,11 +68,13 @@ void check_intra(const pb::NodeType& t, const pb::DeviceSpec& device, const std:
   if (in.kind() == pb::INTRA_NODE_KIND_UNSPECIFIED) where.fail(path + ".intra.kind", "required");
   const bool cpu = device.kind() == pb::DEVICE_KIND_CPU;
   if (in.kind() == pb::INTRA_NODE_KIND_HOST && !cpu) {
-    where.fail(path + ".intra.kind", "host is for cpu devices, but '" + device.name() + "' is a gpu");
+    where.fail(path + ".intra.kind",
+               "host is for cpu devices, but '" + device.name() + "' is a gpu");
   }
   if (in.kind() != pb::INTRA_NODE_KIND_HOST && cpu) {
-    where.fail(path + ".intra.kind", "'" + device.name() +
-                                         "' is a cpu device, whose cores share the host: expected host, got " + kind);
+    where.fail(path + ".intra.kind",
+               "'" + device.name() +
+                   "' is a cpu device, whose cores share the host: expected host, got " + kind);
   }
   static const std::map<int, std::string> kWhatDeviceLinkIs = {
       {pb::INTRA_NODE_KIND_NVSWITCH, "each device's aggregate link into the switch"},
@@ -78,7 +82,8 @@ void check_intra(const pb::NodeType& t, const pb::DeviceSpec& device, const std:
       {pb::INTRA_NODE_KIND_HOST, "each core's share of memory bandwidth for copies"}};
   if (auto it = kWhatDeviceLinkIs.find(in.kind()); it != kWhatDeviceLinkIs.end()) {
     if (!in.has_device_link()) {
-      where.fail(path + ".intra.device_link", "required when intra.kind is " + kind + " (" + it->second + ")");
+      where.fail(path + ".intra.device_link",
+                 "required when intra.kind is " + kind + " (" + it->second + ")");
     }
     check_link(in.device_link(), path + ".intra.device_link", where);
   }
@@ -89,10 +94,11 @@ void check_intra(const pb::NodeType& t, const pb::DeviceSpec& device, const std:
       where.fail(path + ".intra.devices_per_pcie_switch",
                  "cpu cores do not sit behind PCIe switches (intra.kind is host)");
     }
-    if (in.devices_per_pcie_switch() <= 0 || t.devices_per_node() % in.devices_per_pcie_switch() != 0) {
+    if (in.devices_per_pcie_switch() <= 0 ||
+        t.devices_per_node() % in.devices_per_pcie_switch() != 0) {
       where.fail(path + ".intra.devices_per_pcie_switch",
-                 std::to_string(in.devices_per_pcie_switch()) + " does not divide devices_per_node " +
-                     std::to_string(t.devices_per_node()));
+                 std::to_string(in.devices_per_pcie_switch()) +
+                     " does not divide devices_per_node " + std::to_string(t.devices_per_node()));
     }
   }
   if (in.has_domain_nodes() && in.kind() != pb::INTRA_NODE_KIND_NVSWITCH) {
@@ -111,17 +117,17 @@ void check_node_types(const pb::ClusterSpec& c, const SourceMap& where) {
     const std::string path = at("node_types", i);
     const pb::DeviceSpec* device = lookup_device(c, t.device());
     if (device == nullptr) {
-      where.fail(path + ".device",
-                 "unknown device '" + t.device() + "'" + base::suggest(t.device(), device_names(c)));
+      where.fail(path + ".device", "unknown device '" + t.device() + "'" +
+                                       base::suggest(t.device(), device_names(c)));
     }
     if (t.devices_per_node() <= 0) where.fail(path + ".devices_per_node", "expected a value > 0");
     check_intra(t, *device, path, where);
     if (t.nic().count() < 0) where.fail(path + ".nic.count", "expected a value >= 0");
     if (t.nic().count() > 0) {
       if (!t.nic().has_link()) {
-        where.fail(path + ".nic.link",
-                   "required when nic.count is " + std::to_string(t.nic().count()) +
-                       " (one NIC port's bandwidth and latency)");
+        where.fail(path + ".nic.link", "required when nic.count is " +
+                                           std::to_string(t.nic().count()) +
+                                           " (one NIC port's bandwidth and latency)");
       }
       check_link(t.nic().link(), path + ".nic.link", where);
     }

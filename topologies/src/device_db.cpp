@@ -18,9 +18,8 @@ std::vector<pb::DeviceSpec> load_builtin_devices() {
     parse_spec(file.text, "presets/devices/" + std::string(file.name) + ".yaml", SpecFormat::kYaml,
                &device);
     // The file name is how people find a device; it must be the name clusters refer to.
-    ORRERY_CHECK(device.name() == file.name,
-                 "presets/devices/" + std::string(file.name) + ".yaml names device " +
-                     device.name());
+    ORRERY_CHECK(device.name() == file.name, "presets/devices/" + std::string(file.name) +
+                                                 ".yaml names device " + device.name());
     devices.push_back(std::move(device));
   }
   std::sort(devices.begin(), devices.end(),
@@ -56,9 +55,9 @@ std::vector<std::string> device_names(const pb::ClusterSpec& cluster) {
 
 const pb::DeviceSpec& find_device(const pb::ClusterSpec& cluster, std::string_view name) {
   if (const pb::DeviceSpec* d = lookup_device(cluster, name)) return *d;
-  throw base::InputError("", 0, "device",
-                   "unknown device '" + std::string(name) + "'" +
-                       base::suggest(name, device_names(cluster)));
+  throw base::InputError(
+      "", 0, "device",
+      "unknown device '" + std::string(name) + "'" + base::suggest(name, device_names(cluster)));
 }
 
 double peak_flops(const pb::DeviceSpec& device, std::string_view dtype) {
@@ -71,10 +70,10 @@ double peak_flops(const pb::DeviceSpec& device, std::string_view dtype) {
   if (dtype == "fp8") return p.fp8();
   if (dtype == "int8") return p.int8();
   if (dtype == "fp4") return p.fp4();
-  throw base::InputError("", 0, "dtype",
-                   "unknown data type '" + std::string(dtype) + "'" +
-                       base::suggest(dtype, {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8",
-                                       "fp4"}));
+  throw base::InputError(
+      "", 0, "dtype",
+      "unknown data type '" + std::string(dtype) + "'" +
+          base::suggest(dtype, {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"}));
 }
 
 }  // namespace orrery::topologies

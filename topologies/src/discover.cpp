@@ -13,10 +13,10 @@
 #include <memory>
 #include <sstream>
 
-#include "orrery/topologies/device_db.hpp"
-#include "orrery/topologies/discover.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/discover.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -49,20 +49,24 @@ double nic_speed(const hwloc_obj_t osdev) {
 
 Machine read_machine() {
   hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0) throw base::EnvironmentError("hwloc: cannot initialise a topology");
+  if (hwloc_topology_init(&topo) != 0)
+    throw base::EnvironmentError("hwloc: cannot initialise a topology");
   std::unique_ptr<hwloc_topology, void (*)(hwloc_topology_t)> guard(topo, hwloc_topology_destroy);
   hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(topo) != 0) {
-    throw base::EnvironmentError(std::string("hwloc: cannot read this machine's topology: ") + std::strerror(errno));
+    throw base::EnvironmentError(std::string("hwloc: cannot read this machine's topology: ") +
+                                 std::strerror(errno));
   }
   Machine m;
   m.cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
   m.numa_nodes = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
   // hwloc sums the NUMA nodes' memory, which misses memory the kernel keeps outside any node
   // (a VM here: 6 GB in node 0 of 25 GB); the kernel's own total is the one processes get.
-  m.memory_bytes = std::max(static_cast<double>(hwloc_get_root_obj(topo)->total_memory),
-                            static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)));
-  if (m.cores <= 0 || m.memory_bytes <= 0) throw base::EnvironmentError("hwloc: found no cores or no memory");
+  m.memory_bytes = std::max(
+      static_cast<double>(hwloc_get_root_obj(topo)->total_memory),
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)));
+  if (m.cores <= 0 || m.memory_bytes <= 0)
+    throw base::EnvironmentError("hwloc: found no cores or no memory");
   for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o; o = hwloc_get_next_osdev(topo, o)) {
     const auto type = o->attr->osdev.type;
     if (type != HWLOC_OBJ_OSDEV_NETWORK && type != HWLOC_OBJ_OSDEV_OPENFABRICS) continue;
@@ -72,7 +76,8 @@ Machine read_machine() {
     if (speed <= 0) continue;
     m.nic_bytes_per_s.push_back(speed);
     const double link = pci->attr->pcidev.linkspeed * 1e9;  // hwloc: GB/s
-    if (link > 0 && (m.nic_pcie_bytes_per_s == 0 || link < m.nic_pcie_bytes_per_s)) m.nic_pcie_bytes_per_s = link;
+    if (link > 0 && (m.nic_pcie_bytes_per_s == 0 || link < m.nic_pcie_bytes_per_s))
+      m.nic_pcie_bytes_per_s = link;
   }
   return m;
 }
@@ -86,7 +91,8 @@ double measure_copy_bandwidth() {
   for (int r = 0; r < 5; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(b.data(), a.data(), kBytes);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (b[kBytes / 2] != 1) throw base::InternalError("copy measurement was optimised away");
   return 2.0 * kBytes / best;
@@ -111,11 +117,13 @@ bool on_path(const std::string& tool) {
 }
 
 std::string run(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>/dev/null").c_str(), "r"), pclose);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>/dev/null").c_str(), "r"),
+                                             pclose);
   if (!pipe) throw base::EnvironmentError("cannot run " + command);
   std::string out;
   std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) out.append(buf.data(), n);
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0;)
+    out.append(buf.data(), n);
   return out;
 }
 
@@ -145,10 +153,11 @@ pb::ClusterSpec cpu_cluster(const Machine& m) {
   *d.mutable_peak_flops() = cpu_core_peak(cpu);
   d.set_memory_bytes(m.memory_bytes / static_cast<double>(m.cores));
   d.set_memory_bandwidth_bytes_per_s(copy);
-  d.set_description("one core of " + cpu.model_name + " at " + base::units::number(cpu.frequency_hz / 1e9) +
-                    " GHz: peaks derived as frequency x FMA units x SIMD lanes x 2 from /proc/cpuinfo "
-                    "flags; memory = the machine's memory / cores; bandwidth measured (one thread "
-                    "copying 256 MiB, bytes read + written)");
+  d.set_description(
+      "one core of " + cpu.model_name + " at " + base::units::number(cpu.frequency_hz / 1e9) +
+      " GHz: peaks derived as frequency x FMA units x SIMD lanes x 2 from /proc/cpuinfo "
+      "flags; memory = the machine's memory / cores; bandwidth measured (one thread "
+      "copying 256 MiB, bytes read + written)");
   pb::NodeType& node = *c.add_node_types();
   node.set_name("local");
   node.set_device(d.name());
@@ -158,11 +167,13 @@ pb::ClusterSpec cpu_cluster(const Machine& m) {
   *node.mutable_intra()->mutable_device_link() = link(copy);
   // NICs hang off the host by their PCIe link; with none visible nothing crosses pcie_link and it
   // is set to the measured copy bandwidth so the spec stays complete.
-  *node.mutable_intra()->mutable_pcie_link() = link(m.nic_pcie_bytes_per_s > 0 ? m.nic_pcie_bytes_per_s : copy);
+  *node.mutable_intra()->mutable_pcie_link() =
+      link(m.nic_pcie_bytes_per_s > 0 ? m.nic_pcie_bytes_per_s : copy);
   add_nics(m, node);
   c.set_description("this machine, discovered: " + std::to_string(m.cores) + " cores in " +
-                    std::to_string(m.numa_nodes) + " NUMA nodes, " + base::units::bytes(m.memory_bytes) +
-                    " memory, " + std::to_string(m.nic_bytes_per_s.size()) + " NICs of known speed");
+                    std::to_string(m.numa_nodes) + " NUMA nodes, " +
+                    base::units::bytes(m.memory_bytes) + " memory, " +
+                    std::to_string(m.nic_bytes_per_s.size()) + " NICs of known speed");
   return c;
 }
 
@@ -170,7 +181,8 @@ pb::ClusterSpec cpu_cluster(const Machine& m) {
 double gpu_pcie_bandwidth(const std::string& csv) {
   int gen = 0, width = 0;
   if (std::sscanf(csv.c_str(), "%d, %d", &gen, &width) != 2 || gen < 1 || gen > 6 || width <= 0) {
-    throw base::EnvironmentError("nvidia-smi: cannot read the GPU's PCIe generation and width from '" + csv + "'");
+    throw base::EnvironmentError(
+        "nvidia-smi: cannot read the GPU's PCIe generation and width from '" + csv + "'");
   }
   constexpr std::array kGigaTransfers{2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
   const double encoding = gen <= 2 ? 8.0 / 10 : 128.0 / 130;
@@ -178,14 +190,16 @@ double gpu_pcie_bandwidth(const std::string& csv) {
 }
 
 pb::ClusterSpec gpu_cluster(const Machine& m) {
-  const auto gpus = parse_gpu_query(run("nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits"));
+  const auto gpus = parse_gpu_query(
+      run("nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits"));
   if (gpus.empty()) throw base::EnvironmentError("nvidia-smi is installed but lists no GPU");
   const std::string db = database_gpu_name(gpus[0].name);
   pb::ClusterSpec probe;
   const pb::DeviceSpec* known = db.empty() ? nullptr : lookup_device(probe, db);
   if (known == nullptr) {
-    throw base::EnvironmentError("GPU '" + gpus[0].name + "' is not in orrery's device database; write a cluster "
-                           "file with its DeviceSpec (see topologies/presets/devices/)");
+    throw base::EnvironmentError("GPU '" + gpus[0].name +
+                                 "' is not in orrery's device database; write a cluster "
+                                 "file with its DeviceSpec (see topologies/presets/devices/)");
   }
   pb::ClusterSpec c;
   c.set_name("local");
@@ -196,8 +210,9 @@ pb::ClusterSpec gpu_cluster(const Machine& m) {
   node.set_devices_per_node(n);
   node.set_host_memory_bytes(m.memory_bytes);
   pb::IntraNodeSpec& intra = *node.mutable_intra();
-  *intra.mutable_pcie_link() = link(gpu_pcie_bandwidth(
-      run("nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max --format=csv,noheader,nounits")));
+  *intra.mutable_pcie_link() =
+      link(gpu_pcie_bandwidth(run("nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max "
+                                  "--format=csv,noheader,nounits")));
   const auto matrix = parse_nvlink_matrix(run("nvidia-smi topo -m"));
   const NvlinkStatus nvlink = parse_nvlink_status(run("nvidia-smi nvlink -s -i 0"));
   int least = 1 << 30, most = 0;

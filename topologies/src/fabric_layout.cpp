@@ -52,7 +52,8 @@ LeafPorts leaf_ports(const pb::FabricSpec& f, const SourceMap& where) {
   const double o = f.oversubscription() == 0 ? 1.0 : f.oversubscription();
   if (o < 1) {
     where.fail("fabric.oversubscription",
-               "got " + base::units::number(o) + ", expected >= 1 (1 is non-blocking, 3 is 3 downlinks per uplink)");
+               "got " + base::units::number(o) +
+                   ", expected >= 1 (1 is non-blocking, 3 is 3 downlinks per uplink)");
   }
   const double up = static_cast<double>(f.switch_radix()) / (1 + o);
   if (std::abs(up - std::round(up)) > 1e-9 || std::round(up) < 1) {
@@ -86,7 +87,8 @@ int tiers_of(const pb::FabricSpec& f, const SourceMap& where) {
       return f.tiers() == 3 ? 3 : 2;
     default:  // multi_pod
       if (f.tiers() != 0 && f.tiers() != 3) {
-        where.fail("fabric.tiers", got + ", a multi_pod fabric has 3 tiers (leaf, pod spine, core)");
+        where.fail("fabric.tiers",
+                   got + ", a multi_pod fabric has 3 tiers (leaf, pod spine, core)");
       }
       return 3;
   }
@@ -141,10 +143,12 @@ FabricLayout plan_fabric(const pb::ClusterSpec& cluster, const SourceMap& where)
   const std::string kind = kind_name(f.kind());
   out.ports = leaf_ports(f, where);
   if (!f.has_switch_link()) {
-    where.fail("fabric.switch_link", "required for a " + kind + " fabric (one switch-to-switch port)");
+    where.fail("fabric.switch_link",
+               "required for a " + kind + " fabric (one switch-to-switch port)");
   }
   if (f.kind() != pb::FABRIC_KIND_MULTI_POD && f.pod_nodes() != 0) {
-    where.fail("fabric.pod_nodes", "only a multi_pod fabric has pods of nodes, this one is " + kind);
+    where.fail("fabric.pod_nodes",
+               "only a multi_pod fabric has pods of nodes, this one is " + kind);
   }
   out.tiers = tiers_of(f, where);
   const int64_t radix = f.switch_radix();
@@ -154,11 +158,13 @@ FabricLayout plan_fabric(const pb::ClusterSpec& cluster, const SourceMap& where)
   }
 
   if (f.kind() == pb::FABRIC_KIND_MULTI_POD) {
-    if (f.pod_nodes() == 0) where.fail("fabric.pod_nodes", "required for a multi_pod fabric (nodes per pod)");
+    if (f.pod_nodes() == 0)
+      where.fail("fabric.pod_nodes", "required for a multi_pod fabric (nodes per pod)");
     out.pod_oversubscription = f.pod_oversubscription() == 0 ? 1.0 : f.pod_oversubscription();
     if (out.pod_oversubscription < 1) {
-      where.fail("fabric.pod_oversubscription",
-                 "got " + base::units::number(out.pod_oversubscription) + ", expected >= 1 (1 is non-blocking)");
+      where.fail("fabric.pod_oversubscription", "got " +
+                                                    base::units::number(out.pod_oversubscription) +
+                                                    ", expected >= 1 (1 is non-blocking)");
     }
     fill_leaves(out, nics, f.pod_nodes());
   } else if (f.kind() == pb::FABRIC_KIND_RAIL_OPTIMIZED) {
@@ -177,14 +183,16 @@ FabricLayout plan_fabric(const pb::ClusterSpec& cluster, const SourceMap& where)
   } else {
     fill_leaves(out, nics, 0);
     if (out.tiers == 3) {
-      for (int64_t l = 0; l < out.leaves; ++l) out.pod_of_leaf[static_cast<size_t>(l)] = l / (radix / 2);
+      for (int64_t l = 0; l < out.leaves; ++l)
+        out.pod_of_leaf[static_cast<size_t>(l)] = l / (radix / 2);
     }
   }
 
   if (out.tiers == 2) {
     if (out.leaves > radix) {
       where.fail("fabric.switch_radix",
-                 std::to_string(out.leaves) + " leaves need more than the " + std::to_string(radix) +
+                 std::to_string(out.leaves) + " leaves need more than the " +
+                     std::to_string(radix) +
                      " ports of a spine; use 3 tiers (fat_tree or rail_optimized) or multi_pod");
     }
     const int64_t needed = (out.leaves * out.ports.up + radix - 1) / radix;
@@ -199,13 +207,16 @@ FabricLayout plan_fabric(const pb::ClusterSpec& cluster, const SourceMap& where)
   if (f.kind() == pb::FABRIC_KIND_MULTI_POD) {
     std::vector<int64_t> leaves_in_pod(static_cast<size_t>(out.pods), 0);
     for (int64_t p : out.pod_of_leaf) ++leaves_in_pod[static_cast<size_t>(p)];
-    const int64_t most = leaves_in_pod.empty() ? 0 : *std::max_element(leaves_in_pod.begin(), leaves_in_pod.end());
-    const auto up = static_cast<int64_t>(std::ceil(static_cast<double>(most) / out.pod_oversubscription));
+    const int64_t most =
+        leaves_in_pod.empty() ? 0 : *std::max_element(leaves_in_pod.begin(), leaves_in_pod.end());
+    const auto up =
+        static_cast<int64_t>(std::ceil(static_cast<double>(most) / out.pod_oversubscription));
     if (most + up > radix) {
-      where.fail("fabric.pod_nodes",
-                 "a pod of " + std::to_string(f.pod_nodes()) + " nodes has " + std::to_string(most) +
-                     " leaves, so a pod spine needs " + std::to_string(most) + " downlinks + " +
-                     std::to_string(up) + " uplinks, more than switch_radix " + std::to_string(radix));
+      where.fail("fabric.pod_nodes", "a pod of " + std::to_string(f.pod_nodes()) + " nodes has " +
+                                         std::to_string(most) + " leaves, so a pod spine needs " +
+                                         std::to_string(most) + " downlinks + " +
+                                         std::to_string(up) + " uplinks, more than switch_radix " +
+                                         std::to_string(radix));
     }
   }
   return out;

@@ -19,20 +19,20 @@ struct LeafPorts {
 };
 
 struct FabricLayout {
-  int tiers = 0;                          // 0: no fabric, 2: leaf-spine, 3: pods under a core
+  int tiers = 0;  // 0: no fabric, 2: leaf-spine, 3: pods under a core
   LeafPorts ports;
-  std::vector<int64_t> leaf_of_nic;       // NICs numbered node by node, NIC by NIC
-  std::vector<int64_t> first_nic_of_node; // index into leaf_of_nic
+  std::vector<int64_t> leaf_of_nic;        // NICs numbered node by node, NIC by NIC
+  std::vector<int64_t> first_nic_of_node;  // index into leaf_of_nic
   int64_t leaves = 0;
-  bool rail = false;                      // leaves are rail switches (name them so)
-  int64_t rails = 0;                      // rail_optimized: NICs per node
+  bool rail = false;  // leaves are rail switches (name them so)
+  int64_t rails = 0;  // rail_optimized: NICs per node
   // tiers == 2
-  int64_t spines = 0;                     // each leaf has up / spines links to every spine
+  int64_t spines = 0;  // each leaf has up / spines links to every spine
   // tiers == 3: leaves are grouped into pods; each pod has `up` aggregation switches (one link
   // from every leaf of the pod to each), aggregation switch j of every pod joins core plane j.
   std::vector<int64_t> pod_of_leaf;
   int64_t pods = 0;
-  double pod_oversubscription = 1;        // aggregation down : up bandwidth
+  double pod_oversubscription = 1;  // aggregation down : up bandwidth
 };
 
 // NICs per node, in global node order.

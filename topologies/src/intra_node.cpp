@@ -15,9 +15,9 @@
 //     two edges it crosses carries half. A mesh link is one edge and carries all of it.
 #include <string>
 
+#include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/base/error.hpp"
 #include "topology_builder.hpp"
 
 namespace orrery::topologies::detail {
@@ -43,9 +43,9 @@ std::vector<Vertex> add_devices(const NodeContext& ctx, GraphBuilder& b,
   std::vector<Vertex> out;
   for (int64_t i = 0; i < ctx.type->devices_per_node(); ++i) {
     const auto index = static_cast<int64_t>(devices.size());
-    const Vertex v = b.vertex(VertexKind::kDevice,
-                              ctx.prefix + (ctx.cpu ? "cpu" : "gpu") + std::to_string(i), ctx.node,
-                              index);
+    const Vertex v =
+        b.vertex(VertexKind::kDevice, ctx.prefix + (ctx.cpu ? "cpu" : "gpu") + std::to_string(i),
+                 ctx.node, index);
     devices.push_back({v, ctx.node, i, ctx.group, ctx.type->device(), nvlink_domain});
     out.push_back(v);
   }
@@ -85,9 +85,11 @@ std::vector<Vertex> add_io(const NodeContext& ctx, const std::vector<Vertex>& de
     }
   } else {
     const pb::LinkSpec& up = intra.has_host_link() ? intra.host_link() : pcie;
-    const int64_t per_switch = intra.has_devices_per_pcie_switch() ? intra.devices_per_pcie_switch() : 1;
+    const int64_t per_switch =
+        intra.has_devices_per_pcie_switch() ? intra.devices_per_pcie_switch() : 1;
     for (int64_t s = 0; s < ctx.type->devices_per_node() / per_switch; ++s) {
-      const Vertex sw = b.vertex(VertexKind::kPcieSwitch, ctx.prefix + "pcie" + std::to_string(s), ctx.node);
+      const Vertex sw =
+          b.vertex(VertexKind::kPcieSwitch, ctx.prefix + "pcie" + std::to_string(s), ctx.node);
       b.link(sw, host, LinkKind::kHostLink, up.bandwidth_bytes_per_s(), up.latency_s() / 2,
              up.latency_s() / 2);
       switches.push_back(sw);
@@ -102,8 +104,9 @@ std::vector<Vertex> add_io(const NodeContext& ctx, const std::vector<Vertex>& de
   for (int64_t j = 0; j < count; ++j) {
     const Vertex nic = b.vertex(VertexKind::kNic, ctx.prefix + "nic" + std::to_string(j), ctx.node);
     const Vertex attach =
-        switches.empty() ? host
-                         : switches[static_cast<size_t>(j * static_cast<int64_t>(switches.size()) / count)];
+        switches.empty()
+            ? host
+            : switches[static_cast<size_t>(j * static_cast<int64_t>(switches.size()) / count)];
     b.link(nic, attach, LinkKind::kPcie, pcie.bandwidth_bytes_per_s(), pcie.latency_s() / 2,
            pcie.latency_s() / 2);
     nics.push_back(nic);
@@ -129,9 +132,10 @@ std::vector<NodeVertices> build_nodes(const pb::ClusterSpec& cluster, GraphBuild
       const NodeContext ctx{node, g, &type, cpu, "n" + std::to_string(node) + "."};
       if (intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH && k % domain_nodes == 0) {
         domain = domains++;
-        nvswitch = domain_nodes == 1
-                       ? b.vertex(VertexKind::kNvSwitch, ctx.prefix + "nvswitch", node)
-                       : b.vertex(VertexKind::kNvSwitch, "domain" + std::to_string(domain) + ".nvswitch");
+        nvswitch =
+            domain_nodes == 1
+                ? b.vertex(VertexKind::kNvSwitch, ctx.prefix + "nvswitch", node)
+                : b.vertex(VertexKind::kNvSwitch, "domain" + std::to_string(domain) + ".nvswitch");
       } else if (intra.kind() == pb::INTRA_NODE_KIND_MESH) {
         domain = domains++;
       }

@@ -4,8 +4,8 @@
 // the device's total link bandwidth (so the devices' own links, not the super edges, bind).
 #include <boost/graph/push_relabel_max_flow.hpp>
 
-#include "orrery/topologies/routing.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/routing.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -13,9 +13,10 @@ namespace {
 using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
 using FlowGraph = boost::adjacency_list<
     boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-    boost::property<boost::edge_capacity_t, double,
-                    boost::property<boost::edge_residual_capacity_t, double,
-                                    boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
+    boost::property<
+        boost::edge_capacity_t, double,
+        boost::property<boost::edge_residual_capacity_t, double,
+                        boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
 
 class FlowBuilder {
  public:

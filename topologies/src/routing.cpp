@@ -77,16 +77,17 @@ Route make_route(const Graph& g, std::vector<Edge> edges) {
   route.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
   for (const Edge& e : edges) {
     route.latency_s += g[e].latency_s;
-    route.bottleneck_bytes_per_s = std::min(route.bottleneck_bytes_per_s, g[e].bandwidth_bytes_per_s);
+    route.bottleneck_bytes_per_s =
+        std::min(route.bottleneck_bytes_per_s, g[e].bandwidth_bytes_per_s);
   }
   route.edges = std::move(edges);
   return route;
 }
 
 void check_index(const Topology& t, int64_t device) {
-  ORRERY_CHECK(device >= 0 && device < t.num_devices(),
-               "device index " + std::to_string(device) + " outside 0.." +
-                   std::to_string(t.num_devices() - 1));
+  ORRERY_CHECK(device >= 0 && device < t.num_devices(), "device index " + std::to_string(device) +
+                                                            " outside 0.." +
+                                                            std::to_string(t.num_devices() - 1));
 }
 
 }  // namespace
@@ -128,7 +129,8 @@ Route route(const Topology& topology, int64_t src, int64_t dst, uint64_t flow_ha
 
 double pair_bottleneck_bandwidth(const Topology& topology, int64_t src, int64_t dst) {
   double best = 0;
-  for (const Route& r : ecmp_routes(topology, src, dst)) best = std::max(best, r.bottleneck_bytes_per_s);
+  for (const Route& r : ecmp_routes(topology, src, dst))
+    best = std::max(best, r.bottleneck_bytes_per_s);
   return best;
 }
 

@@ -3,32 +3,44 @@
 // fabric_layout.cpp and fabric_build.cpp.
 #include "orrery/topologies/topology.hpp"
 
-#include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/cluster_catalog.hpp"
 #include "topology_builder.hpp"
 
 namespace orrery::topologies {
 
 const char* to_string(VertexKind kind) {
   switch (kind) {
-    case VertexKind::kDevice: return "device";
-    case VertexKind::kNvSwitch: return "nvswitch";
-    case VertexKind::kPcieSwitch: return "pcie_switch";
-    case VertexKind::kHost: return "host";
-    case VertexKind::kNic: return "nic";
-    case VertexKind::kLeaf: return "leaf";
-    case VertexKind::kSpine: return "spine";
-    case VertexKind::kCore: return "core";
+    case VertexKind::kDevice:
+      return "device";
+    case VertexKind::kNvSwitch:
+      return "nvswitch";
+    case VertexKind::kPcieSwitch:
+      return "pcie_switch";
+    case VertexKind::kHost:
+      return "host";
+    case VertexKind::kNic:
+      return "nic";
+    case VertexKind::kLeaf:
+      return "leaf";
+    case VertexKind::kSpine:
+      return "spine";
+    case VertexKind::kCore:
+      return "core";
   }
   return "?";
 }
 
 const char* to_string(LinkKind kind) {
   switch (kind) {
-    case LinkKind::kNvLink: return "nvlink";
-    case LinkKind::kPcie: return "pcie";
-    case LinkKind::kHostLink: return "host";
-    case LinkKind::kNetwork: return "network";
+    case LinkKind::kNvLink:
+      return "nvlink";
+    case LinkKind::kPcie:
+      return "pcie";
+    case LinkKind::kHostLink:
+      return "host";
+    case LinkKind::kNetwork:
+      return "network";
   }
   return "?";
 }
@@ -41,8 +53,8 @@ Vertex GraphBuilder::vertex(VertexKind kind, std::string name, int64_t node, int
 
 void GraphBuilder::link(Vertex a, Vertex b, LinkKind kind, double bandwidth_bytes_per_s,
                         double latency_ab_s, double latency_ba_s) {
-  ORRERY_CHECK(bandwidth_bytes_per_s > 0, "link " + graph_[a].name + " - " + graph_[b].name +
-                                              " without bandwidth");
+  ORRERY_CHECK(bandwidth_bytes_per_s > 0,
+               "link " + graph_[a].name + " - " + graph_[b].name + " without bandwidth");
   boost::add_edge(a, b, LinkInfo{kind, bandwidth_bytes_per_s, latency_ab_s}, graph_);
   boost::add_edge(b, a, LinkInfo{kind, bandwidth_bytes_per_s, latency_ba_s}, graph_);
 }

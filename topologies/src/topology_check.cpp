@@ -4,8 +4,8 @@
 #include <set>
 #include <sstream>
 
-#include "orrery/topologies/topology.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/topologies/topology.hpp"
 
 namespace orrery::topologies {
 namespace {
@@ -57,7 +57,8 @@ void check_device_reachability(const Topology& t, std::vector<std::string>& prob
   }
   std::set<size_t> roots;
   for (size_t v = 0; v < n; ++v) roots.insert(all.find(v));
-  if (roots.size() > 1) problems.push_back("the graph has " + std::to_string(roots.size()) + " disconnected parts");
+  if (roots.size() > 1)
+    problems.push_back("the graph has " + std::to_string(roots.size()) + " disconnected parts");
 
   std::vector<std::set<size_t>> touches(static_cast<size_t>(t.num_devices()));
   std::map<size_t, int64_t> devices_touching;
@@ -74,7 +75,8 @@ void check_device_reachability(const Topology& t, std::vector<std::string>& prob
     for (int64_t b = a + 1; b < t.num_devices(); ++b) {
       const auto& ta = touches[static_cast<size_t>(a)];
       const auto& tb = touches[static_cast<size_t>(b)];
-      const bool shared = std::any_of(ta.begin(), ta.end(), [&](size_t c) { return tb.contains(c); });
+      const bool shared =
+          std::any_of(ta.begin(), ta.end(), [&](size_t c) { return tb.contains(c); });
       if (!shared && !boost::edge(t.device(a).vertex, t.device(b).vertex, g).second) {
         problems.push_back("device " + g[t.device(a).vertex].name + " cannot reach " +
                            g[t.device(b).vertex].name);
@@ -86,10 +88,14 @@ void check_device_reachability(const Topology& t, std::vector<std::string>& prob
 
 const char* dot_shape(VertexKind kind) {
   switch (kind) {
-    case VertexKind::kDevice: return "box";
-    case VertexKind::kNic: return "ellipse";
-    case VertexKind::kHost: return "house";
-    default: return "diamond";
+    case VertexKind::kDevice:
+      return "box";
+    case VertexKind::kNic:
+      return "ellipse";
+    case VertexKind::kHost:
+      return "house";
+    default:
+      return "diamond";
   }
 }
 
@@ -123,14 +129,16 @@ std::string to_dot(const Topology& topology, int64_t max_nodes) {
   out << "graph \"" << topology.spec().name() << "\" {\n";
   for (Vertex v : boost::make_iterator_range(boost::vertices(g))) {
     if (drawn[v]) {
-      out << "  v" << v << " [label=\"" << g[v].name << "\", shape=" << dot_shape(g[v].kind) << "];\n";
+      out << "  v" << v << " [label=\"" << g[v].name << "\", shape=" << dot_shape(g[v].kind)
+          << "];\n";
     }
   }
   // One undirected line per link: the u < v direction.
   for (const Edge& e : boost::make_iterator_range(boost::edges(g))) {
     const Vertex u = boost::source(e, g), v = boost::target(e, g);
     if (u < v && drawn[u] && drawn[v]) {
-      out << "  v" << u << " -- v" << v << " [label=\"" << base::units::bandwidth(g[e].bandwidth_bytes_per_s)
+      out << "  v" << u << " -- v" << v << " [label=\""
+          << base::units::bandwidth(g[e].bandwidth_bytes_per_s)
           << "\", class=" << to_string(g[e].kind) << "];\n";
     }
   }

@@ -17,13 +17,20 @@ namespace io = google::protobuf::io;
 
 chakra::CollectiveCommType comm_type(pb::CollectiveKind k) {
   switch (k) {
-    case pb::COLLECTIVE_KIND_ALL_REDUCE: return chakra::ALL_REDUCE;
-    case pb::COLLECTIVE_KIND_ALL_GATHER: return chakra::ALL_GATHER;
-    case pb::COLLECTIVE_KIND_REDUCE_SCATTER: return chakra::REDUCE_SCATTER;
-    case pb::COLLECTIVE_KIND_ALL_TO_ALL: return chakra::ALL_TO_ALL;
-    case pb::COLLECTIVE_KIND_BROADCAST: return chakra::BROADCAST;
-    case pb::COLLECTIVE_KIND_REDUCE: return chakra::REDUCE;
-    default: return chakra::BARRIER;
+    case pb::COLLECTIVE_KIND_ALL_REDUCE:
+      return chakra::ALL_REDUCE;
+    case pb::COLLECTIVE_KIND_ALL_GATHER:
+      return chakra::ALL_GATHER;
+    case pb::COLLECTIVE_KIND_REDUCE_SCATTER:
+      return chakra::REDUCE_SCATTER;
+    case pb::COLLECTIVE_KIND_ALL_TO_ALL:
+      return chakra::ALL_TO_ALL;
+    case pb::COLLECTIVE_KIND_BROADCAST:
+      return chakra::BROADCAST;
+    case pb::COLLECTIVE_KIND_REDUCE:
+      return chakra::REDUCE;
+    default:
+      return chakra::BARRIER;
   }
 }
 
@@ -47,7 +54,8 @@ uint64_t micros(double seconds) { return static_cast<uint64_t>(std::llround(seco
 
 std::vector<chakra::Node> convert(const pb::ExecGraph& g, const pb::RankGraph& rank) {
   std::map<int64_t, std::string> group_names;
-  for (const auto& pg : g.process_groups()) group_names[pg.id()] = pg.dim() + "." + std::to_string(pg.id());
+  for (const auto& pg : g.process_groups())
+    group_names[pg.id()] = pg.dim() + "." + std::to_string(pg.id());
   std::vector<int64_t> last_on_stream(static_cast<size_t>(rank.streams_size()), -1);
   std::vector<chakra::Node> out;
   for (const auto& n : rank.nodes()) {
@@ -67,14 +75,17 @@ std::vector<chakra::Node> convert(const pb::ExecGraph& g, const pb::RankGraph& r
       case pb::NODE_KIND_COMPUTE:
         c.set_type(chakra::COMP_NODE);
         attr(c, "num_ops", static_cast<int64_t>(std::llround(n.flops())));
-        attr(c, "tensor_size", static_cast<int64_t>(std::llround(n.bytes_read() + n.bytes_written())));
-        attr(c, "op_class", enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(n.op_class())));
+        attr(c, "tensor_size",
+             static_cast<int64_t>(std::llround(n.bytes_read() + n.bytes_written())));
+        attr(c, "op_class",
+             enum_value_name(*pb::OpClass_descriptor()->FindValueByNumber(n.op_class())));
         break;
       case pb::NODE_KIND_COLLECTIVE:
         c.set_type(chakra::COMM_COLL_NODE);
         attr(c, "comm_type", static_cast<int64_t>(comm_type(n.collective())));
         attr(c, "comm_size", static_cast<int64_t>(std::llround(n.comm_bytes())));
-        attr(c, "pg_name", group_names.count(n.process_group()) ? group_names[n.process_group()] : std::string());
+        attr(c, "pg_name",
+             group_names.count(n.process_group()) ? group_names[n.process_group()] : std::string());
         break;
       case pb::NODE_KIND_SEND:
       case pb::NODE_KIND_RECV: {
@@ -97,7 +108,8 @@ std::vector<chakra::Node> convert(const pb::ExecGraph& g, const pb::RankGraph& r
 }  // namespace
 
 std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
-                                                const std::filesystem::path& prefix, bool overwrite) {
+                                                const std::filesystem::path& prefix,
+                                                bool overwrite) {
   std::vector<std::filesystem::path> files;
   for (const auto& rank : graph.ranks()) {
     std::string bytes;
@@ -138,7 +150,9 @@ ChakraRank read_chakra(const std::filesystem::path& file) {
     m.Clear();  // parsing merges: start from an empty message every time
     const bool ok = m.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
     coded.PopLimit(limit);
-    if (!ok) throw base::InputError(file.string(), 0, "", "not a Chakra execution trace (a record does not parse)");
+    if (!ok)
+      throw base::InputError(file.string(), 0, "",
+                             "not a Chakra execution trace (a record does not parse)");
     return true;
   };
   if (!read(out.metadata)) throw base::InputError(file.string(), 0, "", "empty Chakra trace");

@@ -5,9 +5,9 @@
 #include <limits>
 #include <vector>
 
-#include "orrery/pb/options.pb.h"
 #include "field_unit.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/pb/options.pb.h"
 
 namespace orrery {
 namespace {

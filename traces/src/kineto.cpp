@@ -49,7 +49,7 @@ class Importer {
       root_ = json::parse(text);
     } catch (const json::parse_error& e) {
       throw base::InputError(file_, line_of(text, e.byte), "",
-                       std::string("not valid JSON: ") + e.what());
+                             std::string("not valid JSON: ") + e.what());
     }
   }
 
@@ -82,7 +82,8 @@ class Importer {
           "profile with torch.profiler (Kineto) and record_shapes=True");
     }
     if (!root_.is_object() || !root_.contains("traceEvents") || !root_["traceEvents"].is_array()) {
-      throw base::InputError(file_, 0, "traceEvents", "missing: not a PyTorch profiler (Kineto) trace");
+      throw base::InputError(file_, 0, "traceEvents",
+                             "missing: not a PyTorch profiler (Kineto) trace");
     }
   }
 

@@ -6,8 +6,8 @@
 
 #include <google/protobuf/descriptor.h>
 
-#include "orrery/traces/spec_io.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
 namespace {
@@ -36,11 +36,16 @@ std::string enum_name(const google::protobuf::EnumDescriptor* e, int v) {
 
 std::string category(const pb::ExecNode& n) {
   switch (n.kind()) {
-    case pb::NODE_KIND_COMPUTE: return enum_name(pb::OpClass_descriptor(), n.op_class());
-    case pb::NODE_KIND_COLLECTIVE: return enum_name(pb::CollectiveKind_descriptor(), n.collective());
-    case pb::NODE_KIND_SEND: return "send";
-    case pb::NODE_KIND_RECV: return "recv";
-    default: return "node";
+    case pb::NODE_KIND_COMPUTE:
+      return enum_name(pb::OpClass_descriptor(), n.op_class());
+    case pb::NODE_KIND_COLLECTIVE:
+      return enum_name(pb::CollectiveKind_descriptor(), n.collective());
+    case pb::NODE_KIND_SEND:
+      return "send";
+    case pb::NODE_KIND_RECV:
+      return "recv";
+    default:
+      return "node";
   }
 }
 
@@ -51,7 +56,8 @@ std::string args(const pb::ExecNode& n) {
     a += ",\"bytes\":" + base::units::number(n.bytes_read() + n.bytes_written());
   }
   if (n.comm_bytes() > 0) a += ",\"comm_bytes\":" + base::units::number(n.comm_bytes());
-  if (n.kind() == pb::NODE_KIND_COLLECTIVE) a += ",\"process_group\":" + std::to_string(n.process_group());
+  if (n.kind() == pb::NODE_KIND_COLLECTIVE)
+    a += ",\"process_group\":" + std::to_string(n.process_group());
   if (!n.algorithm().empty()) a += ",\"algorithm\":" + quoted(n.algorithm());
   if (n.kind() == pb::NODE_KIND_SEND || n.kind() == pb::NODE_KIND_RECV) {
     a += ",\"peer\":" + std::to_string(n.peer()) + ",\"tag\":" + std::to_string(n.tag());
@@ -86,20 +92,24 @@ std::string to_perfetto_json(const std::vector<TimelineSource>& sources) {
     }
     for (const auto& rank : src.graph->ranks()) {
       const int64_t pid = static_cast<int64_t>(si) * stride + rank.rank();
-      emit("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"name\":\"process_name\",\"args\":{\"name\":" +
-           quoted(prefix + "rank " + std::to_string(rank.rank()) + " (device " +
-                  std::to_string(rank.device()) + ")") + "}}");
       emit("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-           ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" + std::to_string(pid) + "}}");
+           ",\"name\":\"process_name\",\"args\":{\"name\":" +
+           quoted(prefix + "rank " + std::to_string(rank.rank()) + " (device " +
+                  std::to_string(rank.device()) + ")") +
+           "}}");
+      emit("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+           ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" + std::to_string(pid) +
+           "}}");
       for (int t = 0; t < rank.streams_size(); ++t) {
         emit("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(t) +
              ",\"name\":\"thread_name\",\"args\":{\"name\":" + quoted(rank.streams(t)) + "}}");
       }
       for (const auto& n : rank.nodes()) {
         if (!n.has_start_s() || !n.has_duration_s()) continue;
-        const std::string where = ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(n.stream());
-        emit("{\"ph\":\"X\",\"name\":" + quoted(n.name()) + ",\"cat\":" + quoted(category(n)) + where +
-             ",\"ts\":" + micros(n.start_s()) + ",\"dur\":" + micros(n.duration_s()) +
+        const std::string where =
+            ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(n.stream());
+        emit("{\"ph\":\"X\",\"name\":" + quoted(n.name()) + ",\"cat\":" + quoted(category(n)) +
+             where + ",\"ts\":" + micros(n.start_s()) + ",\"dur\":" + micros(n.duration_s()) +
              ",\"args\":" + args(n) + "}");
         if (n.kind() != pb::NODE_KIND_RECV) continue;
         auto it = sends.find({n.peer(), rank.rank(), n.tag()});
@@ -107,10 +117,11 @@ std::string to_perfetto_json(const std::vector<TimelineSource>& sources) {
         const pb::ExecNode& s = *it->second.first;
         const int64_t spid = static_cast<int64_t>(si) * stride + it->second.second;
         const std::string id = std::to_string(flow_id++);
-        emit("{\"ph\":\"s\",\"id\":" + id + ",\"name\":\"p2p\",\"cat\":\"p2p\",\"pid\":" + std::to_string(spid) +
+        emit("{\"ph\":\"s\",\"id\":" + id +
+             ",\"name\":\"p2p\",\"cat\":\"p2p\",\"pid\":" + std::to_string(spid) +
              ",\"tid\":" + std::to_string(s.stream()) + ",\"ts\":" + micros(s.start_s()) + "}");
-        emit("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":\"p2p\",\"cat\":\"p2p\"" + where +
-             ",\"ts\":" + micros(n.start_s() + n.duration_s()) + "}");
+        emit("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":\"p2p\",\"cat\":\"p2p\"" +
+             where + ",\"ts\":" + micros(n.start_s() + n.duration_s()) + "}");
       }
     }
   }

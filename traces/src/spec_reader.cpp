@@ -9,15 +9,15 @@
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
-#include "orrery/pb/options.pb.h"
+#include "field_unit.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
+#include "orrery/pb/options.pb.h"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "field_unit.hpp"
-#include "orrery/base/units.hpp"
 
 namespace orrery {
 namespace {
@@ -34,10 +34,14 @@ std::string child_path(const std::string& parent, std::string_view field) {
 
 const char* node_kind(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "nothing (null)";
-    default: return "a scalar";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Null:
+      return "nothing (null)";
+    default:
+      return "a scalar";
   }
 }
 
@@ -113,10 +117,14 @@ class Reader {
   static std::string describe(const FieldDescriptor* field) {
     if (field->is_repeated()) return "a list";
     switch (field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_MESSAGE: return "a " + field->message_type()->name();
-      case FieldDescriptor::CPPTYPE_ENUM: return "one of: " + enum_choices(field->enum_type());
-      case FieldDescriptor::CPPTYPE_STRING: return "a string";
-      case FieldDescriptor::CPPTYPE_BOOL: return "true or false";
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        return "a " + field->message_type()->name();
+      case FieldDescriptor::CPPTYPE_ENUM:
+        return "one of: " + enum_choices(field->enum_type());
+      case FieldDescriptor::CPPTYPE_STRING:
+        return "a string";
+      case FieldDescriptor::CPPTYPE_BOOL:
+        return "true or false";
       case FieldDescriptor::CPPTYPE_DOUBLE:
       case FieldDescriptor::CPPTYPE_FLOAT: {
         const auto unit = unit_of(field);
@@ -124,7 +132,8 @@ class Reader {
                    ? "a number"
                    : "a number in " + std::string(base::units::si_symbol(unit));
       }
-      default: return "an integer";
+      default:
+        return "an integer";
     }
   }
 
@@ -295,7 +304,8 @@ void check_json_syntax(std::string_view text, std::string_view file) {
     int line = 1;
     for (size_t i = 0; i + 1 < offset; ++i) line += text[i] == '\n';
     std::string reason = e.what();
-    if (auto pos = reason.find("syntax error"); pos != std::string::npos) reason = reason.substr(pos);
+    if (auto pos = reason.find("syntax error"); pos != std::string::npos)
+      reason = reason.substr(pos);
     throw base::InputError(std::string(file), line, "", "not valid JSON: " + reason);
   }
 }
@@ -343,13 +353,13 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
     if (documents.size() > 1) {
       const int line = documents[1].Mark().line >= 0 ? documents[1].Mark().line + 1 : 0;
       throw base::InputError(std::string(file), line, "",
-                       "holds " + std::to_string(documents.size()) +
-                           " YAML documents (separated by '---'); a file holds one");
+                             "holds " + std::to_string(documents.size()) +
+                                 " YAML documents (separated by '---'); a file holds one");
     }
     if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     throw base::InputError(std::string(file), e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
-                     "not valid YAML: " + e.msg);
+                           "not valid YAML: " + e.msg);
   }
   if (!root.IsDefined() || root.IsNull()) {
     throw base::InputError(std::string(file), 0, "", "the file is empty");

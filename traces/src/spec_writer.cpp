@@ -1,15 +1,15 @@
 // The generic writer: the inverse of spec_reader.cpp, with deterministic output (declaration
 // order, defaults omitted, shortest round-trip numbers) so the same spec gives the same bytes.
-#include <fstream>
 #include <unistd.h>
+#include <fstream>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
 #include <yaml-cpp/yaml.h>
 
 #include "orrery/base/error.hpp"
-#include "orrery/traces/spec_io.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
 namespace {
@@ -21,7 +21,7 @@ using google::protobuf::Reflection;
 // One scalar or nested value, independent of the output syntax.
 struct Value {
   enum class Kind { kNumber, kString, kBool, kEnum, kMessage } kind;
-  std::string text;                 // number, string, bool or enum, already formatted
+  std::string text;                  // number, string, bool or enum, already formatted
   const Message* message = nullptr;  // kMessage
 };
 
@@ -38,29 +38,29 @@ Value get(const Message& msg, const FieldDescriptor* field, int index) {
   const bool rep = field->is_repeated();
   switch (field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_MESSAGE:
-      return {Value::Kind::kMessage, {}, rep ? &r->GetRepeatedMessage(msg, field, index)
-                                             : &r->GetMessage(msg, field)};
+      return {Value::Kind::kMessage,
+              {},
+              rep ? &r->GetRepeatedMessage(msg, field, index) : &r->GetMessage(msg, field)};
     case FieldDescriptor::CPPTYPE_STRING:
       return {Value::Kind::kString,
               rep ? r->GetRepeatedString(msg, field, index) : r->GetString(msg, field)};
     case FieldDescriptor::CPPTYPE_INT64:
-      return {Value::Kind::kNumber, integer_text(rep ? r->GetRepeatedInt64(msg, field, index)
-                                                     : r->GetInt64(msg, field))};
+      return {Value::Kind::kNumber,
+              integer_text(rep ? r->GetRepeatedInt64(msg, field, index) : r->GetInt64(msg, field))};
     case FieldDescriptor::CPPTYPE_INT32:
-      return {Value::Kind::kNumber, integer_text(rep ? r->GetRepeatedInt32(msg, field, index)
-                                                     : r->GetInt32(msg, field))};
+      return {Value::Kind::kNumber,
+              integer_text(rep ? r->GetRepeatedInt32(msg, field, index) : r->GetInt32(msg, field))};
     case FieldDescriptor::CPPTYPE_DOUBLE:
-      return {Value::Kind::kNumber, base::units::number(rep ? r->GetRepeatedDouble(msg, field, index)
-                                                      : r->GetDouble(msg, field))};
+      return {Value::Kind::kNumber,
+              base::units::number(rep ? r->GetRepeatedDouble(msg, field, index)
+                                      : r->GetDouble(msg, field))};
     case FieldDescriptor::CPPTYPE_BOOL:
-      return {Value::Kind::kBool, (rep ? r->GetRepeatedBool(msg, field, index)
-                                       : r->GetBool(msg, field))
-                                      ? "true"
-                                      : "false"};
+      return {Value::Kind::kBool,
+              (rep ? r->GetRepeatedBool(msg, field, index) : r->GetBool(msg, field)) ? "true"
+                                                                                     : "false"};
     case FieldDescriptor::CPPTYPE_ENUM:
-      return {Value::Kind::kEnum,
-              enum_value_name(*(rep ? r->GetRepeatedEnum(msg, field, index)
-                                    : r->GetEnum(msg, field)))};
+      return {Value::Kind::kEnum, enum_value_name(*(rep ? r->GetRepeatedEnum(msg, field, index)
+                                                        : r->GetEnum(msg, field)))};
     default:
       ORRERY_CHECK(false, "unsupported field type in " + field->full_name());
   }
@@ -70,11 +70,21 @@ std::string json_string(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -136,10 +146,14 @@ class JsonWriter {
 
   void value(const Value& v, int depth) {
     switch (v.kind) {
-      case Value::Kind::kMessage: return message(*v.message, depth);
+      case Value::Kind::kMessage:
+        return message(*v.message, depth);
       case Value::Kind::kString:
-      case Value::Kind::kEnum: out_ += json_string(v.text); return;
-      default: out_ += v.text;
+      case Value::Kind::kEnum:
+        out_ += json_string(v.text);
+        return;
+      default:
+        out_ += v.text;
     }
   }
 
@@ -156,9 +170,13 @@ void emit_yaml(YAML::Emitter& out, const Message& msg);
 
 void emit_yaml_value(YAML::Emitter& out, const Value& v) {
   switch (v.kind) {
-    case Value::Kind::kMessage: return emit_yaml(out, *v.message);
-    case Value::Kind::kString: out << YAML::DoubleQuoted << v.text; return;
-    default: out << v.text;
+    case Value::Kind::kMessage:
+      return emit_yaml(out, *v.message);
+    case Value::Kind::kString:
+      out << YAML::DoubleQuoted << v.text;
+      return;
+    default:
+      out << v.text;
   }
 }
 
@@ -204,8 +222,9 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!overwrite && fs::exists(file, ec)) {
-    throw base::InputError(file.string(), 0, "",
-                     "already exists; refusing to overwrite it (choose another path or remove it)");
+    throw base::InputError(
+        file.string(), 0, "",
+        "already exists; refusing to overwrite it (choose another path or remove it)");
   }
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec)) {

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <regex>
 
+#include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::validation::detail {
 namespace {
@@ -35,7 +35,8 @@ void set_link(pb::LinkSpec* link, double bytes_per_s, double latency_s) {
 pb::ClusterSpec hgx_b200() {
   pb::ClusterSpec c;
   c.set_name("hgx-b200");
-  c.set_description("HGX B200: 8 x B200 per node, NVSwitch 900 GB/s/dir, 8 x 400 Gb/s NDR, rail-optimized");
+  c.set_description(
+      "HGX B200: 8 x B200 per node, NVSwitch 900 GB/s/dir, 8 x 400 Gb/s NDR, rail-optimized");
   pb::NodeType* t = c.add_node_types();
   t->set_name("hgx-b200");
   t->set_device("B200");

@@ -18,13 +18,20 @@ using nlohmann::json;
 
 const char* kind_of(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "a list";
-    case json::value_t::object: return "an object";
-    case json::value_t::discarded: return "nothing";
-    default: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "a list";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::discarded:
+      return "nothing";
+    default:
+      return "a number";
   }
 }
 
@@ -48,7 +55,8 @@ class Reader {
 
   std::string text(const json& obj, const std::string& path, const char* key) const {
     const json& v = field(obj, path, key);
-    if (!v.is_string()) fail(join(path, key), std::string("got ") + kind_of(v) + ", expected a string");
+    if (!v.is_string())
+      fail(join(path, key), std::string("got ") + kind_of(v) + ", expected a string");
     return v.get<std::string>();
   }
 
@@ -59,7 +67,8 @@ class Reader {
 
   double positive(const json& obj, const std::string& path, const char* key) const {
     const json& v = field(obj, path, key);
-    if (!v.is_number()) fail(join(path, key), std::string("got ") + kind_of(v) + ", expected a positive number");
+    if (!v.is_number())
+      fail(join(path, key), std::string("got ") + kind_of(v) + ", expected a positive number");
     const double x = v.get<double>();
     if (!(x > 0) || !std::isfinite(x))
       fail(join(path, key), "got " + v.dump() + ", expected a positive number");
@@ -77,7 +86,8 @@ class Reader {
   bool flag(const json& obj, const std::string& path, const char* key) const {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return false;
-    if (!it->is_boolean()) fail(join(path, key), std::string("got ") + kind_of(*it) + ", expected true or false");
+    if (!it->is_boolean())
+      fail(join(path, key), std::string("got ") + kind_of(*it) + ", expected true or false");
     return it->get<bool>();
   }
 
@@ -105,22 +115,26 @@ class Reader {
     m.derived = flag(t, path, "derived");
     const json& rows = field(t, path, "rows");
     if (!rows.is_array() || rows.empty()) {
-      fail(path + ".rows", std::string("got ") + (rows.is_array() ? "an empty list" : kind_of(rows)) +
+      fail(path + ".rows", std::string("got ") +
+                               (rows.is_array() ? "an empty list" : kind_of(rows)) +
                                ", expected a list of measured rows");
     }
     for (size_t r = 0; r < rows.size(); ++r) {
       const std::string row_path = path + ".rows[" + std::to_string(r) + "]";
-      if (!rows[r].is_object()) fail(row_path, std::string("got ") + kind_of(rows[r]) + ", expected an object");
-      m.rows.push_back({positive(rows[r], row_path, "bytes"),
-                        positive(rows[r], row_path, "time_us") * 1e-6});
+      if (!rows[r].is_object())
+        fail(row_path, std::string("got ") + kind_of(rows[r]) + ", expected an object");
+      m.rows.push_back(
+          {positive(rows[r], row_path, "bytes"), positive(rows[r], row_path, "time_us") * 1e-6});
     }
     return m;
   }
 
   std::vector<MeasuredTable> read(const json& root) const {
-    if (!root.is_object()) fail("", std::string("got ") + kind_of(root) + ", expected an object with `tables`");
+    if (!root.is_object())
+      fail("", std::string("got ") + kind_of(root) + ", expected an object with `tables`");
     const json& tables = field(root, "", "tables");
-    if (!tables.is_array()) fail("tables", std::string("got ") + kind_of(tables) + ", expected a list");
+    if (!tables.is_array())
+      fail("tables", std::string("got ") + kind_of(tables) + ", expected a list");
     if (tables.empty()) fail("tables", "got an empty list, expected at least one measured table");
     std::vector<MeasuredTable> out;
     for (size_t i = 0; i < tables.size(); ++i) {
@@ -139,7 +153,8 @@ std::vector<MeasuredTable> read_measured_tables(const std::filesystem::path& fil
   if (std::filesystem::is_directory(file))
     throw base::InputError(file.string(), 0, "", "is a directory, expected a JSON file");
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw base::EnvironmentError("cannot read " + file.string() + ": no such file or not readable");
+  if (!in)
+    throw base::EnvironmentError("cannot read " + file.string() + ": no such file or not readable");
   std::ostringstream buffer;
   buffer << in.rdbuf();
   json root;
@@ -147,7 +162,8 @@ std::vector<MeasuredTable> read_measured_tables(const std::filesystem::path& fil
     root = json::parse(buffer.str());
   } catch (const json::parse_error& e) {
     std::string reason = e.what();
-    if (auto pos = reason.find("syntax error"); pos != std::string::npos) reason = reason.substr(pos);
+    if (auto pos = reason.find("syntax error"); pos != std::string::npos)
+      reason = reason.substr(pos);
     throw base::InputError(file.string(), 0, "", "not valid JSON: " + reason);
   }
   return Reader(file.string()).read(root);

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "orrery/models/model_catalog.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/models/model_catalog.hpp"
 
 namespace orrery::validation::detail {
 
@@ -173,7 +173,8 @@ pb::ModelSpec named_preset(const CaseReader& r, const std::string& key, const st
                            int64_t seq_len, std::string& label) {
   const auto preset = preset_named(name);
   if (!preset)
-    r.fail(key, "'" + name + "' is not a model preset" + base::suggest(name, models::preset_names()));
+    r.fail(key,
+           "'" + name + "' is not a model preset" + base::suggest(name, models::preset_names()));
   return from_preset(*preset, seq_len, label);
 }
 

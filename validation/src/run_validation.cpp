@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "orrery/sim/engine.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/base/error.hpp"
 #include "published_run_fields.hpp"
 
 namespace orrery::validation {
@@ -48,7 +48,9 @@ void set_device_variant(const std::string& gpu, pb::ClusterSpec& cluster) {
 }
 
 pb::Sharding sharding_of(const std::string& text) {
-  if (contains(text, "distributed optimizer") || contains(text, "zero-1") || contains(text, "zero1")) return pb::SHARDING_ZERO1;
+  if (contains(text, "distributed optimizer") || contains(text, "zero-1") ||
+      contains(text, "zero1"))
+    return pb::SHARDING_ZERO1;
   if (contains(text, "zero-2") || contains(text, "zero2")) return pb::SHARDING_ZERO2;
   if (contains(text, "fsdp")) return pb::SHARDING_FSDP;
   if (contains(text, "zero-3") || contains(text, "zero3")) return pb::SHARDING_ZERO3;
@@ -81,10 +83,11 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   PublishedRun out;
   out.id = r.text("id");
   const json& measured = r.at("measured");
-  if (measured.is_object() && measured.contains("iter_time_s") && measured["iter_time_s"].is_number()) {
+  if (measured.is_object() && measured.contains("iter_time_s") &&
+      measured["iter_time_s"].is_number()) {
     out.measured_s = measured["iter_time_s"].get<double>();
-  } else if (c.contains("derived") && c["derived"].is_object() && c["derived"].contains("iter_time_s") &&
-             c["derived"]["iter_time_s"].is_number()) {
+  } else if (c.contains("derived") && c["derived"].is_object() &&
+             c["derived"].contains("iter_time_s") && c["derived"]["iter_time_s"].is_number()) {
     out.measured_s = c["derived"]["iter_time_s"].get<double>();
   }
   const CaseReader hw = r.child("hardware");
@@ -117,7 +120,8 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   q->set_ep(par.integer_or("ep", 1));
   q->set_vp(par.integer_or("vp", 1));
   detail::read_pipeline_layout(par, out.model.num_layers(), plan);
-  if (par.at("sequence_parallel").is_boolean()) q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
+  if (par.at("sequence_parallel").is_boolean())
+    q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
   plan.set_sharding(sharding_of(par.text("zero_fsdp")));
   plan.set_recompute(recompute_of(r.text("recompute")));
   plan.set_micro_batch_size(batch.integer("micro_batch"));
@@ -142,8 +146,8 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   }
 }
 
-RunCase run_case(const json& c, const std::string& file, const std::string& path, sim::EngineKind engine,
-                 const pb::CalibrationProfile* calibration) {
+RunCase run_case(const json& c, const std::string& file, const std::string& path,
+                 sim::EngineKind engine, const pb::CalibrationProfile* calibration) {
   const PublishedRun run = published_run(c, file, path);
   RunCase out;
   out.id = run.id;
@@ -198,7 +202,8 @@ json read_cases(const std::filesystem::path& file) {
     throw base::InputError(file.string(), 0, "cases", "expected a list of cases");
   }
   if (root["cases"].empty())
-    throw base::InputError(file.string(), 0, "cases", "got an empty list, expected at least one case");
+    throw base::InputError(file.string(), 0, "cases",
+                           "got an empty list, expected at least one case");
   return root["cases"];
 }
 
@@ -211,7 +216,8 @@ std::pair<double, double> median_p90(std::vector<double> v) {
     const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
     return v[std::min(i, v.size() - 1)];
   };
-  const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  const double median =
+      v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
   return {median, rank(0.9)};
 }
 
@@ -221,7 +227,8 @@ RunValidation validate_runs(const std::filesystem::path& file, sim::EngineKind e
   RunValidation v;
   std::vector<double> errors;
   for (size_t i = 0; i < cases.size(); ++i) {
-    RunCase c = run_case(cases[i], file.string(), "cases[" + std::to_string(i) + "]", engine, calibration);
+    RunCase c =
+        run_case(cases[i], file.string(), "cases[" + std::to_string(i) + "]", engine, calibration);
     if (c.skipped.empty()) errors.push_back(std::fabs(c.error)), ++v.simulated;
     if (!c.skipped.empty()) ++v.skipped;
     if (c.peak_memory_bytes > c.memory_capacity_bytes) ++v.out_of_memory;

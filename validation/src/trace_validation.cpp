@@ -6,13 +6,13 @@
 #include <map>
 #include <set>
 
-#include "orrery/sim/des_engine.hpp"
+#include "orrery/base/error.hpp"
+#include "orrery/calibration/skew_count.hpp"
 #include "orrery/plan/lower.hpp"
 #include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/des_engine.hpp"
 #include "orrery/topologies/topology.hpp"
-#include "orrery/base/error.hpp"
 #include "orrery/traces/spec_io.hpp"
-#include "orrery/calibration/skew_count.hpp"
 
 namespace orrery::validation {
 namespace {
@@ -46,8 +46,8 @@ void match(const pb::RankGraph& measured, size_t r, const pb::RankGraph& predict
   for (int i = 0; i < measured.nodes_size(); ++i) {
     if (!by_id.emplace(measured.nodes(i).id(), i).second) {
       throw base::InputError(file, 0, path(r, i) + ".id",
-                       "node id " + std::to_string(measured.nodes(i).id()) +
-                           " appears twice on rank " + std::to_string(measured.rank()));
+                             "node id " + std::to_string(measured.nodes(i).id()) +
+                                 " appears twice on rank " + std::to_string(measured.rank()));
     }
   }
   std::set<int64_t> lowered;
@@ -65,23 +65,24 @@ void match(const pb::RankGraph& measured, size_t r, const pb::RankGraph& predict
     const pb::ExecNode& m = measured.nodes(it->second);
     if (m.name() != p.name()) {
       throw base::InputError(file, 0, path(r, it->second) + ".name",
-                       "node " + std::to_string(p.id()) + " of rank " +
-                           std::to_string(measured.rank()) + " is '" + m.name() +
-                           "' in the trace but '" + p.name() + "' in the lowering of its plan");
+                             "node " + std::to_string(p.id()) + " of rank " +
+                                 std::to_string(measured.rank()) + " is '" + m.name() +
+                                 "' in the trace but '" + p.name() +
+                                 "' in the lowering of its plan");
     }
     if (!m.has_duration_s()) {
       throw base::InputError(file, 0, path(r, it->second) + ".duration_s",
-                       "missing: node '" + m.name() + "' was not timed");
+                             "missing: node '" + m.name() + "' was not timed");
     }
   }
   for (int i = 0; i < measured.nodes_size(); ++i) {
     if (!lowered.count(measured.nodes(i).id())) {
-      throw base::InputError(file, 0, path(r, i),
-                       "node " + std::to_string(measured.nodes(i).id()) + " '" +
-                           measured.nodes(i).name() +
-                           "' is not in the lowering of the trace's plan: the executor and the "
-                           "simulator disagree "
-                           "about what the plan runs");
+      throw base::InputError(
+          file, 0, path(r, i),
+          "node " + std::to_string(measured.nodes(i).id()) + " '" + measured.nodes(i).name() +
+              "' is not in the lowering of the trace's plan: the executor and the "
+              "simulator disagree "
+              "about what the plan runs");
     }
   }
 }
@@ -97,7 +98,8 @@ const pb::ProcessGroup& group_of(const pb::ExecGraph& lowered, int64_t id) {
 // What the engines charge a node when it runs alone; `sharing` is the rank's
 // CostModels::host_sharing.
 double predicted_seconds(const pb::ExecNode& n, int64_t rank, const plan::ResolvedPlan& plan,
-                         const pb::ExecGraph& lowered, const sim::CostModels& costs, double sharing) {
+                         const pb::ExecGraph& lowered, const sim::CostModels& costs,
+                         double sharing) {
   const int64_t device = plan.device_of_rank[static_cast<size_t>(rank)];
   switch (n.kind()) {
     case pb::NODE_KIND_COMPUTE:
@@ -106,8 +108,11 @@ double predicted_seconds(const pb::ExecNode& n, int64_t rank, const plan::Resolv
       std::vector<int64_t> devices;
       for (int64_t r : group_of(lowered, n.process_group()).ranks())
         devices.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
-      const double blocking = plan::is_blocking_collective(n) ? costs.collectives().blocking_overhead_s(n.collective(), devices) : 0;
-      return costs.collectives().estimate(n.collective(), devices, n.comm_bytes()).seconds + blocking;
+      const double blocking = plan::is_blocking_collective(n)
+                                  ? costs.collectives().blocking_overhead_s(n.collective(), devices)
+                                  : 0;
+      return costs.collectives().estimate(n.collective(), devices, n.comm_bytes()).seconds +
+             blocking;
     }
     default: {
       const int64_t peer = plan.device_of_rank[static_cast<size_t>(n.peer())];
@@ -160,8 +165,8 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
     const int64_t rank = trace.ranks(static_cast<int>(r)).rank();
     if (rank < 0 || rank >= plan.world_size() || std::count(ranks.begin(), ranks.end(), rank)) {
       throw base::InputError(file, 0, "ranks[" + std::to_string(r) + "].rank",
-                       "got " + std::to_string(rank) + ": the plan has ranks 0.." +
-                           std::to_string(plan.world_size() - 1) + ", each listed once");
+                             "got " + std::to_string(rank) + ": the plan has ranks 0.." +
+                                 std::to_string(plan.world_size() - 1) + ", each listed once");
     }
     ranks.push_back(rank);
   }
@@ -189,9 +194,11 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
     const pb::DeviceSpec& device = plan::device_of(plan, measured.rank());
     const double sharing = costs.host_sharing(plan, measured.rank());
     const std::vector<double> since = calibration::detail::compute_since_group_wait(
-        measured, [&](const pb::ExecNode& n) { return sharing * costs.compute().seconds(device, n); });
+        measured,
+        [&](const pb::ExecNode& n) { return sharing * costs.compute().seconds(device, n); });
     std::map<int64_t, double> since_by_id;
-    for (int i = 0; i < measured.nodes_size(); ++i) since_by_id[measured.nodes(i).id()] = since[static_cast<size_t>(i)];
+    for (int i = 0; i < measured.nodes_size(); ++i)
+      since_by_id[measured.nodes(i).id()] = since[static_cast<size_t>(i)];
     for (const auto& p : predicted.nodes()) {
       NodeComparison c;
       c.rank = measured.rank();
@@ -214,8 +221,8 @@ TraceValidation validate_trace(const pb::ExecGraph& trace, const std::string& fi
       c.measured_s = timed.at(p.id())->duration_s();
       c.predicted_s = predicted_seconds(p, measured.rank(), plan, lowered, costs, sharing);
       if (p.kind() == pb::NODE_KIND_COLLECTIVE && since_by_id.at(p.id()) > 0) {
-        c.predicted_s += costs.compute().skew_wait_s(device, group_of(lowered, p.process_group()).ranks_size(),
-                                                     since_by_id.at(p.id()));
+        c.predicted_s += costs.compute().skew_wait_s(
+            device, group_of(lowered, p.process_group()).ranks_size(), since_by_id.at(p.id()));
       }
       v.nodes.push_back(std::move(c));
     }

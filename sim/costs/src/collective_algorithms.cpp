@@ -76,10 +76,13 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 double protocol_bandwidth(int p, double bus_bytes_per_s, bool ll_all_reduce_rate) {
   switch (p) {
     case 0:
-      return std::min(kLlMaxBytesPerS, bus_bytes_per_s * (ll_all_reduce_rate ? kLlAllReduceEfficiency
-                                                                             : kLlOtherEfficiency));
-    case 1: return std::min(kLl128MaxBytesPerS, bus_bytes_per_s * kLl128Efficiency);
-    default: return bus_bytes_per_s;
+      return std::min(
+          kLlMaxBytesPerS,
+          bus_bytes_per_s * (ll_all_reduce_rate ? kLlAllReduceEfficiency : kLlOtherEfficiency));
+    case 1:
+      return std::min(kLl128MaxBytesPerS, bus_bytes_per_s * kLl128Efficiency);
+    default:
+      return bus_bytes_per_s;
   }
 }
 
@@ -88,14 +91,16 @@ double log2_ceil(int64_t n) { return std::ceil(std::log2(static_cast<double>(n))
 // Bus bandwidth of a ring (and a tree's links): every rank's NVLink share, and where the ring
 // leaves an island, the island's NICs.
 double ring_bus_bandwidth(const CollectiveGroup& g) {
-  const double intra = g.ranks_per_island > 1 ? g.intra_rank_bytes_per_s * kIntraLinkFraction : kInfinity;
+  const double intra =
+      g.ranks_per_island > 1 ? g.intra_rank_bytes_per_s * kIntraLinkFraction : kInfinity;
   const double network = g.islands > 1 ? g.island_nic_bytes_per_s * kNetworkFraction : kInfinity;
   return std::min(intra, network);
 }
 
 int network_channels(const CollectiveGroup& g) {
   if (g.islands == 1 || g.pair_nic_bytes_per_s <= 0) return 1;
-  return std::max(1, static_cast<int>(std::lround(g.island_nic_bytes_per_s / g.pair_nic_bytes_per_s)));
+  return std::max(1,
+                  static_cast<int>(std::lround(g.island_nic_bytes_per_s / g.pair_nic_bytes_per_s)));
 }
 
 void add_ring(pb::CollectiveKind kind, const CollectiveGroup& g, double bytes,
@@ -113,8 +118,9 @@ void add_ring(pb::CollectiveKind kind, const CollectiveGroup& g, double bytes,
     CollectiveCandidate c;
     c.algorithm = CollectiveAlgorithm::kRing;
     c.protocol = kProtocols[p];
-    c.latency_s = kRingBaseS[p] + static_cast<double>(steps - network_steps) * intra_step +
-                  static_cast<double>(network_steps) * kRingNetworkStepHops[p] * g.network_hop_latency_s;
+    c.latency_s =
+        kRingBaseS[p] + static_cast<double>(steps - network_steps) * intra_step +
+        static_cast<double>(network_steps) * kRingNetworkStepHops[p] * g.network_hop_latency_s;
     const double factor = bus_factor(kind, n);
     c.bandwidth_bytes_per_s = protocol_bandwidth(p, bus, all_reduce || g.islands > 1) / factor;
     c.bytes = bytes;
@@ -132,7 +138,8 @@ void add_tree(const CollectiveGroup& g, double bytes, std::vector<CollectiveCand
     c.algorithm = CollectiveAlgorithm::kTree;
     c.protocol = kProtocols[p];
     c.latency_s = kTreeBaseS[p] +
-                  2 * (static_cast<double>(g.ranks_per_island - 1) * kTreeIntraStepHops[p] * g.intra_hop_latency_s +
+                  2 * (static_cast<double>(g.ranks_per_island - 1) * kTreeIntraStepHops[p] *
+                           g.intra_hop_latency_s +
                        log2_ceil(g.islands) * kTreeNetworkStepHops[p] * g.network_hop_latency_s);
     c.bandwidth_bytes_per_s = protocol_bandwidth(p, bus, true) * kTreeEfficiency;
     c.bytes = bytes;
@@ -166,7 +173,8 @@ CollectiveCandidate direct_all_to_all(const CollectiveGroup& g, double bytes) {
   const auto n = static_cast<double>(g.ranks);
   const double intra_bytes = static_cast<double>(g.ranks_per_island - 1) / n * bytes;
   const double network_bytes = static_cast<double>(g.ranks - g.ranks_per_island) / n * bytes;
-  const double intra_s = intra_bytes > 0 ? intra_bytes / (g.intra_rank_bytes_per_s * kIntraLinkFraction) : 0;
+  const double intra_s =
+      intra_bytes > 0 ? intra_bytes / (g.intra_rank_bytes_per_s * kIntraLinkFraction) : 0;
   const double network_s =
       network_bytes > 0 ? network_bytes / (g.rank_nic_bytes_per_s * kP2pNetworkFraction) : 0;
   CollectiveCandidate c;
@@ -193,16 +201,19 @@ double launch_overhead_s() { return kLaunchOverheadS; }
 double bus_factor(pb::CollectiveKind kind, int64_t ranks) {
   const auto n = static_cast<double>(ranks);
   switch (kind) {
-    case pb::COLLECTIVE_KIND_ALL_REDUCE: return 2 * (n - 1) / n;
+    case pb::COLLECTIVE_KIND_ALL_REDUCE:
+      return 2 * (n - 1) / n;
     case pb::COLLECTIVE_KIND_ALL_GATHER:
     case pb::COLLECTIVE_KIND_REDUCE_SCATTER:
-    case pb::COLLECTIVE_KIND_ALL_TO_ALL: return (n - 1) / n;
-    default: return 1;
+    case pb::COLLECTIVE_KIND_ALL_TO_ALL:
+      return (n - 1) / n;
+    default:
+      return 1;
   }
 }
 
 std::vector<CollectiveCandidate> collective_candidates(pb::CollectiveKind kind,
-                                                      const CollectiveGroup& group, double bytes) {
+                                                       const CollectiveGroup& group, double bytes) {
   std::vector<CollectiveCandidate> out;
   switch (kind) {
     case pb::COLLECTIVE_KIND_ALL_REDUCE:
@@ -237,7 +248,8 @@ CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island
     c.latency_s = kP2pBaseS + group.intra_hop_latency_s;
     c.bandwidth_bytes_per_s = group.intra_pair_bytes_per_s * kIntraLinkFraction;
   } else {
-    c.latency_s = kP2pBaseS + group.intra_hop_latency_s + kP2pNetworkHops * group.network_hop_latency_s;
+    c.latency_s =
+        kP2pBaseS + group.intra_hop_latency_s + kP2pNetworkHops * group.network_hop_latency_s;
     c.bandwidth_bytes_per_s = group.pair_nic_bytes_per_s * kP2pNetworkFraction;
   }
   return c;

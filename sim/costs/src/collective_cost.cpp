@@ -11,10 +11,10 @@
 #include <set>
 #include <string>
 
-#include "orrery/sim/collective_algorithms.hpp"
-#include "orrery/sim/collective_group.hpp"
 #include "measured_ratio.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/sim/collective_algorithms.hpp"
+#include "orrery/sim/collective_group.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -26,7 +26,8 @@ void check_devices(const topologies::Topology& topology, const std::vector<int64
     ORRERY_CHECK(d >= 0 && d < topology.num_devices(),
                  "device " + std::to_string(d) + " is outside the cluster's " +
                      std::to_string(topology.num_devices()) + " devices");
-    ORRERY_CHECK(seen.insert(d).second, "device " + std::to_string(d) + " appears twice in a group");
+    ORRERY_CHECK(seen.insert(d).second,
+                 "device " + std::to_string(d) + " appears twice in a group");
   }
 }
 
@@ -43,19 +44,26 @@ const char* scope_of(const detail::CollectiveGroup& group) {
 
 const char* to_string(CollectiveAlgorithm a) {
   switch (a) {
-    case CollectiveAlgorithm::kRing: return "ring";
-    case CollectiveAlgorithm::kTree: return "tree";
-    case CollectiveAlgorithm::kNvls: return "nvls";
-    case CollectiveAlgorithm::kDirect: return "direct";
+    case CollectiveAlgorithm::kRing:
+      return "ring";
+    case CollectiveAlgorithm::kTree:
+      return "tree";
+    case CollectiveAlgorithm::kNvls:
+      return "nvls";
+    case CollectiveAlgorithm::kDirect:
+      return "direct";
   }
   return "?";
 }
 
 const char* to_string(CollectiveProtocol p) {
   switch (p) {
-    case CollectiveProtocol::kSimple: return "simple";
-    case CollectiveProtocol::kLL: return "ll";
-    case CollectiveProtocol::kLL128: return "ll128";
+    case CollectiveProtocol::kSimple:
+      return "simple";
+    case CollectiveProtocol::kLL:
+      return "ll";
+    case CollectiveProtocol::kLL128:
+      return "ll128";
   }
   return "?";
 }
@@ -70,7 +78,8 @@ CollectiveCostModel::CollectiveCostModel(const topologies::Topology& topology,
                                          const pb::CalibrationProfile* calibration)
     : topology_(topology), calibration_(calibration), cache_(std::make_shared<GroupCache>()) {}
 
-const detail::CollectiveGroup& CollectiveCostModel::group(const std::vector<int64_t>& devices) const {
+const detail::CollectiveGroup& CollectiveCostModel::group(
+    const std::vector<int64_t>& devices) const {
   std::lock_guard<std::mutex> lock(cache_->mutex);
   auto it = cache_->groups.find(devices);
   if (it == cache_->groups.end()) {
@@ -81,7 +90,8 @@ const detail::CollectiveGroup& CollectiveCostModel::group(const std::vector<int6
 }
 
 const pb::CommCurve* CollectiveCostModel::calibrated_curve(const pb::CalibrationProfile& profile,
-                                                           const std::string& scope, pb::CollectiveKind kind) {
+                                                           const std::string& scope,
+                                                           pb::CollectiveKind kind) {
   for (const auto& curve : profile.comm()) {
     if (curve.scope() == scope && curve.collective() == kind) return &curve;
   }
@@ -107,9 +117,10 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
       detail::collective_candidates(kind, group, barrier ? 0 : bytes);
   const auto end = std::remove_if(candidates.begin(), candidates.end(),
                                   [&](const auto& c) { return !matches(pin, c); });
-  ORRERY_CHECK(end != candidates.begin(),
-               std::string("no ") + (pin.algorithm ? to_string(*pin.algorithm) : "") + "/" +
-                   (pin.protocol ? to_string(*pin.protocol) : "") + " algorithm for this collective on this group");
+  ORRERY_CHECK(end != candidates.begin(), std::string("no ") +
+                                              (pin.algorithm ? to_string(*pin.algorithm) : "") +
+                                              "/" + (pin.protocol ? to_string(*pin.protocol) : "") +
+                                              " algorithm for this collective on this group");
   const auto best = std::min_element(candidates.begin(), end, [](const auto& a, const auto& b) {
     return a.seconds() < b.seconds();
   });
@@ -125,11 +136,13 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
 }
 
 double CollectiveCostModel::curve_seconds(const pb::CommCurve& curve, int64_t ranks, double bytes) {
-  return (curve.latency_s() + bytes * detail::bus_factor(curve.collective(), ranks) / curve.bandwidth_bytes_per_s()) *
+  return (curve.latency_s() +
+          bytes * detail::bus_factor(curve.collective(), ranks) / curve.bandwidth_bytes_per_s()) *
          size_correction(curve, ranks, bytes);
 }
 
-double CollectiveCostModel::size_correction(const pb::CommCurve& curve, int64_t ranks, double bytes) {
+double CollectiveCostModel::size_correction(const pb::CommCurve& curve, int64_t ranks,
+                                            double bytes) {
   if (curve.size_points_size() == 0 || !(bytes > 0)) return 1.0;
   std::vector<detail::RatioPoint> points;
   for (const pb::SizePoint& p : curve.size_points()) {
@@ -142,21 +155,25 @@ double CollectiveCostModel::size_correction(const pb::CommCurve& curve, int64_t 
 int64_t message_rounds(pb::CollectiveKind kind, int64_t ranks) {
   if (ranks < 2) return 0;
   switch (kind) {
-    case pb::COLLECTIVE_KIND_ALL_REDUCE: return 2 * (ranks - 1);
+    case pb::COLLECTIVE_KIND_ALL_REDUCE:
+      return 2 * (ranks - 1);
     case pb::COLLECTIVE_KIND_ALL_GATHER:
     case pb::COLLECTIVE_KIND_REDUCE_SCATTER:
-    case pb::COLLECTIVE_KIND_ALL_TO_ALL: return ranks - 1;
-    default: return 1;
+    case pb::COLLECTIVE_KIND_ALL_TO_ALL:
+      return ranks - 1;
+    default:
+      return 1;
   }
 }
 
-double CollectiveCostModel::blocking_overhead_s(pb::CollectiveKind kind, const std::vector<int64_t>& devices) const {
+double CollectiveCostModel::blocking_overhead_s(pb::CollectiveKind kind,
+                                                const std::vector<int64_t>& devices) const {
   if (calibration_ == nullptr || devices.size() < 2) return 0;
   const std::string scope = scope_of(group(devices));
   for (const auto& o : calibration_->blocking_overhead()) {
     if (o.scope() != scope) continue;
-    return o.overhead_s() +
-           o.per_round_s() * static_cast<double>(message_rounds(kind, static_cast<int64_t>(devices.size())));
+    return o.overhead_s() + o.per_round_s() * static_cast<double>(message_rounds(
+                                                  kind, static_cast<int64_t>(devices.size())));
   }
   return 0;
 }
@@ -169,7 +186,8 @@ bool CollectiveCostModel::nvls_available(const std::vector<int64_t>& devices) co
   return devices.size() > 1 && group(devices).nvls;
 }
 
-double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const {
+double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device,
+                                        double bytes) const {
   ORRERY_CHECK(bytes >= 0, "a transfer cannot move a negative number of bytes");
   if (bytes == 0) return 0;
   const detail::CollectiveGroup& group = this->group({src_device, dst_device});

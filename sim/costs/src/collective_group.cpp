@@ -6,8 +6,8 @@
 #include <map>
 #include <string_view>
 
-#include "orrery/topologies/routing.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/routing.hpp"
 
 namespace orrery::sim::detail {
 namespace {
@@ -15,8 +15,8 @@ namespace {
 // GPU families whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
 // generation NVSwitch and later, i.e. Hopper and Blackwell HGX/DGX boards and NVL72 racks (NCCL
 // enables its NVLS algorithm on these when the NVSwitch supports multicast).
-constexpr std::array<std::string_view, 8> kNvlsDeviceFamilies = {
-    "H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300"};
+constexpr std::array<std::string_view, 8> kNvlsDeviceFamilies = {"H100", "H200", "H800",  "H20",
+                                                                 "B200", "B300", "GB200", "GB300"};
 
 const pb::NodeType& node_type_of(const topologies::Topology& topology, int64_t device) {
   const pb::ClusterSpec& spec = topology.spec();
@@ -97,8 +97,8 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
     case pb::INTRA_NODE_KIND_MESH:
       // Rings and all-to-all spread over every direct link of the rank.
       g.intra_pair_bytes_per_s = intra.device_link().bandwidth_bytes_per_s();
-      g.intra_rank_bytes_per_s =
-          g.intra_pair_bytes_per_s * static_cast<double>(std::max<int64_t>(1, g.ranks_per_island - 1));
+      g.intra_rank_bytes_per_s = g.intra_pair_bytes_per_s *
+                                 static_cast<double>(std::max<int64_t>(1, g.ranks_per_island - 1));
       break;
     default:
       g.intra_pair_bytes_per_s = b >= 0 ? topologies::pair_bottleneck_bandwidth(topology, a, b)
@@ -116,9 +116,9 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
   g.rank_nic_bytes_per_s = static_cast<double>(std::min(nics, g.ranks_per_node)) * nic_bw /
                            static_cast<double>(g.ranks_per_node);
   for (const auto& [node, count] : per_node) {
-    const int64_t device_of_node = *std::find_if(devices.begin(), devices.end(), [&, n = node](int64_t d) {
-      return topology.device(d).node == n;
-    });
+    const int64_t device_of_node =
+        *std::find_if(devices.begin(), devices.end(),
+                      [&, n = node](int64_t d) { return topology.device(d).node == n; });
     if (island_of(topology, device_of_node) != fullest) continue;
     g.island_nic_bytes_per_s += static_cast<double>(std::min(nics, count)) * nic_bw;
   }

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <limits>
 
-#include "orrery/sim/compute_defaults.hpp"
 #include "measured_ratio.hpp"
-#include "orrery/topologies/device_db.hpp"
 #include "orrery/base/statistics.hpp"
+#include "orrery/sim/compute_defaults.hpp"
+#include "orrery/topologies/device_db.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -73,8 +73,10 @@ const pb::RankSkew* ComputeCostModel::rank_skew(const pb::DeviceSpec& device) co
 double host_sharing_factor(const pb::HostSharing& h, int64_t ranks_on_host) {
   if (ranks_on_host < 2 || h.ranks() < 2 || !(h.slowdown() > 0) || h.slowdown() == 1) return 1;
   // A speed-up is never extrapolated beyond the ranks it was measured with.
-  const int64_t beyond_first = h.slowdown() < 1 ? std::min(ranks_on_host, h.ranks()) - 1 : ranks_on_host - 1;
-  return 1 + (h.slowdown() - 1) * static_cast<double>(beyond_first) / static_cast<double>(h.ranks() - 1);
+  const int64_t beyond_first =
+      h.slowdown() < 1 ? std::min(ranks_on_host, h.ranks()) - 1 : ranks_on_host - 1;
+  return 1 + (h.slowdown() - 1) * static_cast<double>(beyond_first) /
+                 static_cast<double>(h.ranks() - 1);
 }
 
 const pb::HostSharing* ComputeCostModel::host_sharing(const pb::DeviceSpec& device) const {
@@ -85,7 +87,8 @@ const pb::HostSharing* ComputeCostModel::host_sharing(const pb::DeviceSpec& devi
   return nullptr;
 }
 
-double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks, double compute_s) const {
+double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks,
+                                     double compute_s) const {
   if (ranks < 2 || compute_s <= 0) return 0;
   const pb::RankSkew* k = rank_skew(device);
   const double spread = k == nullptr ? 0 : k->jitter_s() + k->cv() * compute_s;
@@ -93,12 +96,14 @@ double ComputeCostModel::skew_wait_s(const pb::DeviceSpec& device, int64_t ranks
 }
 
 const pb::ComputeCurve* ComputeCostModel::calibrated_curve(const pb::CalibrationProfile& profile,
-                                                           std::string_view device, pb::OpClass op_class,
+                                                           std::string_view device,
+                                                           pb::OpClass op_class,
                                                            std::string_view op, pb::Phase phase) {
   const pb::ComputeCurve* of_class = nullptr;
   for (const auto& c : profile.compute()) {
     if (c.device() != device || c.op_class() != op_class) continue;
-    // A curve's phase counts as the pass it runs in, as a shape point's does (recomputation: forward).
+    // A curve's phase counts as the pass it runs in, as a shape point's does (recomputation:
+    // forward).
     if (!op.empty() && c.op() == op &&
         (c.phase() == pb::PHASE_UNSPECIFIED || pass_of(c.phase()) == pass_of(phase))) {
       return &c;
@@ -111,7 +116,8 @@ const pb::ComputeCurve* ComputeCostModel::calibrated_curve(const pb::Calibration
 pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpClass op_class,
                                          std::string_view op, pb::Phase phase) const {
   if (calibration_ != nullptr) {
-    if (const auto* c = calibrated_curve(*calibration_, device.name(), op_class, op, phase)) return *c;
+    if (const auto* c = calibrated_curve(*calibration_, device.name(), op_class, op, phase))
+      return *c;
   }
   return detail::default_curve(device, op_class);
 }
@@ -123,7 +129,8 @@ double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_cl
   // The calibrated curve by reference (its shape points can run to hundreds: no copy per op);
   // the default one is built, as curve() does.
   const pb::ComputeCurve* calibrated =
-      calibration_ != nullptr ? calibrated_curve(*calibration_, device.name(), op_class, op, phase) : nullptr;
+      calibration_ != nullptr ? calibrated_curve(*calibration_, device.name(), op_class, op, phase)
+                              : nullptr;
   const pb::ComputeCurve fallback =
       calibrated != nullptr ? pb::ComputeCurve() : detail::default_curve(device, op_class);
   const pb::ComputeCurve& c = calibrated != nullptr ? *calibrated : fallback;
@@ -137,8 +144,9 @@ double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_cl
     compute_s = flops / (peak * std::max(efficiency, 1e-6));
   }
   const double memory_s =
-      bytes > 0 ? bytes / (device.memory_bandwidth_bytes_per_s() * std::max(c.memory_efficiency(), 1e-6))
-                : 0;
+      bytes > 0
+          ? bytes / (device.memory_bandwidth_bytes_per_s() * std::max(c.memory_efficiency(), 1e-6))
+          : 0;
   return (c.overhead_s() + std::max(compute_s, memory_s)) * shape_correction(c, shape, phase);
 }
 

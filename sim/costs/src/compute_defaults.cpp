@@ -52,9 +52,12 @@ Defaults cpu_defaults(pb::OpClass op) {
   // A CPU core with OpenBLAS reaches ~60-70% of its FMA peak on large GEMMs; everything else is
   // bound by memory and dispatch.
   switch (op) {
-    case pb::OP_CLASS_GEMM: return {0.65, 1e8, 0.5, kCpuOpOverheadSeconds};
-    case pb::OP_CLASS_ATTENTION: return {0.35, 1e8, 0.5, kCpuOpOverheadSeconds};
-    default: return {0.25, 1e7, 0.5, kCpuOpOverheadSeconds};
+    case pb::OP_CLASS_GEMM:
+      return {0.65, 1e8, 0.5, kCpuOpOverheadSeconds};
+    case pb::OP_CLASS_ATTENTION:
+      return {0.35, 1e8, 0.5, kCpuOpOverheadSeconds};
+    default:
+      return {0.25, 1e7, 0.5, kCpuOpOverheadSeconds};
   }
 }
 
@@ -62,7 +65,7 @@ Defaults cpu_defaults(pb::OpClass op) {
 
 pb::ComputeCurve default_curve(const pb::DeviceSpec& device, pb::OpClass op_class) {
   const Defaults d = device.kind() == pb::DEVICE_KIND_CPU ? cpu_defaults(op_class)
-                                                         : gpu_defaults(device, op_class);
+                                                          : gpu_defaults(device, op_class);
   pb::ComputeCurve c;
   c.set_device(device.name());
   c.set_op_class(op_class);

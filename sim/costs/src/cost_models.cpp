@@ -6,7 +6,8 @@ namespace orrery::sim {
 
 CostModels::CostModels(const topologies::Topology& topology, std::string dtype,
                        const pb::CalibrationProfile* calibration)
-    : compute_(std::move(dtype), calibration), collectives_(topology, calibration),
+    : compute_(std::move(dtype), calibration),
+      collectives_(topology, calibration),
       calibration_(calibration) {}
 
 double CostModels::host_sharing(const plan::ResolvedPlan& plan, int64_t rank) const {

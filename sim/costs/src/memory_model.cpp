@@ -26,8 +26,8 @@ double saved_bytes(const std::vector<models::LayerOp>& ops, pb::Recompute recomp
 }
 
 struct Stage {
-  double params = 0;           // this rank's shard (after TP/EP), elements
-  double activation_bytes = 0; // one micro-batch
+  double params = 0;               // this rank's shard (after TP/EP), elements
+  double activation_bytes = 0;     // one micro-batch
   double largest_layer_bytes = 0;  // full recomputation: one layer re-materialized at a time
   double largest_layer_params = 0;
 };
@@ -43,7 +43,8 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
   auto add = [&](const std::vector<models::LayerOp>& ops, bool layer) {
     const double params = params_of(ops);
     st.params += params;
-    const double saved = saved_bytes(ops, recompute == pb::RECOMPUTE_FULL ? pb::RECOMPUTE_NONE : recompute);
+    const double saved =
+        saved_bytes(ops, recompute == pb::RECOMPUTE_FULL ? pb::RECOMPUTE_NONE : recompute);
     if (layer && recompute == pb::RECOMPUTE_FULL) {
       st.activation_bytes += input;
       st.largest_layer_bytes = std::max(st.largest_layer_bytes, saved);
@@ -64,13 +65,14 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
 
 // Pipeline rank p's memory. `plan` is the plan as that stage sees it (ResolvedPlan::for_stage:
 // its tp, its dp for ZeRO sharding, its replicas' micro-batch for activations), `t` its ops.
-pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t, const plan::RankLayout& layout,
-                            int64_t p) {
+pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t,
+                            const plan::RankLayout& layout, int64_t p) {
   const auto& d = plan.degrees;
   const auto& prec = plan.precision;
   const auto sharding = plan.sharding();
-  const double shard_degree = sharding == pb::SHARDING_HSDP ? static_cast<double>(plan.plan.shard_group_size())
-                                                           : static_cast<double>(d.dp);
+  const double shard_degree = sharding == pb::SHARDING_HSDP
+                                  ? static_cast<double>(plan.plan.shard_group_size())
+                                  : static_cast<double>(d.dp);
   const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
                     sharding == pb::SHARDING_HSDP;
   std::vector<Stage> chunks;
@@ -78,12 +80,15 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   for (int64_t c = 0; c < d.vp; ++c) {
     chunks.push_back(stage_figures(plan, t, c * d.pp + p));
     total.params += chunks.back().params;
-    total.largest_layer_bytes = std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
-    total.largest_layer_params = std::max(total.largest_layer_params, chunks.back().largest_layer_params);
+    total.largest_layer_bytes =
+        std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
+    total.largest_layer_params =
+        std::max(total.largest_layer_params, chunks.back().largest_layer_params);
   }
   // Activations alive at the schedule's worst moment: forwards done, backwards not yet.
   double live = 0, peak_live = 0;
-  for (const auto& step : plan::pipeline_order(plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches)) {
+  for (const auto& step :
+       plan::pipeline_order(plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches)) {
     const double a = chunks[static_cast<size_t>(step.chunk)].activation_bytes;
     live += step.forward ? a : -a;
     peak_live = std::max(peak_live, live);
@@ -100,8 +105,10 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   if (fsdp) {
     // Sharded weights, plus the gathered layers in flight (current + prefetched) and one
     // layer's full gradients before its reduce-scatter.
-    const double in_flight = static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets()));
-    param_bytes = param_bytes / shard_degree + in_flight * total.largest_layer_params * prec.param_bytes;
+    const double in_flight =
+        static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets()));
+    param_bytes =
+        param_bytes / shard_degree + in_flight * total.largest_layer_params * prec.param_bytes;
     grad_bytes += total.largest_layer_params * prec.grad_bytes;
   }
   const double activations = peak_live + total.largest_layer_bytes;
@@ -109,7 +116,9 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   // the gradients themselves; the rest is the runtime's fixed share.
   double tokens = static_cast<double>(plan.micro_batch_size * plan.seq_len / d.cp);
   if (plan.sequence_parallel()) tokens /= static_cast<double>(d.tp);
-  const double p2p = d.pp > 1 ? 4 * tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes : 0;
+  const double p2p =
+      d.pp > 1 ? 4 * tokens * static_cast<double>(plan.model.hidden_size()) * prec.activation_bytes
+               : 0;
   const pb::DeviceSpec& device = plan::device_of(plan, rank);
   const double runtime = device.kind() == pb::DEVICE_KIND_GPU ? kGpuRuntimeBytes : 0;
   m.set_parameters_bytes(param_bytes);
@@ -118,8 +127,8 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   m.set_activations_bytes(activations);
   m.set_comm_buffers_bytes(p2p);
   m.set_allocator_overhead_bytes(runtime + kAllocatorFragmentation * activations);
-  const double peak = param_bytes + grad_bytes + optimizer_bytes + activations + p2p +
-                      m.allocator_overhead_bytes();
+  const double peak =
+      param_bytes + grad_bytes + optimizer_bytes + activations + p2p + m.allocator_overhead_bytes();
   m.set_peak_bytes(peak);
   m.set_capacity_bytes(device.memory_bytes());
   m.set_oom(peak > device.memory_bytes());

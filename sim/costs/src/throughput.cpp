@@ -4,7 +4,8 @@
 
 namespace orrery::sim {
 
-void fill_throughput(const plan::ResolvedPlan& plan, double recompute_flops_per_step, pb::SimResult& r) {
+void fill_throughput(const plan::ResolvedPlan& plan, double recompute_flops_per_step,
+                     pb::SimResult& r) {
   const double tokens = static_cast<double>(plan.plan.job().global_batch_size() * plan.seq_len);
   const auto stats = models::model_stats(plan.model, plan.seq_len);
   const double model_flops = stats.training_flops_per_token * tokens;
@@ -15,12 +16,15 @@ void fill_throughput(const plan::ResolvedPlan& plan, double recompute_flops_per_
       if (nt.name() != g.node_type()) continue;
       const auto& d = topologies::find_device(plan.cluster, nt.device());
       const double p = topologies::peak_flops(d, plan.precision.dtype);
-      peak += static_cast<double>(g.count() * nt.devices_per_node()) * (p > 0 ? p : d.peak_flops().fp32());
+      peak += static_cast<double>(g.count() * nt.devices_per_node()) *
+              (p > 0 ? p : d.peak_flops().fp32());
     }
   }
   r.set_tokens_per_s(r.step_time_s() > 0 ? tokens / r.step_time_s() : 0);
   r.set_mfu(r.step_time_s() > 0 ? model_flops / (r.step_time_s() * peak) : 0);
-  r.set_hfu(r.step_time_s() > 0 ? (model_flops + recompute_flops_per_step) / (r.step_time_s() * peak) : 0);
+  r.set_hfu(r.step_time_s() > 0
+                ? (model_flops + recompute_flops_per_step) / (r.step_time_s() * peak)
+                : 0);
 }
 
 }  // namespace orrery::sim

@@ -1,5 +1,5 @@
-#include "orrery/base/units.hpp"
 #include "orrery/sim/checkpoint_model.hpp"
+#include "orrery/base/units.hpp"
 
 #include <algorithm>
 

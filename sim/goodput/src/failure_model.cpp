@@ -16,16 +16,16 @@ struct Collector {
   FailureRates& out;
 
   // The spec's value when it has one, the default otherwise, recorded either way.
-  double take(const std::string& name, bool has, double value, double fallback, base::units::Unit unit,
-              const char* source) {
+  double take(const std::string& name, bool has, double value, double fallback,
+              base::units::Unit unit, const char* source) {
     return detail::take_setting(out.settings, "failures." + name, has, value, fallback, unit,
                                 source);
   }
 
   void component(const char* name, int64_t count, bool has, double value, double fallback,
                  const char* source, FailureCost cost) {
-    const double mtbf =
-        take(std::string(name) + "_mtbf_s", has, value, fallback, base::units::Unit::kSeconds, source);
+    const double mtbf = take(std::string(name) + "_mtbf_s", has, value, fallback,
+                             base::units::Unit::kSeconds, source);
     const double rate = static_cast<double>(count) / mtbf;
     out.components.push_back({name, count, mtbf, rate, cost});
     out.total_rate_per_s += rate;
@@ -36,8 +36,8 @@ void check_fraction(const std::string& where, const std::string& field, double v
                     double hi) {
   if (!(v >= lo && v <= hi)) {
     throw base::InputError(where, 0, field,
-                     "must be between " + base::units::number(lo) + " and " + base::units::number(hi) +
-                         ", got " + base::units::number(v));
+                           "must be between " + base::units::number(lo) + " and " +
+                               base::units::number(hi) + ", got " + base::units::number(v));
   }
 }
 
@@ -75,9 +75,9 @@ FailureRates failure_rates(const pb::ClusterSpec& cluster, const Footprint& fp,
              d::kStragglerSlowdown, base::units::Unit::kNone, "default: no stragglers");
   check_fraction(where, "failures.straggler_fraction", r.straggler_fraction, 0, 1);
   if (!(r.straggler_slowdown >= 1)) {
-    throw base::InputError(
-        where, 0, "failures.straggler_slowdown",
-        "a straggler is slower: must be at least 1, got " + base::units::number(r.straggler_slowdown));
+    throw base::InputError(where, 0, "failures.straggler_slowdown",
+                           "a straggler is slower: must be at least 1, got " +
+                               base::units::number(r.straggler_slowdown));
   }
   return r;
 }

@@ -38,7 +38,8 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
-[[noreturn]] void fail_check(const char* condition, const char* file, int line, std::string_view what);
+[[noreturn]] void fail_check(const char* condition, const char* file, int line,
+                             std::string_view what);
 
 // " (did you mean 'x'?)" for the closest candidate within a small edit distance, otherwise
 // " (expected one of: a, b, c)"; empty when there are no candidates.
@@ -47,7 +48,7 @@ std::string suggest(std::string_view got, const std::vector<std::string>& candid
 }  // namespace orrery::base
 
 // An invariant of orrery's own code. Always checked: a wrong prediction is worse than a crash.
-#define ORRERY_CHECK(cond, what)                                  \
-  do {                                                            \
+#define ORRERY_CHECK(cond, what)                                                \
+  do {                                                                          \
     if (!(cond)) ::orrery::base::fail_check(#cond, __FILE__, __LINE__, (what)); \
   } while (0)

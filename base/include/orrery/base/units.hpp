@@ -5,7 +5,6 @@
 #include <string>
 #include <string_view>
 
-
 namespace orrery::base::units {
 
 // The quantities orrery reads and prints. traces/ maps the protos' field option (pb::Unit, which

@@ -81,10 +81,11 @@ struct CommSample {
 // together end close together), so no one of them has a time of its own; their work, the sum of
 // their curves' times, took the stretch.
 struct OverlappedCommSample {
-  std::vector<CommSample> collectives;  // those in flight during the stretch (their `seconds` unused)
-  double seconds = 0;                   // the stretch's length
-  double overlap = 0;                   // the share of it during which the rank computed
-  std::string source;                   // "file: rank r, first node name"
+  std::vector<CommSample>
+      collectives;     // those in flight during the stretch (their `seconds` unused)
+  double seconds = 0;  // the stretch's length
+  double overlap = 0;  // the share of it during which the rank computed
+  std::string source;  // "file: rank r, first node name"
 };
 
 // One rank of a measured run: its time per step that no op covers, per op it issued on its
@@ -123,7 +124,8 @@ struct HeldParam {
 struct CurveReport {
   std::string device_or_scope;
   std::string what;  // op class or collective ("gemm", "all_reduce")
-  std::string op;    // a curve per op (ComputeCurve.op, .phase): the op and its pass ("attn.rope forward"); else empty
+  std::string op;    // a curve per op (ComputeCurve.op, .phase): the op and its pass ("attn.rope
+                     // forward"); else empty
   int64_t samples = 0;
   bool fitted = false;  // false: the default stays (see note)
   std::vector<HeldParam> held;
@@ -145,11 +147,11 @@ inline constexpr double kOverlapMeasured = 0.5;
 // sample with a collective of a kind without a fitted curve is left out); the slowdown is the
 // median s_i.
 struct OverlapReport {
-  int64_t samples = 0;           // ops (stretches of communication) overlapped >= kOverlapMeasured
-  double slowdown = 0;           // written to the profile when fitted
-  double q1 = 0, q3 = 0;         // quartiles of the per-op s_i
+  int64_t samples = 0;    // ops (stretches of communication) overlapped >= kOverlapMeasured
+  double slowdown = 0;    // written to the profile when fitted
+  double q1 = 0, q3 = 0;  // quartiles of the per-op s_i
   bool fitted = false;
-  std::string note;              // why not fitted
+  std::string note;  // why not fitted
 };
 
 // A time the profile adds per event, for one subject, for the report: the clipped mean of its
@@ -171,7 +173,7 @@ struct OverlapReport {
 struct OverheadReport {
   std::string subject;  // the scope (blocking) or the device (dispatch)
   int64_t samples = 0;  // residuals (blocking), ranks (dispatch)
-  double value_s = 0;  // per round (blocking), per op (dispatch)
+  double value_s = 0;   // per round (blocking), per op (dispatch)
   double q1_s = 0, q3_s = 0;
   bool fitted = false;
   // Blocking, measured at two round counts or more: the part per collective, and value_s the
@@ -213,12 +215,13 @@ struct CalibrationFit {
   // Fitted curves only, compute sorted by (device, op class), each class's curve followed by its
   // curves per op (by op); comm by (scope, collective).
   pb::CalibrationProfile profile;
-  std::vector<CurveReport> curves;  // the class and comm curves in that order, then those left at their defaults
+  std::vector<CurveReport>
+      curves;  // the class and comm curves in that order, then those left at their defaults
   // The curves per op calibration tried (enough samples at two sizes or more), fitted or not, in
   // profile order.
   std::vector<CurveReport> op_curves;
-  OverlapReport overlap;       // compute beside communication
-  OverlapReport overlap_comm;  // communication beside compute
+  OverlapReport overlap;                 // compute beside communication
+  OverlapReport overlap_comm;            // communication beside compute
   std::vector<OverheadReport> blocking;  // by scope
   std::vector<OverheadReport> dispatch;  // by device (fit_dispatch_overheads)
   std::vector<SkewReport> skew;          // by device (fit_rank_skew)
@@ -227,8 +230,8 @@ struct CalibrationFit {
 
 // `devices`: every device the compute samples name (defaults of held parameters come from
 // its default curve). Host sharing is fitted first, and the samples of ranks that shared a host
-// are divided by it before the curves, corrections by shape and overlap slowdown are fitted. Throws InternalError on samples that break their own contract
-// (non-positive seconds, unknown device).
+// are divided by it before the curves, corrections by shape and overlap slowdown are fitted. Throws
+// InternalError on samples that break their own contract (non-positive seconds, unknown device).
 CalibrationFit fit_calibration(const std::vector<ComputeSample>& compute,
                                const std::vector<CommSample>& comm,
                                const std::map<std::string, pb::DeviceSpec>& devices,
@@ -242,12 +245,13 @@ void fit_dispatch_overheads(const std::vector<DispatchSample>& samples, const Fi
 // Adds the communication slowdown beside compute to `fit` (profile and report) from `samples`,
 // against the CommCurves `fit` holds (call after fit_calibration); with fewer than
 // options.min_samples usable samples, or a median below 1, the report says why nothing is added.
-void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples, const FitOptions& options,
-                               CalibrationFit& fit);
+void fit_overlap_comm_slowdown(const std::vector<OverlappedCommSample>& samples,
+                               const FitOptions& options, CalibrationFit& fit);
 
 // Adds the rank skew of every device with at least options.min_samples samples and a positive
 // fit to `fit` (profile and report); otherwise the report says why nothing is added.
-void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options, CalibrationFit& fit);
+void fit_rank_skew(const std::vector<SkewSample>& samples, const FitOptions& options,
+                   CalibrationFit& fit);
 
 // The time ComputeCostModel predicts for `s` under `curve` (the formula the fit fits).
 double predict_compute_seconds(const pb::ComputeCurve& curve, const ComputeSample& s);

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/pb/cluster.pb.h"
 #include "orrery/pb/exec_graph.pb.h"
-#include "orrery/calibration/calibration_fit.hpp"
 
 namespace orrery::calibration {
 
@@ -46,7 +46,8 @@ struct SampleOptions {
 struct TraceSamples {
   std::vector<ComputeSample> compute;
   std::vector<CommSample> comm;
-  std::vector<OverlappedCommSample> overlapped_comm;  // one per stretch of communication beside compute
+  std::vector<OverlappedCommSample>
+      overlapped_comm;                   // one per stretch of communication beside compute
   std::vector<DispatchSample> dispatch;  // one per rank that measured its untimed time
   std::vector<SkewSample> skew;          // one per collective instance timed on all its members
   // The specs of the devices the samples name.

@@ -16,7 +16,7 @@ namespace orrery::calibration::detail {
 // started; -1 for every other node. A rank waits on a group at a collective of it on its compute
 // stream, and when a node of its compute stream depends on a collective of it on another stream
 // that ended after the compute stream's previous node did (the stream had to wait for it).
-std::vector<double> compute_since_group_wait(const pb::RankGraph& rank,
-                                             const std::function<double(const pb::ExecNode&)>& compute_s);
+std::vector<double> compute_since_group_wait(
+    const pb::RankGraph& rank, const std::function<double(const pb::ExecNode&)>& compute_s);
 
 }  // namespace orrery::calibration::detail

@@ -1,7 +1,7 @@
 // How the executor groups parameters for data-parallel collectives: the plan library's rule
-// (orrery/plan/buckets.hpp, which the lowering follows too), so that each collective it runs is one node of the predicted
-// graph, with the same name and the same bytes. Torch-free; the collectives themselves are in
-// src/parallel_sharding.hpp.
+// (orrery/plan/buckets.hpp, which the lowering follows too), so that each collective it runs is one
+// node of the predicted graph, with the same name and the same bytes. Torch-free; the collectives
+// themselves are in src/parallel_sharding.hpp.
 //
 // Parameters belong to parts, the units the lowering walks: "embed" (token and position
 // embeddings), "L<i>" (decoder layer i), "head" (final norm and LM head). With pp > 1 and tied
@@ -11,9 +11,9 @@
 // sharded.
 //   - Gradient buckets (sharding none: all-reduce; zero1/zero2: reduce-scatter): the parts in
 //     backward order (head, L<last> ... L<first>, embed), a bucket flushed once it holds at least
-//     plan::gradient_bucket_params() parameters; a part is never split. Dense and routed-expert weights
-//     fill separate buckets: "opt.dp.bucket<i>.<verb>" over dp, "opt.edp.bucket<i>.<verb>" over the
-//     expert-data-parallel group.
+//     plan::gradient_bucket_params() parameters; a part is never split. Dense and routed-expert
+//     weights fill separate buckets: "opt.dp.bucket<i>.<verb>" over dp, "opt.edp.bucket<i>.<verb>"
+//     over the expert-data-parallel group.
 //   - FSDP buckets (zero3/fsdp): consecutive parts in forward order, closed once they hold at least
 //     bucket_bytes / (gathered bytes per parameter) parameters (one part each when bucket_bytes is
 //     0), filled by the same plan::gradient_buckets.
@@ -43,6 +43,7 @@ struct DataParallelCollective {
 // The data-parallel collectives rank `rank` of `config` runs in a step, in order: gradient
 // buckets then (zero1/zero2) parameter gathers, or (fsdp) the forward gathers of micro-batch 0.
 // Builds the rank's model shard (no process groups) to count its parameters.
-std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig& config, int64_t rank);
+std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig& config,
+                                                              int64_t rank);
 
 }  // namespace orrery::executor

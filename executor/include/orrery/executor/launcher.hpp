@@ -18,8 +18,8 @@ struct LaunchOptions {
   std::vector<std::string> argv;  // the rank program (absolute path) and its arguments
   int64_t world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;      // 0: a free loopback port is picked
-  double timeout_s = 60;    // the ranks' collective timeout (see above)
+  int master_port = 0;          // 0: a free loopback port is picked
+  double timeout_s = 60;        // the ranks' collective timeout (see above)
   std::ostream* out = nullptr;  // rank 0's standard output (default: std::cout)
 };
 

@@ -55,10 +55,10 @@ std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec&
 
 // The whole-job results of one step, as rank 0 reports them.
 struct StepResult {
-  int64_t step = 0;          // 1-based
-  double loss = 0;           // mean token cross-entropy over the global batch
-  double grad_norm = 0;      // global L2 norm of the gradients before clipping
-  double seconds = 0;        // wall time of the step on rank 0
+  int64_t step = 0;      // 1-based
+  double loss = 0;       // mean token cross-entropy over the global batch
+  double grad_norm = 0;  // global L2 norm of the gradients before clipping
+  double seconds = 0;    // wall time of the step on rank 0
 };
 
 }  // namespace orrery::executor

@@ -16,6 +16,7 @@ namespace orrery::executor {
 
 // Throws InputError when unsupported_reason(config) is not empty, EnvironmentError when a peer
 // fails or a collective times out (config.timeout_s).
-std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out);
+std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env,
+                                   std::ostream& out);
 
 }  // namespace orrery::executor

@@ -15,14 +15,14 @@ namespace orrery::models {
 
 // How one rank sees a micro-batch: its slice of the parallel dimensions.
 struct ShardContext {
-  int64_t micro_batch = 1;    // sequences per micro-batch
-  int64_t seq_len = 2048;     // full sequence length (CP splits it)
+  int64_t micro_batch = 1;  // sequences per micro-batch
+  int64_t seq_len = 2048;   // full sequence length (CP splits it)
   int64_t tp = 1;
   bool sequence_parallel = false;  // Megatron SP: norms/dropout on seq_len / tp tokens
-  int64_t cp = 1;             // context parallel: this rank holds seq_len / cp tokens
-  int64_t ep = 1;             // expert parallel: this rank holds num_experts / ep experts
-  double activation_bytes = 2;  // bytes per activation element (bf16: 2)
-  double param_bytes = 2;       // bytes per parameter element as the kernels read it
+  int64_t cp = 1;                  // context parallel: this rank holds seq_len / cp tokens
+  int64_t ep = 1;                  // expert parallel: this rank holds num_experts / ep experts
+  double activation_bytes = 2;     // bytes per activation element (bf16: 2)
+  double param_bytes = 2;          // bytes per parameter element as the kernels read it
   // MoE: tokens routed to this rank's experts over the mean (>= 1, from the plan).
   double moe_imbalance = 1.0;
   // Fused flash attention (one attn.core op) or materialized scores (attn.scores, attn.softmax,
@@ -47,7 +47,7 @@ struct LayerOp {
   // it into the parameter's fp32 gradient, a pass over the table however few tokens used it.
   double backward_extra_bytes_read = 0;
   double backward_extra_bytes_written = 0;
-  double parameters = 0;       // elements of this rank's shard of the op's weights
+  double parameters = 0;              // elements of this rank's shard of the op's weights
   double saved_activation_bytes = 0;  // kept from forward for backward (no recomputation)
   // Part of the attention core that selective recomputation drops and recomputes.
   bool selective_recompute = false;
@@ -84,8 +84,8 @@ std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_
 
 // Whole-model figures, all from the op decomposition at tp = cp = ep = 1.
 struct ModelStats {
-  double parameters = 0;          // all weights, embeddings included (tied counted once)
-  double active_parameters = 0;   // touched per token (MoE: top-k + shared experts)
+  double parameters = 0;         // all weights, embeddings included (tied counted once)
+  double active_parameters = 0;  // touched per token (MoE: top-k + shared experts)
   // Token embedding, learned position table and the untied output matrix.
   double embedding_parameters = 0;
   // Training FLOPs per token at sequence length seq_len: forward + backward, no recomputation,

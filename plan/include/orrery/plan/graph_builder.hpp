@@ -29,17 +29,17 @@ class GraphBuilder {
   // A plain copy (OP_CLASS_COPY, no FLOPs), FSDP's copy-in/copy-out, named `what` (ExecNode.name's
   // tail), of op `op` (ExecNode.op: one per kind of copy whichever part it serves, so that all
   // parts' copies share a curve per op).
-  int64_t copy(const Site& site, const std::string& what, const std::string& op, const CopyWork& work,
-               std::vector<int64_t> deps);
+  int64_t copy(const Site& site, const std::string& what, const std::string& op,
+               const CopyWork& work, std::vector<int64_t> deps);
   int64_t optimizer(const std::string& name, double params, double bytes_per_param_read,
                     double bytes_per_param_written, std::vector<int64_t> deps);
   int64_t collective(const Site& site, int32_t stream, const std::string& what,
                      pb::CollectiveKind kind, int64_t group, double bytes,
                      std::vector<int64_t> deps);
-  int64_t send(const Site& site, int32_t stream, const std::string& what, int64_t peer,
-               int64_t tag, double bytes, std::vector<int64_t> deps);
-  int64_t recv(const Site& site, int32_t stream, const std::string& what, int64_t peer,
-               int64_t tag, double bytes, std::vector<int64_t> deps);
+  int64_t send(const Site& site, int32_t stream, const std::string& what, int64_t peer, int64_t tag,
+               double bytes, std::vector<int64_t> deps);
+  int64_t recv(const Site& site, int32_t stream, const std::string& what, int64_t peer, int64_t tag,
+               double bytes, std::vector<int64_t> deps);
 
   // Id of the last node added on `stream`, -1 if none.
   int64_t last_on(int32_t stream) const;

@@ -73,8 +73,9 @@ struct FsdpBucketSpan {
   // unless the head shares the bucket, which is then gathered as usual.
   bool resident = false;
 };
-std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys, const std::vector<double>& params,
-                                         double limit, bool tied_single_stage);
+std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys,
+                                         const std::vector<double>& params, double limit,
+                                         bool tied_single_stage);
 
 // `phase`: FORWARD, RECOMPUTE (the same steps re-run) or BACKWARD (reverse order).
 std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& plan,

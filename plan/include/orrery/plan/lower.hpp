@@ -19,8 +19,8 @@
 namespace orrery::plan {
 
 enum Stream : int32_t {
-  kCompute = 0,   // kernels, and the blocking TP/EP collectives Megatron issues in line
-  kCommDp = 1,    // gradient reduction and parameter gathers, overlapped with compute
+  kCompute = 0,  // kernels, and the blocking TP/EP collectives Megatron issues in line
+  kCommDp = 1,   // gradient reduction and parameter gathers, overlapped with compute
   // Point-to-point traffic: sends and receives on separate streams per direction, so that a
   // send waiting for its receiver never blocks a receive (rendezvous semantics, as NCCL's).
   kCommCpSend = 2,  // ring attention: KV blocks to the next CP rank
@@ -31,8 +31,7 @@ enum Stream : int32_t {
   kSendPrev = 7,    // pipeline: gradients to the previous stage
 };
 inline constexpr std::array<std::string_view, 8> kStreams{
-    "compute",   "comm.dp",   "cp.send",   "cp.recv",
-    "recv.prev", "send.next", "recv.next", "send.prev"};
+    "compute", "comm.dp", "cp.send", "cp.recv", "recv.prev", "send.next", "recv.next", "send.prev"};
 
 // A collective issued in line with compute (Megatron's TP/EP collectives, on the compute stream):
 // it blocks that stream, pays the calibrated blocking overhead and ends a stretch of compute. The

@@ -17,13 +17,13 @@ struct RankCoord {
 
 // Process-group kinds a rank takes part in.
 enum class GroupKind {
-  kTp,    // same cp, dp, pp
-  kCp,    // same tp, dp, pp
-  kDp,    // same tp, cp, pp
-  kDpCp,  // same tp, pp: gradients of dense weights are reduced over dp x cp
-  kPp,    // same tp, cp, dp
-  kEp,    // MoE: ep consecutive ranks of the (dp, cp) plane with the same tp, pp
-  kEdp,   // MoE: expert-data-parallel, same expert shard: reduces expert gradients
+  kTp,         // same cp, dp, pp
+  kCp,         // same tp, dp, pp
+  kDp,         // same tp, cp, pp
+  kDpCp,       // same tp, pp: gradients of dense weights are reduced over dp x cp
+  kPp,         // same tp, cp, dp
+  kEp,         // MoE: ep consecutive ranks of the (dp, cp) plane with the same tp, pp
+  kEdp,        // MoE: expert-data-parallel, same expert shard: reduces expert gradients
   kDpShard,    // HSDP: shard_group_size consecutive members of the dp group
   kDpReplica,  // HSDP: the members of the dp group holding the same shard
 };

@@ -30,11 +30,11 @@ struct Degrees {
 // compute, fp32 master weights, fp32 Adam moments, fp32 gradient reduction for bf16).
 struct Precisions {
   double activation_bytes = 2;
-  double param_bytes = 2;        // the compute copy of a weight
-  double grad_bytes = 4;         // accumulated and reduced gradients
-  double master_param_bytes = 4; // 0 for fp32 training (the compute copy is the master)
+  double param_bytes = 2;            // the compute copy of a weight
+  double grad_bytes = 4;             // accumulated and reduced gradients
+  double master_param_bytes = 4;     // 0 for fp32 training (the compute copy is the master)
   double optimizer_state_bytes = 8;  // Adam m and v
-  std::string dtype = "bf16";    // which DeviceSpec peak applies to GEMMs
+  std::string dtype = "bf16";        // which DeviceSpec peak applies to GEMMs
 };
 
 struct ResolvedPlan {

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "orrery/pb/sim_result.pb.h"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/planner/plan_space.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::planner {
 
@@ -60,10 +60,10 @@ class AnalyticEngine : public Engine {
 struct Evaluation {
   enum class Status { kInvalid, kOutOfMemory, kFits, kTimed };
   Status status = Status::kInvalid;
-  std::string reason;         // invalid: the rule resolve_plan named
-  double peak_bytes = 0;      // the pipeline rank with the highest peak / capacity
+  std::string reason;     // invalid: the rule resolve_plan named
+  double peak_bytes = 0;  // the pipeline rank with the highest peak / capacity
   double capacity_bytes = 0;
-  pb::SimResult result;       // kTimed only
+  pb::SimResult result;  // kTimed only
   double step_time_s() const { return result.step_time_s(); }
 };
 

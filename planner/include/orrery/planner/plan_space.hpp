@@ -70,7 +70,8 @@ struct SpaceOptions {
   int64_t max_micro_batch = 8;
   int64_t max_vp = 4;
   int64_t max_cp = 16;
-  // TP beyond one NVLink domain is allowed only when asked (the simulator costs it, nobody runs it).
+  // TP beyond one NVLink domain is allowed only when asked (the simulator costs it, nobody runs
+  // it).
   bool tp_across_nvlink = false;
   // Sequence parallelism whenever tp > 1 (it saves memory and the simulator costs its collectives
   // as the all-reduce's halves), or both ways.

@@ -17,7 +17,7 @@
 namespace orrery::planner {
 
 struct Progress {
-  std::string phase;   // "screen: memory", "screen: timing", "local search", "exhaustive", "re-rank"
+  std::string phase;  // "screen: memory", "screen: timing", "local search", "exhaustive", "re-rank"
   int64_t done = 0, total = 0;  // within the current batch
   int64_t evaluated = 0;        // all candidates so far
 };
@@ -62,12 +62,12 @@ struct SearchStats {
   bool exhaustive = false;
   int64_t space_size = 0;  // points of the full space (shapes x settings)
   int64_t shapes = 0;
-  int64_t checked = 0;     // candidates resolved and memory-checked
-  int64_t invalid = 0;     // rejected by a rule
+  int64_t checked = 0;  // candidates resolved and memory-checked
+  int64_t invalid = 0;  // rejected by a rule
   int64_t out_of_memory = 0;
-  int64_t timed = 0;       // simulated by the engine
+  int64_t timed = 0;  // simulated by the engine
   int64_t local_rounds = 0;
-  double seconds = 0;      // wall time (not part of deterministic output)
+  double seconds = 0;  // wall time (not part of deterministic output)
 };
 
 struct SearchResult {

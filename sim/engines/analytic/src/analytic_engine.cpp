@@ -51,7 +51,7 @@ struct StageResult {
   PassCost per_micro_batch;
   double dp_exposed_s = 0, optimizer_s = 0;
   double optimizer_dispatch_s = 0;  // the dispatch overhead before the optimizer node
-  double fsdp_exposed_s = 0;  // per micro-batch
+  double fsdp_exposed_s = 0;        // per micro-batch
 };
 
 // A part (embedding, decoder layer, head) costed once per distinct kind.
@@ -69,7 +69,7 @@ struct StagePasses {
   PassCost fwd, bwd;
   double dense_params = 0, expert_params = 0;
   std::vector<std::pair<double, double>> part_params;  // (dense, expert)
-  std::vector<int64_t> part_chunk;                      // the chunk of each part
+  std::vector<int64_t> part_chunk;                     // the chunk of each part
   std::vector<Part> part_kind;
 };
 
@@ -115,8 +115,8 @@ class AnalyticStep {
   const CostModels& costs_;
   const plan::detail::OpTables tables_;
   const plan::RankLayout layout_;
-  const double M_;         // micro-batches per step
-  const int64_t stages_;   // virtual stages, pp x vp
+  const double M_;        // micro-batches per step
+  const int64_t stages_;  // virtual stages, pp x vp
   const bool fsdp_, dist_opt_;
   // Stages with their own degrees: the pipeline transfers between them (both directions), and
   // the all-gather each receiving TP group runs on its compute stream (stage_redistribution.hpp).
@@ -150,13 +150,15 @@ SimOutput AnalyticStep::run() {
   const std::vector<double> recv_s = receive_seconds(hops);
   const double pipeline = pipeline_seconds(recv_s, hops);
   double step = 0;
-  for (const auto& s : st_) step = std::max(step, pipeline + s.dp_exposed_s + s.optimizer_dispatch_s + s.optimizer_s);
+  for (const auto& s : st_)
+    step = std::max(step, pipeline + s.dp_exposed_s + s.optimizer_dispatch_s + s.optimizer_s);
   return result(step, recv_s);
 }
 
 std::vector<int64_t> AnalyticStep::group_devices(plan::GroupKind kind, int64_t rank) const {
   std::vector<int64_t> out;
-  for (int64_t r : layout_.group(kind, rank)) out.push_back(plan_.device_of_rank[static_cast<size_t>(r)]);
+  for (int64_t r : layout_.group(kind, rank))
+    out.push_back(plan_.device_of_rank[static_cast<size_t>(r)]);
   return out;
 }
 
@@ -171,7 +173,8 @@ StageResult AnalyticStep::cost_stage(int64_t p) {
   reps_.push_back(rank);
   const RankCoster rc(sp, costs_, layout_, rank);
   StagePasses passes_of_stage = passes(stage_ops, rc, p);
-  const std::vector<FsdpBucket> buckets = fsdp_ ? fsdp_buckets(passes_of_stage) : std::vector<FsdpBucket>{};
+  const std::vector<FsdpBucket> buckets =
+      fsdp_ ? fsdp_buckets(passes_of_stage) : std::vector<FsdpBucket>{};
   if (fsdp_) add_fsdp_copies(buckets, rc, passes_of_stage);
   if (!plan_.uniform_stages()) add_stage_gathers(rc, rank, p, passes_of_stage);
 
@@ -188,10 +191,13 @@ StageResult AnalyticStep::cost_stage(int64_t p) {
   const double step_compute = M_ * s.per_micro_batch.compute_s;
   double fsdp_skew = 0;
   if (fsdp_) {
-    fsdp_skew = rc.skew_wait_s(layout_.group(plan_.sharding() == pb::SHARDING_HSDP ? plan::GroupKind::kDpShard
-                                                                                  : plan::GroupKind::kDp,
-                                             rank).size(),
-                               step_compute);
+    fsdp_skew =
+        rc.skew_wait_s(layout_
+                           .group(plan_.sharding() == pb::SHARDING_HSDP ? plan::GroupKind::kDpShard
+                                                                        : plan::GroupKind::kDp,
+                                  rank)
+                           .size(),
+                       step_compute);
     s.fsdp_exposed_s = fsdp_exposed(buckets, rc, rank, passes_of_stage.part_params.size(), s);
   }
   s.dp_exposed_s = dp_tail_exposed(sp, rc, rank, passes_of_stage, step_compute) + fsdp_skew;
@@ -223,7 +229,8 @@ StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCo
     s.dense_params += c.dense;
     s.expert_params += c.expert;
     if (c.dense + c.expert > 0) {
-      s.part_params.emplace_back(c.dense, c.expert), s.part_chunk.push_back(chunk), s.part_kind.push_back(kind);
+      s.part_params.emplace_back(c.dense, c.expert), s.part_chunk.push_back(chunk),
+          s.part_kind.push_back(kind);
     }
   };
   for (int64_t c = 0; c < plan_.degrees.vp; ++c) {
@@ -252,7 +259,9 @@ std::vector<FsdpBucket> AnalyticStep::fsdp_buckets(const StagePasses& s) const {
     std::vector<int64_t> keys;
     std::vector<double> params;
     for (; end < s.part_params.size() && s.part_chunk[end] == s.part_chunk[begin]; ++end) {
-      keys.push_back(s.part_kind[end] == Part::kEmbed ? -1 : s.part_kind[end] == Part::kHead ? -2 : 0);
+      keys.push_back(s.part_kind[end] == Part::kEmbed  ? -1
+                     : s.part_kind[end] == Part::kHead ? -2
+                                                       : 0);
       params.push_back(s.part_params[end].first + s.part_params[end].second);
     }
     for (const plan::detail::FsdpBucketSpan& span :
@@ -318,19 +327,24 @@ double AnalyticStep::fsdp_exposed(const std::vector<FsdpBucket>& buckets, const 
                                   int64_t rank, size_t units, const StageResult& s) const {
   const auto& prec = plan_.precision;
   const std::vector<int64_t> group_devs = group_devices(
-      plan_.sharding() == pb::SHARDING_HSDP ? plan::GroupKind::kDpShard : plan::GroupKind::kDp, rank);
+      plan_.sharding() == pb::SHARDING_HSDP ? plan::GroupKind::kDpShard : plan::GroupKind::kDp,
+      rank);
   const double n_units = static_cast<double>(units);
   const double unit_fwd = n_units > 0 ? s.forward_s / n_units : 0;
   const double unit_bwd = n_units > 0 ? s.backward_s / n_units : 0;
   const bool prefetch = plan_.plan.prefetch_buckets() > 0;
   // Per bucket: its gathers (forward, backward), its reduce-scatter, and its compute windows.
-  struct Transfers { double g = 0, gb = 0, rs = 0, fwd = 0, bwd = 0; };
+  struct Transfers {
+    double g = 0, gb = 0, rs = 0, fwd = 0, bwd = 0;
+  };
   std::vector<Transfers> c;
   for (const FsdpBucket& fb : buckets) {
-    const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, fb.params * prec.param_bytes);
-    c.push_back({g, fb.backward_gather ? g : 0,
-                 rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, fb.params * prec.grad_bytes),
-                 fb.units * unit_fwd, fb.units * unit_bwd});
+    const double g =
+        rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, fb.params * prec.param_bytes);
+    c.push_back(
+        {g, fb.backward_gather ? g : 0,
+         rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, fb.params * prec.grad_bytes),
+         fb.units * unit_fwd, fb.units * unit_bwd});
   }
   const double slow = costs_.overlap_slowdown(), slow_comm = costs_.overlap_comm_slowdown();
   double exposed = 0;
@@ -339,8 +353,9 @@ double AnalyticStep::fsdp_exposed(const std::vector<FsdpBucket>& buckets, const 
       exposed += c[i].g + c[i].gb + c[i].rs;
       continue;
     }
-    const bool first = i == 0 || buckets[i - 1].chunk != buckets[i].chunk;         // in forward
-    const bool last = i + 1 == c.size() || buckets[i + 1].chunk != buckets[i].chunk;  // first in backward
+    const bool first = i == 0 || buckets[i - 1].chunk != buckets[i].chunk;  // in forward
+    const bool last =
+        i + 1 == c.size() || buckets[i + 1].chunk != buckets[i].chunk;  // first in backward
     exposed += first ? c[i].g + c[i].rs : beside(c[i].g, c[i - 1].fwd, slow, slow_comm);
     // Bucket i's backward gather and bucket i + 1's reduce-scatter, during bucket i + 1's backward.
     exposed += last ? c[i].gb : beside(c[i].gb + c[i + 1].rs, c[i + 1].bwd, slow, slow_comm);
@@ -350,14 +365,17 @@ double AnalyticStep::fsdp_exposed(const std::vector<FsdpBucket>& buckets, const 
 
 // The data-parallel tail after the last backward: gradient buckets (or HSDP's replica
 // all-reduce), each launched late by its slowest member's skew, serialized on the DP stream.
-double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCoster& rc, int64_t rank,
-                                     const StagePasses& passes, double step_compute) const {
+double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCoster& rc,
+                                     int64_t rank, const StagePasses& passes,
+                                     double step_compute) const {
   const auto& prec = plan_.precision;
-  const double bucket_params = plan::gradient_bucket_params(plan_.plan, sp.degrees.dp, prec.grad_bytes);
+  const double bucket_params =
+      plan::gradient_bucket_params(plan_.plan, sp.degrees.dp, prec.grad_bytes);
   std::vector<double> buckets;
   std::vector<size_t> bucket_ranks;  // the size of each bucket's group
   if (!fsdp_) {
-    const auto kind = dist_opt_ ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE;
+    const auto kind =
+        dist_opt_ ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE;
     const std::vector<int64_t> dense_devs =
         group_devices(plan_.degrees.cp > 1 ? plan::GroupKind::kDpCp : plan::GroupKind::kDp, rank);
     const std::vector<int64_t> expert_devs =
@@ -374,7 +392,8 @@ double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCos
     const std::vector<int64_t> replica_devs = group_devices(plan::GroupKind::kDpReplica, rank);
     buckets.push_back(rc.collective(pb::COLLECTIVE_KIND_ALL_REDUCE, replica_devs,
                                     (passes.dense_params + passes.expert_params) /
-                                        static_cast<double>(plan_.plan.shard_group_size()) * prec.grad_bytes));
+                                        static_cast<double>(plan_.plan.shard_group_size()) *
+                                        prec.grad_bytes));
     bucket_ranks.push_back(replica_devs.size());
   }
   // Each bucket's slowest member launches it late by the skew of the compute it ran before
@@ -382,7 +401,8 @@ double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCos
   const bool overlapped = plan_.plan.overlap_grad_reduce() && !fsdp_;
   std::vector<double> late;
   for (size_t i = 0; i < buckets.size(); ++i) {
-    const double share = overlapped ? static_cast<double>(i + 1) / static_cast<double>(buckets.size()) : 1.0;
+    const double share =
+        overlapped ? static_cast<double>(i + 1) / static_cast<double>(buckets.size()) : 1.0;
     const double before = step_compute - (1 - share) * passes.bwd.compute_s;
     late.push_back(rc.skew_wait_s(bucket_ranks[i], before));
   }
@@ -407,9 +427,9 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
   const double written = prec.master_param_bytes + prec.optimizer_state_bytes + prec.param_bytes;
   // Shaped as the lowering's optimizer node ([parameters]), so shape corrections apply alike.
   const int64_t optimizer_shape[] = {static_cast<int64_t>(shard)};
-  s.optimizer_s = rc.sharing() * costs_.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER, 12.0 * shard,
-                                                          shard * (read + written), optimizer_shape,
-                                                          pb::PHASE_OPTIMIZER);
+  s.optimizer_s = rc.sharing() * costs_.compute().seconds(rc.device(), pb::OP_CLASS_OPTIMIZER,
+                                                          12.0 * shard, shard * (read + written),
+                                                          optimizer_shape, pb::PHASE_OPTIMIZER);
   s.optimizer_dispatch_s = rc.dispatch_s();  // the optimizer node, on the compute stream
   if (!dist_opt_) return;
   // Each part's updated weights, as the lowering gathers them (gather_part).
@@ -426,14 +446,16 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
   };
   for (const auto& [dense_p, expert_p] : passes.part_params) {
     gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_p * prec.param_bytes);
-    gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_p * prec.param_bytes);
+    gather +=
+        rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_p * prec.param_bytes);
     copy_out(dense_p, dense_devs.size());
     copy_out(expert_p, expert_devs.size());
   }
   // Overlapped with the next step's first forward when asked; otherwise at the step's end,
   // after the optimizer's compute (its skew). The copies are compute either way.
   s.dp_exposed_s += copy + (plan_.plan.overlap_param_gather()
-                                ? beside(gather, s.forward_s, costs_.overlap_slowdown(), costs_.overlap_comm_slowdown())
+                                ? beside(gather, s.forward_s, costs_.overlap_slowdown(),
+                                         costs_.overlap_comm_slowdown())
                                 : gather + rc.skew_wait_s(dense_devs.size(), s.optimizer_s));
 }
 
@@ -443,8 +465,9 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
 double AnalyticStep::boundary_seconds(const plan::Redistribution& move) const {
   std::map<int64_t, double> busy;
   for (const auto& x : move.transfers) {
-    const double t = costs_.collectives().p2p_seconds(plan_.device_of_rank[static_cast<size_t>(x.from)],
-                                                      plan_.device_of_rank[static_cast<size_t>(x.to)], x.bytes);
+    const double t =
+        costs_.collectives().p2p_seconds(plan_.device_of_rank[static_cast<size_t>(x.from)],
+                                         plan_.device_of_rank[static_cast<size_t>(x.to)], x.bytes);
     busy[2 * x.from] += t;
     busy[2 * x.to + 1] += t;
   }
@@ -471,17 +494,20 @@ std::vector<double> AnalyticStep::receive_seconds(double& hops) const {
   } else if (d.pp > 1) {
     double tokens = static_cast<double>(plan_.micro_batch_size * plan_.seq_len / d.cp);
     if (plan_.sequence_parallel()) tokens /= static_cast<double>(d.tp);
-    const double bytes = tokens * static_cast<double>(plan_.model.hidden_size()) * plan_.precision.activation_bytes;
+    const double bytes =
+        tokens * static_cast<double>(plan_.model.hidden_size()) * plan_.precision.activation_bytes;
     auto hop = [&](int64_t from, int64_t to) {
-      return costs_.collectives().p2p_seconds(plan_.device_of_rank[static_cast<size_t>(reps_[static_cast<size_t>(from)])],
-                                              plan_.device_of_rank[static_cast<size_t>(reps_[static_cast<size_t>(to)])], bytes);
+      return costs_.collectives().p2p_seconds(
+          plan_.device_of_rank[static_cast<size_t>(reps_[static_cast<size_t>(from)])],
+          plan_.device_of_rank[static_cast<size_t>(reps_[static_cast<size_t>(to)])], bytes);
     };
     for (int64_t p = 0; p < d.pp; ++p) {
       // With vp chunks a stage receives vp activations and vp gradients per micro-batch, less the
       // first chunk's activations on the first stage and the last chunk's gradients on the last.
       const int64_t prev = (p + d.pp - 1) % d.pp, next = (p + 1) % d.pp;
-      recv_s[static_cast<size_t>(p)] = static_cast<double>(d.vp - (p == 0 ? 1 : 0)) * hop(prev, p) +
-                                       static_cast<double>(d.vp - (p == d.pp - 1 ? 1 : 0)) * hop(next, p);
+      recv_s[static_cast<size_t>(p)] =
+          static_cast<double>(d.vp - (p == 0 ? 1 : 0)) * hop(prev, p) +
+          static_cast<double>(d.vp - (p == d.pp - 1 ? 1 : 0)) * hop(next, p);
       if (p + 1 < d.pp) hops += hop(p, p + 1) + hop(p + 1, p);
     }
   }
@@ -499,7 +525,8 @@ double AnalyticStep::pipeline_seconds(const std::vector<double>& recv_s, double 
   }
   if (d.pp == 1) return M_ * slowest;
   if (plan_.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
-    return M_ * slowest + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest + hops;
+    return M_ * slowest + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest +
+           hops;
   }
   return (M_ - 1) * slowest + sum;
 }
@@ -511,8 +538,8 @@ SimOutput AnalyticStep::result(double step, const std::vector<double>& recv_s) c
   double most = -1;
   for (size_t p = 0; p < st_.size(); ++p) {
     const auto& s = st_[p];
-    const double own = M_ * (s.forward_s + s.backward_s + s.fsdp_exposed_s + recv_s[p]) + s.dp_exposed_s +
-                       s.optimizer_dispatch_s + s.optimizer_s;
+    const double own = M_ * (s.forward_s + s.backward_s + s.fsdp_exposed_s + recv_s[p]) +
+                       s.dp_exposed_s + s.optimizer_dispatch_s + s.optimizer_s;
     if (own > most) most = own, critical = p;
   }
   SimOutput out;

@@ -19,31 +19,39 @@ double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
   };
   auto launch_at = [&](size_t i, double ready) { return ready + (i < late.size() ? late[i] : 0); };
   constexpr double kEps = 1e-15;
-  double t = 0, work = 0;         // wall clock; compute done (seconds alone)
-  size_t next = 0;                // the bucket in flight or next to launch
-  double left = 0;                // its communication still to do (seconds alone)
+  double t = 0, work = 0;  // wall clock; compute done (seconds alone)
+  size_t next = 0;         // the bucket in flight or next to launch
+  double left = 0;         // its communication still to do (seconds alone)
   bool flying = false;
   std::vector<double> ready(n, -1);  // when the compute reached each bucket's share
   while (next < n) {
-    for (size_t i = next; i < n && ready_work(i) <= work + kEps * window; ++i) {  // those before were launched
+    for (size_t i = next; i < n && ready_work(i) <= work + kEps * window;
+         ++i) {  // those before were launched
       if (ready[i] < 0) ready[i] = t;
     }
-    if (!flying && ready[next] >= 0 && launch_at(next, ready[next]) <= t) flying = true, left = buckets[next];
+    if (!flying && ready[next] >= 0 && launch_at(next, ready[next]) <= t)
+      flying = true, left = buckets[next];
     const bool computing = work < window - kEps * window;
     const double compute_rate = flying ? 1 / s : 1, comm_rate = computing ? 1 / sc : 1;
     double dt = std::numeric_limits<double>::infinity();
     if (computing) {
       double target = window;  // the next share some bucket waits for
       for (size_t i = next; i < n; ++i) {
-        if (ready[i] < 0) { target = ready_work(i); break; }
+        if (ready[i] < 0) {
+          target = ready_work(i);
+          break;
+        }
       }
       dt = std::min(dt, (target - work) / compute_rate);
     }
-    if (flying) dt = std::min(dt, left / comm_rate);
-    else if (ready[next] >= 0) dt = std::min(dt, launch_at(next, ready[next]) - t);
+    if (flying)
+      dt = std::min(dt, left / comm_rate);
+    else if (ready[next] >= 0)
+      dt = std::min(dt, launch_at(next, ready[next]) - t);
     // A time that is not finite (a latency of 1e308 once made one) turns into NaN here and the
     // walk would never reach its end: fail loudly instead of spinning.
-    ORRERY_CHECK(std::isfinite(dt), "dp_tail: a bucket, the window or a launch delay is not finite");
+    ORRERY_CHECK(std::isfinite(dt),
+                 "dp_tail: a bucket, the window or a launch delay is not finite");
     t += dt;
     if (computing) work = std::min(window, work + dt * compute_rate);
     if (flying) {
@@ -58,7 +66,8 @@ double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
 std::vector<double> fill_buckets(const std::vector<std::pair<double, double>>& parts, bool expert,
                                  double bucket_params) {
   std::vector<double> unit_params;
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) unit_params.push_back(expert ? it->second : it->first);
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+    unit_params.push_back(expert ? it->second : it->first);
   std::vector<double> out;
   for (const auto& units : plan::gradient_buckets(unit_params, bucket_params)) {
     double filled = 0;

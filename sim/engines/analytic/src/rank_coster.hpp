@@ -25,7 +25,8 @@ using plan::detail::Step;
 // its transfers' slowed rate). While both run, the compute does t / s of work and the transfer
 // t / sc. If the transfer ends first (transfer x sc <= window x s), the compute has lost
 // transfer x sc x (1 - 1/s); otherwise the compute ends at window x s, the transfer having done
-// window x s / sc, and the rest of it runs alone. With s = sc = 1 this is max(0, transfer - window).
+// window x s / sc, and the rest of it runs alone. With s = sc = 1 this is max(0, transfer -
+// window).
 inline double beside(double transfer, double window, double s, double sc) {
   if (transfer <= 0) return 0;
   if (transfer * sc <= window * s) return transfer * sc * (1 - 1 / s);
@@ -42,7 +43,8 @@ struct PassCost {
   double total() const { return compute_s + tp_s + ep_s + cp_s + dispatch_s; }
   PassCost& operator+=(const PassCost& o) {
     compute_s += o.compute_s, recompute_s += o.recompute_s, tp_s += o.tp_s, ep_s += o.ep_s;
-    cp_s += o.cp_s, dispatch_s += o.dispatch_s, flops += o.flops, recompute_flops += o.recompute_flops;
+    cp_s += o.cp_s, dispatch_s += o.dispatch_s, flops += o.flops,
+        recompute_flops += o.recompute_flops;
     return *this;
   }
   PassCost scaled(double k) const {
@@ -57,12 +59,17 @@ inline bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.
 
 class RankCoster {
  public:
-  RankCoster(const plan::ResolvedPlan& plan, const CostModels& costs, const plan::RankLayout& layout, int64_t rank)
-      : plan_(plan), costs_(costs), device_(plan::device_of(plan, rank)), my_device_(plan.device_of_rank[static_cast<size_t>(rank)]),
+  RankCoster(const plan::ResolvedPlan& plan, const CostModels& costs,
+             const plan::RankLayout& layout, int64_t rank)
+      : plan_(plan),
+        costs_(costs),
+        device_(plan::device_of(plan, rank)),
+        my_device_(plan.device_of_rank[static_cast<size_t>(rank)]),
         sharing_(costs.host_sharing(plan, rank)) {
     auto devices = [&](plan::GroupKind k) {
       std::vector<int64_t> out;
-      for (int64_t r : layout.group(k, rank)) out.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
+      for (int64_t r : layout.group(k, rank))
+        out.push_back(plan.device_of_rank[static_cast<size_t>(r)]);
       return out;
     };
     tp_ = devices(plan::GroupKind::kTp);
@@ -70,15 +77,16 @@ class RankCoster {
     if (plan.degrees.cp > 1) {
       const auto ring = layout.group(plan::GroupKind::kCp, rank);
       const int64_t me = layout.index_in_group(plan::GroupKind::kCp, rank);
-      cp_next_ = plan.device_of_rank[static_cast<size_t>(ring[static_cast<size_t>((me + 1) % plan.degrees.cp)])];
+      cp_next_ = plan.device_of_rank[static_cast<size_t>(
+          ring[static_cast<size_t>((me + 1) % plan.degrees.cp)])];
     }
   }
 
   // FSDP's copy-in or copy-out (layer_program.hpp), as the lowering's node is costed.
   // `op`: the lowering's ExecNode.op for it ("fsdp.copy_out", "fsdp.copy_in").
   double copy_seconds(const plan::detail::CopyWork& w, pb::Phase phase, std::string_view op) const {
-    return sharing_ * costs_.compute().seconds(device_, pb::OP_CLASS_COPY, 0, w.bytes_read + w.bytes_written,
-                                               w.shape, phase, op);
+    return sharing_ * costs_.compute().seconds(device_, pb::OP_CLASS_COPY, 0,
+                                               w.bytes_read + w.bytes_written, w.shape, phase, op);
   }
 
   double op_seconds(const models::LayerOp& op, pb::Phase phase, double scale) const {
@@ -118,12 +126,14 @@ class RankCoster {
         case Step::Kind::kRing: {
           const double cp = static_cast<double>(plan_.degrees.cp);
           const double piece = op_seconds(*s.op, s.phase, 1.0 / cp);
-          const double exchange = costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
+          const double exchange =
+              costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
           c.compute_s += cp * piece;
           c.dispatch_s += cp * dispatch_s();  // one compute node per piece
           since += cp * piece;
           // Each exchange beside a piece: both slowed while they overlap (as in des).
-          c.cp_s += (cp - 1) * beside(exchange, piece, costs_.overlap_slowdown(), costs_.overlap_comm_slowdown());
+          c.cp_s += (cp - 1) * beside(exchange, piece, costs_.overlap_slowdown(),
+                                      costs_.overlap_comm_slowdown());
           const double f = plan::detail::op_work(*s.op, s.phase).flops;
           c.flops += f;
           if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += cp * piece, c.recompute_flops += f;
@@ -133,7 +143,8 @@ class RankCoster {
           const auto& devs = s.expert_group ? ep_ : tp_;
           if (devs.size() < 2) break;
           double& term = s.expert_group ? c.ep_s : c.tp_s;
-          // Issued in line with compute: the calibrated blocking overhead too (collective_cost.hpp).
+          // Issued in line with compute: the calibrated blocking overhead too
+          // (collective_cost.hpp).
           term += costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
                   costs_.collectives().blocking_overhead_s(s.collective, devs);
           if (first_group == nullptr) {
@@ -164,7 +175,8 @@ class RankCoster {
 
   // A collective issued in line with compute (on the compute stream): its time plus the
   // calibrated blocking overhead.
-  double blocking_collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs, double bytes) const {
+  double blocking_collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs,
+                             double bytes) const {
     if (devs.size() < 2 || bytes <= 0) return 0;
     return collective(kind, devs, bytes) + costs_.collectives().blocking_overhead_s(kind, devs);
   }

@@ -16,9 +16,9 @@
 #include <sstream>
 
 #include "des_platform.hpp"
-#include "orrery/plan/lower.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/statistics.hpp"
+#include "orrery/plan/lower.hpp"
 
 namespace orrery::sim::des {
 namespace {
@@ -41,7 +41,8 @@ class Runner {
       rs.waiters.resize(static_cast<size_t>(rg.nodes_size()));
       rs.spec = &plan::device_of(plan, rg.rank());
       rs.dispatch_s = costs.compute().dispatch_s(*rs.spec);
-      if (const pb::RankSkew* k = costs.compute().rank_skew(*rs.spec)) rs.skew_cv = k->cv(), rs.skew_jitter_s = k->jitter_s();
+      if (const pb::RankSkew* k = costs.compute().rank_skew(*rs.spec))
+        rs.skew_cv = k->cv(), rs.skew_jitter_s = k->jitter_s();
       rs.sharing = costs.host_sharing(plan, rg.rank());
       std::map<int32_t, size_t> by_stream;
       for (int j = 0; j < rg.nodes_size(); ++j) {
@@ -66,12 +67,14 @@ class Runner {
       wake_.push_back(s4u::Semaphore::create(0));
       const auto& st = streams_[a];
       actors_.push_back(s4u::Actor::create(
-          "r" + std::to_string(m_.graph.ranks(static_cast<int>(st.rank)).rank()) + ".s" + std::to_string(st.stream),
+          "r" + std::to_string(m_.graph.ranks(static_cast<int>(st.rank)).rank()) + ".s" +
+              std::to_string(st.stream),
           platform.rank_host(st.rank), [this, a] { run_stream(a); }));
     }
     s4u::Engine::get_instance()->run();
     platform_ = nullptr;
-    if (!errors_.empty()) throw base::InputError("", 0, errors_.front().first, errors_.front().second);
+    if (!errors_.empty())
+      throw base::InputError("", 0, errors_.front().first, errors_.front().second);
     check_complete();
     RunStats stats;
     stats.events = events_;
@@ -96,11 +99,12 @@ class Runner {
     double dispatch_total_s = 0;  // slept so far
     double skew_cv = 0;           // ComputeCostModel::rank_skew
     double skew_jitter_s = 0;
-    double sharing = 1;           // CostModels::host_sharing: on every compute node
-    double computed_s = 0;        // compute run so far
-    bool computing = false;       // an op of the rank runs now
-    std::vector<size_t> flying;   // the actors whose transfer the rank is a member of, in flight
-    std::unordered_map<int64_t, double> waited_at;  // per group: computed_s when it last waited on it
+    double sharing = 1;          // CostModels::host_sharing: on every compute node
+    double computed_s = 0;       // compute run so far
+    bool computing = false;      // an op of the rank runs now
+    std::vector<size_t> flying;  // the actors whose transfer the rank is a member of, in flight
+    std::unordered_map<int64_t, double>
+        waited_at;  // per group: computed_s when it last waited on it
   };
   struct Rendezvous {
     int32_t site = -1;
@@ -109,7 +113,7 @@ class Runner {
     double start = 0, end = 0;
     std::vector<size_t> ranks, waiters;
     double launched = 0;  // the latest member's launch (its data dependencies met)
-    double lag_s = 0;     // sum over the members of cv x compute since they last waited on the group
+    double lag_s = 0;  // sum over the members of cv x compute since they last waited on the group
   };
 
   pb::ExecNode& node(size_t rank, int32_t j) {
@@ -134,15 +138,18 @@ class Runner {
       if (!node(st.rank, j).data_deps().empty()) launched = 0;
       for (int64_t d : node(st.rank, j).data_deps()) {
         if (d < 0 || d >= static_cast<int64_t>(rs.done.size())) {
-          errors_.emplace_back(where(st.rank, j) + ".data_deps", "dependency " + std::to_string(d) + " is not a node of this rank");
+          errors_.emplace_back(where(st.rank, j) + ".data_deps",
+                               "dependency " + std::to_string(d) + " is not a node of this rank");
           return;
         }
         bool blocked = false;
-        while (!rs.done[static_cast<size_t>(d)]) block(rs.waiters[static_cast<size_t>(d)], a), blocked = true;
+        while (!rs.done[static_cast<size_t>(d)])
+          block(rs.waiters[static_cast<size_t>(d)], a), blocked = true;
         const pb::ExecNode& dep = node(st.rank, static_cast<int32_t>(d));
         launched = std::max(launched, dep.start_s() + dep.duration_s());
         // The compute stream waited for a collective of another stream: its group is together.
-        if (blocked && st.stream == plan::kCompute && dep.kind() == pb::NODE_KIND_COLLECTIVE && dep.stream() != plan::kCompute)
+        if (blocked && st.stream == plan::kCompute && dep.kind() == pb::NODE_KIND_COLLECTIVE &&
+            dep.stream() != plan::kCompute)
           rs.waited_at[dep.process_group()] = rs.computed_s;
       }
       if (st.stream == plan::kCompute && rs.dispatch_s > 0) {
@@ -153,10 +160,14 @@ class Runner {
       const double start = s4u::Engine::get_clock();
       double op_start = start, op_end;
       switch (node(st.rank, j).kind()) {
-        case pb::NODE_KIND_COMPUTE: op_end = compute(st.rank, j); break;
+        case pb::NODE_KIND_COMPUTE:
+          op_end = compute(st.rank, j);
+          break;
         case pb::NODE_KIND_COLLECTIVE:
         case pb::NODE_KIND_SEND:
-        case pb::NODE_KIND_RECV: std::tie(op_start, op_end) = rendezvous(a, st.rank, j, launched); break;
+        case pb::NODE_KIND_RECV:
+          std::tie(op_start, op_end) = rendezvous(a, st.rank, j, launched);
+          break;
         default:
           errors_.emplace_back(where(st.rank, j) + ".kind", "a node needs a kind");
           return;
@@ -177,7 +188,8 @@ class Runner {
   }
 
   double compute(size_t rank, int32_t j) {
-    const double seconds = ranks_[rank].sharing * costs_.compute().seconds(*ranks_[rank].spec, node(rank, j));
+    const double seconds =
+        ranks_[rank].sharing * costs_.compute().seconds(*ranks_[rank].spec, node(rank, j));
     ranks_[rank].computed_s += seconds;
     if (seconds > 0) {
       set_computing(rank, true);
@@ -229,9 +241,10 @@ class Runner {
     Rendezvous& rv = rendezvous_[key];
     if (rv.site < 0) rv.site = site;
     if (rv.site != site) {
-      errors_.emplace_back(where(rank, j), "'" + n.name() + "' does not match what its peers posted for the same " +
-                                               (n.kind() == pb::NODE_KIND_COLLECTIVE ? "collective" : "tag") +
-                                               " (kind, group or size differ)");
+      errors_.emplace_back(where(rank, j),
+                           "'" + n.name() + "' does not match what its peers posted for the same " +
+                               (n.kind() == pb::NODE_KIND_COLLECTIVE ? "collective" : "tag") +
+                               " (kind, group or size differ)");
       return {0, 0};
     }
     rv.ranks.push_back(rank);
@@ -250,7 +263,8 @@ class Runner {
         // The slowest of the group's members launches it the expected maximum lag late.
         const auto size = group_size_.find(n.process_group());
         const double factor = size == group_size_.end() ? 0 : skew_factor_.at(size->second);
-        const double wait = rv.launched + factor * rv.lag_s / static_cast<double>(rv.arrived) - s4u::Engine::get_clock();
+        const double wait = rv.launched + factor * rv.lag_s / static_cast<double>(rv.arrived) -
+                            s4u::Engine::get_clock();
         if (wait > 0) {
           s4u::this_actor::sleep_for(wait);
           ++events_;
@@ -317,12 +331,14 @@ class Runner {
       const auto& rg = m_.graph.ranks(static_cast<int>(st.rank));
       const auto& n = rg.nodes(st.nodes[st.next]);
       stuck << (shown > 1 ? "; " : "") << "rank " << rg.rank() << " stream "
-            << (st.stream < static_cast<int32_t>(rg.streams_size()) ? rg.streams(st.stream) : std::to_string(st.stream))
+            << (st.stream < static_cast<int32_t>(rg.streams_size()) ? rg.streams(st.stream)
+                                                                    : std::to_string(st.stream))
             << " waits at '" << n.name() << "'";
     }
     if (missing == 0) return;
-    throw base::InputError("", 0, "exec_graph", "deadlock: " + std::to_string(missing) +
-                                              " nodes can never run: " + stuck.str());
+    throw base::InputError(
+        "", 0, "exec_graph",
+        "deadlock: " + std::to_string(missing) + " nodes can never run: " + stuck.str());
   }
 
   Model& m_;

@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <map>
 
-#include "orrery/sim/collective_group.hpp"
 #include "des_internal.hpp"
+#include "orrery/sim/collective_group.hpp"
 
 namespace orrery::sim::des {
 namespace {
@@ -48,7 +48,8 @@ void add_rings(const std::vector<std::vector<int32_t>>& islands, size_t channels
       for (size_t i = 0; i < island.size(); ++i) order.push_back(island[(i + c) % island.size()]);
     }
     const size_t n = order.size();
-    for (size_t i = 0; i + (chain ? 1 : 0) < n; ++i) p.pairs.emplace_back(order[i], order[(i + 1) % n]);
+    for (size_t i = 0; i + (chain ? 1 : 0) < n; ++i)
+      p.pairs.emplace_back(order[i], order[(i + 1) % n]);
   }
 }
 
@@ -91,7 +92,8 @@ FlowPlan collective_plan(const CollectiveCostModel& model, pb::CollectiveKind ki
   const auto k = static_cast<double>(channels);
   switch (cost.algorithm) {
     case CollectiveAlgorithm::kRing: {
-      const bool chain = kind == pb::COLLECTIVE_KIND_BROADCAST || kind == pb::COLLECTIVE_KIND_REDUCE;
+      const bool chain =
+          kind == pb::COLLECTIVE_KIND_BROADCAST || kind == pb::COLLECTIVE_KIND_REDUCE;
       add_rings(islands, channels, chain, p);
       p.flow_bytes = cost.bytes_on_wire_per_rank / k;
       break;

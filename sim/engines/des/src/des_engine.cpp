@@ -12,15 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <poll.h>
 #include <cerrno>
 #include <chrono>
-#include <optional>
 #include <csignal>
-#include <poll.h>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <optional>
 
 #include "des_internal.hpp"
 #include "orrery/base/error.hpp"
@@ -30,7 +30,8 @@ namespace {
 
 std::mutex fork_lock;
 
-std::string run_child(const plan::ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
+std::string run_child(const plan::ResolvedPlan& plan, const CostModels& costs,
+                      const DesOptions& options) {
   try {
     des::Router router(costs.topology());
     des::Model model = des::build_model(plan, costs, options, router);
@@ -62,11 +63,13 @@ void write_all(int fd, const std::string& data) {
 }
 
 // Reads until end of file; false when `deadline` (if set) passes first.
-bool read_all(int fd, std::string& out, std::optional<std::chrono::steady_clock::time_point> deadline) {
+bool read_all(int fd, std::string& out,
+              std::optional<std::chrono::steady_clock::time_point> deadline) {
   char buf[1 << 16];
   for (;;) {
     if (deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       pollfd p{fd, POLLIN, 0};
       const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
@@ -82,8 +85,9 @@ bool read_all(int fd, std::string& out, std::optional<std::chrono::steady_clock:
 
 SimOutput decode(const std::string& data, int status) {
   if (data.empty()) {
-    const std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                                                : "exited with status " + std::to_string(WEXITSTATUS(status));
+    const std::string how = WIFSIGNALED(status)
+                                ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                : "exited with status " + std::to_string(WEXITSTATUS(status));
     throw base::InternalError("des: the engine process " + how + " without a result");
   }
   const std::string body = data.substr(1);
@@ -92,7 +96,8 @@ SimOutput decode(const std::string& data, int status) {
       uint64_t size = 0;
       ORRERY_CHECK(body.size() >= sizeof size, "des: truncated result from the engine process");
       std::memcpy(&size, body.data(), sizeof size);
-      ORRERY_CHECK(body.size() >= sizeof size + size, "des: truncated result from the engine process");
+      ORRERY_CHECK(body.size() >= sizeof size + size,
+                   "des: truncated result from the engine process");
       SimOutput out;
       ORRERY_CHECK(out.result.ParseFromArray(body.data() + sizeof size, static_cast<int>(size)),
                    "des: unreadable result from the engine process");
@@ -102,26 +107,32 @@ SimOutput decode(const std::string& data, int status) {
     }
     case 'I': {
       const size_t nl = body.find('\n');
-      throw base::InputError("", 0, body.substr(0, nl), nl == std::string::npos ? "" : body.substr(nl + 1));
+      throw base::InputError("", 0, body.substr(0, nl),
+                             nl == std::string::npos ? "" : body.substr(nl + 1));
     }
-    case 'E': throw base::EnvironmentError(body);
-    default: throw base::InternalError(body);
+    case 'E':
+      throw base::EnvironmentError(body);
+    default:
+      throw base::InternalError(body);
   }
 }
 
 }  // namespace
 
-int64_t des_simulated_ranks(const plan::ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
+int64_t des_simulated_ranks(const plan::ResolvedPlan& plan, const CostModels& costs,
+                            const DesOptions& options) {
   if (options.graph != nullptr) return options.graph->ranks_size();
   if (options.all_ranks || !plan.uniform_stages()) return plan.world_size();  // see build_model
   return static_cast<int64_t>(des::representatives(plan, costs, options.fold_cp).ranks.size());
 }
 
-SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs, const DesOptions& options) {
+SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs,
+                       const DesOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   int fds[2];
   std::unique_lock<std::mutex> forking(fork_lock);
-  if (::pipe(fds) != 0) throw base::EnvironmentError(std::string("des: pipe: ") + std::strerror(errno));
+  if (::pipe(fds) != 0)
+    throw base::EnvironmentError(std::string("des: pipe: ") + std::strerror(errno));
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
@@ -152,8 +163,8 @@ SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs, 
     ::kill(pid, SIGKILL);
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    throw DesTimedOut("des: the simulation ran past its limit of " + std::to_string(options.time_limit_s) +
-                      " s and was stopped");
+    throw DesTimedOut("des: the simulation ran past its limit of " +
+                      std::to_string(options.time_limit_s) + " s and was stopped");
   }
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "orrery/pb/exec_graph.pb.h"
-#include "orrery/sim/des_engine.hpp"
-#include "orrery/sim/cost_models.hpp"
-#include "orrery/sim/sim_output.hpp"
 #include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/cost_models.hpp"
+#include "orrery/sim/des_engine.hpp"
+#include "orrery/sim/sim_output.hpp"
 #include "orrery/topologies/topology.hpp"
 
 namespace orrery::sim::des {
@@ -69,17 +69,17 @@ FlowPlan p2p_plan(const CollectiveCostModel& model, int64_t src_device, int64_t 
 // one kind and size, or the transfers between one sender and receiver of one size).
 struct Site {
   FlowPlan plan;
-  std::string dim;                // "tp", "dp", "pp", "cp", "ep", ... for the breakdown
-  int64_t simulated_members = 0;  // ranks that must arrive before it starts
-  std::vector<int32_t> links;     // edge multiset: its flows and the mirrors that were added,
-                                  // less the links no other group or pair ever uses
+  std::string dim;                  // "tp", "dp", "pp", "cp", "ep", ... for the breakdown
+  int64_t simulated_members = 0;    // ranks that must arrive before it starts
+  std::vector<int32_t> links;       // edge multiset: its flows and the mirrors that were added,
+                                    // less the links no other group or pair ever uses
   double max_rate_bytes_per_s = 0;  // what those private links allow (0: no limit)
-  int64_t mirrors = 0;            // mirror copies added
+  int64_t mirrors = 0;              // mirror copies added
 };
 
 struct Model {
-  pb::ExecGraph graph;               // the simulated ranks (the timeline is written into it)
-  std::vector<int64_t> device;       // per simulated rank (index into graph.ranks)
+  pb::ExecGraph graph;          // the simulated ranks (the timeline is written into it)
+  std::vector<int64_t> device;  // per simulated rank (index into graph.ranks)
   std::vector<std::vector<int32_t>> site_of_node;  // per rank, per node: site or -1
   // Per rank, per node: a collective's occurrence on its group; a transfer's rendezvous pair
   // sender x world_size + receiver (shifted along a folded cp ring, des_symmetry.cpp).
@@ -97,12 +97,13 @@ struct Representatives {
   std::vector<int64_t> ranks;
   bool fold_cp = false;
 };
-Representatives representatives(const plan::ResolvedPlan& plan, const CostModels& costs, bool fold_cp);
+Representatives representatives(const plan::ResolvedPlan& plan, const CostModels& costs,
+                                bool fold_cp);
 
 // Lowers (or takes, options.graph) the graph, picks the simulated ranks, plans and routes every
 // operation and decides its mirrors. options.all_ranks disables the symmetry.
-Model build_model(const plan::ResolvedPlan& plan, const CostModels& costs, const DesOptions& options,
-                  Router& router);
+Model build_model(const plan::ResolvedPlan& plan, const CostModels& costs,
+                  const DesOptions& options, Router& router);
 
 // --- running ---------------------------------------------------------------------------------
 struct RunStats {
@@ -116,6 +117,7 @@ RunStats run_engine(Model& model, const CostModels& costs, const plan::ResolvedP
                     Router& router);
 
 // Fills step time, breakdown (critical rank), memory and throughput.
-pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model, const RunStats& stats);
+pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model,
+                          const RunStats& stats);
 
 }  // namespace orrery::sim::des

@@ -18,9 +18,9 @@
 // host, and starts one operation at a time).
 #include "des_platform.hpp"
 
+#include <xbt/log.h>
 #include <simgrid/kernel/routing/NetPoint.hpp>
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
-#include <xbt/log.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -68,8 +68,7 @@ void configure() {
 
 }  // namespace
 
-Platform::Platform(const Model& model, const Router& router, double overlap_slowdown,
-                   size_t actors)
+Platform::Platform(const Model& model, const Router& router, double overlap_slowdown, size_t actors)
     : slowdown_(overlap_slowdown > 0 ? overlap_slowdown : 1.0) {
   configure();
   zone_ = new FlowZone("orrery");  // the root zone; SimGrid owns it
@@ -77,7 +76,8 @@ Platform::Platform(const Model& model, const Router& router, double overlap_slow
   std::vector<double> speeds{kFlopsPerSecond};
   if (slowed()) speeds.push_back(kFlopsPerSecond / slowdown_);
   for (int i = 0; i < model.graph.ranks_size(); ++i) {
-    ranks_.push_back(z->create_host("rank" + std::to_string(model.graph.ranks(i).rank()), speeds)->seal());
+    ranks_.push_back(
+        z->create_host("rank" + std::to_string(model.graph.ranks(i).rank()), speeds)->seal());
   }
   for (size_t a = 0; a < actors; ++a) {
     endpoints_.push_back(z->create_host("endpoint" + std::to_string(a), 1.0)->seal());

@@ -27,7 +27,9 @@ class Platform {
   simgrid::s4u::CommPtr start(size_t actor, int32_t site, double bytes, double rate_bytes_per_s);
   // Changes the cap of `actor`'s transfer in flight (SimGrid shares its links anew). At most
   // the rate it started with: SimGrid 3.32 bounds a transfer by its links' bandwidth at its start.
-  void set_rate(size_t actor, double rate_bytes_per_s) { caps_[actor]->set_bandwidth(rate_bytes_per_s); }
+  void set_rate(size_t actor, double rate_bytes_per_s) {
+    caps_[actor]->set_bandwidth(rate_bytes_per_s);
+  }
   bool slowed() const { return slowdown_ != 1.0; }
 
  private:

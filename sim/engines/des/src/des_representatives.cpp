@@ -25,7 +25,8 @@ namespace orrery::sim::des {
 namespace {
 
 // Every hop of every stage's ring costs what stage 0's first hop costs, on devices of one kind.
-bool uniform_rings(const plan::ResolvedPlan& plan, const CostModels& costs, const plan::RankLayout& layout) {
+bool uniform_rings(const plan::ResolvedPlan& plan, const CostModels& costs,
+                   const plan::RankLayout& layout) {
   constexpr double kSizes[] = {1024.0, 1024.0 * 1024, 1024.0 * 1024 * 1024};
   const int64_t cp = plan.degrees.cp;
   const auto& model = costs.collectives();
@@ -49,10 +50,12 @@ bool uniform_rings(const plan::ResolvedPlan& plan, const CostModels& costs, cons
 
 }  // namespace
 
-Representatives representatives(const plan::ResolvedPlan& plan, const CostModels& costs, bool fold_cp) {
+Representatives representatives(const plan::ResolvedPlan& plan, const CostModels& costs,
+                                bool fold_cp) {
   const plan::RankLayout layout = plan::rank_layout(plan);
   Representatives out;
-  out.fold_cp = fold_cp && plan.degrees.cp > 1 && plan.degrees.ep == 1 && uniform_rings(plan, costs, layout);
+  out.fold_cp =
+      fold_cp && plan.degrees.cp > 1 && plan.degrees.ep == 1 && uniform_rings(plan, costs, layout);
   for (int64_t r = 0; r < plan.world_size(); ++r) {
     const plan::RankCoord c = layout.coord(r);
     if (c.tp == 0 && c.dp == 0 && (c.cp == 0 || !out.fold_cp)) out.ranks.push_back(r);

@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "des_internal.hpp"
-#include "orrery/topologies/routing.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/routing.hpp"
 
 namespace orrery::sim::des {
 namespace {
@@ -103,9 +103,11 @@ struct Router::Impl {
           }
         };
         if (outward) {
-          for (const Edge& e : boost::make_iterator_range(boost::out_edges(v, g))) visit(e, boost::target(e, g));
+          for (const Edge& e : boost::make_iterator_range(boost::out_edges(v, g)))
+            visit(e, boost::target(e, g));
         } else {
-          for (const Edge& e : boost::make_iterator_range(boost::in_edges(v, g))) visit(e, boost::source(e, g));
+          for (const Edge& e : boost::make_iterator_range(boost::in_edges(v, g)))
+            visit(e, boost::source(e, g));
         }
       }
       layer = std::move(next);
@@ -209,7 +211,8 @@ struct Router::Impl {
 
   int affinity(int64_t device, size_t nics) const {
     const auto& d = t.device(device);
-    return static_cast<int>(d.local_index * static_cast<int64_t>(nics) / devices_per_node.at(d.node));
+    return static_cast<int>(d.local_index * static_cast<int64_t>(nics) /
+                            devices_per_node.at(d.node));
   }
 
   std::vector<int32_t> compute(int64_t src, int64_t dst) {
@@ -238,8 +241,9 @@ struct Router::Impl {
         const double lat = u.latency_s + g[ue].latency_s + g[de].latency_s + d.latency_s;
         const int miss = (u.nic_index != aff_a) + (d.nic_index != aff_b);
         const auto& [bh, bl, bm] = best;
-        const bool better = hops < bh || (hops == bh && (lat < bl * (1 - 1e-9) ||
-                                                         (lat <= bl * (1 + 1e-9) && miss < bm)));
+        const bool better =
+            hops < bh ||
+            (hops == bh && (lat < bl * (1 - 1e-9) || (lat <= bl * (1 + 1e-9) && miss < bm)));
         if (better) best = {hops, lat, miss}, best_u = &u, best_d = &d;
       }
     }
@@ -248,7 +252,8 @@ struct Router::Impl {
     const auto [de, leaf_d] = nic_link(best_d->nic, false);
     std::vector<int32_t> out = best_u->edges;
     out.push_back(id(ue));
-    const uint64_t hash = mix(static_cast<uint64_t>(src) * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(dst));
+    const uint64_t hash =
+        mix(static_cast<uint64_t>(src) * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(dst));
     for (int32_t e : fabric_path(leaf_u, leaf_d, hash)) out.push_back(e);
     out.push_back(id(de));
     out.insert(out.end(), best_d->edges.begin(), best_d->edges.end());

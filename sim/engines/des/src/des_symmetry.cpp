@@ -28,9 +28,9 @@
 #include <tuple>
 
 #include "des_internal.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/plan/lower.hpp"
 #include "orrery/plan/rank_layout.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::sim::des {
 namespace {
@@ -53,8 +53,9 @@ struct GroupIndex {
   const pb::ProcessGroup& at(int64_t id, const std::string& where) const {
     auto it = by_id.find(id);
     if (it == by_id.end()) {
-      throw base::InputError("", 0, where + ".process_group",
-                       "process group " + std::to_string(id) + " is not in the graph's process_groups");
+      throw base::InputError(
+          "", 0, where + ".process_group",
+          "process group " + std::to_string(id) + " is not in the graph's process_groups");
     }
     return *it->second;
   }
@@ -63,11 +64,18 @@ struct GroupIndex {
 // Builds sites and mirrors over one graph.
 class ModelBuilder {
  public:
-  ModelBuilder(const plan::ResolvedPlan& plan, const CostModels& costs, bool symmetric, bool fold_cp,
-               Router& router, Model& m)
-      : plan_(plan), costs_(costs), symmetric_(symmetric), fold_cp_(fold_cp), router_(router), m_(m),
-        groups_(m.graph), layout_(plan::rank_layout(plan)) {
-    for (int64_t r = 0; r < plan.world_size(); ++r) device_[r] = plan.device_of_rank[static_cast<size_t>(r)];
+  ModelBuilder(const plan::ResolvedPlan& plan, const CostModels& costs, bool symmetric,
+               bool fold_cp, Router& router, Model& m)
+      : plan_(plan),
+        costs_(costs),
+        symmetric_(symmetric),
+        fold_cp_(fold_cp),
+        router_(router),
+        m_(m),
+        groups_(m.graph),
+        layout_(plan::rank_layout(plan)) {
+    for (int64_t r = 0; r < plan.world_size(); ++r)
+      device_[r] = plan.device_of_rank[static_cast<size_t>(r)];
     for (int i = 0; i < m.graph.ranks_size(); ++i) {
       const auto& rg = m.graph.ranks(i);
       index_[rg.rank()] = i;
@@ -91,8 +99,9 @@ class ModelBuilder {
   int64_t device(int64_t rank, const std::string& where) const {
     auto it = device_.find(rank);
     if (it == device_.end()) {
-      throw base::InputError("", 0, where, "rank " + std::to_string(rank) + " has no device (world size " +
-                                         std::to_string(plan_.world_size()) + ")");
+      throw base::InputError("", 0, where,
+                             "rank " + std::to_string(rank) + " has no device (world size " +
+                                 std::to_string(plan_.world_size()) + ")");
     }
     return it->second;
   }
@@ -122,8 +131,8 @@ class ModelBuilder {
         if (fold_cp_ && !index_.contains(from)) std::tie(from, to) = along_ring(from, to);
         if (!index_.contains(fold_cp_ ? from : n.peer())) {
           throw base::InputError("", 0, where + ".peer",
-                           "peer rank " + std::to_string(n.peer()) + " of '" + n.name() +
-                               "' is not simulated (not in the graph)");
+                                 "peer rank " + std::to_string(n.peer()) + " of '" + n.name() +
+                                     "' is not simulated (not in the graph)");
         }
         const bool cp = n.stream() == plan::kCommCpSend || n.stream() == plan::kCommCpRecv;
         seqs[static_cast<size_t>(j)] = from * plan_.world_size() + to;
@@ -145,7 +154,8 @@ class ModelBuilder {
     // Collectives issued in line with compute (kind 2) pay the calibrated blocking overhead too
     // (collective_cost.hpp), so they are sites apart from the same collective on a comm stream.
     const bool blocking = plan::is_blocking_collective(n);
-    const auto key = std::make_tuple(blocking ? 2 : 0, n.process_group(), static_cast<int64_t>(n.collective()), bits);
+    const auto key = std::make_tuple(blocking ? 2 : 0, n.process_group(),
+                                     static_cast<int64_t>(n.collective()), bits);
     if (auto it = keys_.find(key); it != keys_.end()) return it->second;
     const pb::ProcessGroup& pg = groups_.at(n.process_group(), where);
     Pending p{{pg.ranks().begin(), pg.ranks().end()}, pg.dim(), pg.id()};
@@ -154,7 +164,8 @@ class ModelBuilder {
     for (int64_t r : p.members) s.simulated_members += index_.contains(r) ? 1 : 0;
     const std::vector<int64_t> group_devices = devices(p.members, where);
     s.plan = collective_plan(costs_.collectives(), n.collective(), group_devices, bytes);
-    if (blocking) s.plan.alpha_s += costs_.collectives().blocking_overhead_s(n.collective(), group_devices);
+    if (blocking)
+      s.plan.alpha_s += costs_.collectives().blocking_overhead_s(n.collective(), group_devices);
     return add(key, std::move(s), std::move(p));
   }
 
@@ -355,8 +366,8 @@ class ModelBuilder {
 
 }  // namespace
 
-Model build_model(const plan::ResolvedPlan& plan, const CostModels& costs, const DesOptions& options,
-                  Router& router) {
+Model build_model(const plan::ResolvedPlan& plan, const CostModels& costs,
+                  const DesOptions& options, Router& router) {
   Model m;
   m.world_size = plan.world_size();
   const pb::ExecGraph* given = options.graph;

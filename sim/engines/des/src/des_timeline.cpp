@@ -67,9 +67,12 @@ void fill_breakdown(const Model& m, const RunStats& stats, pb::StepBreakdown& b)
     const double span = mk.t - t;
     if (span > 0) {
       int owner = -1;
-      if (active[kOptimizer] > 0) owner = kOptimizer;
-      else if (active[kRecompute] > 0) owner = kRecompute;
-      else if (active[kCompute] > 0) owner = kCompute;
+      if (active[kOptimizer] > 0)
+        owner = kOptimizer;
+      else if (active[kRecompute] > 0)
+        owner = kRecompute;
+      else if (active[kCompute] > 0)
+        owner = kCompute;
       else {
         for (int c = kTp; c < kClasses && owner < 0; ++c) {
           if (active[static_cast<size_t>(c)] > 0) owner = c;
@@ -97,7 +100,8 @@ void fill_breakdown(const Model& m, const RunStats& stats, pb::StepBreakdown& b)
 
 }  // namespace
 
-pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model, const RunStats& stats) {
+pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model,
+                          const RunStats& stats) {
   pb::SimResult r;
   r.set_engine("des");
   r.set_model(plan.model.name());

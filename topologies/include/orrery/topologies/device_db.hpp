@@ -1,5 +1,5 @@
-// The built-in device database (topologies/presets/devices/<name>.yaml, compiled in): peak FLOP/s per
-// dtype, memory capacity and bandwidth of each GPU type, plus the CPU device of this kind of
+// The built-in device database (topologies/presets/devices/<name>.yaml, compiled in): peak FLOP/s
+// per dtype, memory capacity and bandwidth of each GPU type, plus the CPU device of this kind of
 // machine.
 #pragma once
 

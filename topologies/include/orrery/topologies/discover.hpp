@@ -18,10 +18,10 @@ pb::ClusterSpec discover_local_machine();
 
 // The first processor of /proc/cpuinfo.
 struct CpuInfo {
-  std::string vendor;         // "GenuineIntel", "AuthenticAMD"
+  std::string vendor;  // "GenuineIntel", "AuthenticAMD"
   std::string model_name;
   int family = 0;
-  double frequency_hz = 0;    // nominal: "@ 2.30GHz" in the model name, else "cpu MHz"
+  double frequency_hz = 0;  // nominal: "@ 2.30GHz" in the model name, else "cpu MHz"
   std::set<std::string> flags;
 };
 CpuInfo parse_cpuinfo(std::string_view text);

@@ -12,8 +12,8 @@ namespace orrery::topologies {
 
 struct Route {
   std::vector<Edge> edges;
-  double latency_s = 0;              // sum of the links' latencies
-  double bottleneck_bytes_per_s = 0; // the slowest link on the path
+  double latency_s = 0;               // sum of the links' latencies
+  double bottleneck_bytes_per_s = 0;  // the slowest link on the path
 };
 
 // All equal-cost shortest paths from device `src` to device `dst` (global indices): the

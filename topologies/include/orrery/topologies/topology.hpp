@@ -19,9 +19,9 @@ const char* to_string(VertexKind kind);
 
 struct VertexInfo {
   VertexKind kind = VertexKind::kDevice;
-  std::string name;    // "n3.gpu5", "n3.nic5", "leaf12", "spine0", ...
-  int64_t node = -1;   // node index for in-node vertices, -1 for fabric switches
-  int64_t device = -1; // global device index for devices, else -1
+  std::string name;     // "n3.gpu5", "n3.nic5", "leaf12", "spine0", ...
+  int64_t node = -1;    // node index for in-node vertices, -1 for fabric switches
+  int64_t device = -1;  // global device index for devices, else -1
 };
 
 enum class LinkKind { kNvLink, kPcie, kHostLink, kNetwork };
@@ -33,17 +33,17 @@ struct LinkInfo {
   double latency_s = 0;              // propagation + the switch at its head, if any
 };
 
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, VertexInfo,
-                                    LinkInfo>;
+using Graph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, VertexInfo, LinkInfo>;
 using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
 using Edge = boost::graph_traits<Graph>::edge_descriptor;
 
 struct DeviceInfo {
   Vertex vertex;
-  int64_t node;            // global node index
-  int64_t local_index;     // index inside its node
-  int node_group;          // index into ClusterSpec.node_groups
-  std::string device_type; // DeviceSpec name
+  int64_t node;             // global node index
+  int64_t local_index;      // index inside its node
+  int node_group;           // index into ClusterSpec.node_groups
+  std::string device_type;  // DeviceSpec name
   // Devices with the same id share an NVLink fabric (an NVSwitch, possibly spanning several nodes
   // of a domain, or a node's direct mesh); they talk over NVLink only. -1: no NVLink.
   int64_t nvlink_domain = -1;

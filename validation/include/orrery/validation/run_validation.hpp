@@ -18,7 +18,7 @@ struct RunCase {
   std::string plan;     // one-line plan summary
   double measured_s = 0;
   double predicted_s = 0;
-  double error = 0;     // (predicted - measured) / measured
+  double error = 0;  // (predicted - measured) / measured
   // The memory model's peak and its device's capacity on the rank nearest its capacity.
   double peak_memory_bytes = 0;
   double memory_capacity_bytes = 0;
@@ -53,11 +53,12 @@ namespace orrery::validation {
 // (the other fields are then partial).
 struct PublishedRun {
   std::string id;
-  std::string model_label;  // preset name or "<key> (from the file)"
+  std::string model_label;    // preset name or "<key> (from the file)"
   std::string cluster_label;  // "dgx-a100 x4"
   pb::ModelSpec model;
   pb::ClusterSpec cluster;
-  pb::Plan plan;  // job (batch, sequence, precision), degrees, sharding, recompute, attention kernel
+  pb::Plan
+      plan;  // job (batch, sequence, precision), degrees, sharding, recompute, attention kernel
   double measured_s = 0;
   std::string skipped;
 };

@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "orrery/sim/collective_group.hpp"
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/sim/collective_cost.hpp"
+#include "orrery/sim/collective_group.hpp"
 
 namespace orrery::sim::detail {
 
@@ -25,7 +25,7 @@ struct CollectiveCandidate {
 
 // Every (algorithm, protocol) NCCL could run `kind` with on `group`; never empty.
 std::vector<CollectiveCandidate> collective_candidates(pb::CollectiveKind kind,
-                                                      const CollectiveGroup& group, double bytes);
+                                                       const CollectiveGroup& group, double bytes);
 
 // One transfer between two ranks, `same_island` over NVLink/PCIe, else through one NIC.
 CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island, double bytes);

@@ -92,8 +92,8 @@ class CollectiveCostModel {
   static double curve_seconds(const pb::CommCurve& curve, int64_t ranks, double bytes);
 
   // The profile's CommCurve for this scope and kind; null when it has none.
-  static const pb::CommCurve* calibrated_curve(const pb::CalibrationProfile& profile, const std::string& scope,
-                                               pb::CollectiveKind kind);
+  static const pb::CommCurve* calibrated_curve(const pb::CalibrationProfile& profile,
+                                               const std::string& scope, pb::CollectiveKind kind);
 
  private:
   const pb::CommCurve* calibrated(const std::string& scope, pb::CollectiveKind kind) const;

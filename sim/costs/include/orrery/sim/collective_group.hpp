@@ -26,7 +26,7 @@ struct CollectiveGroup {
   // the group on that node), and one rank's share of its node's NICs.
   double island_nic_bytes_per_s = 0;
   double rank_nic_bytes_per_s = 0;
-  double pair_nic_bytes_per_s = 0;  // one NIC: what a single peer-to-peer stream can use
+  double pair_nic_bytes_per_s = 0;   // one NIC: what a single peer-to-peer stream can use
   double intra_hop_latency_s = 0;    // device to device inside an island
   double network_hop_latency_s = 0;  // the scale-out part of a route between two islands
 };

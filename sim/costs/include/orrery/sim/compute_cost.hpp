@@ -39,9 +39,10 @@ class ComputeCostModel {
   double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops, double bytes,
                  std::span<const int64_t> shape, pb::Phase phase, std::string_view op = {}) const;
   double seconds(const pb::DeviceSpec& device, const pb::ExecNode& node) const {
-    return seconds(device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written(),
-                   std::span<const int64_t>(node.shape().data(), static_cast<size_t>(node.shape().size())),
-                   node.phase(), node.op());
+    return seconds(
+        device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written(),
+        std::span<const int64_t>(node.shape().data(), static_cast<size_t>(node.shape().size())),
+        node.phase(), node.op());
   }
   // The calibrated host time between consecutive ops on a device's compute stream that no op's
   // time covers (CalibrationProfile.dispatch_overhead): both engines add it before every op they
@@ -59,8 +60,8 @@ class ComputeCostModel {
   const pb::HostSharing* host_sharing(const pb::DeviceSpec& device) const;
   // The curve in force for a device and op class (calibrated or default), or for one op of the
   // class in one pass: its own curve where the profile has one, else the class's.
-  pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class, std::string_view op = {},
-                         pb::Phase phase = pb::PHASE_UNSPECIFIED) const;
+  pb::ComputeCurve curve(const pb::DeviceSpec& device, pb::OpClass op_class,
+                         std::string_view op = {}, pb::Phase phase = pb::PHASE_UNSPECIFIED) const;
   // The profile's curve for this device, class, op and pass (ComputeCurve.op, .phase): the op's
   // own for the pass of `phase`, else the class's (op empty); null when the profile has neither.
   static const pb::ComputeCurve* calibrated_curve(const pb::CalibrationProfile& profile,

@@ -14,6 +14,7 @@ struct SimOutput {
 };
 
 // Fills tokens/s, MFU and HFU from step time and the plan (shared by both engines).
-void fill_throughput(const plan::ResolvedPlan& plan, double recompute_flops_per_step, pb::SimResult& r);
+void fill_throughput(const plan::ResolvedPlan& plan, double recompute_flops_per_step,
+                     pb::SimResult& r);
 
 }  // namespace orrery::sim

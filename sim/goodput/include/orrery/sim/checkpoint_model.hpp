@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/failure_model.hpp"
 #include "orrery/sim/footprint.hpp"
-#include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::sim {
 

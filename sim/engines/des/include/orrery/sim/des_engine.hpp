@@ -41,11 +41,11 @@
 // (as a serialized protobuf). It can be called any number of times from one process.
 #pragma once
 
+#include "orrery/base/error.hpp"
 #include "orrery/pb/exec_graph.pb.h"
+#include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/cost_models.hpp"
 #include "orrery/sim/sim_output.hpp"
-#include "orrery/plan/resolved_plan.hpp"
-#include "orrery/base/error.hpp"
 
 namespace orrery::sim {
 
