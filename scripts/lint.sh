@@ -19,10 +19,17 @@ if [[ ! -f "$build/compile_commands.json" ]]; then
   exit 1
 fi
 # Sources of the compile database that are ours: not tests, benchmarks or generated code (protoc's
-# output, the embedded presets).
+# output, the embedded presets). Nor the executor's sources that include libtorch: clang-tidy 14
+# (Debian 12's) cannot parse libtorch 1.13's headers as C++20 (c10::IValue is still incomplete
+# where ivalue_inl.h copies it), so their function sizes are left to review.
 root="$(pwd)/"
-mapfile -t units < <(grep -o '"file": "[^"]*"' "$build/compile_commands.json" | sed 's/^"file": "//; s/"$//' |
-  sed "s|^$root||" | grep -v -e '^tests/' -e '^bench/' -e '^build' -e '/gen/' -e '^/' | sort -u)
+mapfile -t units < <(awk -v root="$root" '
+  /"command":/ { torch = ($0 ~ /torch/) }
+  /"file":/ {
+    sub(/.*"file": "/, ""); sub(/".*/, ""); sub("^" root, "")
+    if (!torch) print
+  }' "$build/compile_commands.json" |
+  grep -v -e '^tests/' -e '^bench/' -e '^build' -e '/gen/' -e '^/' | sort -u)
 echo "lint: clang-tidy on ${#units[@]} translation units ($(nproc) at a time)" >&2
 # One process per unit, run in parallel; -quiet keeps the output to the findings.
 printf '%s\n' "${units[@]}" |

@@ -141,38 +141,11 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
       "Overlap ZeRO parameter gathers with forward (default off; a plan's true stays on)");
 }
 
-LoadedJob load_job(const PlanArgs& a) {
-  LoadedJob job;
-  pb::Plan& p = job.plan;
-  check_number_flags(a);
-  if (!a.plan_file.empty()) read_spec_file(a.plan_file, &p, &job.plan_where);
-  if (!a.model.empty()) p.set_model(a.model);
-  if (!a.cluster.empty()) p.set_cluster(a.cluster);
-  if (p.model().empty())
-    throw base::InputError("", 0, "--model", "required (or a --plan file with `model`)");
-  if (p.cluster().empty())
-    throw base::InputError("", 0, "--cluster", "required (or a --plan file with `cluster`)");
-  if (a.nodes) p.set_nodes(*a.nodes);
-  auto* job_spec = p.mutable_job();
-  if (a.global_batch) job_spec->set_global_batch_size(*a.global_batch);
-  if (a.seq) job_spec->set_seq_len(*a.seq);
-  if (a.precision)
-    job_spec->set_precision(static_cast<pb::Precision>(
-        parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
-  if (job_spec->precision() == pb::PRECISION_UNSPECIFIED)
-    job_spec->set_precision(a.unstated_precision);
-  if (job_spec->global_batch_size() <= 0)
-    throw base::InputError("", 0, "--global-batch",
-                           "required (or the plan's job.global_batch_size)");
-  if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
-  if (p.micro_batch_size() <= 0) p.set_micro_batch_size(1);
+namespace {
 
-  job.model = models::load_model(p.model());
-  if (job_spec->seq_len() <= 0) job_spec->set_seq_len(job.model.max_seq_len());
-  std::optional<int64_t> nodes;
-  if (p.has_nodes()) nodes = p.nodes();
-  job.cluster = topologies::load_cluster(p.cluster(), nodes);
-
+// Degrees, schedule and stages: the flags given, then dp filling the cluster when neither a flag
+// nor the plan states it.
+void apply_parallel_flags(const PlanArgs& a, const pb::ClusterSpec& cluster, pb::Plan& p) {
   auto* q = p.mutable_parallel();
   if (a.tp) q->set_tp(*a.tp);
   if (a.pp) q->set_pp(*a.pp);
@@ -197,7 +170,7 @@ LoadedJob load_job(const PlanArgs& a) {
     q->set_dp(*std::max_element(p.stage_dp().begin(), p.stage_dp().end()));
   }
   if (!q->has_dp()) {
-    const int64_t devices = topologies::total_devices(job.cluster);
+    const int64_t devices = topologies::total_devices(cluster);
     const plan::Degrees given = plan::degrees_of(*q);
     const int64_t per_replica = given.tp * given.pp * given.cp;
     if (devices % per_replica != 0) {
@@ -208,6 +181,11 @@ LoadedJob load_job(const PlanArgs& a) {
     }
     q->set_dp(devices / per_replica);
   }
+}
+
+// Sharding, recomputation, buckets, kernels, placement and overlap: each flag given replaces the
+// plan's field.
+void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.sharding)
     p.set_sharding(static_cast<pb::Sharding>(
         parse_enum("--sharding", *a.sharding, pb::Sharding_descriptor())));
@@ -240,6 +218,44 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.moe_imbalance) p.set_moe_imbalance(*a.moe_imbalance);
   if (a.overlap_grad_reduce) p.set_overlap_grad_reduce(true);
   if (a.overlap_param_gather) p.set_overlap_param_gather(true);
+}
+
+}  // namespace
+
+LoadedJob load_job(const PlanArgs& a) {
+  LoadedJob job;
+  pb::Plan& p = job.plan;
+  check_number_flags(a);
+  if (!a.plan_file.empty()) read_spec_file(a.plan_file, &p, &job.plan_where);
+  if (!a.model.empty()) p.set_model(a.model);
+  if (!a.cluster.empty()) p.set_cluster(a.cluster);
+  if (p.model().empty())
+    throw base::InputError("", 0, "--model", "required (or a --plan file with `model`)");
+  if (p.cluster().empty())
+    throw base::InputError("", 0, "--cluster", "required (or a --plan file with `cluster`)");
+  if (a.nodes) p.set_nodes(*a.nodes);
+  auto* job_spec = p.mutable_job();
+  if (a.global_batch) job_spec->set_global_batch_size(*a.global_batch);
+  if (a.seq) job_spec->set_seq_len(*a.seq);
+  if (a.precision)
+    job_spec->set_precision(static_cast<pb::Precision>(
+        parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
+  if (job_spec->precision() == pb::PRECISION_UNSPECIFIED)
+    job_spec->set_precision(a.unstated_precision);
+  if (job_spec->global_batch_size() <= 0)
+    throw base::InputError("", 0, "--global-batch",
+                           "required (or the plan's job.global_batch_size)");
+  if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
+  if (p.micro_batch_size() <= 0) p.set_micro_batch_size(1);
+
+  job.model = models::load_model(p.model());
+  if (job_spec->seq_len() <= 0) job_spec->set_seq_len(job.model.max_seq_len());
+  std::optional<int64_t> nodes;
+  if (p.has_nodes()) nodes = p.nodes();
+  job.cluster = topologies::load_cluster(p.cluster(), nodes);
+
+  apply_parallel_flags(a, job.cluster, p);
+  apply_strategy_flags(a, p);
   job.plan_where.set_file(a.plan_file.empty() ? std::string() : a.plan_file);
   return job;
 }
