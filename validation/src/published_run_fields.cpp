@@ -322,8 +322,7 @@ pb::AttentionKernel kernel_from_framework(const CaseReader& run) {
   if (framework.find("megatron-lm @") != std::string::npos)
     return pb::ATTENTION_KERNEL_MATERIALIZED;
   const std::string words = words_of(framework);
-  if (names_any(words, {"torchtitan", "nanotron", "picotron", "megatron core", "mcore",
-                        "megatron bridge"})) {
+  if (names_any(words, {"torchtitan", "nanotron", "picotron", "megatron core", "mcore"})) {
     return pb::ATTENTION_KERNEL_FLASH;
   }
   run.fail("attention_kernel", "missing, and framework '" + run.text("framework") +
