@@ -12,6 +12,7 @@
 #include "orrery/pb/calibration.pb.h"
 #include "orrery/traces/spec_io.hpp"
 #include "run_command.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

@@ -10,6 +10,7 @@
 #include "orrery/pb/sim_result.pb.h"
 #include "orrery/traces/spec_io.hpp"
 #include "run_command.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

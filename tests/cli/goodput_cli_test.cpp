@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_command.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_command.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "run_command.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

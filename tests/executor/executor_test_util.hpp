@@ -17,6 +17,7 @@
 
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/results.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor::test {
 

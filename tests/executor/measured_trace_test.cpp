@@ -20,6 +20,7 @@
 #include "orrery/plan/lower.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -205,8 +206,8 @@ TEST(MeasuredTrace, TensorParallel) {
 
 TEST(MeasuredTrace, TensorParallelWithSequenceParallelGptStyle) {
   expect_trace_matches_lowering("tp2sp",
-                                "--model " ORRERY_EXECUTOR_TEST_DIR
-                                "/tiny-gpt.yaml --tp 2 --sp --dp 1 --global-batch 2 --seq 32");
+                                "--model " + std::string(ORRERY_EXECUTOR_TEST_DIR) +
+                                    "/tiny-gpt.yaml --tp 2 --sp --dp 1 --global-batch 2 --seq 32");
 }
 
 TEST(MeasuredTrace, PipelineOneFOneB) {
@@ -216,8 +217,8 @@ TEST(MeasuredTrace, PipelineOneFOneB) {
 
 TEST(MeasuredTrace, PipelineGpipeTiedEmbeddings) {
   expect_trace_matches_lowering(
-      "pp2gpipe", "--model " ORRERY_EXECUTOR_TEST_DIR
-                  "/tiny-gpt.yaml --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule gpipe");
+      "pp2gpipe", "--model " + std::string(ORRERY_EXECUTOR_TEST_DIR) +
+                      "/tiny-gpt.yaml --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule gpipe");
 }
 
 TEST(MeasuredTrace, MaterializedAttentionOneRank) {

@@ -43,6 +43,7 @@
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

@@ -22,6 +22,7 @@
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/traces/spec_io.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "executor_test_util.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "executor_test_util.hpp"
 #include "orrery/executor/results.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

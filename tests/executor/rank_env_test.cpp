@@ -14,6 +14,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

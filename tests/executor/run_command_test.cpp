@@ -12,6 +12,7 @@
 #include "executor_test_util.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/results.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

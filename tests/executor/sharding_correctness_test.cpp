@@ -27,6 +27,7 @@
 #include "orrery/plan/lower.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

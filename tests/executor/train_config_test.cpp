@@ -6,6 +6,7 @@
 
 #include "orrery/executor/train_config.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::executor {
 namespace {

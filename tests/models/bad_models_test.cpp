@@ -7,6 +7,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::models {
 namespace {

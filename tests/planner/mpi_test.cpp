@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../cli/run_command.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::testing {
 namespace {

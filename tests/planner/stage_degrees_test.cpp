@@ -11,6 +11,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::planner {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/validation/collective_validation.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::sim {
 namespace {

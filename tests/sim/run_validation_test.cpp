@@ -7,6 +7,7 @@
 #include <map>
 
 #include "orrery/validation/run_validation.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::sim {
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "orrery/pb/plan.pb.h"
+#include "test_paths.hpp"
 
 namespace orrery::sim::test {
 

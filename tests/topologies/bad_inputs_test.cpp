@@ -8,6 +8,7 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::topologies {
 namespace {

@@ -9,6 +9,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::topologies {
 namespace {

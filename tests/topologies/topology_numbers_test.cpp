@@ -9,6 +9,7 @@
 
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/routing.hpp"
+#include "test_paths.hpp"
 
 namespace orrery::topologies {
 namespace {

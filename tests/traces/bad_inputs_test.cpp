@@ -13,6 +13,7 @@
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
 #include "orrery/traces/spec_io.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

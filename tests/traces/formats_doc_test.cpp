@@ -15,6 +15,7 @@
 #include "orrery/pb/plan.pb.h"
 #include "orrery/pb/sim_result.pb.h"
 #include "orrery/traces/field_ranges.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/traces/kineto.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {
