@@ -21,6 +21,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/plan_defaults.hpp"
 #include "orrery/planner/explain.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/engine.hpp"
@@ -38,7 +39,7 @@ struct PlanCommandArgs {
   std::string model, cluster, calibration_file, out_file;
   std::optional<int64_t> nodes, seq;
   int64_t global_batch = 0;
-  std::string precision = "bf16";
+  std::optional<std::string> precision;
   std::string tp, pp, cp, ep, vp, micro_batch, sharding, recompute;
   int64_t max_micro_batch = 8, top = 5, exhaustive_limit = 4000, beam = 16;
   int threads = 0;
@@ -134,15 +135,18 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
   if (a.nodes) job.base.set_nodes(*a.nodes);
   auto* j = job.base.mutable_job();
   j->set_global_batch_size(a.global_batch);
-  j->set_seq_len(a.seq ? *a.seq : job.model.max_seq_len());
-  // One precision: the search does not range over it, so a list must not lose its tail silently.
-  const auto precision =
-      enum_list<pb::Precision>("--precision", a.precision, pb::Precision_descriptor());
-  if (precision.size() != 1) {
-    throw base::InputError("", 0, "--precision",
-                           "got '" + a.precision + "', expected one of: fp32, bf16, fp16, fp8");
+  if (a.seq) j->set_seq_len(*a.seq);
+  if (a.precision) {
+    // One precision: the search does not range over it, so a list must not lose its tail.
+    const auto precision =
+        enum_list<pb::Precision>("--precision", *a.precision, pb::Precision_descriptor());
+    if (precision.size() != 1) {
+      throw base::InputError("", 0, "--precision",
+                             "got '" + *a.precision + "', expected one of: fp32, bf16, fp16, fp8");
+    }
+    j->set_precision(precision.front());
   }
-  j->set_precision(precision.front());
+  plan::fill_unstated_job(*j, job.model, job.cluster);
   return job;
 }
 
@@ -354,7 +358,8 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seq", a->seq, "Sequence length (default: the model's max)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--precision", a->precision, "fp32 | bf16 | fp16 | fp8 (default bf16)");
+  cmd->add_option("--precision", a->precision,
+                  "fp32 | bf16 | fp16 | fp8 (default bf16 on GPUs, fp32 on CPUs)");
   cmd->add_option("--tp", a->tp,
                   "Only these TP degrees, e.g. 4,8 (default: all up to one NVLink domain)");
   cmd->add_option("--pp", a->pp, "Only these PP degrees");

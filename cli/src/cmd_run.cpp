@@ -164,11 +164,9 @@ void add_run_command(CLI::App& app) {
 #ifdef ORRERY_HAVE_EXECUTOR
   auto a = std::make_shared<RunArgs>();
   add_plan_flags(cmd, a->plan);
-  // Where neither the plan nor the flag states a precision a run trains in fp32, as it always
-  // has (the executor's CPU figures and parity references are fp32; docs/executor.md, "Running").
-  a->plan.unstated_precision = pb::PRECISION_FP32;
   cmd->get_option("--precision")
-      ->description("fp32 | bf16 (default: the plan's job.precision, else fp32)");
+      ->description(
+          "fp32 | bf16 (default: the plan's job.precision, else bf16 on GPUs, fp32 on CPUs)");
   auto& t = a->train;
   cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");

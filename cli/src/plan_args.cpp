@@ -2,7 +2,6 @@
 
 #include "text.hpp"
 
-#include <algorithm>
 #include <sstream>
 #include <tuple>
 
@@ -10,6 +9,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/plan_defaults.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
@@ -114,7 +114,9 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seq", a.seq, "Sequence length (default: the model's max_seq_len)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--precision", a.precision, "fp32 | bf16 | fp16 | fp8 (default bf16)");
+  cmd->add_option("--precision", a.precision,
+                  "fp32 | bf16 | fp16 | fp8 (default: the plan's job.precision, else bf16 on GPUs, "
+                  "fp32 on CPUs)");
   cmd->add_option(
       "--bucket", a.bucket,
       "Gradient/parameter bucket size, e.g. '40 MiB' (default 0: the simulator's default)");
@@ -143,9 +145,9 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
 
 namespace {
 
-// Degrees, schedule and stages: the flags given, then dp filling the cluster when neither a flag
-// nor the plan states it.
-void apply_parallel_flags(const PlanArgs& a, const pb::ClusterSpec& cluster, pb::Plan& p) {
+// Degrees, schedule and stages: each flag given replaces the plan's field (what neither states is
+// filled by plan::fill_unstated).
+void apply_parallel_flags(const PlanArgs& a, pb::Plan& p) {
   auto* q = p.mutable_parallel();
   if (a.tp) q->set_tp(*a.tp);
   if (a.pp) q->set_pp(*a.pp);
@@ -159,28 +161,6 @@ void apply_parallel_flags(const PlanArgs& a, const pb::ClusterSpec& cluster, pb:
         parse_enum("--schedule", *a.schedule, pb::PipelineSchedule_descriptor())));
   if (a.stage_tp) set_int_list("--stage-tp", *a.stage_tp, p.mutable_stage_tp());
   if (a.stage_dp) set_int_list("--stage-dp", *a.stage_dp, p.mutable_stage_dp());
-  if (!q->has_dp() && (p.stage_tp_size() > 0 || p.stage_dp_size() > 0)) {
-    // Stages with their own degrees do not fill the cluster by one rule: the pipeline
-    // micro-batch (micro_batch x dp) must be given, or follow from the stages' dp.
-    if (p.stage_dp_size() == 0) {
-      throw base::InputError(
-          "", 0, "--dp",
-          "required with --stage-tp and no --stage-dp (it sizes the pipeline micro-batch)");
-    }
-    q->set_dp(*std::max_element(p.stage_dp().begin(), p.stage_dp().end()));
-  }
-  if (!q->has_dp()) {
-    const int64_t devices = topologies::total_devices(cluster);
-    const plan::Degrees given = plan::degrees_of(*q);
-    const int64_t per_replica = given.tp * given.pp * given.cp;
-    if (devices % per_replica != 0) {
-      throw base::InputError("", 0, "--dp",
-                             "not given, and tp x pp x cp = " + std::to_string(per_replica) +
-                                 " does not divide the cluster's " + std::to_string(devices) +
-                                 " devices");
-    }
-    q->set_dp(devices / per_replica);
-  }
 }
 
 // Sharding, recomputation, buckets, kernels, placement and overlap: each flag given replaces the
@@ -240,22 +220,19 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.precision)
     job_spec->set_precision(static_cast<pb::Precision>(
         parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
-  if (job_spec->precision() == pb::PRECISION_UNSPECIFIED)
-    job_spec->set_precision(a.unstated_precision);
   if (job_spec->global_batch_size() <= 0)
     throw base::InputError("", 0, "--global-batch",
                            "required (or the plan's job.global_batch_size)");
   if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
-  if (p.micro_batch_size() <= 0) p.set_micro_batch_size(1);
 
   job.model = models::load_model(p.model());
-  if (job_spec->seq_len() <= 0) job_spec->set_seq_len(job.model.max_seq_len());
   std::optional<int64_t> nodes;
   if (p.has_nodes()) nodes = p.nodes();
   job.cluster = topologies::load_cluster(p.cluster(), nodes);
 
-  apply_parallel_flags(a, job.cluster, p);
+  apply_parallel_flags(a, p);
   apply_strategy_flags(a, p);
+  plan::fill_unstated(p, job.model, job.cluster);
   job.plan_where.set_file(a.plan_file.empty() ? std::string() : a.plan_file);
   return job;
 }

@@ -23,8 +23,6 @@ struct PlanArgs {
   std::optional<std::string> layers_per_stage, stage_node_groups, stage_tp, stage_dp;
   std::optional<double> moe_imbalance;
   bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
-  // The precision when neither --precision nor the plan's job.precision states one.
-  pb::Precision unstated_precision = pb::PRECISION_BF16;
 };
 
 void add_plan_flags(CLI::App* cmd, PlanArgs& a);

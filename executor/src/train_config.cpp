@@ -7,8 +7,6 @@
 #include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::executor {
-// Pipeline split rules (below).
-std::string stage_problem(const pb::Plan& plan, const pb::ModelSpec& m);
 
 namespace {
 
@@ -82,30 +80,6 @@ std::string model_problem(const pb::ModelSpec& m) {
   return "";
 }
 
-// MoE: experts split over EP (inside dp) and each expert's FFN over TP.
-std::string moe_problem(const pb::Plan& plan, const pb::ModelSpec& m, int64_t tp, int64_t dp) {
-  const int64_t ep = plan::degrees_of(plan.parallel()).ep;
-  if (!m.has_moe()) {
-    return ep > 1 ? "parallel.ep " + str(ep) + ": expert parallelism needs an MoE model (" +
-                        m.name() + " is dense)"
-                  : std::string();
-  }
-  const auto& moe = m.moe();
-  if (moe.num_experts() % ep != 0) {
-    return "parallel.ep " + str(ep) + " must divide moe.num_experts " + str(moe.num_experts());
-  }
-  if (dp % ep != 0)
-    return "parallel.ep " + str(ep) + " must divide dp " + str(dp) + " (EP groups are dp replicas)";
-  const int64_t shared = moe.num_shared_experts() * (moe.shared_expert_ffn_hidden_size() > 0
-                                                         ? moe.shared_expert_ffn_hidden_size()
-                                                         : moe.expert_ffn_hidden_size());
-  if (moe.expert_ffn_hidden_size() % tp != 0 || shared % tp != 0) {
-    return "parallel.tp " + str(tp) + " must divide moe.expert_ffn_hidden_size " +
-           str(moe.expert_ffn_hidden_size()) + " and the shared experts' width " + str(shared);
-  }
-  return "";
-}
-
 // ZeRO-3/FSDP (parallel_sharding.hpp) gathers and reduces each part's flat chunks over dp.
 std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
   const auto s = plan.sharding();
@@ -133,33 +107,13 @@ std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
 std::string unsupported_reason(const TrainConfig& c) {
   if (auto p = plan_problem(c.plan); !p.empty()) return p;
   if (auto p = model_problem(c.model); !p.empty()) return p;
-  const auto& m = c.model;
-  const plan::Degrees d = plan::degrees_of(c.plan.parallel());
-  const int64_t tp = d.tp, dp = d.dp;
-  if (m.num_attention_heads() % tp != 0 || m.num_kv_heads() % tp != 0 ||
-      m.ffn_hidden_size() % tp != 0) {
-    return "parallel.tp " + str(tp) + " must divide num_attention_heads " +
-           str(m.num_attention_heads()) + ", num_kv_heads " + str(m.num_kv_heads()) +
-           " and ffn_hidden_size " + str(m.ffn_hidden_size());
-  }
-  if (auto p = moe_problem(c.plan, m, tp, dp); !p.empty()) return p;
-  if (auto p = sharding_problem(c.plan, m); !p.empty()) return p;
-  const int64_t mbs = c.plan.micro_batch_size();
-  const int64_t gbs = c.plan.job().global_batch_size();
-  if (mbs <= 0 || gbs % (dp * mbs) != 0) {
-    return "job.global_batch_size " + str(gbs) +
-           " must be a multiple of dp x micro_batch_size = " + str(dp * mbs);
-  }
-  if (c.plan.job().seq_len() > m.max_seq_len()) {
-    return "job.seq_len " + str(c.plan.job().seq_len()) + " exceeds the model's max_seq_len " +
-           str(m.max_seq_len());
-  }
-  if (c.plan.parallel().sequence_parallel() && c.plan.job().seq_len() % tp != 0) {
-    return "parallel.sequence_parallel: tp " + str(tp) + " must divide job.seq_len " +
-           str(c.plan.job().seq_len());
-  }
+  // The plan's rules (degrees against the model, batch, sequence, pipeline split, MoE), worded
+  // as `simulate` and `plan` word them: one copy, in plan/. (The executor places EP groups inside
+  // dp replicas; the plan's ep-divides-dp-cp is that rule, as cp > 1 is refused above.)
+  if (auto p = plan::rule_violation(c.plan, c.model); !p.empty()) return p;
+  if (auto p = sharding_problem(c.plan, c.model); !p.empty()) return p;
   if (c.steps < 1) return "steps must be at least 1";
-  return stage_problem(c.plan, m);
+  return "";
 }
 
 std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec& model) {
@@ -167,27 +121,6 @@ std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec&
   if (plan.layers_per_stage_size() > 0)
     return {plan.layers_per_stage().begin(), plan.layers_per_stage().end()};
   return std::vector<int64_t>(static_cast<size_t>(pp), model.num_layers() / pp);
-}
-
-std::string stage_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
-  const int64_t pp = plan::degrees_of(plan.parallel()).pp;
-  if (plan.layers_per_stage_size() == 0) {
-    if (m.num_layers() % pp != 0) {
-      return "parallel.pp " + str(pp) + ": " + str(m.num_layers()) +
-             " layers do not split evenly; give layers_per_stage";
-    }
-    return "";
-  }
-  if (plan.layers_per_stage_size() != pp)
-    return "layers_per_stage: needs pp = " + str(pp) + " entries";
-  int64_t sum = 0;
-  for (int64_t n : plan.layers_per_stage()) {
-    if (n < 0) return "layers_per_stage: entries must be >= 0";
-    sum += n;
-  }
-  if (sum != m.num_layers())
-    return "layers_per_stage: sums to " + str(sum) + ", the model has " + str(m.num_layers());
-  return "";
 }
 
 }  // namespace orrery::executor

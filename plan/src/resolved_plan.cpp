@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -33,12 +36,25 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where,
     broken(where, tp_field, "tp-divides-kv-heads",
            "tp " + str(d.tp) + " must divide num_kv_heads " + str(m.num_kv_heads()));
   }
-  const int64_t ffn = m.has_moe() && m.moe().first_dense_layers() == 0
-                          ? m.moe().expert_ffn_hidden_size()
-                          : m.ffn_hidden_size();
-  if (ffn % d.tp != 0) {
-    broken(where, tp_field, "tp-divides-ffn",
-           "tp " + str(d.tp) + " must divide the FFN hidden size " + str(ffn));
+  // Every FFN the model has is split over TP: the dense one (all layers of a dense model, the
+  // first_dense_layers of an MoE one), each routed expert's and the shared experts' together.
+  std::vector<std::pair<std::string, int64_t>> ffns;
+  if (!m.has_moe() || m.moe().first_dense_layers() > 0)
+    ffns.emplace_back("the FFN hidden size", m.ffn_hidden_size());
+  if (m.has_moe()) {
+    const auto& moe = m.moe();
+    ffns.emplace_back("moe.expert_ffn_hidden_size", moe.expert_ffn_hidden_size());
+    const int64_t shared_width = moe.shared_expert_ffn_hidden_size() > 0
+                                     ? moe.shared_expert_ffn_hidden_size()
+                                     : moe.expert_ffn_hidden_size();
+    if (moe.num_shared_experts() > 0)
+      ffns.emplace_back("the shared experts' width", moe.num_shared_experts() * shared_width);
+  }
+  for (const auto& [what, width] : ffns) {
+    if (width % d.tp != 0) {
+      broken(where, tp_field, "tp-divides-ffn",
+             "tp " + str(d.tp) + " must divide " + what + " " + str(width));
+    }
   }
   if (d.cp > 1 && r.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED) {
     broken(where, "attention_kernel", "cp-needs-flash-attention",
@@ -472,12 +488,15 @@ int64_t ResolvedPlan::first_layer(int64_t stage) const {
   return first;
 }
 
-ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
-                          const pb::ClusterSpec& cluster, const SourceMap& where) {
+namespace {
+
+// resolve_plan up to placement: degrees, defaults of the plan's own fields, and every rule that
+// needs no cluster.
+ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
+                           const SourceMap& where) {
   ResolvedPlan r;
   r.plan = plan;
   r.model = model;
-  r.cluster = cluster;
   r.degrees = degrees_of(plan.parallel());
   r.precision = precisions_of(plan.job().precision());
   r.seq_len = plan.job().seq_len();
@@ -499,6 +518,8 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
     r.plan.set_attention_kernel(pb::ATTENTION_KERNEL_FLASH);
   }
 
+  // fill_unstated gives an unstated micro-batch 1; a caller that skipped it would divide by 0.
+  ORRERY_CHECK(r.micro_batch_size >= 1, "micro_batch_size unfilled (plan::fill_unstated)");
   const int64_t per_step = r.degrees.dp * r.micro_batch_size;
   if (plan.job().global_batch_size() % per_step != 0) {
     broken(where, "job.global_batch_size", "batch-divides",
@@ -514,8 +535,26 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
   }
   check_pipeline(r, where);
   check_sharding(r, where);
+  return r;
+}
+
+}  // namespace
+
+ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
+                          const pb::ClusterSpec& cluster, const SourceMap& where) {
+  ResolvedPlan r = resolve_rules(plan, model, where);
+  r.cluster = cluster;
   place_ranks(r, where);
   return r;
+}
+
+std::string rule_violation(const pb::Plan& plan, const pb::ModelSpec& model) {
+  try {
+    resolve_rules(plan, model, SourceMap());
+  } catch (const base::InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace orrery::plan

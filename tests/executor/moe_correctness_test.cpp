@@ -243,13 +243,14 @@ TrainConfig config(const std::string& model, int64_t tp, int64_t dp, int64_t ep)
 TEST(ExpertParallel, UnsupportedReasons) {
   EXPECT_EQ(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 2, 2)), "");
   EXPECT_EQ(unsupported_reason(config(spec("tiny-moe.yaml"), 2, 4, 4)), "");
-  EXPECT_NE(unsupported_reason(config("tiny", 1, 2, 2)).find("needs an MoE model"),
+  EXPECT_NE(unsupported_reason(config("tiny", 1, 2, 2)).find("rule ep-needs-moe"),
             std::string::npos);
   EXPECT_NE(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 4, 8))
                 .find("must divide moe.num_experts 4"),
             std::string::npos);
-  EXPECT_NE(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 1, 2)).find("must divide dp 1"),
-            std::string::npos);
+  EXPECT_NE(
+      unsupported_reason(config(spec("tiny-moe.yaml"), 1, 1, 2)).find("must divide dp x cp = 1"),
+      std::string::npos);
   TrainConfig odd = config(spec("tiny-moe.yaml"), 2, 1, 1);
   odd.model.mutable_moe()->set_expert_ffn_hidden_size(63);
   EXPECT_NE(unsupported_reason(odd).find("must divide moe.expert_ffn_hidden_size 63"),

@@ -102,4 +102,9 @@ const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank);
 ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
                           const pb::ClusterSpec& cluster, const SourceMap& where = SourceMap());
 
+// The rules of resolve_plan that need no cluster (degrees against the model, batch, sequence,
+// pipeline, sharding), with nothing placed: the first violation as resolve_plan words it, or ""
+// when none. For callers that check a plan before any cluster is at hand (the executor's ranks).
+std::string rule_violation(const pb::Plan& plan, const pb::ModelSpec& model);
+
 }  // namespace orrery::plan
