@@ -1,6 +1,8 @@
 // `orrery validate`: how far the simulator is from measurements — published training runs
 // (--runs), measured collective tables (--collectives), and a run measured here (--trace: the
 // trace `orrery run --out DIR` writes, re-simulated node by node).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,11 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "holdout_report.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "orrery/validation/collective_validation.hpp"
+#include "orrery/validation/run_holdout.hpp"
 #include "orrery/validation/run_validation.hpp"
 #include "orrery/validation/trace_validation.hpp"
 #include "output.hpp"
@@ -30,6 +34,7 @@ struct ValidateArgs {
   std::string timeline_file;
   std::string calibration_file;
   std::string engine = "analytic";
+  std::string holdout_by;  // --runs: leave one family out ("" for none)
   bool force = false;
 };
 
@@ -51,7 +56,10 @@ void require_one_simulated(const std::string& file, int simulated, int skipped) 
   }
 }
 
+void report_holdout(const ValidateArgs& a, const OutputFlags& out);
+
 void report_runs(const ValidateArgs& a, const OutputFlags& out) {
+  if (!a.holdout_by.empty()) return report_holdout(a, out);
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
   const validation::RunValidation v =
@@ -107,6 +115,20 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
     std::cout << "\nskipped\n" << render_fields(skipped);
   }
   require_one_simulated(a.runs_file, v.simulated, v.skipped);
+}
+
+void report_holdout(const ValidateArgs& a, const OutputFlags& out) {
+  const auto key = validation::parse_holdout_key(a.holdout_by, "--holdout-by");
+  const bool show = isatty(STDERR_FILENO) != 0;
+  const auto progress = [show](const std::string& family, int done, int total) {
+    if (!show) return;
+    std::fprintf(stderr, "\r\033[K[%d/%d] fitting %s", done + 1, total,
+                 family.empty() ? "on every family (in-sample)" : ("without " + family).c_str());
+    if (done + 1 == total) std::fprintf(stderr, "\r\033[K");
+  };
+  const validation::RunHoldout h =
+      validation::holdout_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"), key, progress);
+  print_holdout(h, a.runs_file, a.engine, out.json);
 }
 
 void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
@@ -303,13 +325,20 @@ void add_validate_command(CLI::App& app) {
   auto* trace = cmd->add_option(
       "--trace", a->trace_file,
       "A measured run (orrery run --out DIR writes DIR/trace.json): re-simulate it node by node");
-  cmd->add_option("--calibration", a->calibration_file, "Calibration profile to simulate with");
+  auto* calibration =
+      cmd->add_option("--calibration", a->calibration_file, "Calibration profile to simulate with");
   cmd->add_option("--engine", a->engine, "--runs, --trace: analytic (default) or des");
+  auto* holdout = cmd->add_option(
+      "--holdout-by", a->holdout_by,
+      "--runs: framework | gpu | source: predict each family with the kernel factor fitted on "
+      "the others (leave-one-family-out; docs/validation.md)");
   cmd->add_option("--timeline", a->timeline_file,
                   "--trace: write predicted and measured timelines side by side (Perfetto JSON; "
                   "needs --engine des)");
   cmd->add_flag("--force", a->force, "Replace --timeline if it exists");
   add_output_flags(cmd, *out, false);
+  holdout->needs(runs);
+  holdout->excludes(calibration);  // the holdout fits its own kernel factor
   runs->excludes(coll);
   runs->excludes(trace);
   coll->excludes(trace);

@@ -82,6 +82,8 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   const CaseReader r(c, file, path);
   PublishedRun out;
   out.id = r.text("id");
+  out.framework = r.text("framework");
+  if (r.has("source") && r.at("source").is_object()) out.source_url = r.child("source").text("url");
   const json& measured = r.at("measured");
   if (measured.is_object() && measured.contains("iter_time_s") &&
       measured["iter_time_s"].is_number()) {
@@ -91,6 +93,7 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
     out.measured_s = c["derived"]["iter_time_s"].get<double>();
   }
   const CaseReader hw = r.child("hardware");
+  out.gpu = hw.text("gpu");
   const std::string preset = cluster_preset_of(hw.text("gpu"));
   if (preset.empty()) {
     out.skipped = "no cluster preset for GPU '" + hw.text("gpu") + "'";
@@ -146,9 +149,10 @@ PublishedRun published_run(const json& c, const std::string& file, const std::st
   }
 }
 
-RunCase run_case(const json& c, const std::string& file, const std::string& path,
-                 sim::EngineKind engine, const pb::CalibrationProfile* calibration) {
-  const PublishedRun run = published_run(c, file, path);
+}  // namespace
+
+RunCase simulate_run(const PublishedRun& run, sim::EngineKind engine,
+                     const pb::CalibrationProfile* calibration) {
   RunCase out;
   out.id = run.id;
   out.measured_s = run.measured_s;
@@ -185,6 +189,8 @@ RunCase run_case(const json& c, const std::string& file, const std::string& path
   }
   return out;
 }
+
+namespace {
 
 // The cases of a published-runs file; InputError for a file that is not one.
 json read_cases(const std::filesystem::path& file) {
@@ -228,7 +234,8 @@ RunValidation validate_runs(const std::filesystem::path& file, sim::EngineKind e
   std::vector<double> errors;
   for (size_t i = 0; i < cases.size(); ++i) {
     RunCase c =
-        run_case(cases[i], file.string(), "cases[" + std::to_string(i) + "]", engine, calibration);
+        simulate_run(published_run(cases[i], file.string(), "cases[" + std::to_string(i) + "]"),
+                     engine, calibration);
     if (c.skipped.empty()) errors.push_back(std::fabs(c.error)), ++v.simulated;
     if (!c.skipped.empty()) ++v.skipped;
     if (c.peak_memory_bytes > c.memory_capacity_bytes) ++v.out_of_memory;

@@ -60,11 +60,21 @@ struct PublishedRun {
   pb::Plan
       plan;  // job (batch, sequence, precision), degrees, sharding, recompute, attention kernel
   double measured_s = 0;
+  // As the case writes them (empty where it does not): what --holdout-by groups cases by.
+  std::string framework;   // `framework`
+  std::string gpu;         // `hardware.gpu`
+  std::string source_url;  // `source.url`
   std::string skipped;
 };
 
 // Throws InputError for a file that is not a published-runs file; unreadable cases are skipped
 // with the reason (as validate_runs does).
 std::vector<PublishedRun> published_runs(const std::filesystem::path& file);
+
+// One published run simulated and compared with its measurement, as validate_runs does for each
+// case (`calibration` may be null: the default cost models). A run the plan rules reject comes
+// back skipped with the reason.
+RunCase simulate_run(const PublishedRun& run, sim::EngineKind engine,
+                     const pb::CalibrationProfile* calibration);
 
 }  // namespace orrery::validation
