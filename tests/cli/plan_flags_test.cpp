@@ -122,11 +122,27 @@ TEST(PlanFlags, PlanTakesExactlyOnePrecision) {
       << r.err;
 }
 
+// One rule for an unstated precision (plan::default_precision), whichever command reads the plan:
+// fp32 where the devices are CPU cores, bf16 on GPUs.
+TEST(PlanFlags, UnstatedPrecisionFollowsTheDevices) {
+  const auto cpu = run_command(orrery("simulate --model tiny --cluster local --global-batch 4"));
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_NE(cpu.out.find("x seq 64, fp32"), std::string::npos) << cpu.out;
+  const auto gpu = run_command(orrery(
+      "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 8 --seq 2048"));
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_NE(gpu.out.find("x seq 2048, bf16"), std::string::npos) << gpu.out;
+  const auto planned = run_command(
+      orrery("plan --model tiny --cluster local --global-batch 4 --rerank none --quiet --top 1"));
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("fp32"), std::string::npos) << planned.out;
+}
+
 TEST(PlanFlags, HelpStatesTheDefaults) {
   const auto r = run_command(orrery("simulate --help"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* want : {"a flag left out never does", "default bf16", "default one_f_one_b",
-                           "default none", "the default) or des"}) {
+  for (const char* want : {"a flag left out never does", "else bf16 on GPUs, fp32 on CPUs",
+                           "default one_f_one_b", "default none", "the default) or des"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
 }
