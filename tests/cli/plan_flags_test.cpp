@@ -132,10 +132,18 @@ TEST(PlanFlags, UnstatedPrecisionFollowsTheDevices) {
       "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 8 --seq 2048"));
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
   EXPECT_NE(gpu.out.find("x seq 2048, bf16"), std::string::npos) << gpu.out;
-  const auto planned = run_command(
-      orrery("plan --model tiny --cluster local --global-batch 4 --rerank none --quiet --top 1"));
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("orrery-plan-" + std::to_string(::getpid()) + ".yaml"))
+                              .string();
+  const auto planned =
+      run_command(orrery("plan --model tiny --cluster local --global-batch 4 "
+                         "--rerank none --quiet --top 1 --out " +
+                         out));
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
-  EXPECT_NE(planned.out.find("fp32"), std::string::npos) << planned.out;
+  std::ifstream in(out);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(file.find("precision: fp32"), std::string::npos) << file;
+  std::filesystem::remove(out);
 }
 
 TEST(PlanFlags, HelpStatesTheDefaults) {
