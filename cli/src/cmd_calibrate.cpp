@@ -14,6 +14,7 @@
 
 #include "commands.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/calibration/calibration_samples.hpp"
@@ -49,13 +50,7 @@ struct CalibrateArgs {
   bool force = false;
 };
 
-std::string read_text(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw base::EnvironmentError(file + ": cannot be read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& file) { return base::read_input_file(file); }
 
 // A measured trace in any of the formats calibrate reads, as an ExecGraph.
 pb::ExecGraph read_trace(const std::string& file, std::vector<std::string>& notes) {

@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   app.name("orrery");
   app.require_subcommand(1);
   app.set_version_flag("--version", "orrery 0.1.0");
+  // Every error starts with "error: ", CLI11's own (an unknown flag, a missing value) included.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    return "error: " + CLI::FailureMessage::simple(failed, e);
+  });
   orrery::cli::add_model_commands(app);
   orrery::cli::add_topo_commands(app);
 #ifdef ORRERY_HAVE_SIMULATOR

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 
 namespace orrery::models::detail {
 namespace {
@@ -38,11 +39,7 @@ int line_at(std::string_view text, size_t offset) {
 }  // namespace
 
 HfConfig::HfConfig(const std::filesystem::path& file) : file_(file.string()) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw base::EnvironmentError("cannot read " + file_ + ": no such file or not readable");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  text_ = buffer.str();
+  text_ = base::read_input_file(file, "a config.json file");
   try {
     json_ = nlohmann::json::parse(text_);
   } catch (const nlohmann::json::parse_error& e) {

@@ -172,6 +172,30 @@ TEST(Cli, MissingFileIsAClearError) {
   EXPECT_EQ(r.err, "error: /no/such/cluster.yaml: no such file\n");
 }
 
+// A path that does not exist is the user's mistake (exit 2, "no such file") in every command that
+// reads one, whatever it reads (base/input_file.hpp).
+TEST(Cli, MissingFileIsTheSameErrorInEveryCommand) {
+  const std::string missing = "/no/such/file.json";
+  for (const std::string& args :
+       {"model show " + missing, "model import " + missing, "topo check " + missing,
+        "simulate --plan " + missing, "validate --runs " + missing,
+        "validate --collectives " + missing, "validate --trace " + missing,
+        "calibrate --traces " + missing + " --out /tmp/orrery-never-written.yaml"}) {
+    const auto r = run_command(orrery(args));
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(r.err, "error: " + missing + ": no such file\n") << args;
+  }
+}
+
+// CLI11's own errors (an unknown flag, a missing value) start with "error: " as orrery's do.
+TEST(Cli, ParseErrorsSayError) {
+  for (const char* args : {"simulate --no-such-flag", "simulate --tp", "no-such-command"}) {
+    const auto r = run_command(orrery(args));
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << "\n" << r.err;
+  }
+}
+
 // ---- simulate ----
 
 const std::string kSmallJob =

@@ -8,6 +8,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -137,8 +138,9 @@ std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
 }
 
 ChakraRank read_chakra(const std::filesystem::path& file) {
+  base::require_input_file(file, "a Chakra ET file");
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw base::InputError(file.string(), 0, "", "no such file");
+  if (!in) throw base::EnvironmentError(file.string() + ": exists but cannot be read");
   io::IstreamInputStream raw(&in);
   io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(1 << 30);

@@ -14,6 +14,7 @@
 
 #include "field_unit.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/pb/options.pb.h"
 #include "orrery/traces/field_ranges.hpp"
@@ -368,21 +369,9 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
 }
 
 void read_spec_file(const std::filesystem::path& file, Message* out, SourceMap* where) {
-  // A directory opens as a stream that reads nothing, which would pass for an empty file.
-  if (std::filesystem::is_directory(file))
-    throw base::InputError(file.string(), 0, "", "is a directory, expected a file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec)) {
-      throw base::InputError(file.string(), 0, "", "no such file");
-    }
-    throw base::EnvironmentError(file.string() + ": cannot be read");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = base::read_input_file(file);
   const bool json = file.extension() == ".json";
-  parse_spec(text.str(), file.string(), json ? SpecFormat::kJson : SpecFormat::kYaml, out, where);
+  parse_spec(text, file.string(), json ? SpecFormat::kJson : SpecFormat::kYaml, out, where);
 }
 
 }  // namespace orrery

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 
 namespace orrery::validation::detail {
 namespace {
@@ -150,16 +151,10 @@ class Reader {
 }  // namespace
 
 std::vector<MeasuredTable> read_measured_tables(const std::filesystem::path& file) {
-  if (std::filesystem::is_directory(file))
-    throw base::InputError(file.string(), 0, "", "is a directory, expected a JSON file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw base::EnvironmentError("cannot read " + file.string() + ": no such file or not readable");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  const std::string text = base::read_input_file(file, "a JSON file");
   json root;
   try {
-    root = json::parse(buffer.str());
+    root = json::parse(text);
   } catch (const json::parse_error& e) {
     std::string reason = e.what();
     if (auto pos = reason.find("syntax error"); pos != std::string::npos)

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -194,13 +195,10 @@ namespace {
 
 // The cases of a published-runs file; InputError for a file that is not one.
 json read_cases(const std::filesystem::path& file) {
-  if (std::filesystem::is_directory(file))
-    throw base::InputError(file.string(), 0, "", "is a directory, expected a JSON file");
-  std::ifstream in(file);
-  if (!in) throw base::InputError(file.string(), 0, "", "no such file");
+  const std::string text = base::read_input_file(file, "a JSON file");
   json root;
   try {
-    root = json::parse(in);
+    root = json::parse(text);
   } catch (const json::parse_error& e) {
     throw base::InputError(file.string(), 0, "", std::string("not valid JSON: ") + e.what());
   }
