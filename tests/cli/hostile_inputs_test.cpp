@@ -59,7 +59,8 @@ TEST(CliHostile, NotANumberAndInfinityAreRefusedInFlags) {
   // CLI11's own validation message, followed by its hint to run --help.
   const auto r = run_command(orrery(kPlan + " --nodes 1 --rerank-budget nan"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(r.err.rfind("--rerank-budget: got nan, expected a finite number\n", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.rfind("error: --rerank-budget: got nan, expected a finite number\n", 0), 0u)
+      << r.err;
 }
 
 TEST(CliHostile, NegativeAndAbsurdSizesNameTheirFlag) {
@@ -137,7 +138,8 @@ TEST(CliHostile, RunFlagsRefuseNotANumber) {
   for (const char* flag : {"--clip-grad", "--timeout", "--lr"}) {
     const auto r = run_command(orrery(job + " " + flag + " nan"));
     EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.err;
-    EXPECT_EQ(r.err.rfind(std::string(flag) + ": got nan, expected a finite number\n", 0), 0u)
+    EXPECT_EQ(
+        r.err.rfind("error: " + std::string(flag) + ": got nan, expected a finite number\n", 0), 0u)
         << r.err;
   }
 }
