@@ -30,6 +30,7 @@ struct SimulateArgs {
   std::string graph_file;
   bool force = false;
   bool all_ranks = false;
+  bool allow_oom = false;
 };
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
@@ -84,6 +85,15 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   } else {
     std::cout << render_result(plan, result.result);
   }
+  // The report is printed either way (it shows where the memory goes); the status says the plan
+  // cannot run, so that a script does not take its step time for one.
+  if (const std::string oom = out_of_memory(result.result); !oom.empty() && !a.allow_oom) {
+    std::cout.flush();
+    throw base::InputError("", 0, "memory",
+                           "the plan does not fit: " + oom +
+                               " (--allow-oom exits 0 with the "
+                               "same report)");
+  }
 }
 
 }  // namespace
@@ -104,6 +114,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--graph", a->graph_file,
                   "Write the execution graph (representative ranks) as JSON");
   cmd->add_flag("--force", a->force, "Replace output files that exist");
+  cmd->add_flag("--allow-oom", a->allow_oom,
+                "Exit 0 when a rank does not fit in its device's memory (the report says so "
+                "either way; without it the exit status is 2)");
   add_output_flags(cmd, *out, false);
   cmd->callback([a, out] { simulate(*a, *out); });
 }

@@ -173,6 +173,11 @@ void graph(const ClusterArgs& a) {
   const topologies::Topology topo(load(a));
   const std::string dot = topologies::to_dot(topo, a.max_nodes);
   emit(dot, a.out_file, a.force);
+  const int64_t nodes = topologies::total_nodes(topo.spec());
+  if (nodes > a.max_nodes) {
+    std::cerr << "topo graph: drew the first " << a.max_nodes << " of " << nodes
+              << " nodes and their fabric; --max-nodes " << nodes << " draws them all\n";
+  }
 }
 
 void list_clusters(const OutputFlags& out) {

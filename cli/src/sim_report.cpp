@@ -47,9 +47,26 @@ std::string plan_summary(const plan::ResolvedPlan& r) {
   return s;
 }
 
+std::string out_of_memory(const pb::SimResult& r) {
+  const pb::RankMemory* worst = nullptr;
+  for (const auto& m : r.memory()) {
+    if (m.oom() && (worst == nullptr || m.peak_bytes() / m.capacity_bytes() >
+                                            worst->peak_bytes() / worst->capacity_bytes()))
+      worst = &m;
+  }
+  if (worst == nullptr) return "";
+  return "rank " + std::to_string(worst->rank()) + " peaks at " +
+         base::units::bytes(worst->peak_bytes()) + " of " +
+         base::units::bytes(worst->capacity_bytes());
+}
+
 std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r) {
   const double step = r.step_time_s();
-  std::string out = render_fields({
+  std::string out;
+  // First, before any figure: a step time of a plan that cannot run is not a prediction.
+  if (const std::string oom = out_of_memory(r); !oom.empty())
+    out += "OUT OF MEMORY: " + oom + "; the figures below assume it fit\n\n";
+  out += render_fields({
       {"model", plan.model.name()},
       {"cluster", plan.cluster.name() + ", " +
                       std::to_string(topologies::total_nodes(plan.cluster)) + " nodes, " +

@@ -13,4 +13,8 @@ std::string plan_summary(const plan::ResolvedPlan& plan);
 
 std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& result);
 
+// "" when every rank fits; else the rank furthest past its device's memory, as
+// "rank 3 peaks at 92.1 GiB of 79.6 GiB".
+std::string out_of_memory(const pb::SimResult& result);
+
 }  // namespace orrery::cli

@@ -208,6 +208,23 @@ const std::string kSmallJob =
     "4096 "
     "--sp --sharding zero1 --overlap-grad-reduce";
 
+// A plan that does not fit says so before any figure, and exits 2 unless --allow-oom.
+TEST(Cli, SimulateOfAPlanThatDoesNotFitSaysSoAndFails) {
+  const std::string job =
+      "simulate --model llama3-405b --cluster dgx-h100 --nodes 1 --tp 8 --global-batch 8 --seq "
+      "4096";
+  const auto r = run_command(orrery(job));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.out.rfind("OUT OF MEMORY: rank 0 peaks at ", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("error: memory: the plan does not fit: rank 0 peaks at "), std::string::npos)
+      << r.err;
+  const auto allowed = run_command(orrery(job + " --allow-oom"));
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_EQ(allowed.out, r.out);
+  const auto fits = run_command(orrery(kSmallJob));
+  EXPECT_EQ(fits.out.find("OUT OF MEMORY"), std::string::npos);
+}
+
 TEST(CliSimulate, PrintsAReadableReport) {
   const auto r = run_command(orrery(kSmallJob));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1,4 +1,5 @@
 // check_graph and to_dot.
+#include <algorithm>
 #include <boost/pending/disjoint_sets.hpp>
 #include <map>
 #include <set>
@@ -125,8 +126,16 @@ std::string to_dot(const Topology& topology, int64_t max_nodes) {
     }
     drawn = std::move(next);
   }
+  int64_t nodes = 0;
+  for (Vertex v : boost::make_iterator_range(boost::vertices(g)))
+    nodes = std::max<int64_t>(nodes, g[v].node + 1);
   std::ostringstream out;
   out << "graph \"" << topology.spec().name() << "\" {\n";
+  if (nodes > max_nodes) {
+    // Said in the picture itself, so a partial drawing is never taken for the whole cluster.
+    out << "  label=\"the first " << max_nodes << " of " << nodes
+        << " nodes and their fabric (--max-nodes)\";\n  labelloc=t;\n";
+  }
   for (Vertex v : boost::make_iterator_range(boost::vertices(g))) {
     if (drawn[v]) {
       out << "  v" << v << " [label=\"" << g[v].name << "\", shape=" << dot_shape(g[v].kind)
