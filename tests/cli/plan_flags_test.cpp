@@ -52,7 +52,8 @@ TEST_P(PlanFieldWins, OverAnAbsentFlagButNotAGivenOne) {
   const fs::path plan = fs::temp_directory_path() / ("orrery_plan_flags_" + std::string(c.name) +
                                                      "_" + std::to_string(::getpid()) + ".yaml");
   std::ofstream(plan) << plan_text(c);
-  const std::string sim = "simulate --json --plan " + plan.string();
+  // --allow-oom: some of these plans do not fit on one node; the fields are what is compared.
+  const std::string sim = "simulate --json --allow-oom --plan " + plan.string();
   const auto alone = run_command(orrery(sim));
   const auto same = run_command(orrery(sim + " " + c.as_flag));
   const auto other = run_command(orrery(sim + " " + c.default_flag));
@@ -101,7 +102,8 @@ TEST(PlanFlags, SwitchesLeftOutKeepThePlansTrue) {
                           << (field == "sequence_parallel" ? ", sequence_parallel: " + value : "")
                           << "}\n"
                           << (field == "overlap_grad_reduce" ? field + ": " + value + "\n" : "");
-      const std::string sim = "simulate --json --plan " + plan.string();
+      // --allow-oom: some of these plans do not fit on one node; the fields are what is compared.
+      const std::string sim = "simulate --json --allow-oom --plan " + plan.string();
       outputs[i] = run_command(orrery(sim)).out;
       if (i == 0) outputs[2] = run_command(orrery(sim + " " + flag)).out;
       fs::remove(plan);
