@@ -130,8 +130,9 @@ TEST(PlanFlags, UnstatedPrecisionFollowsTheDevices) {
   const auto cpu = run_command(orrery("simulate --model tiny --cluster local --global-batch 4"));
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_NE(cpu.out.find("x seq 64, fp32"), std::string::npos) << cpu.out;
-  const auto gpu = run_command(orrery(
-      "simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 8 --seq 2048"));
+  const auto gpu = run_command(
+      orrery("simulate --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 8 --seq 2048 "
+             "--sharding zero1"));
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
   EXPECT_NE(gpu.out.find("x seq 2048, bf16"), std::string::npos) << gpu.out;
   const std::string out = (std::filesystem::temp_directory_path() /
