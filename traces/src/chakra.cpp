@@ -3,12 +3,16 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include "atomic_write.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/input_file.hpp"
+#include "orrery/base/temp_files.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -111,7 +115,10 @@ std::vector<chakra::Node> convert(const pb::ExecGraph& g, const pb::RankGraph& r
 std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
                                                 const std::filesystem::path& prefix,
                                                 bool overwrite) {
+  // Every rank's file is written to a temporary first and renamed only when all are complete: a
+  // failed or interrupted export leaves the previous set (or nothing), never part of a new one.
   std::vector<std::filesystem::path> files;
+  std::vector<std::unique_ptr<base::TempPath>> temps;
   for (const auto& rank : graph.ranks()) {
     std::string bytes;
     {
@@ -131,9 +138,10 @@ std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
       for (const auto& n : convert(graph, rank)) write(n);
     }
     const std::filesystem::path file = prefix.string() + "." + std::to_string(rank.rank()) + ".et";
-    write_file_atomically(file, bytes, overwrite);
+    temps.push_back(detail::write_temporary(file, bytes, overwrite));
     files.push_back(file);
   }
+  for (size_t i = 0; i < files.size(); ++i) detail::commit_temporary(*temps[i], files[i]);
   return files;
 }
 

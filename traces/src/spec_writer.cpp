@@ -1,13 +1,16 @@
 // The generic writer: the inverse of spec_reader.cpp, with deterministic output (declaration
 // order, defaults omitted, shortest round-trip numbers) so the same spec gives the same bytes.
-#include <unistd.h>
 #include <fstream>
+#include <iostream>
+#include <memory>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
 #include <yaml-cpp/yaml.h>
 
+#include "atomic_write.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/temp_files.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -217,8 +220,27 @@ std::string to_yaml(const Message& message) {
   return std::string(out.c_str()) + "\n";
 }
 
-void write_file_atomically(const std::filesystem::path& file, std::string_view text,
-                           bool overwrite) {
+namespace detail {
+namespace {
+
+// A run killed while it wrote `file` (SIGKILL, a power cut: nothing could clean up) left its
+// temporary beside it; it is removed, and named so the user knows why the output was missing.
+void remove_stale_temporaries(const std::filesystem::path& file, const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const auto pid = base::stale_writer(file, entry.path());
+    if (!pid) continue;
+    fs::remove(entry.path(), ec);
+    std::cerr << "note: removed " << entry.path().string() << ", the partial " << file.string()
+              << " of an earlier run (pid " << *pid << ") that was killed while writing it\n";
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<base::TempPath> write_temporary(const std::filesystem::path& file,
+                                                std::string_view text, bool overwrite) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!overwrite && fs::exists(file, ec)) {
@@ -230,21 +252,31 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
   if (!fs::is_directory(dir, ec)) {
     throw base::InputError(file.string(), 0, "", "its folder " + dir.string() + " does not exist");
   }
-  fs::path tmp = dir / ("." + file.filename().string() + ".tmp" + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw base::EnvironmentError(file.string() + ": could not be written");
-    }
-  }
-  fs::rename(tmp, file, ec);
+  remove_stale_temporaries(file, dir);
+  base::remove_temporaries_on_signals();
+  auto temp = std::make_unique<base::TempPath>(base::temp_path_for(file));
+  std::ofstream out(temp->path(), std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) throw base::EnvironmentError(file.string() + ": could not be written");
+  return temp;
+}
+
+void commit_temporary(base::TempPath& temp, const std::filesystem::path& file) {
+  std::error_code ec;
+  std::filesystem::rename(temp.path(), file, ec);
   if (ec) {
-    fs::remove(tmp, ec);
     throw base::EnvironmentError(file.string() + ": could not be written (" + ec.message() + ")");
   }
+  temp.release();
+}
+
+}  // namespace detail
+
+void write_file_atomically(const std::filesystem::path& file, std::string_view text,
+                           bool overwrite) {
+  const auto temp = detail::write_temporary(file, text, overwrite);
+  detail::commit_temporary(*temp, file);
 }
 
 }  // namespace orrery

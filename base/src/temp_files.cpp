@@ -1,0 +1,110 @@
+#include "orrery/base/temp_files.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace orrery::base {
+namespace {
+
+// The signal handler may only call async-signal-safe functions, so the registered paths live in
+// a fixed table of plain character arrays; a slot is claimed and given back with atomics.
+constexpr int kSlots = 64;
+constexpr size_t kPathBytes = 4096;
+constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+
+struct Slot {
+  std::atomic<int> state{0};  // 0 free, 1 being written, 2 holds a path
+  char path[kPathBytes] = {};
+};
+std::array<Slot, kSlots> slots;
+std::array<struct sigaction, kSignals.size()> previous{};
+std::atomic<bool> installed{false};
+
+void on_signal(int sig, siginfo_t* info, void* context) {
+  for (auto& s : slots)
+    if (s.state.load() == 2) ::unlink(s.path);
+  for (size_t i = 0; i < kSignals.size(); ++i) {
+    if (kSignals[i] != sig) continue;
+    const auto& old = previous[i];
+    if ((old.sa_flags & SA_SIGINFO) != 0 && old.sa_sigaction != nullptr) {
+      old.sa_sigaction(sig, info, context);
+      return;
+    }
+    if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN && old.sa_handler != nullptr) {
+      old.sa_handler(sig);
+      return;
+    }
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+int claim(const std::filesystem::path& path) {
+  const std::string text = path.string();
+  if (text.size() >= kPathBytes) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (!slots[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(slots[i].path, text.c_str(), text.size() + 1);
+    slots[i].state.store(2);
+    return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+void remove_temporaries_on_signals() {
+  if (installed.exchange(true)) return;
+  for (size_t i = 0; i < kSignals.size(); ++i) {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(kSignals[i], &sa, &previous[i]);
+  }
+}
+
+TempPath::TempPath(std::filesystem::path path) : path_(std::move(path)) { slot_ = claim(path_); }
+
+TempPath::~TempPath() {
+  if (slot_ >= 0) slots[slot_].state.store(0);
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
+}
+
+void TempPath::release() {
+  if (slot_ >= 0) slots[slot_].state.store(0);
+  slot_ = -1;
+  path_.clear();
+}
+
+std::filesystem::path temp_path_for(const std::filesystem::path& final_path) {
+  const std::filesystem::path dir =
+      final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
+  return dir / ("." + final_path.filename().string() + ".tmp" + std::to_string(::getpid()));
+}
+
+std::optional<long> stale_writer(const std::filesystem::path& final_path,
+                                 const std::filesystem::path& temp) {
+  const std::string prefix = "." + final_path.filename().string() + ".tmp";
+  const std::string name = temp.filename().string();
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9)
+    return std::nullopt;
+  const long pid = std::stol(digits);
+  if (pid == static_cast<long>(::getpid())) return std::nullopt;
+  if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return std::nullopt;
+  return pid;
+}
+
+}  // namespace orrery::base
