@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "orrery/base/error.hpp"
+#include "orrery/plan/fp8.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 
@@ -515,6 +516,7 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
   check_pipeline(r, where);
   check_sharding(r, where);
   place_ranks(r, where);
+  resolve_fp8(r, where);
   return r;
 }
 
