@@ -118,6 +118,15 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
                   "fp32 | bf16 | fp16 | fp8 (default: the plan's job.precision, else bf16 on GPUs, "
                   "fp32 on CPUs)");
   cmd->add_option(
+      "--fp8-recipe", a.fp8_recipe,
+      "fp8 scaling: delayed | current | blockwise | mxfp8 (default: Transformer "
+      "Engine's for the devices, mxfp8 on Blackwell, else delayed; stated in the output)");
+  cmd->add_flag("--fp8-attention", a.fp8_attention,
+                "fp8: the attention core in fp8 too (default off; a plan's true stays on)");
+  cmd->add_flag("--fp8-param-gather", a.fp8_param_gather,
+                "fp8 with zero1/zero2: gather the fp8 weight copies (default off; a plan's true "
+                "stays on)");
+  cmd->add_option(
       "--bucket", a.bucket,
       "Gradient/parameter bucket size, e.g. '40 MiB' (default 0: the simulator's default)");
   cmd->add_option("--prefetch", a.prefetch, "FSDP/ZeRO-3 buckets gathered ahead (default 0)");
@@ -220,6 +229,11 @@ LoadedJob load_job(const PlanArgs& a) {
   if (a.precision)
     job_spec->set_precision(static_cast<pb::Precision>(
         parse_enum("--precision", *a.precision, pb::Precision_descriptor())));
+  if (a.fp8_recipe)
+    job_spec->set_fp8_recipe(static_cast<pb::Fp8Recipe>(
+        parse_enum("--fp8-recipe", *a.fp8_recipe, pb::Fp8Recipe_descriptor())));
+  if (a.fp8_attention) job_spec->set_fp8_attention(true);
+  if (a.fp8_param_gather) job_spec->set_fp8_param_gather(true);
   if (job_spec->global_batch_size() <= 0)
     throw base::InputError("", 0, "--global-batch",
                            "required (or the plan's job.global_batch_size)");

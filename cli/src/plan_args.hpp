@@ -21,6 +21,8 @@ struct PlanArgs {
   std::optional<int64_t> shard_group, prefetch;
   std::optional<std::string> schedule, sharding, recompute, precision, bucket, placement, attention;
   std::optional<std::string> layers_per_stage, stage_node_groups, stage_tp, stage_dp;
+  std::optional<std::string> fp8_recipe;
+  bool fp8_attention = false, fp8_param_gather = false;
   std::optional<double> moe_imbalance;
   bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
 };

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "orrery/base/units.hpp"
+#include "orrery/plan/fp8.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "table.hpp"
@@ -60,6 +61,19 @@ std::string out_of_memory(const pb::SimResult& r) {
          base::units::bytes(worst->capacity_bytes());
 }
 
+// The precision, and for fp8 its recipe, saying when the recipe is the default rather than the
+// plan's (plan/fp8.hpp: never a silent choice).
+std::string precision_summary(const plan::ResolvedPlan& plan) {
+  const auto& p = plan.precision;
+  if (p.dtype != plan::kFp8Dtype) return p.dtype;
+  std::string s = p.dtype + " (" + plan::fp8_recipe_name(p.fp8_recipe) + " scaling";
+  if (p.fp8_recipe_defaulted) s += ", Transformer Engine's default here: set job.fp8_recipe";
+  s += ")";
+  if (p.fp8_attention) s += ", fp8 attention";
+  if (p.fp8_param_gather) s += ", fp8 parameter gather";
+  return s;
+}
+
 std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r) {
   const double step = r.step_time_s();
   std::string out;
@@ -72,7 +86,7 @@ std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r
                       std::to_string(topologies::total_nodes(plan.cluster)) + " nodes, " +
                       std::to_string(plan.world_size()) + " devices"},
       {"job", "global batch " + std::to_string(plan.plan.job().global_batch_size()) + " x seq " +
-                  std::to_string(plan.seq_len) + ", " + plan.precision.dtype},
+                  std::to_string(plan.seq_len) + ", " + precision_summary(plan)},
       {"plan", plan_summary(plan)},
       {"engine", r.engine()},
       {"step time", base::units::seconds(step)},

@@ -1,5 +1,7 @@
 #include "orrery/plan/layer_program.hpp"
 
+#include "orrery/plan/fp8.hpp"
+
 namespace orrery::plan::detail {
 namespace {
 
@@ -85,6 +87,7 @@ std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const R
   std::vector<Step> out;
   if (phase != pb::PHASE_BACKWARD) {
     for (const auto& op : ops) {
+      if (is_fp8_grad_cast(op)) continue;  // quantizes dY: backward only
       add_core(out, op, p, phase);
       if (sp && is_block_norm(op)) {
         out.push_back(collective(op.name + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, full));
@@ -113,6 +116,7 @@ std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const R
   const bool selective = p.recompute() == pb::RECOMPUTE_SELECTIVE;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     const auto& op = *it;
+    if (is_fp8_forward_cast(op)) continue;  // quantizes the forward input: forward only
     if (sp && op.tp_comm_bytes > 0 && op.name != "head.loss") {
       out.push_back(collective(op.name + ".grad.all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
                                op.tp_comm_bytes));

@@ -3,6 +3,7 @@
 
 #include "lower_rank.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/plan/fp8.hpp"
 #include "orrery/plan/pipeline_schedule.hpp"
 
 namespace orrery::plan {
@@ -34,6 +35,8 @@ OpTables make_op_tables(const ResolvedPlan& plan) {
   if (first_moe < m.num_layers()) {
     t.moe_layer = models::layer_ops(m, models::LayerPart::kDecoder, first_moe, ctx);
   }
+  for (auto* ops : {&t.embedding, &t.head, &t.dense_layer, &t.moe_layer})
+    apply_fp8(plan.precision, *ops);
   return t;
 }
 

@@ -18,6 +18,7 @@
 
 #include "lower_rank.hpp"
 #include "orrery/plan/buckets.hpp"
+#include "orrery/plan/fp8.hpp"
 #include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/lower.hpp"
 
@@ -85,12 +86,12 @@ RankLowering::PartGather RankLowering::gather_part(const std::string& name,
   if (g.dense_params > 0 && grad_group_ >= 0) {
     g.dense =
         b_.collective(site, kCommDp, name + ".param_all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
-                      grad_group_, g.dense_params * plan_.precision.param_bytes, deps);
+                      grad_group_, param_gather_bytes(plan_.precision, ops, false), deps);
   }
   if (g.expert_params > 0 && expert_grad_group_ >= 0) {
     g.expert = b_.collective(site, kCommDp, name + ".expert_param_all_gather",
                              pb::COLLECTIVE_KIND_ALL_GATHER, expert_grad_group_,
-                             g.expert_params * plan_.precision.param_bytes, deps);
+                             param_gather_bytes(plan_.precision, ops, true), deps);
   }
   return g;
 }
@@ -256,7 +257,16 @@ void RankLowering::finish_step() {
                       (prec.master_param_bytes == 0 ? prec.param_bytes : 0);
   const double written = prec.master_param_bytes + prec.optimizer_state_bytes + prec.param_bytes;
   reduced.push_back(last_backward_);
-  const int64_t step = b_.optimizer("adamw", shard, read, written, reduced);
+  int64_t step = b_.optimizer("adamw", shard, read, written, reduced);
+  // An fp8 recipe's weight copies, cast once per step from the updated weights (plan/fp8.hpp);
+  // the parameter gathers below start after it.
+  Fp8Footprint fp8;
+  for_each_part([&](int64_t, const std::string&, const std::vector<models::LayerOp>& ops) {
+    const Fp8Footprint f = fp8_footprint(ops);
+    fp8.params += f.params, fp8.gemms += f.gemms;
+  });
+  const models::LayerOp cast = fp8_weight_cast(prec, fp8);
+  if (!cast.name.empty()) step = b_.compute(site, cast, 1.0, {step});
 
   if (distributed_optimizer && !plan_.plan.overlap_param_gather()) {
     // Without overlap the updated shards are gathered and copied out before the step ends.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "orrery/base/error.hpp"
+#include "orrery/plan/fp8.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 
@@ -545,6 +546,7 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
   ResolvedPlan r = resolve_rules(plan, model, where);
   r.cluster = cluster;
   place_ranks(r, where);
+  resolve_fp8(r, where);
   return r;
 }
 

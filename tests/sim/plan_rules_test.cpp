@@ -81,12 +81,16 @@ TEST(BadPlans, EveryFileFailsWithItsExactMessage) {
 }
 
 // Every call site of every rule has a file: the rule names are the string literals shaped like
-// "tp-divides-heads" in resolved_plan.cpp, counted once per call site (layers-cover-stages has
-// four: even split, entry count, an empty stage, the sum).
+// "tp-divides-heads" in resolved_plan.cpp and fp8.cpp (the fp8 rules), counted once per call
+// site (layers-cover-stages has four: even split, entry count, an empty stage, the sum).
 TEST(BadPlans, EveryRuleCallSiteHasAFile) {
-  std::ifstream src(fs::path(ORRERY_SOURCE_DIR) / "plan" / "src" / "resolved_plan.cpp");
-  const std::string text((std::istreambuf_iterator<char>(src)), {});
-  ASSERT_FALSE(text.empty());
+  std::string text;
+  for (const char* file : {"resolved_plan.cpp", "fp8.cpp"}) {
+    std::ifstream src(fs::path(ORRERY_SOURCE_DIR) / "plan" / "src" / file);
+    const std::string part((std::istreambuf_iterator<char>(src)), {});
+    ASSERT_FALSE(part.empty()) << file;
+    text += part;
+  }
   std::map<std::string, int> sites;
   const std::regex literal("\"([a-z0-9]+(-[a-z0-9]+)+)\"");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), literal);

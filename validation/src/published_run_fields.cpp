@@ -144,6 +144,24 @@ pb::Precision precision_of(const CaseReader& run) {
                             "float16, fp32, tf32, float32");
 }
 
+pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
+  if (run.has("fp8_recipe")) {
+    return one_of<pb::Fp8Recipe>(run, "fp8_recipe",
+                                 {{"delayed", pb::FP8_RECIPE_DELAYED},
+                                  {"current", pb::FP8_RECIPE_CURRENT},
+                                  {"tensorwise", pb::FP8_RECIPE_CURRENT},
+                                  {"blockwise", pb::FP8_RECIPE_BLOCKWISE},
+                                  {"mxfp8", pb::FP8_RECIPE_MXFP8}});
+  }
+  // Else as the precision text names it (Megatron's --fp8-recipe spellings and the usual prose).
+  const std::string words = words_of(run.text("precision"));
+  if (names_any(words, {"mxfp8"})) return pb::FP8_RECIPE_MXFP8;
+  if (names_any(words, {"blockwise", "block", "deepseek"})) return pb::FP8_RECIPE_BLOCKWISE;
+  if (names_any(words, {"delayed"})) return pb::FP8_RECIPE_DELAYED;
+  if (names_any(words, {"current", "tensorwise"})) return pb::FP8_RECIPE_CURRENT;
+  return pb::FP8_RECIPE_UNSPECIFIED;
+}
+
 int64_t seq_len_of(const CaseReader& run) {
   if (run.at("model").is_object() && run.child("model").has("seq_len")) {
     return run.child("model").integer("seq_len");

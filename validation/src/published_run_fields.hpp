@@ -48,6 +48,12 @@ bool contains(const std::string& text, const char* word);
 // `precision`: fp8 (any recipe) > bf16 > fp16 > fp32/tf32, by the first of these the text names.
 pb::Precision precision_of(const CaseReader& run);
 
+// The fp8 recipe of an fp8 run: `fp8_recipe` when given (delayed, current or tensorwise,
+// blockwise, mxfp8; anything else fails naming the field), else the recipe the precision text
+// names (mxfp8; blockwise, block or deepseek; delayed; current or tensorwise), else UNSPECIFIED
+// (the plan then takes Transformer Engine's default, and says so).
+pb::Fp8Recipe fp8_recipe_of(const CaseReader& run);
+
 // The sequence length: `model.seq_len`, else `batch.seq_len`.
 int64_t seq_len_of(const CaseReader& run);
 

@@ -116,6 +116,11 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   plan.mutable_job()->set_global_batch_size(batch.integer("global_batch_seqs"));
   plan.mutable_job()->set_seq_len(detail::seq_len_of(r));
   plan.mutable_job()->set_precision(detail::precision_of(r));
+  if (plan.job().precision() == pb::PRECISION_FP8) {
+    plan.mutable_job()->set_fp8_recipe(detail::fp8_recipe_of(r));
+    plan.mutable_job()->set_fp8_attention(r.flag_or("fp8_attention", false));
+    plan.mutable_job()->set_fp8_param_gather(r.flag_or("fp8_param_gather", false));
+  }
   auto* q = plan.mutable_parallel();
   q->set_tp(par.integer_or("tp", 1));
   q->set_pp(par.integer_or("pp", 1));

@@ -12,6 +12,8 @@
 namespace orrery::sim {
 namespace {
 
+constexpr std::string_view kFp8 = "fp8";
+
 // Efficiency from a measured table: log-linear interpolation in work, clamped at the ends.
 double from_points(const pb::ComputeCurve& c, double flops) {
   const auto& p = c.points();
@@ -124,17 +126,21 @@ pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpCla
 
 double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops,
                                  double bytes, std::span<const int64_t> shape, pb::Phase phase,
-                                 std::string_view op) const {
+                                 std::string_view op, std::string_view op_dtype) const {
   if (flops <= 0 && bytes <= 0) return 0;
+  const bool fp8 = dtype_ == kFp8 && op_dtype == kFp8;
   // The calibrated curve by reference (its shape points can run to hundreds: no copy per op);
   // the default one is built, as curve() does.
   const pb::ComputeCurve* calibrated =
-      calibration_ != nullptr ? calibrated_curve(*calibration_, device.name(), op_class, op, phase)
-                              : nullptr;
-  const pb::ComputeCurve fallback =
-      calibrated != nullptr ? pb::ComputeCurve() : detail::default_curve(device, op_class);
+      calibration_ != nullptr && !fp8
+          ? calibrated_curve(*calibration_, device.name(), op_class, op, phase)
+          : nullptr;
+  const pb::ComputeCurve fallback = calibrated != nullptr ? pb::ComputeCurve()
+                                    : fp8 ? detail::default_fp8_curve(device, op_class)
+                                          : detail::default_curve(device, op_class);
   const pb::ComputeCurve& c = calibrated != nullptr ? *calibrated : fallback;
-  double peak = topologies::peak_flops(device, dtype_);
+  // An fp8 plan's other ops run in bf16 (plan/fp8.hpp).
+  double peak = topologies::peak_flops(device, fp8 ? kFp8 : dtype_ == kFp8 ? "bf16" : dtype_);
   if (peak <= 0) peak = device.peak_flops().fp32();  // e.g. bf16 on a CPU without bf16 units
   double compute_s = 0;
   if (flops > 0 && peak > 0) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "orrery/plan/fp8.hpp"
 #include "orrery/plan/op_tables.hpp"
 #include "orrery/plan/pipeline_schedule.hpp"
 #include "orrery/plan/rank_layout.hpp"
@@ -30,6 +31,8 @@ struct Stage {
   double activation_bytes = 0;     // one micro-batch
   double largest_layer_bytes = 0;  // full recomputation: one layer re-materialized at a time
   double largest_layer_params = 0;
+  plan::Fp8Footprint fp8;  // fp8 GEMM weights (plan/fp8.hpp)
+  double largest_layer_fp8_params = 0;
 };
 
 Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t, int64_t s) {
@@ -43,6 +46,9 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
   auto add = [&](const std::vector<models::LayerOp>& ops, bool layer) {
     const double params = params_of(ops);
     st.params += params;
+    const plan::Fp8Footprint fp8 = plan::fp8_footprint(ops);
+    st.fp8.params += fp8.params, st.fp8.gemms += fp8.gemms;
+    st.largest_layer_fp8_params = std::max(st.largest_layer_fp8_params, fp8.params);
     const double saved =
         saved_bytes(ops, recompute == pb::RECOMPUTE_FULL ? pb::RECOMPUTE_NONE : recompute);
     if (layer && recompute == pb::RECOMPUTE_FULL) {
@@ -61,6 +67,19 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
   }
   if (s == stages - 1) add(t.head, false);
   return st;
+}
+
+// An fp8 recipe's weight copies (with their transposes or column-wise blocks and block scales)
+// and per-tensor scaling state, kept beside the bf16 weights: for every fp8 weight of the rank,
+// or under ZeRO-3/FSDP for the gathered layers in flight only (cast after each gather).
+double fp8_bytes(const plan::ResolvedPlan& plan, const Stage& total, bool fsdp) {
+  const auto& prec = plan.precision;
+  const double copies =
+      fsdp ? static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets())) *
+                 total.largest_layer_fp8_params
+           : total.fp8.params;
+  return copies * plan::fp8_weight_copy_bytes(prec) +
+         plan::fp8_scale_state_bytes(prec, total.fp8.gemms);
 }
 
 // Pipeline rank p's memory. `plan` is the plan as that stage sees it (ResolvedPlan::for_stage:
@@ -84,6 +103,9 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
         std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
     total.largest_layer_params =
         std::max(total.largest_layer_params, chunks.back().largest_layer_params);
+    total.fp8.params += chunks.back().fp8.params, total.fp8.gemms += chunks.back().fp8.gemms;
+    total.largest_layer_fp8_params =
+        std::max(total.largest_layer_fp8_params, chunks.back().largest_layer_fp8_params);
   }
   // Activations alive at the schedule's worst moment: forwards done, backwards not yet.
   double live = 0, peak_live = 0;
@@ -111,6 +133,7 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
         param_bytes / shard_degree + in_flight * total.largest_layer_params * prec.param_bytes;
     grad_bytes += total.largest_layer_params * prec.grad_bytes;
   }
+  param_bytes += fp8_bytes(plan, total, fsdp);
   const double activations = peak_live + total.largest_layer_bytes;
   // Pipeline send/receive buffers (two per direction) and, for DDP, the gradient buckets are
   // the gradients themselves; the rest is the runtime's fixed share.

@@ -67,6 +67,9 @@ struct LayerOp {
   double ep_alltoall_bytes = 0;
   // CP: KV bytes passed around the ring per step, when cp > 1.
   double cp_kv_bytes = 0;
+  // The precision the op runs in when it differs from the plan's ("fp8": set by the plan's fp8
+  // recipe, plan/fp8.hpp); empty: the plan's compute precision.
+  std::string dtype;
 };
 
 // Why `ctx` cannot shard `spec` (heads, KV heads, FFN widths, experts or the sequence not

@@ -35,6 +35,13 @@ struct Precisions {
   double master_param_bytes = 4;     // 0 for fp32 training (the compute copy is the master)
   double optimizer_state_bytes = 8;  // Adam m and v
   std::string dtype = "bf16";        // which DeviceSpec peak applies to GEMMs
+  // precision fp8 (plan/fp8.hpp): the recipe (never UNSPECIFIED once resolved), whether the
+  // attention core and the ZeRO/FSDP parameter gathers are fp8 too, and whether the recipe was
+  // the default rather than the plan's (outputs say so).
+  pb::Fp8Recipe fp8_recipe = pb::FP8_RECIPE_UNSPECIFIED;
+  bool fp8_attention = false;
+  bool fp8_param_gather = false;
+  bool fp8_recipe_defaulted = false;
 };
 
 struct ResolvedPlan {

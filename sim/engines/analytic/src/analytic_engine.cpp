@@ -29,6 +29,7 @@
 
 #include "dp_tail.hpp"
 #include "orrery/plan/buckets.hpp"
+#include "orrery/plan/fp8.hpp"
 #include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/op_tables.hpp"
 #include "orrery/plan/rank_layout.hpp"
@@ -58,6 +59,8 @@ struct StageResult {
 struct Costed {
   PassCost fwd, bwd, rcp;
   double dense = 0, expert = 0;
+  plan::Fp8Footprint fp8;                  // the part's fp8 GEMMs (plan/fp8.hpp)
+  std::pair<double, double> gather_bytes;  // ZeRO-1/2 gathers, (dense, expert)
 };
 
 enum class Part { kEmbed, kLayer, kHead };
@@ -71,6 +74,8 @@ struct StagePasses {
   std::vector<std::pair<double, double>> part_params;  // (dense, expert)
   std::vector<int64_t> part_chunk;                     // the chunk of each part
   std::vector<Part> part_kind;
+  plan::Fp8Footprint fp8;  // cast once per step after the optimizer (fp8_weight_cast)
+  std::vector<std::pair<double, double>> part_gather_bytes;  // (dense, expert), as part_params
 };
 
 // An FSDP bucket as the lowering forms it (plan::detail::fsdp_buckets): gathered before the
@@ -214,6 +219,9 @@ StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCo
     if (plan_.recompute() == pb::RECOMPUTE_FULL) c.rcp = rc.program(part, pb::PHASE_RECOMPUTE);
     c.dense = detail::params_of(part, false);
     c.expert = detail::params_of(part, true);
+    c.fp8 = plan::fp8_footprint(part);
+    c.gather_bytes = {plan::param_gather_bytes(plan_.precision, part, false),
+                      plan::param_gather_bytes(plan_.precision, part, true)};
     return c;
   };
   const Costed embed = cost(ops.embedding), head = cost(ops.head);
@@ -228,9 +236,10 @@ StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCo
     if (kind == Part::kLayer) s.bwd += c.rcp;
     s.dense_params += c.dense;
     s.expert_params += c.expert;
+    s.fp8.params += c.fp8.params, s.fp8.gemms += c.fp8.gemms;
     if (c.dense + c.expert > 0) {
       s.part_params.emplace_back(c.dense, c.expert), s.part_chunk.push_back(chunk),
-          s.part_kind.push_back(kind);
+          s.part_kind.push_back(kind), s.part_gather_bytes.push_back(c.gather_bytes);
     }
   };
   for (int64_t c = 0; c < plan_.degrees.vp; ++c) {
@@ -431,6 +440,12 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
                                                           12.0 * shard, shard * (read + written),
                                                           optimizer_shape, pb::PHASE_OPTIMIZER);
   s.optimizer_dispatch_s = rc.dispatch_s();  // the optimizer node, on the compute stream
+  // An fp8 recipe's weight cast after it, on the compute stream too (the lowering's node).
+  const models::LayerOp cast = plan::fp8_weight_cast(prec, passes.fp8);
+  if (!cast.name.empty()) {
+    s.optimizer_s += rc.op_seconds(cast, pb::PHASE_OPTIMIZER, 1.0);
+    s.optimizer_dispatch_s += rc.dispatch_s();
+  }
   if (!dist_opt_) return;
   // Each part's updated weights, as the lowering gathers them (gather_part).
   const std::vector<int64_t> dense_devs =
@@ -444,10 +459,11 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
     copy += rc.dispatch_s() + rc.copy_seconds(plan::detail::fsdp_copy(params, prec.param_bytes),
                                               pb::PHASE_OPTIMIZER, "zero.copy_out");
   };
-  for (const auto& [dense_p, expert_p] : passes.part_params) {
-    gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_p * prec.param_bytes);
-    gather +=
-        rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_p * prec.param_bytes);
+  for (size_t i = 0; i < passes.part_params.size(); ++i) {
+    const auto [dense_p, expert_p] = passes.part_params[i];
+    const auto [dense_b, expert_b] = passes.part_gather_bytes[i];  // plan::param_gather_bytes
+    gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_b);
+    gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_b);
     copy_out(dense_p, dense_devs.size());
     copy_out(expert_p, expert_devs.size());
   }

@@ -96,7 +96,7 @@ class RankCoster {
                                                (w.bytes_read + w.bytes_written) * scale,
                                                scale == 1.0 ? std::span<const int64_t>(op.shape)
                                                             : std::span<const int64_t>(),
-                                               phase, op.name);
+                                               phase, op.name, op.dtype);
   }
   // The slowdown from the plan's other ranks on this rank's host (CostModels::host_sharing).
   double sharing() const { return sharing_; }

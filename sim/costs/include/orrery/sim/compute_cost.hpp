@@ -26,7 +26,9 @@ double host_sharing_factor(const pb::HostSharing& h, int64_t ranks_on_host);
 
 class ComputeCostModel {
  public:
-  // `dtype`: the precision GEMMs and attention run in ("bf16", "fp16", "fp8", "fp32").
+  // `dtype`: the plan's precision ("bf16", "fp16", "fp8", "fp32"). Ops run at its peak, except
+  // under "fp8", where only the ops the recipe puts in fp8 (their `op_dtype` "fp8", plan/fp8.hpp)
+  // run at the fp8 peak, on the fp8 curves (compute_defaults.hpp), and every other op at bf16's.
   ComputeCostModel(std::string dtype, const pb::CalibrationProfile* calibration = nullptr);
 
   double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops,
@@ -35,14 +37,17 @@ class ComputeCostModel {
   }
   // `shape` and `phase` select the shape corrections (ExecNode.shape; empty: none); `op`
   // (ExecNode.op, LayerOp.name) and `phase` the op's own curve for that pass where the profile
-  // has one (op empty: the class's).
+  // has one (op empty: the class's). `op_dtype` (ExecNode.dtype, LayerOp.dtype): "fp8" for an op
+  // an fp8 recipe runs in fp8, priced on the default fp8 curve (a profile's curves were fitted
+  // at the precision its traces ran in, and the executor has no fp8); anything else: the plan's.
   double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops, double bytes,
-                 std::span<const int64_t> shape, pb::Phase phase, std::string_view op = {}) const;
+                 std::span<const int64_t> shape, pb::Phase phase, std::string_view op = {},
+                 std::string_view op_dtype = {}) const;
   double seconds(const pb::DeviceSpec& device, const pb::ExecNode& node) const {
     return seconds(
         device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written(),
         std::span<const int64_t>(node.shape().data(), static_cast<size_t>(node.shape().size())),
-        node.phase(), node.op());
+        node.phase(), node.op(), node.dtype());
   }
   // The calibrated host time between consecutive ops on a device's compute stream that no op's
   // time covers (CalibrationProfile.dispatch_overhead): both engines add it before every op they

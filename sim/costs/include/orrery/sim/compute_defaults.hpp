@@ -8,4 +8,8 @@ namespace orrery::sim::detail {
 
 pb::ComputeCurve default_curve(const pb::DeviceSpec& device, pb::OpClass op_class);
 
+// The curve of an op an fp8 recipe runs in fp8 (GEMM, or attention with fp8 attention), against
+// the device's fp8 peak; other classes as default_curve.
+pb::ComputeCurve default_fp8_curve(const pb::DeviceSpec& device, pb::OpClass op_class);
+
 }  // namespace orrery::sim::detail
