@@ -23,6 +23,9 @@ struct PlanArgs {
   std::optional<std::string> layers_per_stage, stage_node_groups, stage_tp, stage_dp;
   std::optional<double> moe_imbalance;
   bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
+  bool tp_comm_overlap = false;
+  std::optional<int64_t> tp_comm_overlap_chunks;
+  std::optional<std::string> grad_reduce_dtype;
   // The precision when neither --precision nor the plan's job.precision states one.
   pb::Precision unstated_precision = pb::PRECISION_BF16;
 };

@@ -35,6 +35,9 @@ struct Precisions {
   double master_param_bytes = 4;     // 0 for fp32 training (the compute copy is the master)
   double optimizer_state_bytes = 8;  // Adam m and v
   std::string dtype = "bf16";        // which DeviceSpec peak applies to GEMMs
+  // Bytes of a gradient on the wire of the data-parallel reduction: grad_bytes unless the plan's
+  // grad_reduce_dtype says otherwise (resolve_plan).
+  double grad_reduce_bytes = 4;
 };
 
 struct ResolvedPlan {
