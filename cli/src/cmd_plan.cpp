@@ -40,6 +40,7 @@ struct PlanCommandArgs {
   std::optional<int64_t> nodes, seq;
   int64_t global_batch = 0;
   std::optional<std::string> precision;
+  std::string grad_reduce_dtype;  // empty: the precision table's
   std::string tp, pp, cp, ep, vp, micro_batch, sharding, recompute;
   int64_t max_micro_batch = 8, top = 5, exhaustive_limit = 4000, beam = 16;
   int threads = 0;
@@ -145,6 +146,16 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
                              "got '" + *a.precision + "', expected one of: fp32, bf16, fp16, fp8");
     }
     j->set_precision(precision.front());
+  }
+  // A numerical choice, like the precision: given to every candidate, not searched.
+  if (!a.grad_reduce_dtype.empty()) {
+    const auto dtype = enum_list<pb::GradReduceDtype>("--grad-reduce-dtype", a.grad_reduce_dtype,
+                                                      pb::GradReduceDtype_descriptor());
+    if (dtype.size() != 1) {
+      throw base::InputError("", 0, "--grad-reduce-dtype",
+                             "got '" + a.grad_reduce_dtype + "', expected one of: fp32, bf16");
+    }
+    job.base.set_grad_reduce_dtype(dtype.front());
   }
   plan::fill_unstated_job(*j, job.model, job.cluster);
   return job;
@@ -360,6 +371,9 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--precision", a->precision,
                   "fp32 | bf16 | fp16 | fp8 (default bf16 on GPUs, fp32 on CPUs)");
+  cmd->add_option("--grad-reduce-dtype", a->grad_reduce_dtype,
+                  "fp32 | bf16: every candidate's gradient reduction dtype, not searched "
+                  "(default: the precision's, fp32 for bf16)");
   cmd->add_option("--tp", a->tp,
                   "Only these TP degrees, e.g. 4,8 (default: all up to one NVLink domain)");
   cmd->add_option("--pp", a->pp, "Only these PP degrees");

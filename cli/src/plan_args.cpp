@@ -61,6 +61,7 @@ void check_number_flags(const PlanArgs& a) {
   check_flag("--global-batch", job, "global_batch_size", a.global_batch);
   check_flag("--seq", job, "seq_len", a.seq);
   check_flag("--micro-batch", plan, "micro_batch_size", a.micro_batch);
+  check_flag("--tp-comm-overlap-chunks", plan, "tp_comm_overlap_chunks", a.tp_comm_overlap_chunks);
   for (const auto& [flag, field, value] : {std::tuple{"--tp", "tp", a.tp},
                                            {"--pp", "pp", a.pp},
                                            {"--dp", "dp", a.dp},
@@ -150,6 +151,14 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_flag(
       "--overlap-param-gather", a.overlap_param_gather,
       "Overlap ZeRO parameter gathers with forward (default off; a plan's true stays on)");
+  cmd->add_flag("--tp-comm-overlap", a.tp_comm_overlap,
+                "Pipeline SP's TP collectives with their GEMMs in chunks (Megatron-core "
+                "--tp-comm-overlap; needs --sp; default off; a plan's true stays on)");
+  cmd->add_option("--tp-comm-overlap-chunks", a.tp_comm_overlap_chunks,
+                  "Pieces of each overlapped collective and GEMM (>= 2; default 4)");
+  cmd->add_option("--grad-reduce-dtype", a.grad_reduce_dtype,
+                  "fp32 | bf16: dtype of the data-parallel gradient reduction (default: fp32 for "
+                  "bf16 and fp8 training, the training dtype otherwise)");
 }
 
 namespace {
@@ -207,6 +216,11 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.moe_imbalance) p.set_moe_imbalance(*a.moe_imbalance);
   if (a.overlap_grad_reduce) p.set_overlap_grad_reduce(true);
   if (a.overlap_param_gather) p.set_overlap_param_gather(true);
+  if (a.tp_comm_overlap) p.set_tp_comm_overlap(true);
+  if (a.tp_comm_overlap_chunks) p.set_tp_comm_overlap_chunks(*a.tp_comm_overlap_chunks);
+  if (a.grad_reduce_dtype)
+    p.set_grad_reduce_dtype(static_cast<pb::GradReduceDtype>(
+        parse_enum("--grad-reduce-dtype", *a.grad_reduce_dtype, pb::GradReduceDtype_descriptor())));
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ struct PlanArgs {
   bool fp8_attention = false, fp8_param_gather = false;
   std::optional<double> moe_imbalance;
   bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
+  bool tp_comm_overlap = false;
+  std::optional<int64_t> tp_comm_overlap_chunks;
+  std::optional<std::string> grad_reduce_dtype;
 };
 
 void add_plan_flags(CLI::App* cmd, PlanArgs& a);

@@ -63,6 +63,12 @@ std::string plan_problem(const pb::Plan& plan) {
   }
   // overlap_grad_reduce and overlap_param_gather run as the lowering models them
   // (parallel_sharding.hpp).
+  if (plan.tp_comm_overlap()) {
+    return "tp_comm_overlap: TP collectives pipelined with their GEMMs in chunks are not "
+           "implemented in the executor yet";
+  }
+  if (plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16)
+    return "grad_reduce_dtype bf16: the executor reduces gradients in fp32";
   return precision_problem(plan);
 }
 

@@ -45,6 +45,44 @@ void add_core(std::vector<Step>& out, const models::LayerOp& op, const ResolvedP
   }
 }
 
+// A GEMM of a decoder layer's dense part: what userbuffers pipelines its TP collectives with
+// (Megatron-core gives the experts, the router and the output layer none).
+bool overlappable_gemm(const Step& s) {
+  if (s.kind != Step::Kind::kCompute || s.op->op_class != pb::OP_CLASS_GEMM) return false;
+  return s.op->name.rfind("moe.", 0) != 0 && s.op->name.rfind("head.", 0) != 0;
+}
+
+// tp_comm_overlap: each TP all-gather merged with the GEMM after it, each TP reduce-scatter with
+// the GEMM before it (the column-parallel GEMM consumes the gathered input; the row-parallel
+// GEMM produces what is scattered; in backward the same pairs mirrored).
+std::vector<Step> overlap_tp(const std::vector<Step>& in, int64_t chunks) {
+  std::vector<Step> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Step& s = in[i];
+    const bool tp = s.kind == Step::Kind::kCollective && !s.expert_group;
+    const bool gather = tp && s.collective == pb::COLLECTIVE_KIND_ALL_GATHER;
+    const bool scatter = tp && s.collective == pb::COLLECTIVE_KIND_REDUCE_SCATTER;
+    Step* gemm = gather && i + 1 < in.size() && overlappable_gemm(in[i + 1])
+                     ? &out.emplace_back(in[++i])
+                 : scatter && !out.empty() && overlappable_gemm(out.back()) ? &out.back()
+                                                                            : nullptr;
+    if (gemm == nullptr) {
+      out.push_back(s);
+      continue;
+    }
+    gemm->kind = Step::Kind::kOverlapped;
+    gemm->collective = s.collective;
+    gemm->bytes = s.bytes;
+    gemm->name = s.name;
+    gemm->chunks = chunks;
+    gemm->comm_first = gather;
+  }
+  return out;
+}
+
+std::vector<Step> program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
+                          pb::Phase phase);
+
 }  // namespace
 
 Work op_work(const models::LayerOp& op, pb::Phase phase) {
@@ -80,6 +118,15 @@ std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys,
 
 std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
                                 pb::Phase phase) {
+  std::vector<Step> steps = program(ops, p, phase);
+  if (!p.plan.tp_comm_overlap() || p.degrees.tp < 2) return steps;
+  return overlap_tp(steps, p.plan.tp_comm_overlap_chunks());
+}
+
+namespace {
+
+std::vector<Step> program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
+                          pb::Phase phase) {
   const bool tp = p.degrees.tp > 1;
   const bool sp = tp && p.sequence_parallel();
   const bool ep = p.degrees.ep > 1;
@@ -135,5 +182,7 @@ std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const R
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace orrery::plan::detail

@@ -57,6 +57,7 @@ RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, c
   out->set_rank(rank);
   out->set_device(plan.device_of_rank[static_cast<size_t>(rank)]);
   for (auto s : kStreams) out->add_streams(std::string(s));
+  if (plan.plan.tp_comm_overlap()) out->add_streams(std::string(kCommTpName));
   const auto& d = plan.degrees;
   tp_group_ = layout.group_id(GroupKind::kTp, rank);
   cp_group_ = layout.group_id(GroupKind::kCp, rank);

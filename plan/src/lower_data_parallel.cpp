@@ -179,11 +179,12 @@ void RankLowering::fsdp_reduce(const Site& site, int64_t key, double params, int
   // reduce-scatter has finished with its own (FSDP2 keeps one in flight: the compute stream
   // waits for it, which bounds the buffers to one bucket's).
   const int64_t previous = fsdp_reduces_.empty() ? -1 : fsdp_reduces_.back();
-  const int64_t packed = b_.copy(site, fsdp_op_name(key, "fsdp.copy_in"), "fsdp.copy_in",
-                                 fsdp_copy(params, plan_.precision.grad_bytes), {input, previous});
+  const int64_t packed =
+      b_.copy(site, fsdp_op_name(key, "fsdp.copy_in"), "fsdp.copy_in",
+              fsdp_copy(params, plan_.precision.grad_reduce_bytes), {input, previous});
   fsdp_reduces_.push_back(b_.collective(site, kCommDp, fsdp_op_name(key, "fsdp.reduce_scatter"),
                                         pb::COLLECTIVE_KIND_REDUCE_SCATTER, fsdp_group_,
-                                        params * plan_.precision.grad_bytes, {packed}));
+                                        params * plan_.precision.grad_reduce_bytes, {packed}));
 }
 
 void RankLowering::record_grads(const std::string& name, const std::vector<models::LayerOp>& ops,
@@ -213,7 +214,7 @@ void RankLowering::finish_step() {
           (params + expert_params) / static_cast<double>(plan_.plan.shard_group_size());
       reduced.push_back(b_.collective(site, kCommDp, "hsdp.replica_all_reduce",
                                       pb::COLLECTIVE_KIND_ALL_REDUCE, replica_group_,
-                                      shard * prec.grad_bytes, {last_backward_}));
+                                      shard * prec.grad_reduce_bytes, {last_backward_}));
     }
   } else {
     const double bucket_params =
@@ -239,7 +240,7 @@ void RankLowering::finish_step() {
         reduced.push_back(b_.collective(
             site, kCommDp,
             std::string(expert ? "edp" : "dp") + ".bucket" + std::to_string(bucket++) + "." + verb,
-            kind, group, filled * prec.grad_bytes, {after}));
+            kind, group, filled * prec.grad_reduce_bytes, {after}));
       }
     }
   }

@@ -52,6 +52,11 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
         last = ring_attention(*step.op, step.ring_bytes, s, last);
         break;
       }
+      case Step::Kind::kOverlapped: {
+        last = overlapped_gemm(step, site, last, gathered);
+        gathered = -1;
+        break;
+      }
       case Step::Kind::kCollective: {
         const int64_t group = step.expert_group ? ep_group_ : tp_group_;
         if (group >= 0) {
@@ -65,6 +70,38 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
   if (bucket != nullptr && site.phase == pb::PHASE_BACKWARD &&
       part_key(ops, site) == bucket->first) {
     fsdp_reduce(site, part_key(ops, site), bucket->params, last);
+  }
+  return last;
+}
+
+int64_t RankLowering::overlapped_gemm(const Step& step, const Site& site, int64_t input,
+                                      int64_t gathered) {
+  Site s = site;
+  s.phase = step.phase;
+  const int64_t n = step.chunks;
+  const double piece = 1.0 / static_cast<double>(n);
+  auto comm = [&](int64_t i, int64_t after) {
+    return b_.collective(site, kCommTp, step.name + ".chunk" + std::to_string(i), step.collective,
+                         tp_group_, step.bytes * piece, {after});
+  };
+  auto gemm = [&](int64_t i, std::vector<int64_t> deps) {
+    return b_.compute(s, *step.op, piece, std::move(deps), ".chunk" + std::to_string(i));
+  };
+  int64_t last = input;
+  if (step.comm_first) {
+    // All pieces of the all-gather launched at once (in order on their stream); GEMM piece i
+    // waits for gathered piece i.
+    std::vector<int64_t> pieces;
+    for (int64_t i = 0; i < n; ++i) pieces.push_back(comm(i, input));
+    for (int64_t i = 0; i < n; ++i)
+      last = gemm(i, {last, pieces[static_cast<size_t>(i)], gathered});
+    return last;
+  }
+  // Reduce-scatter piece i as soon as GEMM piece i is done; what follows waits for the last.
+  int64_t computed = input;
+  for (int64_t i = 0; i < n; ++i) {
+    computed = gemm(i, {computed, gathered});
+    last = comm(i, computed);
   }
   return last;
 }

@@ -10,6 +10,7 @@
 
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/plan/graph_builder.hpp"
+#include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/op_tables.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/plan/resolved_plan.hpp"
@@ -40,6 +41,9 @@ class RankLowering {
   // One layer (or embedding/head part) in site.phase: returns the id of its last node.
   int64_t run_program(const std::vector<models::LayerOp>& ops, Site site, int64_t input);
   int64_t ring_attention(const models::LayerOp& op, double bytes, const Site& site, int64_t input);
+  // tp_comm_overlap: the GEMM and its TP collective in step.chunks pipelined pieces, the
+  // collective's on kCommTp (layer_program.hpp); returns the node what follows waits for.
+  int64_t overlapped_gemm(const Step& step, const Site& site, int64_t input, int64_t gathered);
   // Data parallelism (lower_data_parallel.cpp).
   // `key`: the part the site is in (part_key); embedding and head (both layer -1) put their part
   // name in the node name, "mb0.fwd.embed.fsdp.all_gather", so names stay unique in a rank.

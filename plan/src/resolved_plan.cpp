@@ -145,7 +145,31 @@ void check_pipeline(ResolvedPlan& r, const SourceMap& where) {
   }
 }
 
-void check_sharding(const ResolvedPlan& r, const SourceMap& where) {
+// TE's userbuffers overlap the collectives of sequence parallelism; Megatron-core refuses
+// --tp-comm-overlap without --sequence-parallel.
+void resolve_tp_overlap(ResolvedPlan& r, const SourceMap& where) {
+  const int64_t chunks = r.plan.tp_comm_overlap_chunks();
+  if (!r.plan.tp_comm_overlap()) {
+    if (chunks != 0) {
+      broken(where, "tp_comm_overlap_chunks", "tp-overlap-chunks-need-overlap",
+             "chunks " + str(chunks) + " given without tp_comm_overlap: true");
+    }
+    return;
+  }
+  if (!r.sequence_parallel() || r.degrees.tp < 2) {
+    broken(where, "tp_comm_overlap", "tp-overlap-needs-sp",
+           "TP communication overlap pipelines sequence parallelism's all-gathers and "
+           "reduce-scatters: it needs sequence_parallel with tp > 1");
+  }
+  if (chunks == 1) {
+    broken(where, "tp_comm_overlap_chunks", "tp-overlap-chunks-at-least-two",
+           "one chunk is no pipeline: give 2 or more, or leave it out for 4");
+  }
+  // Transformer Engine's num_splits for its pipelined userbuffers overlap.
+  if (chunks == 0) r.plan.set_tp_comm_overlap_chunks(4);
+}
+
+void check_sharding(ResolvedPlan& r, const SourceMap& where) {
   if (r.sharding() == pb::SHARDING_HSDP) {
     const int64_t g = r.plan.shard_group_size();
     if (g < 1 || r.degrees.dp % g != 0) {
@@ -161,6 +185,8 @@ void check_sharding(const ResolvedPlan& r, const SourceMap& where) {
       }
     }
   }
+  if (r.plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16) r.precision.grad_reduce_bytes = 2;
+  if (r.plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_FP32) r.precision.grad_reduce_bytes = 4;
   if (r.plan.moe_imbalance() != 0 && r.plan.moe_imbalance() < 1) {
     broken(where, "moe_imbalance", "imbalance-at-least-one",
            "got " + std::to_string(r.plan.moe_imbalance()) +
@@ -400,6 +426,7 @@ Precisions precisions_of(pb::Precision p) {
     default:
       out = {2, 2, 4, 4, 8, "bf16"};
   }
+  out.grad_reduce_bytes = out.grad_bytes;
   return out;
 }
 
@@ -536,6 +563,8 @@ ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
   }
   check_pipeline(r, where);
   check_sharding(r, where);
+  resolve_tp_overlap(r, where);
+  place_ranks(r, where);
   return r;
 }
 

@@ -18,6 +18,7 @@ Knobs MoveGenerator::reshape(const Knobs& from, const Shape& to) const {
   k.placement = from.placement;
   k.bucket_bytes = from.bucket_bytes;
   k.overlap = from.overlap;
+  k.tp_overlap = k.tp_overlap && from.tp_overlap;
   if (to.tp > 1 && space_.options().sp_both_ways) k.sp = from.sp;
   if (!k.balanced_split && to.pp > 1 && to.vp == 1) k.balanced_split = from.balanced_split;
   const auto mbs = space_.micro_batches(to);
@@ -88,7 +89,14 @@ void MoveGenerator::setting_moves(const Knobs& from, std::vector<Move>& out) con
   if (from.tp > 1 && o.sp_both_ways) {
     Knobs k = from;
     k.sp = !k.sp;
+    k.tp_overlap = k.tp_overlap && k.sp;
     add(out, k, {"exposed tp"});
+  }
+  if (from.sp && (from.tp_overlap ||
+                  space_.seed(shape, 1, pb::SHARDING_NONE, 0, pb::RECOMPUTE_NONE).tp_overlap)) {
+    Knobs k = from;
+    k.tp_overlap = !k.tp_overlap;
+    add(out, k, {"exposed tp", "compute"});
   }
   for (const auto& p : o.placements) {
     if (p == from.placement) continue;

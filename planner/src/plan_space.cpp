@@ -292,6 +292,7 @@ Knobs PlanSpace::seed(const Shape& s, int64_t micro_batch, pb::Sharding sharding
   k.stage_tp = s.stage_tp, k.stage_dp = s.stage_dp;
   k.sp =
       s.stage_tp.empty() ? s.tp > 1 : *std::max_element(s.stage_tp.begin(), s.stage_tp.end()) > 1;
+  k.tp_overlap = k.sp && (s.stage_tp.empty() ? s.tp : s.stage_tp.front()) > 1;
   k.micro_batch = micro_batch;
   k.schedule =
       s.vp > 1 ? pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B
@@ -348,11 +349,14 @@ std::vector<Knobs> PlanSpace::settings(const Shape& s) const {
                   for (bool split : splits) {
                     Knobs k = seed(s, mbs, sharding, g, recompute);
                     k.sp = sp;
+                    k.tp_overlap = k.tp_overlap && sp;
                     k.schedule = schedule;
                     k.placement = placement;
                     k.bucket_bytes = bucket;
                     k.balanced_split = split;
-                    out.push_back(std::move(k));
+                    out.push_back(k);
+                    // TP communication overlap is a setting of its own: also without it.
+                    if (k.tp_overlap) k.tp_overlap = false, out.push_back(std::move(k));
                   }
                 }
               }
@@ -425,6 +429,7 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   p.set_overlap_grad_reduce(k.overlap && reduces);
   p.set_overlap_param_gather(
       k.overlap && (k.sharding == pb::SHARDING_ZERO1 || k.sharding == pb::SHARDING_ZERO2));
+  p.set_tp_comm_overlap(k.tp_overlap);
   return p;
 }
 
@@ -446,6 +451,7 @@ std::string knob_key(const Knobs& k) {
   }
   if (k.balanced_split) s += " balanced";
   if (!k.overlap) s += " no-overlap";
+  if (k.tp_overlap) s += " tp-overlap";
   return s;
 }
 

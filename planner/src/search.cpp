@@ -237,6 +237,7 @@ std::string distinct_key(const Knobs& k) {
   d.bucket_bytes = 0;
   d.balanced_split = false;
   d.sp = false;
+  d.tp_overlap = false;
   return knob_key(d);
 }
 

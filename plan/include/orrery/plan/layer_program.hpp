@@ -11,6 +11,10 @@
 //     reduce-scatter before the block norm's backward).
 //   EP: all-to-all after the router (dispatch) and after the experts (combine); backward mirrors.
 //   CP: the attention core as a ring: cp pieces, KV blocks passed on while each piece computes.
+//   tp_comm_overlap (Megatron-core / Transformer Engine userbuffers, needs SP): a decoder layer's
+//     all-gather before a GEMM and reduce-scatter after one become one kOverlapped step: the
+//     collective and the GEMM each split into `chunks` pieces, pipelined (all-gather piece i
+//     before GEMM piece i; GEMM piece i before reduce-scatter piece i) on a stream of their own.
 #pragma once
 
 #include <string>
@@ -23,17 +27,22 @@
 namespace orrery::plan::detail {
 
 struct Step {
-  enum class Kind { kCompute, kCollective, kRing };
+  enum class Kind { kCompute, kCollective, kRing, kOverlapped };
   Kind kind = Kind::kCompute;
-  const models::LayerOp* op = nullptr;  // kCompute, kRing
+  const models::LayerOp* op = nullptr;  // kCompute, kRing, kOverlapped (the GEMM)
   pb::Phase phase = pb::PHASE_FORWARD;  // kCompute: RECOMPUTE for selectively recomputed ops
-  // kCollective: which group, what, how much, and a readable name ("attn.out.all_reduce").
+  // kCollective, kOverlapped: which group, what, how much (the whole collective's bytes), and a
+  // readable name ("attn.out.all_reduce").
   bool expert_group = false;  // EP group instead of TP
   pb::CollectiveKind collective = pb::COLLECTIVE_KIND_UNSPECIFIED;
   double bytes = 0;
   std::string name;
   // kRing: bytes of each KV exchange (doubled in backward: KV and their gradients travel).
   double ring_bytes = 0;
+  // kOverlapped: pieces, and whether the collective comes first (all-gather feeding the GEMM)
+  // or last (reduce-scatter of its output).
+  int64_t chunks = 0;
+  bool comm_first = false;
 };
 
 // FLOPs and bytes one op moves in a phase (backward: its backward FLOPs and about twice the

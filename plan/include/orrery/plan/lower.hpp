@@ -29,9 +29,14 @@ enum Stream : int32_t {
   kSendNext = 5,    // pipeline: activations to the next stage
   kRecvNext = 6,    // pipeline: gradients from the next stage
   kSendPrev = 7,    // pipeline: gradients to the previous stage
+  // TP collectives split into chunks pipelined with their GEMM's pieces (tp_comm_overlap, TE's
+  // userbuffers); a rank lists this stream only when its plan overlaps TP communication, so
+  // other plans' graphs keep the eight streams of kStreams.
+  kCommTp = 8,
 };
 inline constexpr std::array<std::string_view, 8> kStreams{
     "compute", "comm.dp", "cp.send", "cp.recv", "recv.prev", "send.next", "recv.next", "send.prev"};
+inline constexpr std::string_view kCommTpName = "comm.tp";
 
 // A collective issued in line with compute (Megatron's TP/EP collectives, on the compute stream):
 // it blocks that stream, pays the calibrated blocking overhead and ends a stretch of compute. The

@@ -42,6 +42,9 @@ struct Precisions {
   bool fp8_attention = false;
   bool fp8_param_gather = false;
   bool fp8_recipe_defaulted = false;
+  // Bytes of a gradient on the wire of the data-parallel reduction: grad_bytes unless the plan's
+  // grad_reduce_dtype says otherwise (resolve_plan).
+  double grad_reduce_bytes = 4;
 };
 
 struct ResolvedPlan {

@@ -47,6 +47,9 @@ struct Knobs {
   // stages divide the layers; forced when they do not, or when stages differ in speed.
   bool balanced_split = false;
   bool overlap = true;  // overlap_grad_reduce and overlap_param_gather
+  // tp_comm_overlap (only with sp, stage 0's tp > 1): on in the seed, as NeMo's recipes for
+  // large models ship it; settings and local search also try it off.
+  bool tp_overlap = false;
 
   auto operator<=>(const Knobs&) const = default;
 };
@@ -116,7 +119,7 @@ class PlanSpace {
   // Every full point of the space for one shape, in a fixed order.
   std::vector<Knobs> settings(const Shape& shape) const;
   // The knobs the screening pass starts a shape from: sp on, default placement and buckets,
-  // overlap on; sharding, recompute and micro-batch as given.
+  // overlap on (TP communication overlap too, where sp is); sharding, recompute and micro-batch as given.
   Knobs seed(const Shape& shape, int64_t micro_batch, pb::Sharding sharding, int64_t shard_group,
              pb::Recompute recompute) const;
 

@@ -6,22 +6,24 @@
 //                      + 2 (pp - 1) t_p2p
 //
 // where F_p, B_p are pipeline rank p's forward and backward time for one micro-batch over all of
-// its chunks (TP/EP collectives are blocking, CP ring exchanges overlap the attention pieces)
+// its chunks (TP/EP collectives are blocking unless tp_comm_overlap pipelines them with their
+// GEMMs, rank_coster.hpp's overlapped_exposed; CP ring exchanges overlap the attention pieces)
 // and R_p its receives' transfers for one micro-batch (posted when the schedule reaches them,
 // so on the stage's path; the sum over the stages holds the fill's 2 (pp - 1) crossings),
 // then adds the data-parallel tail the lowering puts after the last backward (buckets launched as
-// their gradients become final, serialized on the DP stream), the optimizer and, for ZeRO-1/2,
-// the parameter all-gather. Compute that runs beside hidden communication (CP exchanges, FSDP
-// transfers, the DP reduction under the last backward, overlapped ZeRO gathers) runs
-// overlap_slowdown (s) times slower and that communication overlap_comm_slowdown (sc) times
-// slower (1 unless a calibration profile says otherwise), as in des: while a transfer of T
-// seconds (alone) is in flight beside compute it takes T sc and the compute does only T sc / s
-// of work, so the step grows by T sc (1 - 1/s) when the transfer fits (beside()), counted with
-// the communication that caused it. A calibrated dispatch
-// overhead (ComputeCostModel::dispatch_s) is added once per op the lowering puts on the compute
-// stream, as des adds it before each of them. A calibrated rank skew (ComputeCostModel::
-// skew_wait_s) makes every group wait for its slowest member: in-line TP/EP collectives after the
-// compute since the previous one, the data-parallel tail after the step's compute.
+// their gradients become final, serialized on the DP stream; under interleaving each chunk's
+// after its own last backward), the optimizer and, for ZeRO-1/2, the parameter all-gather
+// (overlapped: spread over the warm-up's first forward of each chunk). Compute that runs beside
+// hidden communication (CP exchanges, FSDP transfers, the DP reduction under the last backward,
+// overlapped ZeRO gathers) runs overlap_slowdown (s) times slower and that communication
+// overlap_comm_slowdown (sc) times slower (1 unless a calibration profile says otherwise), as in
+// des: while a transfer of T seconds (alone) is in flight beside compute it takes T sc and the
+// compute does only T sc / s of work, so the step grows by T sc (1 - 1/s) when the transfer fits
+// (beside()), counted with the communication that caused it. A calibrated dispatch overhead
+// (ComputeCostModel::dispatch_s) is added once per op the lowering puts on the compute stream, as
+// des adds it before each of them. A calibrated rank skew (ComputeCostModel:: skew_wait_s) makes
+// every group wait for its slowest member: in-line TP/EP collectives after the compute since the
+// previous one, the data-parallel tail after the step's compute.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -110,6 +112,7 @@ class AnalyticStep {
                          const StagePasses& passes, double step_compute) const;
   void optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc, int64_t rank,
                  const StagePasses& passes, StageResult& s) const;
+  double spread_gathers(const std::vector<double>& chunk_gather, double forward_s) const;
   std::vector<int64_t> group_devices(plan::GroupKind kind, int64_t rank) const;
   std::vector<double> receive_seconds(double& hops) const;
   double boundary_seconds(const plan::Redistribution& move) const;
@@ -300,7 +303,7 @@ void AnalyticStep::add_fsdp_copies(const std::vector<FsdpBucket>& buckets, const
       s.bwd.compute_s += rc.copy_seconds(out, fb.backward_phase, "fsdp.copy_out");
       s.bwd.dispatch_s += rc.dispatch_s();
     }
-    s.bwd.compute_s += rc.copy_seconds(plan::detail::fsdp_copy(fb.params, prec.grad_bytes),
+    s.bwd.compute_s += rc.copy_seconds(plan::detail::fsdp_copy(fb.params, prec.grad_reduce_bytes),
                                        pb::PHASE_BACKWARD, "fsdp.copy_in");
     s.bwd.dispatch_s += rc.dispatch_s();
   }
@@ -350,10 +353,10 @@ double AnalyticStep::fsdp_exposed(const std::vector<FsdpBucket>& buckets, const 
   for (const FsdpBucket& fb : buckets) {
     const double g =
         rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, fb.params * prec.param_bytes);
-    c.push_back(
-        {g, fb.backward_gather ? g : 0,
-         rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs, fb.params * prec.grad_bytes),
-         fb.units * unit_fwd, fb.units * unit_bwd});
+    c.push_back({g, fb.backward_gather ? g : 0,
+                 rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs,
+                               fb.params * prec.grad_reduce_bytes),
+                 fb.units * unit_fwd, fb.units * unit_bwd});
   }
   const double slow = costs_.overlap_slowdown(), slow_comm = costs_.overlap_comm_slowdown();
   double exposed = 0;
@@ -382,7 +385,13 @@ double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCos
       plan::gradient_bucket_params(plan_.plan, sp.degrees.dp, prec.grad_bytes);
   std::vector<double> buckets;
   std::vector<size_t> bucket_ranks;  // the size of each bucket's group
+  std::vector<int64_t> chunks;       // the model chunk of each bucket
   if (!fsdp_) {
+    for (const bool expert : {false, true}) {
+      for (int64_t c :
+           detail::bucket_chunks(passes.part_params, passes.part_chunk, expert, bucket_params))
+        chunks.push_back(c);
+    }
     const auto kind =
         dist_opt_ ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE;
     const std::vector<int64_t> dense_devs =
@@ -390,11 +399,11 @@ double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCos
     const std::vector<int64_t> expert_devs =
         plan_.model.has_moe() ? group_devices(plan::GroupKind::kEdp, rank) : std::vector<int64_t>{};
     for (double b : detail::fill_buckets(passes.part_params, false, bucket_params)) {
-      buckets.push_back(rc.collective(kind, dense_devs, b * prec.grad_bytes));
+      buckets.push_back(rc.collective(kind, dense_devs, b * prec.grad_reduce_bytes));
       bucket_ranks.push_back(dense_devs.size());
     }
     for (double b : detail::fill_buckets(passes.part_params, true, bucket_params)) {
-      buckets.push_back(rc.collective(kind, expert_devs, b * prec.grad_bytes));
+      buckets.push_back(rc.collective(kind, expert_devs, b * prec.grad_reduce_bytes));
       bucket_ranks.push_back(expert_devs.size());
     }
   } else if (plan_.sharding() == pb::SHARDING_HSDP) {
@@ -402,22 +411,33 @@ double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCos
     buckets.push_back(rc.collective(pb::COLLECTIVE_KIND_ALL_REDUCE, replica_devs,
                                     (passes.dense_params + passes.expert_params) /
                                         static_cast<double>(plan_.plan.shard_group_size()) *
-                                        prec.grad_bytes));
+                                        prec.grad_reduce_bytes));
     bucket_ranks.push_back(replica_devs.size());
   }
-  // Each bucket's slowest member launches it late by the skew of the compute it ran before
-  // (overlapped: up to its share of the last backward, as dp_tail places it).
+  // The window the reduction may hide in: the last micro-batch's backward; under interleaving
+  // from chunk vp - 1's last backward on, each chunk's buckets launched after its own
+  // (chunk_shares).
   const bool overlapped = plan_.plan.overlap_grad_reduce() && !fsdp_;
+  const auto& d = plan_.degrees;
+  const bool per_chunk = overlapped && d.vp > 1 && d.pp > 1;
+  const double span =
+      per_chunk ? (1.0 + static_cast<double>((d.vp - 1) * d.pp)) / static_cast<double>(d.vp) : 1.0;
+  const std::vector<double> shares =
+      per_chunk ? detail::chunk_shares(chunks, d.pp, d.vp) : std::vector<double>{};
+  // Each bucket's slowest member launches it late by the skew of the compute it ran before
+  // (overlapped: up to its share of the window, as dp_tail places it).
   std::vector<double> late;
   for (size_t i = 0; i < buckets.size(); ++i) {
-    const double share =
-        overlapped ? static_cast<double>(i + 1) / static_cast<double>(buckets.size()) : 1.0;
-    const double before = step_compute - (1 - share) * passes.bwd.compute_s;
+    const double share = !overlapped ? 1.0
+                         : per_chunk
+                             ? shares[i]
+                             : static_cast<double>(i + 1) / static_cast<double>(buckets.size());
+    const double before = step_compute - (1 - share) * span * passes.bwd.compute_s;
     late.push_back(rc.skew_wait_s(bucket_ranks[i], before));
   }
-  // The reduction under the last backward and that backward's compute slow each other.
-  return detail::dp_tail(buckets, passes.bwd.total(), overlapped, late, costs_.overlap_slowdown(),
-                         costs_.overlap_comm_slowdown());
+  // The reduction under the window and the window's compute slow each other.
+  return detail::dp_tail(buckets, span * passes.bwd.total(), overlapped, late,
+                         costs_.overlap_slowdown(), costs_.overlap_comm_slowdown(), shares);
 }
 
 // AdamW on the rank's (shard of the) parameters and, for ZeRO-1/2, the gathers of the updated
@@ -454,25 +474,50 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
       plan_.model.has_moe() ? group_devices(plan::GroupKind::kEdp, rank) : std::vector<int64_t>{};
   // Each gathered part is copied into its parameters on the compute stream (copy_part).
   double gather = 0, copy = 0;
+  std::vector<double> chunk_gather(static_cast<size_t>(plan_.degrees.vp), 0.0);
   auto copy_out = [&](double params, size_t members) {
     if (params <= 0 || members < 2) return;
     copy += rc.dispatch_s() + rc.copy_seconds(plan::detail::fsdp_copy(params, prec.param_bytes),
                                               pb::PHASE_OPTIMIZER, "zero.copy_out");
   };
   for (size_t i = 0; i < passes.part_params.size(); ++i) {
-    const auto [dense_p, expert_p] = passes.part_params[i];
+    const auto& [dense_p, expert_p] = passes.part_params[i];
     const auto [dense_b, expert_b] = passes.part_gather_bytes[i];  // plan::param_gather_bytes
-    gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_b);
-    gather += rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_b);
+    const double t = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, dense_devs, dense_b) +
+                     rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, expert_devs, expert_b);
+    gather += t;
+    chunk_gather[static_cast<size_t>(passes.part_chunk[i])] += t;
     copy_out(dense_p, dense_devs.size());
     copy_out(expert_p, expert_devs.size());
   }
-  // Overlapped with the next step's first forward when asked; otherwise at the step's end,
-  // after the optimizer's compute (its skew). The copies are compute either way.
+  // Overlapped with the next step's forwards when asked; otherwise at the step's end, after the
+  // optimizer's compute (its skew). The copies are compute either way.
   s.dp_exposed_s += copy + (plan_.plan.overlap_param_gather()
-                                ? beside(gather, s.forward_s, costs_.overlap_slowdown(),
-                                         costs_.overlap_comm_slowdown())
+                                ? spread_gathers(chunk_gather, s.forward_s)
                                 : gather + rc.skew_wait_s(dense_devs.size(), s.optimizer_s));
+}
+
+// ZeRO-1/2's overlapped parameter gathers, issued at the step's start in forward order on the DP
+// stream, each part's waited for by its first forward (the lowering's start_step). Without
+// interleaving they hide behind the first micro-batch's forward (`forward_s`, all chunks). Under
+// interleaving chunk c's first forward comes after c x pp chunk forwards of the warm-up
+// (Megatron's per-chunk gathers dispatched ahead of each chunk's forward), so the gathers of
+// chunks 0 .. c must be done by the end of that forward, (c pp + 1) forward_s / vp into the step;
+// what the tightest of these deadlines misses is exposed (compute beside it slowed, beside()).
+double AnalyticStep::spread_gathers(const std::vector<double>& chunk_gather,
+                                    double forward_s) const {
+  const auto& d = plan_.degrees;
+  const double s = costs_.overlap_slowdown(), sc = costs_.overlap_comm_slowdown();
+  double total = 0;
+  for (double g : chunk_gather) total += g;
+  if (d.vp == 1 || d.pp == 1) return beside(total, forward_s, s, sc);
+  double exposed = 0, gathered = 0;
+  for (int64_t c = 0; c < d.vp; ++c) {
+    gathered += chunk_gather[static_cast<size_t>(c)];
+    const double window = static_cast<double>(c * d.pp + 1) * forward_s / static_cast<double>(d.vp);
+    exposed = std::max(exposed, beside(gathered, window, s, sc));
+  }
+  return exposed;
 }
 
 // Each rank's sends run one after another on its send stream and its receives on its receive

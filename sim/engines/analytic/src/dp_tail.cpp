@@ -11,11 +11,14 @@
 namespace orrery::sim::detail {
 
 double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
-               const std::vector<double>& late, double s, double sc) {
+               const std::vector<double>& late, double s, double sc,
+               const std::vector<double>& shares) {
   const size_t n = buckets.size();
   if (n == 0) return 0;
   auto ready_work = [&](size_t i) {
-    return overlap ? window * static_cast<double>(i + 1) / static_cast<double>(n) : window;
+    if (!overlap) return window;
+    return window *
+           (shares.empty() ? static_cast<double>(i + 1) / static_cast<double>(n) : shares[i]);
   };
   auto launch_at = [&](size_t i, double ready) { return ready + (i < late.size() ? late[i] : 0); };
   constexpr double kEps = 1e-15;
@@ -61,6 +64,37 @@ double dp_tail(const std::vector<double>& buckets, double window, bool overlap,
   }
   // Compute left after the last bucket runs alone.
   return std::max(0.0, t + (window - work) - window);
+}
+
+std::vector<double> chunk_shares(const std::vector<int64_t>& chunk, int64_t pp, int64_t vp) {
+  const double span = 1.0 + static_cast<double>((vp - 1) * pp);
+  std::vector<double> out;
+  for (size_t i = 0; i < chunk.size();) {
+    size_t end = i;
+    while (end < chunk.size() && chunk[end] == chunk[i]) ++end;
+    const double n = static_cast<double>(end - i);
+    for (size_t k = 0; i + k < end; ++k) {
+      out.push_back(
+          (static_cast<double>((vp - 1 - chunk[i]) * pp) + static_cast<double>(k + 1) / n) / span);
+    }
+    i = end;
+  }
+  return out;
+}
+
+std::vector<int64_t> bucket_chunks(const std::vector<std::pair<double, double>>& parts,
+                                   const std::vector<int64_t>& part_chunk, bool expert,
+                                   double bucket_params) {
+  std::vector<double> unit_params;
+  std::vector<int64_t> unit_chunk;
+  for (size_t i = parts.size(); i-- > 0;) {
+    unit_params.push_back(expert ? parts[i].second : parts[i].first);
+    unit_chunk.push_back(part_chunk[i]);
+  }
+  std::vector<int64_t> out;
+  for (const auto& units : plan::gradient_buckets(unit_params, bucket_params))
+    out.push_back(unit_chunk[units.back()]);
+  return out;
 }
 
 std::vector<double> fill_buckets(const std::vector<std::pair<double, double>>& parts, bool expert,

@@ -4,6 +4,7 @@
 // engine applies node by node.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -31,6 +32,19 @@ inline double beside(double transfer, double window, double s, double sc) {
   if (transfer <= 0) return 0;
   if (transfer * sc <= window * s) return transfer * sc * (1 - 1 / s);
   return transfer - window * s / sc + window * (s - 1);
+}
+
+// A GEMM of `n` pieces of `g` seconds pipelined with its TP collective in `n` pieces of `c`
+// seconds (tp_comm_overlap; the lowering's overlapped_gemm): an all-gather's piece i must arrive
+// before GEMM piece i, a reduce-scatter's piece i follows GEMM piece i. Either way the first
+// transfer (or the last GEMM piece) runs alone and the n - 1 pairs between overlap, each taking
+// the longer of the two (both slowed while they overlap, s and sc as in beside()):
+//   T = c + (n - 1) max(c sc, g s) + g,
+// which with s = sc = 1 is max(c + n g, n c + g), the des engine's critical path. Returns what T
+// adds to the GEMM's n g: one piece of communication when it is shorter than a GEMM piece,
+// else the whole collective less the GEMM's pieces but one (n c - (n - 1) g).
+inline double overlapped_exposed(double c, double g, double n, double s, double sc) {
+  return c + (n - 1) * std::max(c * sc, g * s) + g - n * g;
 }
 
 // Time of one pass over some ops, split the way the breakdown reports it.
@@ -111,6 +125,14 @@ class RankCoster {
     double since = 0, before_first = 0;
     const std::vector<int64_t>* first_group = nullptr;
     double* first_term = nullptr;
+    auto sync = [&](const std::vector<int64_t>& devs, double& term) {
+      if (first_group == nullptr) {
+        first_group = &devs, first_term = &term, before_first = since;
+      } else {
+        term += skew_wait_s(devs.size(), since);
+      }
+      since = 0;
+    };
     for (const Step& s : plan::detail::layer_program(ops, plan_, phase)) {
       switch (s.kind) {
         case Step::Kind::kCompute: {
@@ -139,6 +161,15 @@ class RankCoster {
           if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += cp * piece, c.recompute_flops += f;
           break;
         }
+        case Step::Kind::kOverlapped: {
+          // The group meets at the collective's first piece: an all-gather's before the GEMM's
+          // pieces, a reduce-scatter's after them.
+          const double gemm = overlapped(s, c);
+          if (!s.comm_first) since += gemm;
+          if (tp_.size() > 1) sync(tp_, c.tp_s);
+          if (s.comm_first) since += gemm;
+          break;
+        }
         case Step::Kind::kCollective: {
           const auto& devs = s.expert_group ? ep_ : tp_;
           if (devs.size() < 2) break;
@@ -147,12 +178,7 @@ class RankCoster {
           // (collective_cost.hpp).
           term += costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
                   costs_.collectives().blocking_overhead_s(s.collective, devs);
-          if (first_group == nullptr) {
-            first_group = &devs, first_term = &term, before_first = since;
-          } else {
-            term += skew_wait_s(devs.size(), since);
-          }
-          since = 0;
+          sync(devs, term);
           c.dispatch_s += dispatch_s();
           break;
         }
@@ -166,6 +192,24 @@ class RankCoster {
       c.ep_s += skew_wait_s(ep_.size(), since);
     }
     return c;
+  }
+
+  // A kOverlapped step (layer_program.hpp): its GEMM's pieces as compute (each a node with its
+  // dispatch), what the pipeline exposes of its collective as TP time (overlapped_exposed; on
+  // its own stream: no blocking overhead). Returns the GEMM's compute seconds.
+  double overlapped(const Step& s, PassCost& c) const {
+    const double n = static_cast<double>(s.chunks);
+    const double g = op_seconds(*s.op, s.phase, 1.0 / n);
+    const double f = plan::detail::op_work(*s.op, s.phase).flops;
+    c.compute_s += n * g;
+    c.dispatch_s += n * dispatch_s();
+    c.flops += f;
+    if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += n * g, c.recompute_flops += f;
+    if (tp_.size() > 1) {
+      c.tp_s += overlapped_exposed(collective(s.collective, tp_, s.bytes / n), g, n,
+                                   costs_.overlap_slowdown(), costs_.overlap_comm_slowdown());
+    }
+    return n * g;
   }
 
   double collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs, double bytes) const {
