@@ -93,7 +93,7 @@ GoodputFigures figures(const GoodputArgs& a) {
 void goodput(const GoodputArgs& a, const OutputFlags& out) {
   const GoodputFigures f = figures(a);
   if (out.json) {
-    std::cout << goodput_json(f).dump(2) << "\n";
+    std::cout << with_header("orrery.goodput", goodput_json(f)).dump(2) << "\n";
   } else {
     std::cout << render_goodput(f);
   }

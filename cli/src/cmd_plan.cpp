@@ -263,11 +263,21 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
 std::string render_json(const planner::PlanningJob& job, const planner::SearchResult& r,
                         const planner::SearchOptions& o) {
   using nlohmann::ordered_json;
-  ordered_json j;
+  ordered_json j = json_header("orrery.plan");
   j["model"] = job.model.name();
   j["cluster"] = job.cluster.name();
   j["devices"] = topologies::total_devices(job.cluster);
-  j["engine"] = engines(r, o);
+  j["engine"] = "analytic";
+  // The re-ranking engine, how many plans it ranked and, when it did not run, why (null: none).
+  j["rerank"] = nullptr;
+  if (o.rerank != nullptr) {
+    j["rerank"] = {
+        {"engine", o.rerank->name()},
+        {"plans", r.rerank_skipped.empty() && !r.ranked.empty()
+                      ? std::min<int64_t>(o.rerank_k, static_cast<int64_t>(r.stats.timed))
+                      : 0},
+        {"skipped", r.rerank_skipped}};
+  }
   const auto& s = r.stats;
   j["search"] = {{"exhaustive", s.exhaustive}, {"space_size", s.space_size},
                  {"shapes", s.shapes},         {"checked", s.checked},
@@ -282,12 +292,15 @@ std::string render_json(const planner::PlanningJob& job, const planner::SearchRe
                      {"limited_by", {{"term", limit.name}, {"share", limit.share}}},
                      {"note", planner::what_limits(p, r.ranked.front())},
                      {"plan", ordered_json::parse(to_json(p.plan))},
-                     {"result", ordered_json::parse(to_json(p.eval.result))}});
+                     {"result", ordered_json::parse(to_json_every_field(p.eval.result))}});
   }
   j["plans"] = plans;
+  // Present either way (null when there is nothing to say), so the shape never depends on them.
+  j["why_best"] = nullptr;
   if (!r.ranked.empty()) {
     j["why_best"] = planner::why_best(r.ranked[0], r.ranked.size() > 1 ? &r.ranked[1] : nullptr);
   }
+  j["closest_out_of_memory"] = nullptr;
   if (!r.closest_oom_plan.empty()) {
     j["closest_out_of_memory"] = {{"label", r.closest_oom_plan},
                                   {"peak_bytes", r.closest_oom_peak_bytes},

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orrery/base/units.hpp"
+#include "output.hpp"
 #include "table.hpp"
 #include "text.hpp"
 
@@ -69,7 +70,7 @@ void print_json(const validation::RunHoldout& h, const std::string& file,
                            {"in_sample_kernel_scale", h.in_sample_scale},
                            {"in_sample_median_abs_error", h.in_sample_median_abs_error},
                            {"in_sample_p90_abs_error", h.in_sample_p90_abs_error}};
-  std::cout << j.dump(2) << "\n";
+  std::cout << with_header("orrery.validate.holdout", j).dump(2) << "\n";
 }
 
 }  // namespace
