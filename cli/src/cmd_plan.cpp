@@ -29,6 +29,7 @@
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
+#include "plan_args.hpp"
 #include "table.hpp"
 #include "text.hpp"
 
@@ -350,7 +351,11 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   }
   std::cout << (flags.json ? render_json(job, r, o) : render_text(job, r, o));
   if (!a.out_file.empty()) {
-    write_file_atomically(a.out_file, to_yaml(r.ranked.front().plan), a.force);
+    // Paths as the plan file must hold them: relative to it, not to where `plan` ran.
+    pb::Plan best = r.ranked.front().plan;
+    best.set_model(path_for_plan_file(a.out_file, best.model()));
+    best.set_cluster(path_for_plan_file(a.out_file, best.cluster()));
+    write_file_atomically(a.out_file, to_yaml(best), a.force);
     std::cerr << "wrote " << a.out_file << " (run it with: orrery simulate --plan " << a.out_file
               << ")\n";
   }

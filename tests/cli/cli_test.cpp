@@ -203,6 +203,27 @@ TEST(Cli, ParseErrorsSayError) {
   }
 }
 
+// A plan file's relative model and cluster paths are relative to the plan file: `plan --out`
+// writes them so, and the plan then runs from any folder.
+TEST(Cli, PlanFilePathsAreRelativeToThePlanFile) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "models");
+  fs::create_directories(tmp.path() / "plans");
+  const auto model = run_command(orrery("model show tiny --yaml"));
+  ASSERT_EQ(model.exit_code, 0) << model.err;
+  std::ofstream(tmp.path() / "models" / "mine.yaml") << model.out;
+  const auto planned = run_command("cd " + tmp.path().string() + " && " +
+                                   orrery("plan --model models/mine.yaml --cluster local "
+                                          "--global-batch 4 --rerank none --quiet --top 1 "
+                                          "--out plans/best.yaml"));
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const std::string file = testing::read_file((tmp.path() / "plans" / "best.yaml").string());
+  EXPECT_NE(file.find("model: ../models/mine.yaml"), std::string::npos) << file;
+  const auto elsewhere = run_command(
+      "cd / && " + orrery("simulate --plan " + (tmp.path() / "plans" / "best.yaml").string()));
+  EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
+}
+
 // ---- simulate ----
 
 const std::string kSmallJob =
