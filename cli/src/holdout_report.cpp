@@ -40,6 +40,12 @@ nlohmann::ordered_json case_json(const validation::RunCase& held,
   return j;
 }
 
+nlohmann::ordered_json unread_json(const validation::RunHoldout& h) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& c : h.unread) out.push_back({{"id", c.id}, {"skipped", c.skipped}});
+  return out;
+}
+
 void print_json(const validation::RunHoldout& h, const std::string& file,
                 const std::string& engine) {
   nlohmann::ordered_json families = nlohmann::ordered_json::array();
@@ -61,6 +67,7 @@ void print_json(const validation::RunHoldout& h, const std::string& file,
                            {"engine", engine},
                            {"holdout_by", validation::to_string(h.key)},
                            {"families", families},
+                           {"unread", unread_json(h)},
                            {"simulated", h.simulated},
                            {"skipped", h.skipped},
                            {"median_abs_error", h.median_abs_error},
@@ -98,6 +105,7 @@ void print_holdout(const validation::RunHoldout& h, const std::string& file,
                      signed_percent(f.shipped[i].error)});
     }
   }
+  for (const auto& c : h.unread) skipped.emplace_back(c.id, c.skipped);
   families.add_row({"all", std::to_string(h.simulated), "", "", percent(h.median_abs_error),
                     percent(h.p90_abs_error), percent(h.shipped_median_abs_error),
                     percent(h.shipped_p90_abs_error)});
