@@ -4,7 +4,8 @@
 # per GPU (global batch 256), print the ranked plans, and simulate the winner in detail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh >&2
+# Only the `orrery` binary: the tests and benchmarks are scripts/test.sh's.
+bash scripts/build.sh default orrery >&2
 orrery=build/cli/orrery
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -16,6 +16,11 @@ void require_input_file(const std::filesystem::path& file, std::string_view expe
   }
 }
 
+bool names_a_file(std::string_view s) {
+  auto ends = [&](std::string_view suffix) { return s.ends_with(suffix); };
+  return s.find('/') != std::string_view::npos || ends(".yaml") || ends(".yml") || ends(".json");
+}
+
 std::string read_input_file(const std::filesystem::path& file, std::string_view expected) {
   require_input_file(file, expected);
   std::ifstream in(file, std::ios::binary);

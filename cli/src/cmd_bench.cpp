@@ -22,6 +22,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "output.hpp"
 #include "table.hpp"
 #endif
 
@@ -110,7 +111,7 @@ void print_json(const executor::BenchResults& r, const Machine& m) {
   nlohmann::ordered_json j{
       {"device", m.device.name()},          {"blas", m.blas},     {"peak_fp32_flops_per_s", peak},
       {"memory_bandwidth_bytes_per_s", bw}, {"compute", compute}, {"collectives", collectives}};
-  std::cout << j.dump(2) << "\n";
+  std::cout << with_header("orrery.bench", j).dump(2) << "\n";
 }
 
 void print_tables(const executor::BenchResults& r, const Machine& m) {

@@ -406,7 +406,7 @@ void print_json(const pb::CalibrationProfile& profile, const calibration::Calibr
                            {"rank_skew", skew},
                            {"host_sharing", sharing},
                            {"notes", notes}};
-  std::cout << j.dump(2) << "\n";
+  std::cout << with_header("orrery.calibrate", j).dump(2) << "\n";
 }
 
 void calibrate(const CalibrateArgs& a, const OutputFlags& out) {

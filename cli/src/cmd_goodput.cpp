@@ -12,6 +12,7 @@
 #include "orrery/base/units.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/engine.hpp"
+#include "orrery/sim/plan_run.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
@@ -69,14 +70,12 @@ GoodputFigures figures(const GoodputArgs& a) {
   GoodputFigures f;
   f.model = plan.model.name();
   f.cluster = plan.cluster.name();
-  f.footprint = sim::footprint(plan, topology);
   f.analytic_step_s = step.step_time_s();
   f.tokens_per_step = step.tokens_per_s() * step.step_time_s();
-  f.run.failures = sim::failure_rates(plan.cluster, f.footprint, job.plan.cluster());
-  f.straggler_factor = sim::straggler_step_factor(
-      f.run.failures.straggler_fraction, f.run.failures.straggler_slowdown, f.footprint.gpus);
-  f.run.step_s = f.analytic_step_s * f.straggler_factor;
-  f.run.checkpoint = sim::checkpoint_model(plan, f.footprint);
+  const sim::PlanRun run = sim::plan_run(plan, topology, f.analytic_step_s, job.plan.cluster());
+  f.footprint = run.footprint;
+  f.straggler_factor = run.straggler_factor;
+  f.run = run.run;
   f.optimal = sim::optimal_interval(f.run);
   const auto every = parse_every(a.checkpoint_every);
   f.auto_interval = !every;
@@ -93,7 +92,7 @@ GoodputFigures figures(const GoodputArgs& a) {
 void goodput(const GoodputArgs& a, const OutputFlags& out) {
   const GoodputFigures f = figures(a);
   if (out.json) {
-    std::cout << goodput_json(f).dump(2) << "\n";
+    std::cout << with_header("orrery.goodput", goodput_json(f)).dump(2) << "\n";
   } else {
     std::cout << render_goodput(f);
   }

@@ -87,7 +87,7 @@ void list_models(const OutputFlags& out) {
         {{"name", name}, {"parameters", s.parameters}, {"active_parameters", s.active_parameters}});
   }
   if (out.json) {
-    std::cout << rows.dump(2) << "\n";
+    std::cout << with_header("orrery.model.list", {{"models", rows}}).dump(2) << "\n";
   } else {
     std::cout << table.render();
   }
@@ -173,7 +173,7 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
                              {"rank_backward_flops", total_bwd},
                              {"training_flops_per_token", stats.training_flops_per_token},
                              {"approx_flops_per_token", stats.approx_flops_per_token}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << with_header("orrery.model.flops", j).dump(2) << "\n";
     return;
   }
   std::cout << table.render();

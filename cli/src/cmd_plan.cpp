@@ -29,11 +29,16 @@
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
+#include "plan_args.hpp"
+#include "plan_goodput.hpp"
 #include "table.hpp"
 #include "text.hpp"
 
 namespace orrery::cli {
 namespace {
+
+// --objective goodput ranks at least this many searched plans by tokens per day.
+constexpr int64_t kGoodputCandidates = 20;
 
 struct PlanCommandArgs {
   std::string model, cluster, calibration_file, out_file;
@@ -47,6 +52,7 @@ struct PlanCommandArgs {
   bool exhaustive = false, all_variants = false, tp_across_nvlink = false, sp_both_ways = false;
   bool force = false, quiet = false;
   std::string rerank = "des";
+  std::string objective = "step";
   int64_t rerank_k = 0;
   double rerank_budget = 60000;
 };
@@ -235,25 +241,44 @@ std::string engines(const planner::SearchResult& r, const planner::SearchOptions
 }
 
 std::string render_text(const planner::PlanningJob& job, const planner::SearchResult& r,
-                        const planner::SearchOptions& o) {
+                        const planner::SearchOptions& o, const std::vector<PlanGoodput>& goodput) {
   std::string out;
   out += job.model.name() + " on " + job.cluster.name() + " (" +
          std::to_string(topologies::total_nodes(job.cluster)) + " nodes, " +
          std::to_string(topologies::total_devices(job.cluster)) + " devices), global batch " +
          std::to_string(job.base.job().global_batch_size()) + " x seq " +
          std::to_string(job.base.job().seq_len()) + ", engine " + engines(r, o) + "\n\n";
-  Table table({"#", "plan", "step", "tokens/s", "MFU", "mem/GPU", "breakdown (share of step)",
-               "limited by"});
+  std::vector<std::string> columns = {
+      "#", "plan", "step", "tokens/s", "MFU", "mem/GPU", "breakdown (share of step)", "limited by"};
+  if (!goodput.empty()) {
+    columns.insert(columns.begin() + 4, "goodput");
+    columns.insert(columns.begin() + 5, "tokens/day");
+  }
+  Table table(columns);
   const auto& best = r.ranked.front();
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const auto& p = r.ranked[i];
     const auto& res = p.eval.result;
-    table.add_row(
-        {std::to_string(i + 1), planner::plan_label(p), base::units::seconds(res.step_time_s()),
-         base::units::number(std::round(res.tokens_per_s())), percent(res.mfu()),
-         base::units::bytes(peak_memory(res)), breakdown(res), planner::what_limits(p, best)});
+    std::vector<std::string> row = {std::to_string(i + 1),
+                                    planner::plan_label(p),
+                                    base::units::seconds(res.step_time_s()),
+                                    base::units::number(std::round(res.tokens_per_s())),
+                                    percent(res.mfu()),
+                                    base::units::bytes(peak_memory(res)),
+                                    breakdown(res),
+                                    planner::what_limits(p, best)};
+    if (!goodput.empty()) {
+      row.insert(row.begin() + 4, percent(goodput[i].goodput));
+      row.insert(row.begin() + 5, base::units::number(std::round(goodput[i].tokens_per_day)));
+    }
+    table.add_row(row);
   }
   out += table.render();
+  if (!goodput.empty()) {
+    out +=
+        "\nranked by tokens per day (--objective goodput): failure-free tokens/s, stragglers, "
+        "then the goodput at each plan's optimal checkpoint interval (orrery goodput)";
+  }
   out +=
       "\nwhy #1: " + planner::why_best(best, r.ranked.size() > 1 ? &r.ranked[1] : nullptr) + "\n";
   const auto& s = r.stats;
@@ -272,13 +297,24 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
 }
 
 std::string render_json(const planner::PlanningJob& job, const planner::SearchResult& r,
-                        const planner::SearchOptions& o) {
+                        const planner::SearchOptions& o, const std::vector<PlanGoodput>& goodput) {
   using nlohmann::ordered_json;
-  ordered_json j;
+  ordered_json j = json_header("orrery.plan");
   j["model"] = job.model.name();
   j["cluster"] = job.cluster.name();
   j["devices"] = topologies::total_devices(job.cluster);
-  j["engine"] = engines(r, o);
+  j["objective"] = goodput.empty() ? "step" : "goodput";
+  j["engine"] = "analytic";
+  // The re-ranking engine, how many plans it ranked and, when it did not run, why (null: none).
+  j["rerank"] = nullptr;
+  if (o.rerank != nullptr) {
+    j["rerank"] = {
+        {"engine", o.rerank->name()},
+        {"plans", r.rerank_skipped.empty() && !r.ranked.empty()
+                      ? std::min<int64_t>(o.rerank_k, static_cast<int64_t>(r.stats.timed))
+                      : 0},
+        {"skipped", r.rerank_skipped}};
+  }
   const auto& s = r.stats;
   j["search"] = {{"exhaustive", s.exhaustive}, {"space_size", s.space_size},
                  {"shapes", s.shapes},         {"checked", s.checked},
@@ -293,12 +329,21 @@ std::string render_json(const planner::PlanningJob& job, const planner::SearchRe
                      {"limited_by", {{"term", limit.name}, {"share", limit.share}}},
                      {"note", planner::what_limits(p, r.ranked.front())},
                      {"plan", ordered_json::parse(to_json(p.plan))},
-                     {"result", ordered_json::parse(to_json(p.eval.result))}});
+                     {"result", ordered_json::parse(to_json_every_field(p.eval.result))},
+                     {"goodput", nullptr}});
+    if (!goodput.empty()) {
+      plans.back()["goodput"] = {{"goodput", goodput[i].goodput},
+                                 {"checkpoint_interval_steps", goodput[i].interval_steps},
+                                 {"tokens_per_day", goodput[i].tokens_per_day}};
+    }
   }
   j["plans"] = plans;
+  // Present either way (null when there is nothing to say), so the shape never depends on them.
+  j["why_best"] = nullptr;
   if (!r.ranked.empty()) {
     j["why_best"] = planner::why_best(r.ranked[0], r.ranked.size() > 1 ? &r.ranked[1] : nullptr);
   }
+  j["closest_out_of_memory"] = nullptr;
   if (!r.closest_oom_plan.empty()) {
     j["closest_out_of_memory"] = {{"label", r.closest_oom_plan},
                                   {"peak_bytes", r.closest_oom_peak_bytes},
@@ -330,25 +375,40 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   }
   o.threads = a.threads > 0 ? a.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  o.top_k = a.top;
+  std::vector<PlanGoodput> goodput;
+  const bool by_goodput = a.objective == "goodput";
+  if (!by_goodput && a.objective != "step") {
+    throw base::InputError("", 0, "--objective",
+                           "got '" + a.objective + "', expected step or goodput");
+  }
+  // Tokens per day can reorder plans whose steps are close: the objective ranks more candidates
+  // than it shows, every one of them timed by the same engines.
+  o.top_k = by_goodput ? std::max<int64_t>(kGoodputCandidates, 4 * a.top) : a.top;
+  if (by_goodput && o.rerank != nullptr) o.rerank_k = o.top_k;
   o.exhaustive_limit = a.exhaustive_limit;
   o.force_exhaustive = a.exhaustive;
   o.beam = a.beam;
   o.distinct = !a.all_variants;
   auto bar = std::make_shared<ProgressBar>(!a.quiet && isatty(STDERR_FILENO) != 0);
   o.progress = [bar](const planner::Progress& p) { bar->update(p); };
-  const planner::SearchResult r = planner::search(space, engine, o);
+  planner::SearchResult r = planner::search(space, engine, o);
   bar->finish();
   if (r.ranked.empty()) throw base::InputError("", 0, "plan", no_plan_reason(job, r));
+  if (by_goodput)
+    goodput = rank_by_goodput(job, topology, a.cluster, r, static_cast<size_t>(a.top));
   if (!a.quiet) {
     std::fprintf(stderr, "planned in %.2f s on %d threads: %lld plans checked, %lld timed (%s)\n",
                  r.stats.seconds, o.threads, static_cast<long long>(r.stats.checked),
                  static_cast<long long>(r.stats.timed),
                  r.stats.exhaustive ? "exhaustive" : "screen + local search");
   }
-  std::cout << (flags.json ? render_json(job, r, o) : render_text(job, r, o));
+  std::cout << (flags.json ? render_json(job, r, o, goodput) : render_text(job, r, o, goodput));
   if (!a.out_file.empty()) {
-    write_file_atomically(a.out_file, to_yaml(r.ranked.front().plan), a.force);
+    // Paths as the plan file must hold them: relative to it, not to where `plan` ran.
+    pb::Plan best = r.ranked.front().plan;
+    best.set_model(path_for_plan_file(a.out_file, best.model()));
+    best.set_cluster(path_for_plan_file(a.out_file, best.cluster()));
+    write_file_atomically(a.out_file, to_yaml(best), a.force);
     std::cerr << "wrote " << a.out_file << " (run it with: orrery simulate --plan " << a.out_file
               << ")\n";
   }
@@ -390,6 +450,9 @@ void add_plan_command(CLI::App& app) {
                 "Allow TP groups beyond one NVLink domain");
   cmd->add_flag("--sp-both-ways", a->sp_both_ways, "Try TP without sequence parallelism too");
   cmd->add_option("--top", a->top, "Plans to show (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--objective", a->objective,
+                  "step (the shortest step; default) or goodput (the most tokens per day once "
+                  "failures, checkpoints and restarts are counted; docs/goodput.md)");
   cmd->add_option(
       "--rerank", a->rerank,
       "Engine that ranks the best plans the analytic search found: des (default) or none");

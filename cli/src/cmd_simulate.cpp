@@ -81,7 +81,7 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   }
   result.result.clear_wall_time_s();
   if (out.json) {
-    std::cout << to_json(result.result);
+    std::cout << result_json("orrery.simulate", result.result).dump(2) << "\n";
   } else {
     std::cout << render_result(plan, result.result);
   }

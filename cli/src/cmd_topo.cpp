@@ -157,7 +157,7 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
   f.emplace_back("bisection bandwidth", base::units::bandwidth(bisection) + " per direction");
   j["bisection_bytes_per_s"] = bisection;
   if (out.json) {
-    std::cout << j.dump(2) << "\n";
+    std::cout << with_header("orrery.topo.check", j).dump(2) << "\n";
   } else {
     std::cout << render_fields(f);
   }
@@ -194,7 +194,7 @@ void list_clusters(const OutputFlags& out) {
                     {"devices", topologies::total_devices(spec)}});
   }
   if (out.json) {
-    std::cout << rows.dump(2) << "\n";
+    std::cout << with_header("orrery.topo.list", {{"clusters", rows}}).dump(2) << "\n";
   } else {
     std::cout << table.render();
   }

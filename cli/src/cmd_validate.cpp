@@ -68,29 +68,29 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
   if (out.json) {
     nlohmann::ordered_json cases = nlohmann::ordered_json::array();
     for (const auto& c : v.cases) {
-      nlohmann::ordered_json j{{"id", c.id}};
-      if (!c.skipped.empty()) {
-        j["skipped"] = c.skipped;
-      } else {
-        j["model"] = c.model;
-        j["cluster"] = c.cluster;
-        j["plan"] = c.plan;
-        j["measured_step_s"] = c.measured_s;
-        j["predicted_step_s"] = c.predicted_s;
-        j["error"] = c.error;
-        j["peak_memory_bytes"] = c.peak_memory_bytes;
-        j["memory_capacity_bytes"] = c.memory_capacity_bytes;
-      }
-      cases.push_back(j);
+      // Every key in every case; a skipped case's figures are null and `skipped` says why.
+      const bool ran = c.skipped.empty();
+      auto figure = [ran](double x) { return ran ? nlohmann::ordered_json(x) : nullptr; };
+      cases.push_back({{"id", c.id},
+                       {"skipped", c.skipped},
+                       {"model", c.model},
+                       {"cluster", c.cluster},
+                       {"plan", c.plan},
+                       {"measured_step_s", figure(c.measured_s)},
+                       {"predicted_step_s", figure(c.predicted_s)},
+                       {"error", figure(c.error)},
+                       {"peak_memory_bytes", figure(c.peak_memory_bytes)},
+                       {"memory_capacity_bytes", figure(c.memory_capacity_bytes)}});
     }
-    nlohmann::ordered_json j{{"file", a.runs_file},
-                             {"engine", a.engine},
-                             {"cases", cases},
-                             {"simulated", v.simulated},
-                             {"skipped", v.skipped},
-                             {"out_of_memory", v.out_of_memory},
-                             {"median_abs_error", v.median_abs_error},
-                             {"p90_abs_error", v.p90_abs_error}};
+    nlohmann::ordered_json j = json_header("orrery.validate.runs");
+    j["file"] = a.runs_file;
+    j["engine"] = a.engine;
+    j["cases"] = cases;
+    j["simulated"] = v.simulated;
+    j["skipped"] = v.skipped;
+    j["out_of_memory"] = v.out_of_memory;
+    j["median_abs_error"] = v.median_abs_error;
+    j["p90_abs_error"] = v.p90_abs_error;
     std::cout << j.dump(2) << "\n";
     return require_one_simulated(a.runs_file, v.simulated, v.skipped);
   }
@@ -166,7 +166,7 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
                              {"skipped", skipped},
                              {"median_abs_error", v.median_abs_error},
                              {"p90_abs_error", v.p90_abs_error}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << with_header("orrery.validate.collectives", j).dump(2) << "\n";
     return require_one_simulated(a.collectives_file, simulated, static_cast<int>(skipped));
   }
   for (const auto& t : v.tables) {
@@ -285,7 +285,7 @@ void report_trace(const ValidateArgs& a, const OutputFlags& out) {
                              {"op_classes", groups_json(v.op_classes)},
                              {"collectives", groups_json(v.collectives)},
                              {"worst_nodes", nodes}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << with_header("orrery.validate.trace", j).dump(2) << "\n";
     return;
   }
   std::cout << render_fields(

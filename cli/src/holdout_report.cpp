@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orrery/base/units.hpp"
+#include "output.hpp"
 #include "table.hpp"
 #include "text.hpp"
 
@@ -39,6 +40,12 @@ nlohmann::ordered_json case_json(const validation::RunCase& held,
   return j;
 }
 
+nlohmann::ordered_json unread_json(const validation::RunHoldout& h) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& c : h.unread) out.push_back({{"id", c.id}, {"skipped", c.skipped}});
+  return out;
+}
+
 void print_json(const validation::RunHoldout& h, const std::string& file,
                 const std::string& engine) {
   nlohmann::ordered_json families = nlohmann::ordered_json::array();
@@ -60,6 +67,7 @@ void print_json(const validation::RunHoldout& h, const std::string& file,
                            {"engine", engine},
                            {"holdout_by", validation::to_string(h.key)},
                            {"families", families},
+                           {"unread", unread_json(h)},
                            {"simulated", h.simulated},
                            {"skipped", h.skipped},
                            {"median_abs_error", h.median_abs_error},
@@ -69,7 +77,7 @@ void print_json(const validation::RunHoldout& h, const std::string& file,
                            {"in_sample_kernel_scale", h.in_sample_scale},
                            {"in_sample_median_abs_error", h.in_sample_median_abs_error},
                            {"in_sample_p90_abs_error", h.in_sample_p90_abs_error}};
-  std::cout << j.dump(2) << "\n";
+  std::cout << with_header("orrery.validate.holdout", j).dump(2) << "\n";
 }
 
 }  // namespace
@@ -97,6 +105,7 @@ void print_holdout(const validation::RunHoldout& h, const std::string& file,
                      signed_percent(f.shipped[i].error)});
     }
   }
+  for (const auto& c : h.unread) skipped.emplace_back(c.id, c.skipped);
   families.add_row({"all", std::to_string(h.simulated), "", "", percent(h.median_abs_error),
                     percent(h.p90_abs_error), percent(h.shipped_median_abs_error),
                     percent(h.shipped_p90_abs_error)});

@@ -15,6 +15,20 @@ void add_output_flags(CLI::App* cmd, OutputFlags& flags, bool spec_output) {
   }
 }
 
+nlohmann::ordered_json json_header(const char* schema) {
+  return {{"schema", schema}, {"schema_version", kJsonSchemaVersion}};
+}
+
+nlohmann::ordered_json with_header(const char* schema, const nlohmann::ordered_json& body) {
+  nlohmann::ordered_json j = json_header(schema);
+  for (const auto& [key, value] : body.items()) j[key] = value;
+  return j;
+}
+
+nlohmann::ordered_json result_json(const char* schema, const google::protobuf::Message& message) {
+  return with_header(schema, nlohmann::ordered_json::parse(to_json_every_field(message)));
+}
+
 bool print_spec_if_asked(const google::protobuf::Message& spec, const OutputFlags& flags) {
   if (flags.json) {
     std::cout << to_json(spec);

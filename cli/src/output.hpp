@@ -8,6 +8,7 @@
 
 #include <google/protobuf/message.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace orrery::cli {
 
@@ -21,6 +22,17 @@ void add_output_flags(CLI::App* cmd, OutputFlags& flags, bool spec_output);
 
 // Prints `spec` as JSON or YAML if either flag is set; returns whether it printed.
 bool print_spec_if_asked(const google::protobuf::Message& spec, const OutputFlags& flags);
+
+// The first keys of a command's JSON result: which shape it is ("orrery.simulate") and the
+// version of that shape (docs/formats.md, "JSON outputs"): a script checks them before reading.
+inline constexpr int kJsonSchemaVersion = 1;
+nlohmann::ordered_json json_header(const char* schema);
+
+// json_header(schema), then the keys of `body` in order.
+nlohmann::ordered_json with_header(const char* schema, const nlohmann::ordered_json& body);
+
+// `message` (a result) with every field present, after json_header(schema).
+nlohmann::ordered_json result_json(const char* schema, const google::protobuf::Message& message);
 
 // Prints `text`, or writes it to `out_file` (never replacing one unless `force`).
 void emit(const std::string& text, const std::string& out_file, bool force);

@@ -2,11 +2,13 @@
 
 #include "text.hpp"
 
+#include <filesystem>
 #include <sstream>
 #include <tuple>
 
 #include "number_flags.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/plan/plan_defaults.hpp"
@@ -223,13 +225,33 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
         parse_enum("--grad-reduce-dtype", *a.grad_reduce_dtype, pb::GradReduceDtype_descriptor())));
 }
 
+// A relative path in a plan file is relative to the plan file, as in any file that names others
+// (a preset name stays a name).
+std::string beside(const std::string& plan_file, const std::string& name_or_file) {
+  if (!base::names_a_file(name_or_file)) return name_or_file;
+  const std::filesystem::path path(name_or_file);
+  if (path.is_absolute()) return name_or_file;
+  return (std::filesystem::path(plan_file).parent_path() / path).lexically_normal().string();
+}
+
 }  // namespace
+
+std::string path_for_plan_file(const std::string& out_file, const std::string& name_or_file) {
+  if (!base::names_a_file(name_or_file)) return name_or_file;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::absolute(fs::path(out_file)).parent_path();
+  return fs::absolute(fs::path(name_or_file)).lexically_normal().lexically_relative(dir).string();
+}
 
 LoadedJob load_job(const PlanArgs& a) {
   LoadedJob job;
   pb::Plan& p = job.plan;
   check_number_flags(a);
-  if (!a.plan_file.empty()) read_spec_file(a.plan_file, &p, &job.plan_where);
+  if (!a.plan_file.empty()) {
+    read_spec_file(a.plan_file, &p, &job.plan_where);
+    p.set_model(beside(a.plan_file, p.model()));
+    p.set_cluster(beside(a.plan_file, p.cluster()));
+  }
   if (!a.model.empty()) p.set_model(a.model);
   if (!a.cluster.empty()) p.set_cluster(a.cluster);
   if (p.model().empty())

@@ -41,6 +41,12 @@ struct LoadedJob {
 
 // Reads --plan (if any), applies the flags, loads model and cluster (sized by --nodes or the
 // plan's nodes). dp, when nowhere given, fills the cluster: devices / (tp x pp x cp).
+// Reads --plan (its relative model and cluster paths taken from the plan file's folder), applies
+// the flags given, then plan::fill_unstated.
 LoadedJob load_job(const PlanArgs& a);
+
+// A model or cluster path as a plan file written to `out_file` must store it: relative to that
+// file's folder (a preset name stays a name).
+std::string path_for_plan_file(const std::string& out_file, const std::string& name_or_file);
 
 }  // namespace orrery::cli

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 #include "presets.hpp"
 
 namespace orrery::models {
@@ -41,14 +42,6 @@ const PresetMap& preset_texts() {
   return texts;
 }
 
-bool looks_like_file(std::string_view s) {
-  auto ends_with = [&](std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-  };
-  return s.find('/') != std::string_view::npos || ends_with(".yaml") || ends_with(".yml") ||
-         ends_with(".json");
-}
-
 pb::ModelSpec parse_preset(std::string_view name, SourceMap* where) {
   const auto& texts = preset_texts();
   auto it = texts.find(name);
@@ -76,7 +69,7 @@ std::vector<std::string> preset_names() {
 pb::ModelSpec preset(std::string_view name) { return parse_preset(name, nullptr); }
 
 pb::ModelSpec load_model(std::string_view name_or_file, SourceMap* where) {
-  if (!looks_like_file(name_or_file)) return parse_preset(name_or_file, where);
+  if (!base::names_a_file(name_or_file)) return parse_preset(name_or_file, where);
   pb::ModelSpec spec;
   SourceMap local;
   SourceMap* map = where != nullptr ? where : &local;

@@ -1,6 +1,8 @@
 // The `orrery` binary end to end: what users see, exit codes, files it writes.
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -201,6 +203,27 @@ TEST(Cli, ParseErrorsSayError) {
   }
 }
 
+// A plan file's relative model and cluster paths are relative to the plan file: `plan --out`
+// writes them so, and the plan then runs from any folder.
+TEST(Cli, PlanFilePathsAreRelativeToThePlanFile) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "models");
+  fs::create_directories(tmp.path() / "plans");
+  const auto model = run_command(orrery("model show tiny --yaml"));
+  ASSERT_EQ(model.exit_code, 0) << model.err;
+  std::ofstream(tmp.path() / "models" / "mine.yaml") << model.out;
+  const auto planned = run_command("cd " + tmp.path().string() + " && " +
+                                   orrery("plan --model models/mine.yaml --cluster local "
+                                          "--global-batch 4 --rerank none --quiet --top 1 "
+                                          "--out plans/best.yaml"));
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const std::string file = testing::read_file((tmp.path() / "plans" / "best.yaml").string());
+  EXPECT_NE(file.find("model: ../models/mine.yaml"), std::string::npos) << file;
+  const auto elsewhere = run_command(
+      "cd / && " + orrery("simulate --plan " + (tmp.path() / "plans" / "best.yaml").string()));
+  EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
+}
+
 // ---- simulate ----
 
 const std::string kSmallJob =
@@ -239,7 +262,7 @@ TEST(CliSimulate, JsonIsASimResultWhoseBreakdownAddsUp) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, run_command(orrery(kSmallJob + " --json")).out);  // same bytes
   pb::SimResult r;
-  parse_spec(a.out, "result.json", SpecFormat::kJson, &r);
+  parse_spec(testing::result_body(a.out), "result.json", SpecFormat::kJson, &r);
   ASSERT_GT(r.step_time_s(), 0);
   double sum =
       r.breakdown().compute_s() + r.breakdown().pipeline_bubble_s() + r.breakdown().optimizer_s();
@@ -303,9 +326,9 @@ TEST(CliSimulate, DesAgreesWithAnalyticAndWritesAPerfettoTimeline) {
       run_command(orrery(kSmallJob + " --engine des --json --trace " + trace.string()));
   ASSERT_EQ(des.exit_code, 0) << des.err;
   pb::SimResult d, a;
-  parse_spec(des.out, "des.json", SpecFormat::kJson, &d);
-  parse_spec(run_command(orrery(kSmallJob + " --json")).out, "analytic.json", SpecFormat::kJson,
-             &a);
+  parse_spec(testing::result_body(des.out), "des.json", SpecFormat::kJson, &d);
+  parse_spec(testing::result_body(run_command(orrery(kSmallJob + " --json")).out), "analytic.json",
+             SpecFormat::kJson, &a);
   EXPECT_EQ(d.engine(), "des");
   // One node's NVSwitch and its NICs carry no competing traffic here: the engines agree.
   EXPECT_NEAR(d.step_time_s(), a.step_time_s(), 0.02 * a.step_time_s());
@@ -341,7 +364,7 @@ TEST(CliPlan, RanksPlansAndWritesTheWinnerAsAPlanFile) {
   const auto sim = run_command(orrery("simulate --plan " + best.string() + " --json"));
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   pb::SimResult result;
-  parse_spec(sim.out, "sim.json", SpecFormat::kJson, &result);
+  parse_spec(testing::result_body(sim.out), "sim.json", SpecFormat::kJson, &result);
   const auto ranked =
       nlohmann::json::parse(run_command(orrery(job + " --top 3 --quiet --rerank none --json")).out);
   ASSERT_FALSE(ranked["plans"].empty()) << ranked.dump();
@@ -356,7 +379,12 @@ TEST(CliPlan, BestPlansAreRankedWithTheDiscreteEventEngine) {
                          "--seq 4096 --top 2 --quiet --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["engine"], "analytic, best 5 ranked with des");
+  EXPECT_EQ(j["schema"], "orrery.plan");
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["engine"], "analytic");
+  EXPECT_EQ(j["rerank"]["engine"], "des");
+  EXPECT_EQ(j["rerank"]["plans"], 5);
+  EXPECT_EQ(j["rerank"]["skipped"], "");
   ASSERT_EQ(j["plans"].size(), 2u);
   EXPECT_EQ(j["plans"][0]["result"]["engine"], "des");
   EXPECT_LE(j["plans"][0]["result"]["step_time_s"].get<double>(),
@@ -435,6 +463,46 @@ TEST(CliValidate, UnreadableCasesAreSkippedWithTheField) {
   EXPECT_EQ(j["cases"][15]["skipped"].get<std::string>(),
             readers.string() +
                 ": cases[15].hardware.num_gpus: expected a positive integer, got \"eight\"");
+  // Every case has every key, simulated or skipped: the shape never depends on the values.
+  std::set<std::string> keys;
+  for (const auto& [key, value] : j["cases"][0].items()) keys.insert(key);
+  for (const auto& c : j["cases"]) {
+    std::set<std::string> these;
+    for (const auto& [key, value] : c.items()) these.insert(key);
+    EXPECT_EQ(these, keys) << c.dump();
+    EXPECT_EQ(c["skipped"].get<std::string>().empty(), !c["predicted_step_s"].is_null());
+  }
+}
+
+// simulate --json: the same keys, all of them, whether a plan fits or not and whatever its terms.
+TEST(CliSimulate, JsonShapeDoesNotDependOnTheValues) {
+  const auto fits = run_command(orrery(kSmallJob + " --json"));
+  const auto oom = run_command(
+      orrery("simulate --model llama3-405b --cluster dgx-h100 --nodes 1 --tp 8 --global-batch 8 "
+             "--seq 4096 --json --allow-oom"));
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  ASSERT_EQ(oom.exit_code, 0) << oom.err;
+  const auto a = nlohmann::json::parse(fits.out), b = nlohmann::json::parse(oom.out);
+  EXPECT_EQ(a["schema"], "orrery.simulate");
+  EXPECT_EQ(a["schema_version"], 1);
+  // Key paths of a JSON value, arrays by their first element.
+  std::function<void(const nlohmann::json&, const std::string&, std::set<std::string>&)> paths =
+      [&](const nlohmann::json& v, const std::string& at, std::set<std::string>& out) {
+        out.insert(at);
+        if (v.is_object()) {
+          for (const auto& [key, value] : v.items()) paths(value, at + "." + key, out);
+        } else if (v.is_array() && !v.empty()) {
+          paths(v[0], at + "[]", out);
+        }
+      };
+  std::set<std::string> pa, pb;
+  paths(a, "", pa);
+  paths(b, "", pb);
+  EXPECT_EQ(pa, pb);
+  EXPECT_TRUE(pa.count(".memory[].oom") && pa.count(".memory[].rank") &&
+              pa.count(".breakdown.pipeline_bubble_s"));
+  EXPECT_FALSE(a["memory"][0]["oom"].get<bool>());
+  EXPECT_TRUE(b["memory"][0]["oom"].get<bool>());
 }
 
 }  // namespace

@@ -78,3 +78,40 @@ TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
 
 }  // namespace
 }  // namespace orrery
+
+namespace orrery {
+namespace {
+
+// plan --objective goodput: plans ranked by tokens per day, each with its goodput; the figures
+// agree with `orrery goodput` on the winning plan.
+TEST(GoodputCli, PlanRanksByTokensPerDay) {
+  const std::string job = std::string(ORRERY_BIN) +
+                          " plan --model llama3-8b --cluster dgx-h100 --nodes 4 --global-batch 64"
+                          " --seq 4096 --rerank none --quiet --top 4";
+  const auto r = testing::run_command(job + " --objective goodput --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["objective"], "goodput");
+  ASSERT_EQ(j["plans"].size(), 4u);
+  double previous = 1e300;
+  for (const auto& p : j["plans"]) {
+    const double per_day = p["goodput"]["tokens_per_day"].get<double>();
+    const double g = p["goodput"]["goodput"].get<double>();
+    EXPECT_GT(g, 0.5);
+    EXPECT_LE(g, 1.0);
+    EXPECT_LE(per_day, previous);  // best first
+    // Never more than the failure-free throughput.
+    EXPECT_LE(per_day, p["result"]["tokens_per_s"].get<double>() * 86400 * (1 + 1e-12));
+    previous = per_day;
+  }
+  const auto step = nlohmann::json::parse(testing::run_command(job + " --json").out);
+  EXPECT_EQ(step["objective"], "step");
+  EXPECT_TRUE(step["plans"][0]["goodput"].is_null());
+  const auto bad = testing::run_command(job + " --objective speed");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--objective: got 'speed', expected step or goodput"), std::string::npos)
+      << bad.err;
+}
+
+}  // namespace
+}  // namespace orrery

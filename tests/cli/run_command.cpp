@@ -30,6 +30,18 @@ CommandResult run_command(const std::string& command_line) {
   return result;
 }
 
+std::string result_body(const std::string& json) {
+  std::string out = json;
+  for (const std::string key : {"\"schema\": ", "\"schema_version\": "}) {
+    const size_t at = out.find(key);
+    if (at == std::string::npos) continue;
+    const size_t line_start = out.rfind('\n', at);
+    const size_t line_end = out.find('\n', at);
+    out.erase(line_start, line_end - line_start);
+  }
+  return out;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;

@@ -13,6 +13,10 @@ struct CommandResult {
 
 CommandResult run_command(const std::string& command_line);
 
+// A command's JSON result without its "schema" and "schema_version" keys (cli/src/output.hpp):
+// the rest reads back as the message it was printed from.
+std::string result_body(const std::string& json);
+
 // A file's whole content, bytes as they are ("" when it cannot be read).
 std::string read_file(const std::string& path);
 

@@ -181,8 +181,8 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   ASSERT_EQ(calibrated.exit_code, 0) << calibrated.err;
   pb::SimResult a, b;
-  parse_spec(plain.out, "plain.json", SpecFormat::kJson, &a);
-  parse_spec(calibrated.out, "calibrated.json", SpecFormat::kJson, &b);
+  parse_spec(testing::result_body(plain.out), "plain.json", SpecFormat::kJson, &a);
+  parse_spec(testing::result_body(calibrated.out), "calibrated.json", SpecFormat::kJson, &b);
   EXPECT_NE(a.step_time_s(), b.step_time_s());
   const auto plan = run_command(
       orrery("plan " + job + " --rerank none --quiet --calibration " + profile_file.string()));

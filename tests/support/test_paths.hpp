@@ -7,14 +7,14 @@
 #pragma once
 
 namespace orrery::test_paths {
-const char* source_dir();           // the repository root
-const char* test_inputs();          // tests/inputs
-const char* orrery_bin();           // the `orrery` binary, where the target runs it
-const char* executor_rank_bin();    // tests/executor's rank program
-const char* executor_test_dir();    // tests/executor
-const char* run_cli_bin();          // `orrery run` alone (tests/executor)
-const char* mpirun();               // "" when CMake found no mpirun
-bool planner_has_mpi();             // the planner was built with MPI
+const char* source_dir();         // the repository root
+const char* test_inputs();        // tests/inputs
+const char* orrery_bin();         // the `orrery` binary, where the target runs it
+const char* executor_rank_bin();  // tests/executor's rank program
+const char* executor_test_dir();  // tests/executor
+const char* run_cli_bin();        // `orrery run` alone (tests/executor)
+const char* mpirun();             // "" when CMake found no mpirun
+bool planner_has_mpi();           // the planner was built with MPI
 }  // namespace orrery::test_paths
 
 #define ORRERY_SOURCE_DIR (::orrery::test_paths::source_dir())

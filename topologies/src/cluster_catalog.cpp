@@ -6,6 +6,7 @@
 
 #include "embedded_presets.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/input_file.hpp"
 #include "orrery/topologies/discover.hpp"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -14,13 +15,6 @@ namespace orrery::topologies {
 namespace {
 
 constexpr std::string_view kLocal = "local";
-
-bool looks_like_file(std::string_view s) {
-  auto ends = [&](std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-  };
-  return s.find('/') != std::string_view::npos || ends(".yaml") || ends(".yml") || ends(".json");
-}
 
 // The preset, parsed but not validated (load_cluster resizes before validating).
 pb::ClusterSpec read_preset(std::string_view name, SourceMap* where) {
@@ -70,7 +64,7 @@ pb::ClusterSpec load_cluster(std::string_view name_or_file, std::optional<int64_
   SourceMap local;
   SourceMap& w = where != nullptr ? *where : local;
   pb::ClusterSpec spec;
-  if (looks_like_file(name_or_file)) {
+  if (base::names_a_file(name_or_file)) {
     read_spec_file(std::filesystem::path(name_or_file), &spec, &w);
   } else {
     spec = read_preset(name_or_file, &w);

@@ -103,13 +103,23 @@ std::string json_string(std::string_view s) {
 
 class JsonWriter {
  public:
-  explicit JsonWriter(int indent) : indent_(indent) {}
+  static constexpr int kMaxDefaultDepth = 16;
+
+  // every_field: results, whose shape must not change with their values (an unset field is
+  // written at its default, an empty list as []); otherwise specs, which state only what is set.
+  JsonWriter(int indent, bool every_field) : indent_(indent), every_field_(every_field) {}
 
   void message(const Message& msg, int depth) {
     const auto* desc = msg.GetDescriptor();
     std::vector<const FieldDescriptor*> fields;
     for (int i = 0; i < desc->field_count(); ++i) {
-      if (is_set(msg, desc->field(i))) fields.push_back(desc->field(i));
+      const FieldDescriptor* f = desc->field(i);
+      // A oneof's other members are absent by meaning, not by value.
+      // An unset message field is written as its defaults, but not past a type that contains
+      // itself (it would never end).
+      const bool shown = every_field_ && f->real_containing_oneof() == nullptr &&
+                         (f->message_type() == nullptr || depth < kMaxDefaultDepth);
+      if (shown || is_set(msg, f)) fields.push_back(f);
     }
     if (fields.empty()) {
       out_ += "{}";
@@ -166,6 +176,7 @@ class JsonWriter {
   }
 
   int indent_;
+  bool every_field_ = false;
   std::string out_;
 };
 
@@ -208,7 +219,13 @@ void emit_yaml(YAML::Emitter& out, const Message& msg) {
 }  // namespace
 
 std::string to_json(const Message& message, int indent) {
-  JsonWriter writer(indent);
+  JsonWriter writer(indent, false);
+  writer.message(message, 0);
+  return writer.take() + "\n";
+}
+
+std::string to_json_every_field(const Message& message, int indent) {
+  JsonWriter writer(indent, true);
   writer.message(message, 0);
   return writer.take() + "\n";
 }

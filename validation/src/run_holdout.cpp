@@ -198,7 +198,7 @@ HoldoutFamily hold_out(const std::vector<PublishedRun>& runs, const Families& f,
   h.family = name;
   const auto fit = fit_set(runs, f, name);
   h.fit_cases = static_cast<int>(fit.size());
-  h.kernel_scale = name == "(unread)" ? 1.0 : fit_scale(fit, engine);
+  h.kernel_scale = fit_scale(fit, engine);
   for (size_t i : f.members.at(name)) {
     const PublishedRun& r = runs[i];
     RunCase skipped;
@@ -221,11 +221,24 @@ RunHoldout holdout_runs(const std::filesystem::path& file, sim::EngineKind engin
   check_families(file, runs, f, key);
   RunHoldout out;
   out.key = key;
-  const int fits = static_cast<int>(f.names.size()) + 1;
+  std::vector<std::string> names;
+  for (const auto& name : f.names) {
+    if (name != "(unread)") names.push_back(name);
+  }
+  if (f.members.count("(unread)")) {
+    for (size_t i : f.members.at("(unread)")) {
+      RunCase c;
+      c.id = runs[i].id;
+      c.skipped = runs[i].skipped;
+      out.unread.push_back(c);
+      ++out.skipped;
+    }
+  }
+  const int fits = static_cast<int>(names.size()) + 1;
   std::vector<double> held, shipped;
-  for (size_t k = 0; k < f.names.size(); ++k) {
-    if (progress) progress(f.names[k], static_cast<int>(k), fits);
-    HoldoutFamily h = hold_out(runs, f, f.names[k], engine);
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (progress) progress(names[k], static_cast<int>(k), fits);
+    HoldoutFamily h = hold_out(runs, f, names[k], engine);
     for (const auto& c : h.cases) (c.skipped.empty() ? out.simulated : out.skipped) += 1;
     for (double e : abs_errors(h.cases)) held.push_back(e);
     for (double e : abs_errors(h.shipped)) shipped.push_back(e);

@@ -13,6 +13,10 @@ namespace orrery::base {
 // message ("is a directory, expected a JSON file").
 void require_input_file(const std::filesystem::path& file, std::string_view expected = "a file");
 
+// Whether a model or cluster argument names a file rather than a preset: it has a '/' or ends in
+// .yaml, .yml or .json. One rule for every place that takes "a preset name or a file".
+bool names_a_file(std::string_view name_or_file);
+
 // The whole file, bytes as they are, after require_input_file.
 std::string read_input_file(const std::filesystem::path& file,
                             std::string_view expected = "a file");

@@ -50,6 +50,9 @@ void read_spec_file(const std::filesystem::path& file, google::protobuf::Message
 // Deterministic text in the file format: fields in declaration order, defaults left out, enums
 // by their short lower-case names, numbers in SI as the shortest text that reads back exactly.
 std::string to_json(const google::protobuf::Message& message, int indent = 2);
+// The same for results a script reads (simulate, plan): every field present, unset ones at their
+// default (0, false, "", [], {...}), so the shape of the output never depends on its values.
+std::string to_json_every_field(const google::protobuf::Message& message, int indent = 2);
 std::string to_yaml(const google::protobuf::Message& message);
 
 // Writes `text` to `file` through a temporary and a rename, so a reader never sees half a file.

@@ -53,7 +53,9 @@ struct HoldoutFamily {
 struct RunHoldout {
   HoldoutKey key = HoldoutKey::kFramework;
   std::vector<HoldoutFamily> families;  // in order of first appearance in the file
-  int simulated = 0, skipped = 0;
+  // Cases that could not be read (no family can be trusted), each with its reason; never fitted.
+  std::vector<RunCase> unread;
+  int simulated = 0, skipped = 0;  // skipped counts the unread cases too
   // Pooled over every family's held-out predictions: the figure to quote.
   double median_abs_error = 0, p90_abs_error = 0;
   // The shipped defaults on the same cases, and the factor fitted on all of them (in-sample).

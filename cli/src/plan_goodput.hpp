@@ -1,0 +1,27 @@
+// `orrery plan --objective goodput`: the searched plans ranked by what they train per day once
+// failures, checkpoints and restarts are counted (sim/plan_run.hpp), not by their step alone.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "orrery/planner/plan_space.hpp"
+#include "orrery/planner/search.hpp"
+#include "orrery/topologies/topology.hpp"
+
+namespace orrery::cli {
+
+struct PlanGoodput {
+  double goodput = 0;          // closed form at the optimal checkpoint interval
+  int64_t interval_steps = 0;  // that interval
+  double tokens_per_day = 0;   // failure-free tokens/s, stragglers, then goodput
+};
+
+// Reorders r.ranked by tokens per day (ties keep the step order), keeps the first `top`, and
+// returns each kept plan's figures in the new order. `where` names the cluster in errors.
+std::vector<PlanGoodput> rank_by_goodput(const planner::PlanningJob& job,
+                                         const topologies::Topology& topology,
+                                         const std::string& where, planner::SearchResult& r,
+                                         size_t top);
+
+}  // namespace orrery::cli

@@ -1,0 +1,165 @@
+// The assembled validation set (validation/data/runs.json, collectives.json): every case and table
+// says where its numbers come from, no id repeats or repeats one of shared/validation, nothing
+// comes from a source reserved for blind testing, and the readers either simulate each case or
+// skip it naming the field and the reason.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "orrery/validation/collective_validation.hpp"
+#include "orrery/validation/run_validation.hpp"
+#include "test_paths.hpp"
+
+namespace orrery::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kData = fs::path(ORRERY_SOURCE_DIR) / "validation" / "data";
+const fs::path kShared = fs::path(ORRERY_SOURCE_DIR) / ".." / "shared" / "validation";
+
+json read_json(const fs::path& file) {
+  std::ifstream in(file);
+  EXPECT_TRUE(in.good()) << file;
+  return json::parse(in);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// URL fragments of the sources reserved for blind testing (validation/data/README.md).
+const std::vector<std::string> kReserved = {
+    "mlcommons",          // MLPerf Training submissions
+    "dgxc-benchmarking",  // NVIDIA DGX Cloud benchmarking recipes
+    "megatron-bridge",    // Megatron-Bridge performance summaries
+    "nemo",               // NeMo performance summaries
+    "llm-foundry",        // MosaicML benchmark tables
+    "2104.04473",         // the SC'21 Megatron paper (Table 2 reserved)
+    "2201.11990",         // MT-NLG
+    "2402.15627",         // MegaScale
+    "2211.05100",         // BLOOM
+    "bigscience",         // BLOOM
+    "ml-engineering",     // nccl-tests results in the ml-engineering book
+    "aws-samples",        // cloud vendors' guides and sample repositories
+    "awslabs",
+    "aws.amazon.com",
+    "github.com/azure/",
+    "learn.microsoft.com",
+    "googlecloudplatform",
+    "cloud.google.com",
+    "coreweave",
+    "dstack",
+    "rocm.blogs.amd.com",  // AMD's ROCm blogs
+};
+
+std::string reserved_in(const std::string& url) {
+  const std::string u = lower(url);
+  for (const auto& r : kReserved) {
+    if (u.find(r) != std::string::npos) return r;
+  }
+  return {};
+}
+
+std::set<std::string> ids_of(const json& list) {
+  std::set<std::string> out;
+  for (const auto& item : list) out.insert(item.at("id").get<std::string>());
+  return out;
+}
+
+TEST(AssembledValidationSet, EveryCaseNamesItsSourceAndLocator) {
+  for (const auto& c : read_json(kData / "runs.json").at("cases")) {
+    const json& source = c.at("source");
+    EXPECT_FALSE(source.value("url", "").empty()) << c.at("id");
+    EXPECT_FALSE(source.value("locator", "").empty()) << c.at("id");
+    EXPECT_FALSE(source.value("verification", "").empty()) << c.at("id");
+    EXPECT_EQ(reserved_in(source.value("url", "")), "")
+        << c.at("id") << " is from a reserved source";
+    // A step time derived from throughput says how.
+    if (!c.at("measured").contains("iter_time_s")) {
+      EXPECT_FALSE(c.at("derived").value("method", "").empty()) << c.at("id");
+    }
+  }
+  for (const auto& t : read_json(kData / "collectives.json").at("tables")) {
+    EXPECT_FALSE(t.value("source", "").empty()) << t.at("id");
+    EXPECT_FALSE(t.value("locator", "").empty()) << t.at("id");
+    EXPECT_FALSE(t.value("system", "").empty()) << t.at("id");
+    EXPECT_TRUE(t.contains("inter")) << t.at("id") << ": NIC text as the source writes it";
+    EXPECT_EQ(reserved_in(t.value("source", "")), "") << t.at("id") << " is from a reserved source";
+  }
+}
+
+TEST(AssembledValidationSet, NoIdRepeatsHereOrInShared) {
+  const json cases = read_json(kData / "runs.json").at("cases");
+  const json tables = read_json(kData / "collectives.json").at("tables");
+  EXPECT_EQ(ids_of(cases).size(), cases.size());
+  EXPECT_EQ(ids_of(tables).size(), tables.size());
+  for (const auto& id : ids_of(read_json(kShared / "public_runs.json").at("cases"))) {
+    EXPECT_EQ(ids_of(cases).count(id), 0U) << id << " duplicates shared/validation";
+  }
+  for (const auto& id : ids_of(read_json(kShared / "public_collectives.json").at("tables"))) {
+    EXPECT_EQ(ids_of(tables).count(id), 0U) << id << " duplicates shared/validation";
+  }
+}
+
+TEST(AssembledValidationSet, ReservedSourcesAreRecognised) {
+  EXPECT_EQ(reserved_in("https://github.com/NVIDIA/dgxc-benchmarking/blob/x/README.md"),
+            "dgxc-benchmarking");
+  EXPECT_EQ(reserved_in("https://rocm.blogs.amd.com/artificial-intelligence/x"),
+            "rocm.blogs.amd.com");
+  EXPECT_EQ(reserved_in("https://github.com/pytorch/torchtitan/blob/x/benchmarks/y.md"), "");
+}
+
+// A skipped case names a field of the case (its path or its last key) and says why.
+bool names_field(const std::string& reason, const std::vector<std::string>& fields) {
+  const std::string r = lower(reason);
+  return std::any_of(fields.begin(), fields.end(),
+                     [&](const std::string& f) { return r.find(f) != std::string::npos; });
+}
+
+TEST(AssembledValidationSet, EveryRunIsSimulatedOrSkippedWithFieldAndReason) {
+  const auto runs = validation::published_runs(kData / "runs.json");
+  ASSERT_EQ(runs.size(), read_json(kData / "runs.json").at("cases").size());
+  const std::vector<std::string> fields = {
+      "model",     "hardware",         "gpu",       "parallel", "batch",   "precision",
+      "recompute", "attention_kernel", "framework", "measured", "derived", "pipeline_layout"};
+  int simulated = 0;
+  for (const auto& run : runs) {
+    if (run.skipped.empty()) {
+      EXPECT_GT(run.measured_s, 0) << run.id;
+      EXPECT_GT(run.plan.job().global_batch_size(), 0) << run.id;
+      ++simulated;
+    } else {
+      EXPECT_TRUE(names_field(run.skipped, fields)) << run.id << ": " << run.skipped;
+    }
+  }
+  EXPECT_GE(simulated, 30);
+}
+
+TEST(AssembledValidationSet, EveryTableIsComparedOrSkippedWithFieldAndReason) {
+  const auto result = validation::validate_collectives(kData / "collectives.json");
+  const std::vector<std::string> fields = {"gpu",   "inter",      "gpus_per_node",
+                                           "nodes", "collective", "algo"};
+  int compared = 0;
+  for (const auto& t : result.tables) {
+    if (t.skip_reason.empty()) {
+      EXPECT_FALSE(t.rows.empty()) << t.id;
+      compared += static_cast<int>(t.rows.size());
+    } else {
+      EXPECT_TRUE(names_field(t.skip_reason, fields)) << t.id << ": " << t.skip_reason;
+    }
+  }
+  EXPECT_GE(compared, 1);
+}
+
+}  // namespace
+}  // namespace orrery::sim
