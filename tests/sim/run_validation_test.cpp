@@ -32,6 +32,13 @@ TEST(RunValidation, PrecisionIsReadAsWritten) {
   auto runs = runs_by_id();
   EXPECT_EQ(runs.at("bf16-dense").plan.job().precision(), pb::PRECISION_BF16);
   EXPECT_EQ(runs.at("fp8-dense").plan.job().precision(), pb::PRECISION_FP8);
+  // The recipe as the precision text names it ("FP8 (delayed scaling, ...)", "MXFP8 (...)").
+  EXPECT_EQ(runs.at("fp8-dense").plan.job().fp8_recipe(), pb::FP8_RECIPE_DELAYED);
+  EXPECT_EQ(runs.at("mxfp8-on-h100").plan.job().fp8_recipe(), pb::FP8_RECIPE_MXFP8);
+  EXPECT_EQ(runs.at("bf16-dense").plan.job().fp8_recipe(), pb::FP8_RECIPE_UNSPECIFIED);
+  EXPECT_EQ(runs.at("fp8-unknown-recipe").skipped,
+            in_file("cases[17].fp8_recipe: got 'nvfp4', expected one of delayed, current, "
+                    "tensorwise, blockwise, mxfp8"));
   EXPECT_EQ(
       runs.at("unknown-precision").skipped,
       in_file("cases[7].precision: got 'int4 QAT', which names none of fp8, mxfp8, e4m3, bf16, "
@@ -131,11 +138,15 @@ TEST(RunValidation, PipelineLayoutGivesUnevenStages) {
 
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
-  ASSERT_EQ(v.cases.size(), 17u);
+  ASSERT_EQ(v.cases.size(), 19u);
   for (size_t i = 0; i < 7; ++i)
     EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
   EXPECT_EQ(v.simulated, 7);
-  EXPECT_EQ(v.skipped, 10);
+  EXPECT_EQ(v.skipped, 12);
+  // An MXFP8 run on H100 is refused by the plan's rule, naming the field and the reason.
+  EXPECT_NE(v.cases[18].skipped.find("job.fp8_recipe: rule mxfp8-needs-mx-formats"),
+            std::string::npos)
+      << v.cases[18].skipped;
   EXPECT_EQ(v.cases[15].id, "malformed");
   EXPECT_EQ(v.cases[15].skipped,
             in_file("cases[15].hardware.num_gpus: expected a positive integer, got \"eight\""));
