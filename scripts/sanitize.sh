@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# CI's sanitizer step (scripts/test.sh runs it after the default build's tests): one clang build
-# with AddressSanitizer + UBSan (preset "fuzz", into build-fuzz/, without libtorch) of the unit
-# tests listed below and of the libFuzzer targets; then those tests, then every fuzz target for
-# FUZZ_SECONDS (default 30) each. docs/development.md ("Sanitizers and fuzzing in CI") says what
-# is left out and what each part costs. Usage: scripts/sanitize.sh
+# The sanitizer step meant for CI (not yet called by scripts/test.sh: docs/development.md,
+# "Sanitizers and fuzzing in CI", says why): one clang build with AddressSanitizer + UBSan
+# (preset "fuzz", into build-fuzz/, without libtorch) of the unit tests listed below and of the
+# libFuzzer targets; then those tests, then every fuzz target for FUZZ_SECONDS (default 30) each.
+# Prints the wall time of each part. Usage: scripts/sanitize.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The unit tests that run under the sanitizers: the modules every file passes through (formats
