@@ -157,6 +157,20 @@ TEST(SpecReader, ASecondYamlDocumentIsRefused) {
             "l.yaml:3: holds 2 YAML documents (separated by '---'); a file holds one");
 }
 
+// Found by plan_spec_fuzz and cluster_spec_fuzz (tests/fuzz/): a ',' outside [] or {} made
+// yaml-cpp's LoadAll yield empty documents forever, allocating as it went; every YAML reader hung.
+TEST(SpecReader, AStrayCommaIsRefusedNotLoopedOn) {
+  EXPECT_EQ(link_error(","),
+            "l.yaml:1: not valid YAML: the parser cannot read on from here (a ',' outside [] or "
+            "{}?)");
+  EXPECT_EQ(link_error("bandwidth_bytes_per_s: 1 GB/s\n---\n,\n"),
+            "l.yaml:3: not valid YAML: the parser cannot read on from here (a ',' outside [] or "
+            "{}?)");
+  // Documents that each move the parser on are counted, however many there are.
+  EXPECT_EQ(link_error("a: 1\n---\nb: 2\n---\nc: 3\n"),
+            "l.yaml:3: holds 3 YAML documents (separated by '---'); a file holds one");
+}
+
 // A spec made in code gets the ranges a file would: the first field out of its range, by path.
 TEST(SpecReader, CheckFieldValuesWalksNestedMessages) {
   pb::ClusterSpec c;

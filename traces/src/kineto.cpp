@@ -95,7 +95,12 @@ class Importer {
     const json& events = root_["traceEvents"];
     for (size_t i = 0; i < events.size(); ++i) {
       const json& e = events[i];
-      if (!e.is_object() || e.value("ph", "") != "X") continue;
+      if (!e.is_object()) continue;
+      // json::value throws when the key holds another type: a non-text phase or category is
+      // refused here, naming the event, rather than escaping as an internal error.
+      if (e.contains("ph") && !e["ph"].is_string())
+        fail(i, "ph", "got " + e["ph"].dump() + ", expected a phase such as \"X\"");
+      if (e.value("ph", "") != "X") continue;
       ++out_.events;
       if (!e.contains("name") || !e["name"].is_string())
         fail(i, "name", "missing: a complete event needs a name");
@@ -105,6 +110,8 @@ class Importer {
       if (e["dur"].get<double>() < 0)
         fail(i, "dur", "got " + e["dur"].dump() + ", expected a value >= 0");
       t0_us_ = std::min(t0_us_, e["ts"].get<double>());
+      if (e.contains("cat") && !e["cat"].is_string())
+        fail(i, "cat", "got " + e["cat"].dump() + ", expected a category such as \"cpu_op\"");
       const std::string cat = e.value("cat", "");
       const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : &kEmpty;
       if (cat == "kernel" || cat == "Kernel") {
@@ -233,8 +240,10 @@ class Importer {
   // The collective a launch or worker event runs: record_param_comms' name, else the op's own.
   pb::CollectiveKind collective_kind(int64_t i) const {
     const json* args = comms_args(i);
-    if (args != nullptr && (*args)["Collective name"].is_string()) {
-      const auto kind = detail::collective_from_name((*args)["Collective name"].get<std::string>());
+    // find, not a const operator[]: that is undefined for a missing key.
+    const auto name = args != nullptr ? args->find("Collective name") : json::const_iterator();
+    if (args != nullptr && name != args->end() && name->is_string()) {
+      const auto kind = detail::collective_from_name(name->get<std::string>());
       if (kind != pb::COLLECTIVE_KIND_UNSPECIFIED) return kind;
     }
     return ops_[static_cast<size_t>(i)].op.collective;
@@ -261,8 +270,8 @@ class Importer {
     }
     if (kind == pb::COLLECTIVE_KIND_BARRIER) return std::make_pair(0.0, ranks);
     if (args != nullptr) {
-      const auto element = detail::element_type(
-          args->value("dtype", json("")).is_string() ? (*args)["dtype"].get<std::string>() : "");
+      const json dtype = args->value("dtype", json(""));
+      const auto element = detail::element_type(dtype.is_string() ? dtype.get<std::string>() : "");
       const auto in = number_arg(*args, "In msg nelems"), out = number_arg(*args, "Out msg nelems");
       if (element && in && out) {
         return std::make_pair(
@@ -277,11 +286,11 @@ class Importer {
     if (work >= 0 && (in_place || kind == pb::COLLECTIVE_KIND_ALL_GATHER)) {
       const json& wargs = *ops_[static_cast<size_t>(work)].args;
       std::string ignored;
-      const auto element = detail::element_type(
-          wargs.value("Input type", json::array()).is_array() && !wargs["Input type"].empty() &&
-                  wargs["Input type"][0].is_string()
-              ? wargs["Input type"][0].get<std::string>()
-              : "");
+      // find, not a const operator[]: that is undefined for a missing key.
+      const auto types = wargs.find("Input type");
+      const bool typed =
+          types != wargs.end() && types->is_array() && !types->empty() && (*types)[0].is_string();
+      const auto element = detail::element_type(typed ? (*types)[0].get<std::string>() : "");
       const auto dims = wargs.find("Input Dims");
       if (element && dims != wargs.end() && dims->is_array() && !dims->empty() &&
           (*dims)[0].is_array() && !(*dims)[0].empty()) {

@@ -19,6 +19,7 @@
 #include "orrery/pb/options.pb.h"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
+#include "yaml_documents.hpp"
 
 namespace orrery {
 namespace {
@@ -349,15 +350,8 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
   if (format == SpecFormat::kJson) check_json_syntax(text, file);
   YAML::Node root;
   try {
-    // Every document is parsed, so that a second one ("---") is refused, not silently dropped.
-    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.size() > 1) {
-      const int line = documents[1].Mark().line >= 0 ? documents[1].Mark().line + 1 : 0;
-      throw base::InputError(std::string(file), line, "",
-                             "holds " + std::to_string(documents.size()) +
-                                 " YAML documents (separated by '---'); a file holds one");
-    }
-    if (!documents.empty()) root = documents.front();
+    // Every document is read, so that a second one ("---") is refused, not silently dropped.
+    root = detail::load_single_document(std::string(text), file);
   } catch (const YAML::Exception& e) {
     throw base::InputError(std::string(file), e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
                            "not valid YAML: " + e.msg);
