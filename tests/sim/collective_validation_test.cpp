@@ -75,7 +75,8 @@ TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
   ASSERT_EQ(v.tables.size(), 1u);
   EXPECT_TRUE(v.tables[0].skipped);
   EXPECT_EQ(v.tables[0].skip_reason,
-            "gpu: 'MI250X' names none of A100, H100, H200, H800, B200, GB200, MI300X");
+            "gpu: 'MI250X' names none of A100, H100, H200, H800, B200, GB200, GB300, MI300X, "
+            "MI325X");
   EXPECT_EQ(v.rows, 0);
 }
 
@@ -95,20 +96,44 @@ TEST(CollectiveValidation, SystemsAreMappedByTheirNamesAndNicText) {
   EXPECT_EQ(cluster("gb200-rack"),
             "gb200-nvl72 x 18 (GB200, 4 x 400 Gb/s NICs per node; GPUs 0-3 of each node)");
   EXPECT_EQ(cluster("gb200-trays"),
-            "gb200-nvl72 x 2 (GB200, 4 x 400 Gb/s NICs per node; GPUs 0-3 of each node)");
+            "gb200-nvl72 x 2 (GB200, 4 x 400 Gb/s NICs per node over infiniband; GPUs 0-3 of each "
+            "node)");
   EXPECT_EQ(cluster("b200"),
-            "hgx-b200 x 2 (B200, 8 x 400 Gb/s NICs per node; GPUs 0-7 of each node)");
-  // The NIC text applies to every family, written with or without spaces around the x.
+            "hgx-b200 x 2 (B200, 8 x 400 Gb/s NICs per node over infiniband; GPUs 0-7 of each "
+            "node)");
+  // The NIC text applies to every family, written with or without spaces around the x, and
+  // names the transport.
   EXPECT_EQ(cluster("h100-4x200"),
-            "dgx-h100 x 2 (H100-SXM, 4 x 200 Gb/s NICs per node; GPUs 0-7 of each node)");
+            "dgx-h100 x 2 (H100-SXM, 4 x 200 Gb/s NICs per node over roce; GPUs 0-7 of each node)");
   EXPECT_EQ(cluster("a100-4x100"),
-            "dgx-a100 x 2 (A100-SXM-40GB, 4 x 100 Gb/s NICs per node; GPUs 0-7 of each node)");
+            "dgx-a100 x 2 (A100-SXM-40GB, 4 x 100 Gb/s NICs per node over efa; GPUs 0-7 of each "
+            "node)");
   EXPECT_EQ(cluster("h200-per-gpu"),
-            "dgx-h100 x 2 (H200-SXM, 8 x 400 Gb/s NICs per node; GPUs 0-7 of each node)");
+            "hgx-h200 x 2 (H200-SXM, 8 x 400 Gb/s NICs per node over infiniband; GPUs 0-7 of each "
+            "node)");
   EXPECT_EQ(cluster("mi300x"),
             "mi300x x 1 (MI300X, 8 x 400 Gb/s NICs per node; GPUs 0-7 of each node)");
-  EXPECT_EQ(by_id.at("mi325x")->skip_reason,
-            "gpu: 'AMD Instinct MI325X' names none of A100, H100, H200, H800, B200, GB200, MI300X");
+  EXPECT_EQ(cluster("mi325x"),
+            "mi325x x 1 (MI325X, 8 x 400 Gb/s NICs per node over roce; GPUs 0-7 of each node)");
+  EXPECT_EQ(cluster("gb300-rack"),
+            "gb300-nvl72 x 18 (GB300, 4 x 800 Gb/s NICs per node over infiniband; GPUs 0-3 of "
+            "each node)");
+  // Cloud instances by the system's name, their transport by the NIC text.
+  EXPECT_EQ(cluster("aws-p5"),
+            "aws-p5 x 2 (H100-SXM, 32 x 100 Gb/s NICs per node over efa; GPUs 0-7 of each node)");
+  EXPECT_EQ(cluster("gcp-a3-high"),
+            "gcp-a3-high x 2 (H100-SXM, 4 x 200 Gb/s NICs per node over gpudirect_tcpx; GPUs 0-7 "
+            "of each node)");
+  EXPECT_EQ(cluster("azure-mi300x"),
+            "azure-nd-mi300x-v5 x 2 (MI300X, 8 x 400 Gb/s NICs per node over infiniband; GPUs 0-7 "
+            "of each node)");
+  // 32 x 100 Gb/s EFA on an H100 node is striped four per GPU, as on a p5: the same times.
+  const auto* p5 = by_id.at("aws-p5");
+  const auto* striped = by_id.at("h100-efa-32");
+  ASSERT_EQ(p5->rows.size(), striped->rows.size());
+  for (size_t i = 0; i < p5->rows.size(); ++i) {
+    EXPECT_DOUBLE_EQ(p5->rows[i].predicted_s, striped->rows[i].predicted_s);
+  }
   EXPECT_EQ(by_id.at("no-nic-rate")->skip_reason,
             "inter: 'InfiniBand' gives no NIC count and rate (write e.g. '8x 400 Gb/s')");
   EXPECT_EQ(by_id.at("h100-pcie")->skip_reason,

@@ -46,6 +46,7 @@ TEST(TopologiesDiscover, NvidiaSmiParsers) {
   EXPECT_DOUBLE_EQ(gpus[0].memory_bytes, 81559.0 * 1048576);
   EXPECT_EQ(database_gpu_name("NVIDIA A100-SXM4-80GB"), "A100-SXM-80GB");
   EXPECT_EQ(database_gpu_name("NVIDIA H100 PCIe"), "H100-PCIe");
+  EXPECT_EQ(database_gpu_name("NVIDIA GB300"), "GB300");  // before GB200 and B200
   EXPECT_EQ(database_gpu_name("Tesla T4"), "");
   const auto m = parse_nvlink_matrix(
       "\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"

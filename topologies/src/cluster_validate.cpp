@@ -8,6 +8,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/transport.hpp"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -110,6 +111,47 @@ void check_intra(const pb::NodeType& t, const pb::DeviceSpec& device, const std:
   }
 }
 
+// NicSpec.transport: a kind, its fields or their published defaults, NIC counts that split.
+void check_transport(const pb::NodeType& t, const std::string& path, const SourceMap& where) {
+  const pb::TransportSpec& tr = t.nic().transport();
+  const std::string at_t = path + ".nic.transport";
+  if (t.nic().count() == 0) {
+    where.fail(at_t, "describes the transport of no NICs (nic.count is 0)");
+  }
+  if (tr.kind() == pb::TRANSPORT_KIND_UNSPECIFIED) where.fail(at_t + ".kind", "required");
+  const std::string kind = kind_name(pb::TransportKind_descriptor(), tr.kind());
+  if (!transport_default(tr.kind())) {
+    for (const auto& [has, field] :
+         {std::pair{tr.has_message_latency_s(), "message_latency_s"},
+          std::pair{tr.has_bandwidth_efficiency(), "bandwidth_efficiency"}}) {
+      if (!has) {
+        where.fail(at_t + "." + field,
+                   std::string("required for transport kind ") + kind +
+                       ", which has no published default (measure it, e.g. with nccl-tests)");
+      }
+    }
+  }
+  const int64_t active = tr.has_active_nics() ? tr.active_nics() : t.nic().count();
+  if (tr.has_active_nics() && active > t.nic().count()) {
+    where.fail(at_t + ".active_nics", "got " + std::to_string(active) +
+                                          ", more NICs than nic.count (" +
+                                          std::to_string(t.nic().count()) + ")");
+  }
+  const int64_t gpus = t.devices_per_node();
+  if (tr.has_nics_per_gpu() && tr.nics_per_gpu() > 1 && tr.nics_per_gpu() * gpus != active) {
+    where.fail(at_t + ".nics_per_gpu", "got " + std::to_string(tr.nics_per_gpu()) + ", but " +
+                                           std::to_string(gpus) +
+                                           " GPUs striping over that many NICs each need " +
+                                           std::to_string(tr.nics_per_gpu() * gpus) +
+                                           " active NICs, not " + std::to_string(active));
+  }
+  if (!tr.has_nics_per_gpu() && active > gpus && active % gpus != 0) {
+    where.fail(at_t + ".nics_per_gpu", "required: " + std::to_string(active) +
+                                           " active NICs do not split evenly over " +
+                                           std::to_string(gpus) + " GPUs");
+  }
+}
+
 void check_node_types(const pb::ClusterSpec& c, const SourceMap& where) {
   check_unique(c.node_types(), "node_types", "node type", where);
   for (int i = 0; i < c.node_types_size(); ++i) {
@@ -131,6 +173,7 @@ void check_node_types(const pb::ClusterSpec& c, const SourceMap& where) {
       }
       check_link(t.nic().link(), path + ".nic.link", where);
     }
+    if (t.nic().has_transport()) check_transport(t, path, where);
   }
 }
 
@@ -195,11 +238,12 @@ void check_fabric(const pb::ClusterSpec& c, const SourceMap& where) {
     }
     if (first_type < 0) first_type = ti;
     const pb::NodeType& first = c.node_types(first_type);
-    if (f.kind() == pb::FABRIC_KIND_RAIL_OPTIMIZED && t.nic().count() != first.nic().count()) {
+    const int64_t rails = net_devices(t).count, first_rails = net_devices(first).count;
+    if (f.kind() == pb::FABRIC_KIND_RAIL_OPTIMIZED && rails != first_rails) {
       where.fail(at("node_groups", i) + ".node_type",
                  "a rail_optimized fabric needs the same NIC count on every node, but '" +
-                     first.name() + "' has " + std::to_string(first.nic().count()) + " and '" +
-                     t.name() + "' has " + std::to_string(t.nic().count()));
+                     first.name() + "' has " + std::to_string(first_rails) + " and '" + t.name() +
+                     "' has " + std::to_string(rails));
     }
   }
   if (f.has_switch_link()) check_link(f.switch_link(), "fabric.switch_link", where);

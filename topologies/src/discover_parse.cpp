@@ -96,6 +96,7 @@ std::vector<GpuRecord> parse_gpu_query(std::string_view csv) {
 std::string database_gpu_name(std::string_view name) {
   const std::string n(name);
   auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("GB300")) return "GB300";
   if (has("GB200")) return "GB200";
   if (has("B200")) return "B200";
   if (has("H200")) return "H200-SXM";

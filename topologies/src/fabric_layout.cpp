@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "orrery/base/units.hpp"
+#include "orrery/topologies/transport.hpp"
 
 namespace orrery::topologies::detail {
 namespace {
@@ -131,7 +132,7 @@ std::vector<int64_t> nics_per_node(const pb::ClusterSpec& cluster) {
   std::vector<int64_t> out;
   for (const auto& g : cluster.node_groups()) {
     const pb::NodeType* t = node_type(cluster, g.node_type());
-    out.insert(out.end(), static_cast<size_t>(g.count()), t ? t->nic().count() : 0);
+    out.insert(out.end(), static_cast<size_t>(g.count()), t ? net_devices(*t).count : 0);
   }
   return out;
 }

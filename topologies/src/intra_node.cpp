@@ -8,6 +8,8 @@
 //     the same generation and width as its downstream ones, so `pcie_link` when absent).
 //   - host (CPU cores as devices): each core has `device_link` (its share of memory bandwidth)
 //     to the host vertex; there are no PCIe switches, NICs hang off the host.
+//   - NICs are the transport's network devices (transport.hpp: a p5 GPU's four EFA NICs are one
+//     device of four times the rate; without a transport, nic.count NICs as written).
 //   - NIC j of c sits on PCIe switch j * switches / c (beside the devices it serves: DGX puts 2
 //     GPUs and 2 NICs under each of 4 switches), by `pcie_link`.
 //   - Latency: a link spec's latency is what a transfer pays crossing that layer once, end to
@@ -18,6 +20,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/transport.hpp"
 #include "topology_builder.hpp"
 
 namespace orrery::topologies::detail {
@@ -100,7 +103,7 @@ std::vector<Vertex> add_io(const NodeContext& ctx, const std::vector<Vertex>& de
     }
   }
   std::vector<Vertex> nics;
-  const int64_t count = ctx.type->nic().count();
+  const int64_t count = net_devices(*ctx.type).count;
   for (int64_t j = 0; j < count; ++j) {
     const Vertex nic = b.vertex(VertexKind::kNic, ctx.prefix + "nic" + std::to_string(j), ctx.node);
     const Vertex attach =
@@ -143,8 +146,9 @@ std::vector<NodeVertices> build_nodes(const pb::ClusterSpec& cluster, GraphBuild
       add_nvlinks(intra, devs, nvswitch, b);
       NodeVertices nv;
       nv.nics = add_io(ctx, devs, b);
-      nv.nic_bandwidth_bytes_per_s = type.nic().link().bandwidth_bytes_per_s();
-      nv.nic_latency_s = type.nic().link().latency_s();
+      const NetDevices net = net_devices(type);
+      nv.nic_bandwidth_bytes_per_s = net.bytes_per_s;
+      nv.nic_latency_s = net.latency_s;
       nodes.push_back(std::move(nv));
     }
   }

@@ -1,6 +1,8 @@
-// The cluster each measured table ran on, rebuilt from the table's own description: the node its
-// `gpu` names (A100 and H100 as DGX, H200 on the HGX H100 board, H800, B200 on an HGX B200 built
-// here, GB200 as NVL72 trays, MI300X), the NICs its `inter` text gives, sized to its node count.
+// The cluster each measured table ran on, rebuilt from the table's own description: the cloud
+// instance its `system` names (AWS p4d/p4de/p5/p5e/p6, GCP A3 High/Mega and A4, Azure ND H100 /
+// H200 / MI300X v5) or else the node its `gpu` names (A100 and H100 as DGX, HGX H200, H800, HGX
+// B200, GB200 and GB300 as NVL72 trays, MI300X, MI325X), the NICs and transport its `inter` text
+// gives, sized to its node count. Every cluster is a preset (topologies/presets/clusters).
 #include "collective_validation_clusters.hpp"
 
 #include <algorithm>
@@ -9,59 +11,11 @@
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/transport.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::validation::detail {
 namespace {
-
-// NVIDIA HGX B200: 8 B200 on fifth-generation NVSwitch at 1.8 TB/s bidirectional per GPU
-// (900 GB/s each way); 8 ConnectX-7 400 Gb/s NICs, one per GPU, each beside its GPU on a PCIe
-// Gen5 x16 switch (63 GB/s). Latencies as in the DGX presets (NCCL's hardware latency table:
-// NVLink 0.6 us, PCIe 1 us, network 2.7 us; 130 ns per InfiniBand switch), rail-optimised
-// fabric of 64-port Quantum-2 switches as in the DGX H100 preset.
-constexpr double kB200NvlinkBytesPerS = 900e9;
-constexpr double kGen5PcieBytesPerS = 63e9;
-constexpr double kNdrNicBytesPerS = 400e9 / 8;
-constexpr double kNvlinkLatencyS = 0.6e-6;
-constexpr double kPcieLatencyS = 1e-6;
-constexpr double kNicLatencyS = 2.7e-6;
-constexpr double kIbSwitchLatencyS = 130e-9;
-constexpr int64_t kQuantum2Radix = 64;
-
-void set_link(pb::LinkSpec* link, double bytes_per_s, double latency_s) {
-  link->set_bandwidth_bytes_per_s(bytes_per_s);
-  link->set_latency_s(latency_s);
-}
-
-pb::ClusterSpec hgx_b200() {
-  pb::ClusterSpec c;
-  c.set_name("hgx-b200");
-  c.set_description(
-      "HGX B200: 8 x B200 per node, NVSwitch 900 GB/s/dir, 8 x 400 Gb/s NDR, rail-optimized");
-  pb::NodeType* t = c.add_node_types();
-  t->set_name("hgx-b200");
-  t->set_device("B200");
-  t->set_devices_per_node(8);
-  pb::IntraNodeSpec* intra = t->mutable_intra();
-  intra->set_kind(pb::INTRA_NODE_KIND_NVSWITCH);
-  set_link(intra->mutable_device_link(), kB200NvlinkBytesPerS, kNvlinkLatencyS);
-  set_link(intra->mutable_pcie_link(), kGen5PcieBytesPerS, kPcieLatencyS);
-  set_link(intra->mutable_host_link(), kGen5PcieBytesPerS, kPcieLatencyS);
-  intra->set_devices_per_pcie_switch(1);
-  t->mutable_nic()->set_count(8);
-  set_link(t->mutable_nic()->mutable_link(), kNdrNicBytesPerS, kNicLatencyS);
-  pb::NodeGroup* g = c.add_node_groups();
-  g->set_name("b200");
-  g->set_node_type("hgx-b200");
-  g->set_count(1);
-  pb::FabricSpec* f = c.mutable_fabric();
-  f->set_kind(pb::FABRIC_KIND_RAIL_OPTIMIZED);
-  f->set_switch_radix(kQuantum2Radix);
-  f->set_tiers(2);
-  f->set_oversubscription(1);
-  set_link(f->mutable_switch_link(), kNdrNicBytesPerS, 0);
-  f->set_switch_latency_s(kIbSwitchLatencyS);
-  return c;
-}
 
 // `name` as a whole word of `text` (letters and digits around it do not count): "B200" is not in
 // "GB200".
@@ -78,9 +32,38 @@ struct NodeChoice {
   std::string skip_reason;
 };
 
-NodeChoice node_for(const std::string& gpu) {
+// Cloud instances by the words of `system`, most specific first (p5e before p5); empty: none.
+std::string cloud_preset_for(const std::string& system) {
+  // Whole words (names()): "p5" is not in "p5e" or "p5en", "p4d" not in "p4de".
+  static const std::pair<const char*, const char*> kInstances[] = {
+      {"p4d", "aws-p4d"},
+      {"p4de", "aws-p4de"},
+      {"p5", "aws-p5"},
+      {"p5e", "aws-p5e"},
+      {"p6-b200", "aws-p6"},
+      {"a3-highgpu-8g", "gcp-a3-high"},
+      {"A3 High", "gcp-a3-high"},
+      {"a3-megagpu-8g", "gcp-a3-mega"},
+      {"A3 Mega", "gcp-a3-mega"},
+      {"a4-highgpu-8g", "gcp-a4"},
+      {"GCP A4", "gcp-a4"},
+      {"ND H100 v5", "azure-nd-h100-v5"},
+      {"ND96isr_H100_v5", "azure-nd-h100-v5"},
+      {"ND H200 v5", "azure-nd-h200-v5"},
+      {"ND96isr_H200_v5", "azure-nd-h200-v5"},
+      {"ND MI300X v5", "azure-nd-mi300x-v5"},
+      {"ND96isr_MI300X_v5", "azure-nd-mi300x-v5"}};
+  for (const auto& [words, preset] : kInstances) {
+    if (names(system, words)) return preset;
+  }
+  return {};
+}
+
+NodeChoice node_for(const std::string& system, const std::string& gpu) {
   NodeChoice c;
-  if (names(gpu, "PCIe")) {
+  if (const std::string cloud = cloud_preset_for(system); !cloud.empty()) {
+    c.spec = topologies::preset(cloud);
+  } else if (names(gpu, "PCIe")) {
     c.skip_reason =
         "gpu: '" + gpu +
         "' is a PCIe card; every cluster here joins its GPUs by NVLink or Infinity Fabric";
@@ -91,19 +74,22 @@ NodeChoice node_for(const std::string& gpu) {
   } else if (names(gpu, "H100")) {
     c.spec = topologies::preset("dgx-h100");
   } else if (names(gpu, "H200")) {
-    // HGX H200: the HGX H100 baseboard (NVLink4 through NVSwitch) with H200s.
-    c.spec = topologies::preset("dgx-h100");
-    c.spec.mutable_node_types(0)->set_device("H200-SXM");
+    c.spec = topologies::preset("hgx-h200");
   } else if (names(gpu, "H800")) {
     c.spec = topologies::preset("h800");
+  } else if (names(gpu, "GB300")) {
+    c.spec = topologies::preset("gb300-nvl72");
   } else if (names(gpu, "GB200")) {
     c.spec = topologies::preset("gb200-nvl72");
   } else if (names(gpu, "B200")) {
-    c.spec = hgx_b200();
+    c.spec = topologies::preset("hgx-b200");
   } else if (names(gpu, "MI300X")) {
     c.spec = topologies::preset("mi300x");
+  } else if (names(gpu, "MI325X")) {
+    c.spec = topologies::preset("mi325x");
   } else {
-    c.skip_reason = "gpu: '" + gpu + "' names none of A100, H100, H200, H800, B200, GB200, MI300X";
+    c.skip_reason = "gpu: '" + gpu +
+                    "' names none of A100, H100, H200, H800, B200, GB200, GB300, MI300X, MI325X";
   }
   return c;
 }
@@ -138,19 +124,59 @@ std::string apply_nic_text(const MeasuredTable& table, int64_t table_nodes_per_m
   return {};
 }
 
+// The transport `inter` names, by whole words: EFA, TCPXO, TCPX, RoCE, or InfiniBand (also IB,
+// HDR, NDR, XDR); UNSPECIFIED when it names none.
+pb::TransportKind transport_named(const std::string& inter) {
+  if (names(inter, "EFA")) return pb::TRANSPORT_KIND_EFA;
+  if (names(inter, "TCPXO")) return pb::TRANSPORT_KIND_GPUDIRECT_TCPXO;
+  if (names(inter, "TCPX")) return pb::TRANSPORT_KIND_GPUDIRECT_TCPX;
+  if (names(inter, "RoCE") || names(inter, "RoCEv2")) return pb::TRANSPORT_KIND_ROCE;
+  for (const char* word : {"InfiniBand", "IB", "HDR", "NDR", "XDR"}) {
+    if (names(inter, word)) return pb::TRANSPORT_KIND_INFINIBAND;
+  }
+  return pb::TRANSPORT_KIND_UNSPECIFIED;
+}
+
+// The transport `inter` names replaces the node's (its NIC split is then the kind's default). A
+// kind without a published default takes the values of the cloud preset that runs it, so the
+// assumption is written once, in that preset's file.
+void apply_transport_text(const MeasuredTable& table, pb::NodeType& type) {
+  const pb::TransportKind kind = transport_named(table.inter);
+  if (kind == pb::TRANSPORT_KIND_UNSPECIFIED) return;
+  pb::NicSpec& nic = *type.mutable_nic();
+  if (nic.has_transport() && nic.transport().kind() == kind) return;
+  pb::TransportSpec t;
+  t.set_kind(kind);
+  if (!topologies::transport_default(kind)) {
+    const char* reference = kind == pb::TRANSPORT_KIND_EFA              ? "aws-p5"
+                            : kind == pb::TRANSPORT_KIND_GPUDIRECT_TCPX ? "gcp-a3-high"
+                                                                        : "gcp-a3-mega";
+    const pb::TransportSpec r = topologies::preset(reference).node_types(0).nic().transport();
+    t.set_message_latency_s(r.message_latency_s());
+    t.set_bandwidth_efficiency(r.bandwidth_efficiency());
+  }
+  *nic.mutable_transport() = t;
+}
+
 std::string describe(const pb::ClusterSpec& spec, int64_t nodes, int64_t gpus_per_node) {
   const auto& type = spec.node_types(0);
+  const std::string transport =
+      type.nic().has_transport()
+          ? " over " + enum_value_name(*pb::TransportKind_descriptor()->FindValueByNumber(
+                           type.nic().transport().kind()))
+          : "";
   return spec.name() + " x " + std::to_string(nodes) + " (" + type.device() + ", " +
          std::to_string(type.nic().count()) + " x " +
          std::to_string(static_cast<int64_t>(type.nic().link().bandwidth_bytes_per_s() * 8 / 1e9)) +
-         " Gb/s NICs per node; GPUs 0-" + std::to_string(gpus_per_node - 1) + " of each node)";
+         " Gb/s NICs per node" + transport + "; GPUs 0-" + std::to_string(gpus_per_node - 1) +
+         " of each node)";
 }
 
 }  // namespace
 
 MappedCluster map_cluster(const MeasuredTable& table) {
   MappedCluster out;
-  NodeChoice node = node_for(table.gpu);
+  NodeChoice node = node_for(table.system, table.gpu);
   if (!node.skip_reason.empty()) {
     out.skip_reason = node.skip_reason;
     return out;
@@ -173,6 +199,7 @@ MappedCluster map_cluster(const MeasuredTable& table) {
   }
   out.skip_reason = apply_nic_text(table, fold, *spec.mutable_node_types(0));
   if (!out.skip_reason.empty()) return out;
+  apply_transport_text(table, *spec.mutable_node_types(0));
   const int64_t nodes = table.nodes * fold;
   try {
     // Whole NVLink domains (two GB200 trays sit in a rack of 18); the table uses the first nodes.

@@ -8,6 +8,7 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/routing.hpp"
+#include "orrery/topologies/transport.hpp"
 
 namespace orrery::sim::detail {
 namespace {
@@ -110,8 +111,11 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
            nvls_family(type.device());
   if (b >= 0) g.intra_hop_latency_s = hop_latency(topology, a, b).intra_s;
 
-  const int64_t nics = type.nic().count();
-  const double nic_bw = type.nic().link().bandwidth_bytes_per_s();
+  // The transport's network devices (a p5 GPU's four EFA NICs striped as one); without a
+  // transport, the NICs as written.
+  const topologies::NetDevices net = topologies::net_devices(type);
+  const int64_t nics = net.count;
+  const double nic_bw = net.bytes_per_s;
   g.pair_nic_bytes_per_s = nics > 0 ? nic_bw : 0;
   g.rank_nic_bytes_per_s = static_cast<double>(std::min(nics, g.ranks_per_node)) * nic_bw /
                            static_cast<double>(g.ranks_per_node);

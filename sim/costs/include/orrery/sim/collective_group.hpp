@@ -22,8 +22,9 @@ struct CollectiveGroup {
   double intra_rank_bytes_per_s = 0;
   double intra_pair_bytes_per_s = 0;
   bool nvls = false;  // NVSwitch SHARP (NVLink multicast/reduction) available in the island
-  // Scale-out: the NIC bandwidth one island can use (each node's NICs, at most one per rank of
-  // the group on that node), and one rank's share of its node's NICs.
+  // Scale-out, over the transport's network devices (topologies/transport.hpp: port rate x
+  // efficiency x NICs striped per GPU): the bandwidth one island can use (each node's devices,
+  // at most one per rank of the group on that node), and one rank's share of its node's.
   double island_nic_bytes_per_s = 0;
   double rank_nic_bytes_per_s = 0;
   double pair_nic_bytes_per_s = 0;   // one NIC: what a single peer-to-peer stream can use
