@@ -40,7 +40,7 @@ constexpr double kKernelOverheadSeconds = 4e-6;
 constexpr double kCpuOpOverheadSeconds = 20e-6;  // libtorch dispatch on CPU
 
 bool is_hopper_or_newer(const std::string& name) {
-  for (const char* prefix : {"H100", "H200", "H800", "B200", "GB200"}) {
+  for (const char* prefix : {"H100", "H200", "H800", "B200", "B300", "GB200", "GB300"}) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
   return false;
