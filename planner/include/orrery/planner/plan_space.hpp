@@ -119,7 +119,8 @@ class PlanSpace {
   // Every full point of the space for one shape, in a fixed order.
   std::vector<Knobs> settings(const Shape& shape) const;
   // The knobs the screening pass starts a shape from: sp on, default placement and buckets,
-  // overlap on (TP communication overlap too, where sp is); sharding, recompute and micro-batch as given.
+  // overlap on (TP communication overlap too, where sp is); sharding, recompute and micro-batch as
+  // given.
   Knobs seed(const Shape& shape, int64_t micro_batch, pb::Sharding sharding, int64_t shard_group,
              pb::Recompute recompute) const;
 
