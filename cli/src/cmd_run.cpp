@@ -6,7 +6,6 @@
 // explains why it cannot run.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -19,6 +18,7 @@
 
 #ifdef ORRERY_HAVE_EXECUTOR
 #include "number_flags.hpp"
+#include "orrery/executor/blas_kernels.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/trainer.hpp"
@@ -42,18 +42,6 @@ struct RunArgs {
   executor::TrainConfig train;
   bool force = false;
 };
-
-// This process's own command line, to re-run once per rank.
-std::vector<std::string> own_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> argv;
-  std::string item;
-  while (std::getline(in, item, '\0')) argv.push_back(item);
-  if (argv.empty())
-    throw base::EnvironmentError("cannot read /proc/self/cmdline to launch the ranks");
-  argv[0] = "/proc/self/exe";
-  return argv;
-}
 
 // `orrery run` on this machine starts one rank per device of the plan, so the cluster the
 // simulator lowers for the trace is this machine with that many cores: fewer than it has when the
@@ -97,6 +85,9 @@ pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
 }
 
 void run(RunArgs& a) {
+  // A rank started by torchrun or mpirun (the local launcher's get it from the launcher): OpenBLAS
+  // reads OPENBLAS_CORETYPE only when it loads, so get this CPU's kernels by running again.
+  if (executor::rank_env_from_environment()) executor::reexec_with_blas_kernels();
   LoadedJob job = load_job(a.plan);
   fit_local_cluster(job);
   executor::TrainConfig config = a.train;
@@ -136,7 +127,7 @@ void run(RunArgs& a) {
   if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
   const auto& p = job.plan.parallel();
   executor::LaunchOptions launch;
-  launch.argv = own_command_line();
+  launch.argv = executor::own_command_line();
   launch.world_size = plan::degrees_of(p).world_size();
   launch.timeout_s = config.timeout_s;
   std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name()
