@@ -21,6 +21,7 @@
 #include "orrery/executor/blas_kernels.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
+#include "orrery/executor/token_corpus.hpp"
 #include "orrery/executor/trainer.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/device_db.hpp"
@@ -40,8 +41,17 @@ constexpr double kMaxTimeoutS = 86400;
 struct RunArgs {
   PlanArgs plan;
   executor::TrainConfig train;
+  std::string data_file, data_dtype;  // --data, --data-dtype
   bool force = false;
 };
+
+// --data: the whole corpus checked once, before any rank starts (ranks check the rows they read).
+void check_corpus(const executor::TokenSource& data, const executor::TrainConfig& config) {
+  if (data.file.empty()) return;
+  executor::TokenCorpus(data.file, data.dtype.value(), config.model.vocab_size(),
+                        config.plan.job().seq_len())
+      .validate_all();
+}
 
 // `orrery run` on this machine starts one rank per device of the plan, so the cluster the
 // simulator lowers for the trace is this machine with that many cores: fewer than it has when the
@@ -94,6 +104,7 @@ void run(RunArgs& a) {
   config.model = job.model;
   config.plan = job.plan;
   config.device_kind = cluster_device_kind(job.cluster);
+  const executor::TokenSource data{a.data_file, executor::parse_token_dtype(a.data_dtype)};
   if (const auto why = executor::unsupported_reason(config); !why.empty()) {
     throw base::InputError(a.plan.plan_file, 0, "plan", why);
   }
@@ -104,7 +115,7 @@ void run(RunArgs& a) {
     // (the local launcher and torchrun keep their own per-rank streams).
     std::ostream quiet(nullptr);
     const bool speak = env->source != executor::RankEnv::Source::kOpenMpi || env->rank == 0;
-    executor::train_rank(config, *env, speak ? std::cout : quiet);
+    executor::train_rank(config, *env, speak ? std::cout : quiet, data);
     return;
   }
   if (!one_node(job.cluster)) {
@@ -123,6 +134,7 @@ void run(RunArgs& a) {
         "", 0, "--out",
         config.out_dir + " exists and is not empty (pass --force to write into it)");
   }
+  check_corpus(data, config);
   // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
   if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
   const auto& p = job.plan.parallel();
@@ -163,6 +175,14 @@ void add_run_command(CLI::App& app) {
   auto& t = a->train;
   cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");
+  auto* data = cmd->add_option("--data", a->data_file,
+                               "Pre-tokenized corpus: a flat file of little-endian token ids, "
+                               "memory-mapped (docs/formats.md; default: synthetic tokens)");
+  auto* dtype = cmd->add_option("--data-dtype", a->data_dtype,
+                                "Token width of --data: uint16 | uint32 (no default)")
+                    ->check(CLI::IsMember({"uint16", "uint32"}));
+  data->needs(dtype);
+  dtype->needs(data);
   cmd->add_option("--out", t.out_dir,
                   "Directory for step_NNNNNN.json, the measured trace (trace.json) and its "
                   "Perfetto timeline (timeline.json); params.bin with --save-params");
