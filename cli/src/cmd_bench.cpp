@@ -18,6 +18,7 @@
 
 #ifdef ORRERY_HAVE_EXECUTOR
 #include "orrery/base/units.hpp"
+#include "orrery/executor/blas_kernels.hpp"
 #include "orrery/executor/microbench.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
@@ -53,6 +54,8 @@ struct Machine {
   pb::ClusterSpec cluster;
   pb::DeviceSpec device;
   std::string blas;
+  std::string blas_kernels;   // openblas_get_corename(): the kernels the GEMMs ran on
+  std::string blas_coretype;  // OPENBLAS_CORETYPE, and who set it
 };
 
 // The CPU cores of this machine as `orrery topo show local` describes them.
@@ -62,6 +65,8 @@ Machine local_machine(int64_t ranks) {
   const std::string& name = m.cluster.node_types(0).device();
   m.device = topologies::find_device(m.cluster, name);
   m.blas = executor::blas_description();
+  m.blas_kernels = executor::blas_corename();
+  m.blas_coretype = executor::blas_coretype_note();
   if (m.device.kind() != pb::DEVICE_KIND_CPU) {
     throw base::EnvironmentError(
         "orrery bench measures CPU cores with libtorch, but this machine's `local` cluster is "
@@ -108,19 +113,27 @@ void print_json(const executor::BenchResults& r, const Machine& m) {
          {"algbw_bytes_per_s", c.algbw()},
          {"busbw_bytes_per_s", c.busbw()}});
   }
-  nlohmann::ordered_json j{
-      {"device", m.device.name()},          {"blas", m.blas},     {"peak_fp32_flops_per_s", peak},
-      {"memory_bandwidth_bytes_per_s", bw}, {"compute", compute}, {"collectives", collectives}};
+  nlohmann::ordered_json j{{"device", m.device.name()},
+                           {"blas", m.blas},
+                           {"blas_kernels", m.blas_kernels},
+                           {"openblas_coretype", m.blas_coretype},
+                           {"peak_fp32_flops_per_s", peak},
+                           {"memory_bandwidth_bytes_per_s", bw},
+                           {"compute", compute},
+                           {"collectives", collectives}};
   std::cout << with_header("orrery.bench", j).dump(2) << "\n";
 }
 
 void print_tables(const executor::BenchResults& r, const Machine& m) {
   const double peak = m.device.peak_flops().fp32(), bw = m.device.memory_bandwidth_bytes_per_s();
-  std::cout << render_fields({{"device", m.device.name() + " (one core, one intra-op thread)"},
-                              {"blas", m.blas},
-                              {"peak fp32", base::units::flop_rate(peak)},
-                              {"memory bandwidth",
-                               base::units::bandwidth(bw) + " (measured by `topo discover`)"}})
+  std::cout << render_fields(
+                   {{"device", m.device.name() + " (one core, one intra-op thread)"},
+                    {"blas", m.blas},
+                    {"blas kernels", m.blas_kernels.empty() ? "(not OpenBLAS)" : m.blas_kernels},
+                    {"OPENBLAS_CORETYPE", m.blas_coretype},
+                    {"peak fp32", base::units::flop_rate(peak)},
+                    {"memory bandwidth",
+                     base::units::bandwidth(bw) + " (measured by `topo discover`)"}})
             << "\n";
   Table gemm({"gemm m x n x k", "time", "FLOP/s", "of peak", "bytes/s"});
   Table attention({"attention op", "shape", "time", "FLOP/s", "of peak"});
@@ -159,6 +172,8 @@ void bench(const BenchArgs& a) {
     throw base::InputError(a.out_file, 0, "",
                            "refusing to overwrite an existing file (use --force)");
   }
+  // OpenBLAS reads OPENBLAS_CORETYPE only when it loads: get this CPU's kernels by running again.
+  executor::reexec_with_blas_kernels();
   const Machine m = local_machine(a.ranks);
   executor::BenchOptions options;
   options.quick = a.quick;

@@ -6,7 +6,6 @@
 // explains why it cannot run.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -19,8 +18,10 @@
 
 #ifdef ORRERY_HAVE_EXECUTOR
 #include "number_flags.hpp"
+#include "orrery/executor/blas_kernels.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
+#include "orrery/executor/token_corpus.hpp"
 #include "orrery/executor/trainer.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/device_db.hpp"
@@ -40,19 +41,16 @@ constexpr double kMaxTimeoutS = 86400;
 struct RunArgs {
   PlanArgs plan;
   executor::TrainConfig train;
+  std::string data_file, data_dtype;  // --data, --data-dtype
   bool force = false;
 };
 
-// This process's own command line, to re-run once per rank.
-std::vector<std::string> own_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> argv;
-  std::string item;
-  while (std::getline(in, item, '\0')) argv.push_back(item);
-  if (argv.empty())
-    throw base::EnvironmentError("cannot read /proc/self/cmdline to launch the ranks");
-  argv[0] = "/proc/self/exe";
-  return argv;
+// --data: the whole corpus checked once, before any rank starts (ranks check the rows they read).
+void check_corpus(const executor::TokenSource& data, const executor::TrainConfig& config) {
+  if (data.file.empty()) return;
+  executor::TokenCorpus(data.file, data.dtype.value(), config.model.vocab_size(),
+                        config.plan.job().seq_len())
+      .validate_all();
 }
 
 // `orrery run` on this machine starts one rank per device of the plan, so the cluster the
@@ -97,12 +95,16 @@ pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
 }
 
 void run(RunArgs& a) {
+  // A rank started by torchrun or mpirun (the local launcher's get it from the launcher): OpenBLAS
+  // reads OPENBLAS_CORETYPE only when it loads, so get this CPU's kernels by running again.
+  if (executor::rank_env_from_environment()) executor::reexec_with_blas_kernels();
   LoadedJob job = load_job(a.plan);
   fit_local_cluster(job);
   executor::TrainConfig config = a.train;
   config.model = job.model;
   config.plan = job.plan;
   config.device_kind = cluster_device_kind(job.cluster);
+  const executor::TokenSource data{a.data_file, executor::parse_token_dtype(a.data_dtype)};
   if (const auto why = executor::unsupported_reason(config); !why.empty()) {
     throw base::InputError(a.plan.plan_file, 0, "plan", why);
   }
@@ -113,7 +115,7 @@ void run(RunArgs& a) {
     // (the local launcher and torchrun keep their own per-rank streams).
     std::ostream quiet(nullptr);
     const bool speak = env->source != executor::RankEnv::Source::kOpenMpi || env->rank == 0;
-    executor::train_rank(config, *env, speak ? std::cout : quiet);
+    executor::train_rank(config, *env, speak ? std::cout : quiet, data);
     return;
   }
   if (!one_node(job.cluster)) {
@@ -132,11 +134,12 @@ void run(RunArgs& a) {
         "", 0, "--out",
         config.out_dir + " exists and is not empty (pass --force to write into it)");
   }
+  check_corpus(data, config);
   // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
   if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
   const auto& p = job.plan.parallel();
   executor::LaunchOptions launch;
-  launch.argv = own_command_line();
+  launch.argv = executor::own_command_line();
   launch.world_size = plan::degrees_of(p).world_size();
   launch.timeout_s = config.timeout_s;
   std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name()
@@ -170,6 +173,14 @@ void add_run_command(CLI::App& app) {
   auto& t = a->train;
   cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");
+  auto* data = cmd->add_option("--data", a->data_file,
+                               "Pre-tokenized corpus: a flat file of little-endian token ids, "
+                               "memory-mapped (docs/formats.md; default: synthetic tokens)");
+  auto* dtype = cmd->add_option("--data-dtype", a->data_dtype,
+                                "Token width of --data: uint16 | uint32 (no default)")
+                    ->check(CLI::IsMember({"uint16", "uint32"}));
+  data->needs(dtype);
+  dtype->needs(data);
   cmd->add_option("--out", t.out_dir,
                   "Directory for step_NNNNNN.json, the measured trace (trace.json) and its "
                   "Perfetto timeline (timeline.json); params.bin with --save-params");

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "orrery/base/error.hpp"
+#include "orrery/executor/blas_kernels.hpp"
 
 extern char** environ;
 
@@ -57,6 +58,11 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int64_t rank, 
   env.push_back("MASTER_PORT=" + std::to_string(port));
   // One intra-op thread per rank: N ranks on N cores must not oversubscribe them.
   env.push_back("OMP_NUM_THREADS=1");
+  // OpenBLAS's kernels for this CPU where its own detection falls back (blas_kernels.hpp).
+  if (const std::string coretype = blas_coretype_to_set(); !coretype.empty()) {
+    env.push_back("OPENBLAS_CORETYPE=" + coretype);
+    env.push_back(std::string(kBlasChosenVariable) + "=" + coretype);
+  }
   return env;
 }
 

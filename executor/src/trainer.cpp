@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/executor/results.hpp"
+#include "orrery/executor/token_corpus.hpp"
 #include "orrery/executor/trainer.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -31,6 +33,16 @@ torch::Tensor synthetic_batch(uint64_t seed, int64_t step, int64_t batch, int64_
   auto start = torch::randint(vocab, {batch, 1}, gen, torch::kInt64);
   auto stride = torch::randint(1, 9, {batch, 1}, gen, torch::kInt64);
   return (start + stride * torch::arange(seq + 1, torch::kInt64)).remainder(vocab);
+}
+
+// Rows [first, first + rows) of step `step`'s global batch read from the corpus
+// (token_corpus.hpp): [rows, seq + 1]. Only this rank's rows are read.
+torch::Tensor corpus_rows(const TokenCorpus& corpus, int64_t step, int64_t global_batch,
+                          int64_t first, int64_t rows, int64_t seq) {
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(rows * (seq + 1)));
+  for (int64_t r = first; r < first + rows; ++r) corpus.append_row(step, r, global_batch, ids);
+  return torch::tensor(ids, torch::kInt64).view({rows, seq + 1});
 }
 
 // Test hook, ORRERY_FAULT_INJECT="rank:step:exit|hang|error": at the start of that step, that rank
@@ -90,7 +102,8 @@ struct Run {
   int64_t dp_size, micro_batches;
   PipelineStage pipe;
   std::vector<std::map<std::string, OpTiming>> timings;  // per step, when tracing
-  std::vector<double> untimed;  // per step, when tracing (OpTrace::untimed_s)
+  std::vector<double> untimed;          // per step, when tracing (OpTrace::untimed_s)
+  std::unique_ptr<TokenCorpus> corpus;  // --data; null: synthetic tokens
 
   Run(const TrainConfig& config, const RankEnv& e, const plan::RankLayout& grid,
       const RunDevice& run_device)
@@ -119,16 +132,22 @@ struct Run {
                                      pb::ATTENTION_KERNEL_MATERIALIZED);
   }
 
+  // This rank's rows of step n's global batch, [rows, seq + 1], drawn or read on the CPU (the same
+  // tokens whatever the device).
+  torch::Tensor rank_rows(int64_t n, int64_t rows) const {
+    const int64_t global = c.plan.job().global_batch_size(), seq = c.plan.job().seq_len();
+    const int64_t first = groups.coord.dp * rows;
+    if (corpus) return corpus_rows(*corpus, n, global, first, rows, seq);
+    return synthetic_batch(c.seed, n, global, seq, c.model.vocab_size()).narrow(0, first, rows);
+  }
+
   bool bf16() const { return c.plan.job().precision() == pb::PRECISION_BF16; }
 
   StepResult step(int64_t n) {
     if (OpTrace* t = current_trace()) t->begin_step();
     const auto start = std::chrono::steady_clock::now();
     const int64_t mbs = c.plan.micro_batch_size(), local = mbs * micro_batches;
-    // Drawn on the CPU (the same tokens whatever the device), this rank's rows then moved.
-    const auto batch = synthetic_batch(c.seed, n, c.plan.job().global_batch_size(),
-                                       c.plan.job().seq_len(), c.model.vocab_size());
-    const auto mine = batch.narrow(0, groups.coord.dp * local, local).to(device);
+    const auto mine = rank_rows(n, local).to(device);
     optimizer.zero_grad();
     auto forward = [&](int64_t m, const torch::Tensor& hidden) {
       const AutocastScope autocast(bf16(), device.type());  // mixed_precision.hpp
@@ -247,8 +266,8 @@ std::string diverged(const RankEnv& env, const StepResult& r) {
 
 }  // namespace
 
-std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env,
-                                   std::ostream& out) {
+std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out,
+                                   const TokenSource& data) {
   if (auto why = unsupported_reason(config); !why.empty())
     throw base::InputError("", 0, "plan", why);
   const plan::RankLayout grid = plan::layout_of(config.plan);
@@ -270,6 +289,10 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
   int64_t step = 0;
   try {
     Run run(config, env, grid, device);
+    if (!data.file.empty()) {
+      run.corpus = std::make_unique<TokenCorpus>(
+          data.file, data.dtype.value(), config.model.vocab_size(), config.plan.job().seq_len());
+    }
     for (step = 1; step <= config.steps; ++step) {
       maybe_inject_fault(env.rank, step);
       const StepResult r = run.step(step);

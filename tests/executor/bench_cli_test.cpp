@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -27,6 +28,11 @@ namespace fs = std::filesystem;
 using testing::run_command;
 
 std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
 
 class TempDir {
  public:
@@ -51,6 +57,14 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   const auto j = nlohmann::json::parse(bench.out);
   EXPECT_EQ(j["device"], "local-cpu-core");
   EXPECT_FALSE(j["blas"].get<std::string>().empty());
+  // Which kernels ran and who chose them (executor/include/orrery/executor/blas_kernels.hpp):
+  // where orrery chose, those kernels ran ("OPENBLAS_CORETYPE=SKYLAKEX (chosen by orrery ...").
+  const std::string kernels = j["blas_kernels"], coretype = j["openblas_coretype"];
+  EXPECT_EQ(coretype.rfind("OPENBLAS_CORETYPE", 0), 0u) << coretype;
+  if (coretype.find("(chosen by orrery") != std::string::npos) {
+    const size_t from = coretype.find('=') + 1;
+    EXPECT_EQ(lower(kernels), lower(coretype.substr(from, coretype.find(' ') - from))) << coretype;
+  }
   const double peak = j["peak_fp32_flops_per_s"].get<double>();
   std::set<std::string> ops;
   for (const auto& op : j["compute"]) {
@@ -137,7 +151,10 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
     }
     gemm = true;
     EXPECT_EQ(c.fit().samples(), 9);
-    // Real measurements of a fixed formula: not exact, but close for most shapes.
+    // Real measurements of a fixed formula: not exact, but close for most shapes (the bench
+    // times compute ops in CPU time, so a loaded machine's scheduling does not land in them).
+    std::cout << "GEMM class curve: median |relative error| " << c.fit().median_abs_rel_error()
+              << " over " << c.fit().samples() << " samples\n";
     EXPECT_LT(c.fit().median_abs_rel_error(), 0.5);
   }
   EXPECT_TRUE(gemm);
@@ -187,6 +204,18 @@ TEST(BenchCli, MeasuresCalibratesAndSimulates) {
   const auto plan = run_command(
       orrery("plan " + job + " --rerank none --quiet --calibration " + profile_file.string()));
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
+}
+
+TEST(BenchCli, LeavesTheUsersOpenblasCoretypeAlone) {
+  // Set on purpose (the generic kernels), it is neither replaced nor re-executed away.
+  const auto bench =
+      run_command("OPENBLAS_CORETYPE=Prescott " + orrery("bench --quick --json --ranks 1"));
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const auto j = nlohmann::json::parse(bench.out);
+  EXPECT_EQ(j["openblas_coretype"], "OPENBLAS_CORETYPE=Prescott (set in the environment)");
+  if (!j["blas_kernels"].get<std::string>().empty()) {
+    EXPECT_EQ(j["blas_kernels"], "Prescott");
+  }
 }
 
 // A run measured by `orrery run --out`, re-simulated node by node with `validate --trace`.

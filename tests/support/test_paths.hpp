@@ -14,6 +14,7 @@ const char* executor_rank_bin();  // tests/executor's rank program
 const char* executor_test_dir();  // tests/executor
 const char* run_cli_bin();        // `orrery run` alone (tests/executor)
 const char* mpirun();             // "" when CMake found no mpirun
+const char* blas_check_bin();     // tests/executor's OpenBLAS kernel check
 bool planner_has_mpi();           // the planner was built with MPI
 }  // namespace orrery::test_paths
 
@@ -24,4 +25,5 @@ bool planner_has_mpi();           // the planner was built with MPI
 #define ORRERY_EXECUTOR_TEST_DIR (::orrery::test_paths::executor_test_dir())
 #define ORRERY_RUN_CLI_BIN (::orrery::test_paths::run_cli_bin())
 #define ORRERY_MPIRUN (::orrery::test_paths::mpirun())
+#define ORRERY_BLAS_CHECK_BIN (::orrery::test_paths::blas_check_bin())
 #define ORRERY_PLANNER_HAS_MPI (::orrery::test_paths::planner_has_mpi())

@@ -8,8 +8,10 @@
 //                sizes, one thread per rank, each with its own ProcessGroupGloo over loopback
 //                TCP, rendezvousing in an in-process store.
 // Every op: warm-up calls, then the median of repetitions; ops shorter than min_batch_s are
-// timed in batches. FLOPs and bytes are counted as models/ counts the same ops, so a bench file
-// is a measured trace (bench_trace) that `orrery calibrate` reads like an executor trace.
+// timed in batches. Compute ops are timed by the bench thread's CPU time, so other processes on
+// a shared machine do not land in them (microbench_timing.hpp); collectives by the wall clock.
+// FLOPs and bytes are counted as models/ counts the same ops, so a bench file is a measured trace
+// (bench_trace) that `orrery calibrate` reads like an executor trace.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +44,8 @@ struct OpMeasurement {
   double flops = 0;
   double bytes_read = 0;
   double bytes_written = 0;
-  double seconds = 0;  // median of the repetitions
-  double start_s = 0;  // when its repetitions began, from the start of the bench
+  double seconds = 0;  // median of the repetitions, of the bench thread's CPU time per call
+  double start_s = 0;  // when its repetitions began (wall clock), from the start of the bench
 };
 
 // One benchmarked collective, as nccl-tests reports it.
