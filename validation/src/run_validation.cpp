@@ -1,6 +1,7 @@
 #include "orrery/validation/run_validation.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "published_run_fields.hpp"
 
@@ -24,27 +26,58 @@ using detail::CaseReader;
 using detail::contains;
 using detail::lowercase;
 
+// The cluster preset a run's GPU is built on (docs/validation.md), by the GPU's generation as the
+// text names it; "" when no preset has it. Longer names first: "gb200" also contains "b200".
 std::string cluster_preset_of(const std::string& gpu) {
   const std::string g = lowercase(gpu);
-  if (g.find("a100") != std::string::npos) return "dgx-a100";
-  if (g.find("h100") != std::string::npos) return "dgx-h100";
-  // HGX H200 is the HGX H100 board with H200 GPUs (set_device_variant).
-  if (g.find("h200") != std::string::npos) return "dgx-h100";
-  if (g.find("h800") != std::string::npos) return "h800";
-  if (g.find("gb200") != std::string::npos) return "gb200-nvl72";
-  if (g.find("mi300") != std::string::npos) return "mi300x";
+  static const std::vector<std::pair<const char*, const char*>> kPresets = {
+      {"gb300", "gb300-nvl72"}, {"gb200", "gb200-nvl72"}, {"b200", "hgx-b200"},
+      {"h200", "hgx-h200"},     {"h800", "h800"},         {"h100", "dgx-h100"},
+      {"a100", "dgx-a100"},     {"mi325x", "mi325x"},     {"mi300x", "mi300x"}};
+  for (const auto& [name, preset] : kPresets) {
+    if (g.find(name) != std::string::npos) return preset;
+  }
   return {};
 }
 
-// The preset's GPU where the case names a variant of it: its memory decides the verdict.
+// The memory the GPU's text states ("H100 SXM 96GB HBM2e"), in whole GB; 0 when it states none.
+int64_t stated_memory_gb(const std::string& gpu) {
+  const std::string g = lowercase(gpu);
+  for (size_t at = g.find("gb"); at != std::string::npos; at = g.find("gb", at + 2)) {
+    size_t start = at;
+    while (start > 0 && g[start - 1] == ' ') --start;
+    size_t digits = start;
+    while (digits > 0 && std::isdigit(static_cast<unsigned char>(g[digits - 1]))) --digits;
+    if (digits == start) continue;
+    // "255.98 GB reported" is a measured total, not a part's size: not a whole number.
+    if (digits > 0 && g[digits - 1] == '.') continue;
+    return std::stoll(g.substr(digits, start - digits));
+  }
+  return 0;
+}
+
+// The preset's GPU where the case names a variant of it, its memory decides the verdict: A100
+// 40GB; a part whose stated memory differs from the preset device's (an H100 of 94 or 96 GB)
+// gets that memory, exposed in the same proportion as the preset's part (an H100 80GB exposes
+// 81,559 of 81,920 MiB). Its other figures stay the preset part's (docs/validation.md).
 void set_device_variant(const std::string& gpu, pb::ClusterSpec& cluster) {
   const std::string g = lowercase(gpu);
-  const char* device = g.find("h200") != std::string::npos ? "H200-SXM"
-                       : g.find("a100") != std::string::npos && g.find("40gb") != std::string::npos
-                           ? "A100-SXM-40GB"
-                           : nullptr;
-  if (device) {
-    for (auto& type : *cluster.mutable_node_types()) type.set_device(device);
+  if (g.find("a100") != std::string::npos && g.find("40gb") != std::string::npos) {
+    for (auto& type : *cluster.mutable_node_types()) type.set_device("A100-SXM-40GB");
+    return;
+  }
+  const int64_t stated = stated_memory_gb(gpu);
+  if (stated <= 0) return;
+  for (auto& type : *cluster.mutable_node_types()) {
+    pb::DeviceSpec d = topologies::find_device(cluster, type.device());
+    const double nominal_gib = std::round(d.memory_bytes() / (1 << 30));
+    if (nominal_gib <= 0 || static_cast<double>(stated) == nominal_gib) continue;
+    d.set_memory_bytes(d.memory_bytes() * static_cast<double>(stated) / nominal_gib);
+    d.set_name(d.name() + "-" + std::to_string(stated) + "GB");
+    type.set_device(d.name());
+    bool known = false;
+    for (const auto& have : cluster.devices()) known = known || have.name() == d.name();
+    if (!known) *cluster.add_devices() = d;
   }
 }
 
@@ -97,7 +130,9 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   out.gpu = hw.text("gpu");
   const std::string preset = cluster_preset_of(hw.text("gpu"));
   if (preset.empty()) {
-    out.skipped = "no cluster preset for GPU '" + hw.text("gpu") + "'";
+    out.skipped = file + ": " + hw.path() + ".gpu: got '" + hw.text("gpu") +
+                  "', which names no GPU a cluster preset has (A100, H100, H200, H800, B200, "
+                  "GB200, GB300, MI300X, MI325X)";
     return out;
   }
   const int64_t gpus = hw.integer("num_gpus");
