@@ -157,7 +157,8 @@ pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
   const std::string words = words_of(run.text("precision"));
   if (names_any(words, {"mxfp8"})) return pb::FP8_RECIPE_MXFP8;
   if (names_any(words, {"blockwise", "block", "deepseek"})) return pb::FP8_RECIPE_BLOCKWISE;
-  if (names_any(words, {"delayed"})) return pb::FP8_RECIPE_DELAYED;
+  // An amax history is delayed scaling (Transformer Engine's DelayedScaling keeps one).
+  if (names_any(words, {"delayed", "amax"})) return pb::FP8_RECIPE_DELAYED;
   if (names_any(words, {"current", "tensorwise"})) return pb::FP8_RECIPE_CURRENT;
   return pb::FP8_RECIPE_UNSPECIFIED;
 }
