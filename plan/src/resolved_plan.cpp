@@ -564,7 +564,6 @@ ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
   check_pipeline(r, where);
   check_sharding(r, where);
   resolve_tp_overlap(r, where);
-  place_ranks(r, where);
   return r;
 }
 
