@@ -6,11 +6,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include "orrery/executor/blas_kernels.hpp"
+#include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/trainer.hpp"
 #include "orrery/models/model_catalog.hpp"
 
 int main(int argc, char** argv) {
   using namespace orrery;
+  // Started by mpirun or torchrun rather than orrery's launcher: choose the BLAS kernels as
+  // `orrery run` does (re-executing once), so the ranks compute what launched ranks compute.
+  if (executor::rank_env_from_environment()) executor::reexec_with_blas_kernels();
   std::string model = "tiny", placement, out, schedule = "1f1b", sharding = "none";
   int64_t prefetch = 0;
   int64_t tp = 1, dp = 1, pp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
