@@ -218,7 +218,7 @@ TEST(Cli, PlanFilePathsAreRelativeToThePlanFile) {
                                           "--out plans/best.yaml"));
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   const std::string file = testing::read_file((tmp.path() / "plans" / "best.yaml").string());
-  EXPECT_NE(file.find("model: ../models/mine.yaml"), std::string::npos) << file;
+  EXPECT_NE(file.find("model: \"../models/mine.yaml\""), std::string::npos) << file;
   const auto elsewhere = run_command(
       "cd / && " + orrery("simulate --plan " + (tmp.path() / "plans" / "best.yaml").string()));
   EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.err;

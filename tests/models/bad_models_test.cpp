@@ -112,8 +112,10 @@ TEST(BadModel, UnknownPresetSuggestsTheClosest) {
   }
 }
 
-TEST(BadModel, MissingConfigIsAnEnvironmentError) {
-  EXPECT_THROW(import_hf_config(kBad + "no-such/config.json"), base::EnvironmentError);
+// A path that does not exist is the user's mistake (exit 2), as in every reader
+// (base/input_file.hpp).
+TEST(BadModel, MissingConfigIsAnInputError) {
+  EXPECT_THROW(import_hf_config(kBad + "no-such/config.json"), base::InputError);
 }
 
 }  // namespace
