@@ -1,30 +1,25 @@
 #include "orrery/validation/run_holdout.hpp"
 
-#include <cctype>
 #include <cmath>
 #include <map>
 
 #include "orrery/base/error.hpp"
 #include "orrery/sim/compute_defaults.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "published_run_fields.hpp"
 
 namespace orrery::validation {
 namespace {
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string framework_family(const std::string& text) {
   // The name before its version, commit or date: "Megatron-LM @6985e58", "NeMo 24.09".
-  const std::string t = lower(text);
+  const std::string t = detail::lowercase(text);
   const size_t end = t.find_first_of(" @(/,;");
   return t.substr(0, end);
 }
 
 std::string gpu_family(const std::string& text) {
-  const std::string t = lower(text);
+  const std::string t = detail::lowercase(text);
   // Longer names first: "gb200" also contains "b200", "mi325x" is not "mi300x".
   for (const char* g : {"gb300", "gb200", "b300", "b200", "h200", "h100", "h800", "h20", "a100",
                         "a800", "v100", "mi355x", "mi325x", "mi300x", "mi250x", "l40s"}) {
