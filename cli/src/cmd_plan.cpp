@@ -112,7 +112,7 @@ class ProgressBar {
     last_ = now;
     constexpr int kWidth = 30;
     const int filled = p.total > 0 ? static_cast<int>(kWidth * p.done / p.total) : kWidth;
-    std::fprintf(stderr, "\r%-16s [%s%s] %lld/%lld  (%lld plans so far)", p.phase.c_str(),
+    std::fprintf(stderr, "\r%-16s [%s%s] %lld/%lld  (%lld evaluations so far)", p.phase.c_str(),
                  std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(kWidth - filled), '.').c_str(),
                  static_cast<long long>(p.done), static_cast<long long>(p.total),

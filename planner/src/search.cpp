@@ -47,8 +47,9 @@ class Memo {
           return timed ? evaluate(space_, *todo[i], engine_) : check(space_, *todo[i]);
         },
         [&](int64_t done, int64_t mine) {
-          if (reports) options_.progress({phase, done, mine, stats_.checked + done});
+          if (reports) options_.progress({phase, done, mine, evaluations_ + done});
         });
+    evaluations_ += static_cast<int64_t>(todo.size());
     for (size_t i = 0; i < todo.size(); ++i) record(*todo[i], std::move(results[i]));
     std::vector<const Evaluation*> out;
     for (const Knobs& k : batch) out.push_back(&entries_.at(knob_key(k)).eval);
@@ -78,6 +79,10 @@ class Memo {
   const Engine& engine_;
   const SearchOptions& options_;
   const Ranks* ranks_;
+  // Checks and timings run so far, for progress: a plan checked in one phase and timed in the
+  // next counts twice, so the count never goes back between phases (stats_.checked counts each
+  // plan once and did).
+  int64_t evaluations_ = 0;
   SearchStats& stats_;
   std::map<std::string, Entry> entries_;
 };

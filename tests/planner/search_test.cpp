@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/planner/explain.hpp"
@@ -111,6 +115,26 @@ TEST(Search, LocalSearchWithinOnePercentOfExhaustive) {
     EXPECT_LE(b.ranked.front().eval.step_time_s(), 1.01 * a.ranked.front().eval.step_time_s())
         << model;
   }
+}
+
+// The progress count (checks and timings so far) must not go back when a phase times plans
+// the previous phase only checked: it once restarted from the plans counted, not the work done.
+TEST(Search, ProgressCountNeverDecreasesAcrossPhases) {
+  Fixture f("llama3-8b", "dgx-h100", 2, 64, 4096, small_space());
+  SearchOptions o;
+  o.exhaustive_limit = 0;  // screen, then local search: several phases
+  std::vector<Progress> seen;
+  o.progress = [&](const Progress& p) { seen.push_back(p); };
+  const auto r = search(f.space, f.engine, o);
+  ASSERT_FALSE(r.ranked.empty());
+  std::set<std::string> phases;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    phases.insert(seen[i].phase);
+    if (i > 0) EXPECT_GE(seen[i].evaluated, seen[i - 1].evaluated) << "at report " << i;
+  }
+  EXPECT_GE(phases.size(), 2U);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_GE(seen.back().evaluated, r.stats.checked);
 }
 
 TEST(Search, NeverReturnsAPlanThatDoesNotFit) {

@@ -19,7 +19,7 @@ namespace orrery::planner {
 struct Progress {
   std::string phase;  // "screen: memory", "screen: timing", "local search", "exhaustive", "re-rank"
   int64_t done = 0, total = 0;  // within the current batch
-  int64_t evaluated = 0;        // all candidates so far
+  int64_t evaluated = 0;        // checks and timings so far, all phases: never decreases
 };
 
 struct SearchOptions {
