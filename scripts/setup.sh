@@ -17,6 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin                              # planner/: `mpirun -np N orrery plan` (optional in CMake)
   libgtest-dev libgmock-dev libbenchmark-dev              # tests and benchmarks
   clang-format clang-tidy                                 # scripts/lint.sh: the house style as errors
+  graphviz                                                # the README example of `orrery topo graph` (dot)
   clang libclang-rt-dev                                   # scripts/sanitize.sh: libFuzzer, ASan, UBSan
 )
 if [[ "${ORRERY_SETUP_TORCH:-1}" == 1 ]]; then
