@@ -25,6 +25,7 @@
 #include "orrery/executor/trainer.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/traces/spec_io.hpp"
 #include "plan_args.hpp"
 #include "run_trace.hpp"
 #endif
@@ -94,6 +95,20 @@ pb::DeviceKind cluster_device_kind(const pb::ClusterSpec& cluster) {
   return kind;
 }
 
+// The plan as it will train, every filled-in value included, so nothing unstated is silent.
+std::string run_shape(const LoadedJob& job) {
+  const auto& p = job.plan;
+  const auto d = plan::degrees_of(p.parallel());
+  std::string s = "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" +
+                  std::to_string(d.dp) + (d.cp > 1 ? " cp" + std::to_string(d.cp) : "") +
+                  (d.ep > 1 ? " ep" + std::to_string(d.ep) : "") + ", micro-batch " +
+                  std::to_string(p.micro_batch_size()) + ", global batch " +
+                  std::to_string(p.job().global_batch_size());
+  if (job.global_batch_filled) s += " (not stated: dp x micro-batch x pp)";
+  return s + ", seq " + std::to_string(p.job().seq_len()) + ", " +
+         enum_value_name(*pb::Precision_descriptor()->FindValueByNumber(p.job().precision()));
+}
+
 void run(RunArgs& a) {
   // A rank started by torchrun or mpirun (the local launcher's get it from the launcher): OpenBLAS
   // reads OPENBLAS_CORETYPE only when it loads, so get this CPU's kernels by running again.
@@ -144,7 +159,8 @@ void run(RunArgs& a) {
   launch.timeout_s = config.timeout_s;
   std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name()
             << ", " << config.steps << " step(s)"
-            << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n";
+            << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n"
+            << "orrery run: " << run_shape(job) << "\n";
   executor::launch_local(launch);
   if (!config.out_dir.empty()) {
     const auto trace = merge_run_trace(job, config.out_dir, config.steps);
@@ -167,6 +183,11 @@ void add_run_command(CLI::App& app) {
 #ifdef ORRERY_HAVE_EXECUTOR
   auto a = std::make_shared<RunArgs>();
   add_plan_flags(cmd, a->plan);
+  a->plan.global_batch_fills_pipeline = true;
+  cmd->get_option("--global-batch")
+      ->description(
+          "Sequences per step (default: the plan's job.global_batch_size, else one micro-batch "
+          "per pipeline stage and replica, dp x micro-batch x pp)");
   cmd->get_option("--precision")
       ->description(
           "fp32 | bf16 (default: the plan's job.precision, else bf16 on GPUs, fp32 on CPUs)");

@@ -270,7 +270,8 @@ LoadedJob load_job(const PlanArgs& a) {
         parse_enum("--fp8-recipe", *a.fp8_recipe, pb::Fp8Recipe_descriptor())));
   if (a.fp8_attention) job_spec->set_fp8_attention(true);
   if (a.fp8_param_gather) job_spec->set_fp8_param_gather(true);
-  if (job_spec->global_batch_size() <= 0)
+  job.global_batch_filled = job_spec->global_batch_size() <= 0;
+  if (job.global_batch_filled && !a.global_batch_fills_pipeline)
     throw base::InputError("", 0, "--global-batch",
                            "required (or the plan's job.global_batch_size)");
   if (a.micro_batch) p.set_micro_batch_size(*a.micro_batch);
@@ -283,6 +284,10 @@ LoadedJob load_job(const PlanArgs& a) {
   apply_parallel_flags(a, p);
   apply_strategy_flags(a, p);
   plan::fill_unstated(p, job.model, job.cluster);
+  if (job.global_batch_filled) {
+    const auto d = plan::degrees_of(p.parallel());
+    job_spec->set_global_batch_size(d.dp * p.micro_batch_size() * d.pp);
+  }
   job.plan_where.set_file(a.plan_file.empty() ? std::string() : a.plan_file);
   return job;
 }

@@ -28,6 +28,10 @@ struct PlanArgs {
   bool tp_comm_overlap = false;
   std::optional<int64_t> tp_comm_overlap_chunks;
   std::optional<std::string> grad_reduce_dtype;
+  // `run` only: an unstated global batch (no flag, no plan field) becomes one micro-batch per
+  // pipeline stage and replica, dp x micro-batch x pp, and the run's header says so. simulate and
+  // plan still require it: a predicted step of a batch nobody chose answers no question.
+  bool global_batch_fills_pipeline = false;
 };
 
 void add_plan_flags(CLI::App* cmd, PlanArgs& a);
@@ -36,7 +40,8 @@ struct LoadedJob {
   pb::Plan plan;
   pb::ModelSpec model;
   pb::ClusterSpec cluster;
-  SourceMap plan_where;  // lines of --plan's fields, for plan-rule errors
+  SourceMap plan_where;              // lines of --plan's fields, for plan-rule errors
+  bool global_batch_filled = false;  // by PlanArgs::global_batch_fills_pipeline
 };
 
 // Reads --plan (if any), applies the flags, loads model and cluster (sized by --nodes or the

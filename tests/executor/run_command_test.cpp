@@ -37,6 +37,21 @@ TEST(RunCommand, LaunchesLocalRanksAndWritesEveryStep) {
   std::filesystem::remove_all(dir);
 }
 
+// A local run needs no batch arithmetic: unstated, the global batch is one micro-batch per
+// pipeline stage and replica, and the header prints it with what was not stated.
+TEST(RunCommand, AnUnstatedGlobalBatchFillsThePipelineAndIsPrinted) {
+  const Ran r = run_cli("--model tiny --cluster local --pp 2 --dp 1 --micro-batch 2 --steps 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("tp1 pp2 dp1, micro-batch 2, global batch 4 (not stated: dp x "
+                       "micro-batch x pp), seq 64, fp32"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
+  const Ran stated = run_cli("--model tiny --cluster local --dp 2 --global-batch 4 --steps 1");
+  ASSERT_EQ(stated.status, 0) << stated.out;
+  EXPECT_NE(stated.out.find("global batch 4, seq"), std::string::npos) << stated.out;
+}
+
 TEST(RunCommand, RejectsContextParallelismForNow) {
   const Ran r = run_cli("--model tiny --cluster local --cp 2 --dp 1 --global-batch 2 --steps 1");
   EXPECT_EQ(r.status, 2) << r.out;
