@@ -125,6 +125,20 @@ TEST(AssembledValidationSet, EveryRunIsSimulatedOrSkippedWithFieldAndReason) {
   EXPECT_GE(simulated, 30);
 }
 
+// The A800 (an A100 with 8 NVLink links instead of 12) has a preset of its own, not the A100's.
+TEST(AssembledValidationSet, AnA800RunRunsOnHgxA800) {
+  const auto runs = validation::published_runs(kData / "runs.json");
+  int a800 = 0;
+  for (const auto& run : runs) {
+    if (run.id.find("-A800-") == std::string::npos) continue;  // an H100 row mentions the A800
+    ++a800;
+    EXPECT_EQ(run.skipped, "") << run.id;
+    EXPECT_EQ(run.cluster_label.rfind("hgx-a800 x", 0), 0U) << run.id << ": " << run.cluster_label;
+    EXPECT_EQ(run.cluster.node_types(0).device(), "A800-SXM-80GB") << run.id;
+  }
+  EXPECT_GE(a800, 1);
+}
+
 TEST(AssembledValidationSet, EveryTableIsComparedOrSkippedWithFieldAndReason) {
   const auto result = validation::validate_collectives(kData / "collectives.json");
   const std::vector<std::string> fields = {"gpu",   "inter",      "gpus_per_node",

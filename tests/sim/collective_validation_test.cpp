@@ -75,8 +75,8 @@ TEST(CollectiveValidation, UnknownGpuIsSkippedWithTheReason) {
   ASSERT_EQ(v.tables.size(), 1u);
   EXPECT_TRUE(v.tables[0].skipped);
   EXPECT_EQ(v.tables[0].skip_reason,
-            "gpu: 'MI250X' names none of A100, H100, H200, H800, B200, GB200, GB300, MI300X, "
-            "MI325X");
+            "gpu: 'MI250X' names none of A100, A800, H100, H200, H800, B200, GB200, GB300, "
+            "MI300X, MI325X");
   EXPECT_EQ(v.rows, 0);
 }
 

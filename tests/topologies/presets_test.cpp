@@ -23,8 +23,8 @@ TEST(TopologiesPresets, NamesIncludeEveryFileAndLocal) {
       "aws-p6",      "azure-nd-h100-v5", "azure-nd-h200-v5", "azure-nd-mi300x-v5",
       "dgx-a100",    "dgx-h100",         "gb200-nvl72",      "gb300-nvl72",
       "gcp-a3-high", "gcp-a3-mega",      "gcp-a4",           "h800",
-      "hgx-b200",    "hgx-h200",         "ib-ndr-h100",      "local",
-      "mi300x",      "mi325x",           "mixed-a100-h100"};
+      "hgx-a800",    "hgx-b200",         "hgx-h200",         "ib-ndr-h100",
+      "local",       "mi300x",           "mi325x",           "mixed-a100-h100"};
   EXPECT_EQ(preset_names(), expected);
 }
 
@@ -42,6 +42,7 @@ TEST(TopologiesPresets, EveryPresetExpandsToASoundGraph) {
 TEST(TopologiesPresets, DefaultSizes) {
   EXPECT_EQ(total_devices(preset("dgx-h100")), 1024);    // 128 nodes x 8
   EXPECT_EQ(total_devices(preset("dgx-a100")), 1120);    // 140 nodes x 8, Selene-like
+  EXPECT_EQ(total_devices(preset("hgx-a800")), 1120);    // the same fabric as dgx-a100
   EXPECT_EQ(total_devices(preset("h800")), 2048);        // 256 nodes x 8, DeepSeek-V3
   EXPECT_EQ(total_devices(preset("gb200-nvl72")), 576);  // 8 racks x 18 trays x 4
   EXPECT_EQ(total_devices(preset("mi300x")), 128);       // 16 nodes x 8

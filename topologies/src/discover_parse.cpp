@@ -103,6 +103,7 @@ std::string database_gpu_name(std::string_view name) {
   if (has("H800")) return "H800-SXM";
   if (has("H100") && (has("PCIe") || has("NVL"))) return "H100-PCIe";
   if (has("H100")) return "H100-SXM";
+  if (has("A800")) return "A800-SXM-80GB";
   if (has("A100") && has("80GB")) return "A100-SXM-80GB";
   if (has("A100")) return "A100-SXM-40GB";
   if (has("L40S")) return "L40S";

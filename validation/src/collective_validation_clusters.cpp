@@ -1,8 +1,9 @@
 // The cluster each measured table ran on, rebuilt from the table's own description: the cloud
 // instance its `system` names (AWS p4d/p4de/p5/p5e/p6, GCP A3 High/Mega and A4, Azure ND H100 /
-// H200 / MI300X v5) or else the node its `gpu` names (A100 and H100 as DGX, HGX H200, H800, HGX
-// B200, GB200 and GB300 as NVL72 trays, MI300X, MI325X), the NICs and transport its `inter` text
-// gives, sized to its node count. Every cluster is a preset (topologies/presets/clusters).
+// H200 / MI300X v5) or else the node its `gpu` names (A100 and H100 as DGX, HGX A800, HGX H200,
+// H800, HGX B200, GB200 and GB300 as NVL72 trays, MI300X, MI325X), the NICs and transport its
+// `inter` text gives, sized to its node count. Every cluster is a preset
+// (topologies/presets/clusters).
 #include "collective_validation_clusters.hpp"
 
 #include <algorithm>
@@ -71,6 +72,8 @@ NodeChoice node_for(const std::string& system, const std::string& gpu) {
     c.spec = topologies::preset("dgx-a100");
     c.spec.mutable_node_types(0)->set_device(names(gpu, "40GB") ? "A100-SXM-40GB"
                                                                 : "A100-SXM-80GB");
+  } else if (names(gpu, "A800")) {
+    c.spec = topologies::preset("hgx-a800");
   } else if (names(gpu, "H100")) {
     c.spec = topologies::preset("dgx-h100");
   } else if (names(gpu, "H200")) {
@@ -89,7 +92,8 @@ NodeChoice node_for(const std::string& system, const std::string& gpu) {
     c.spec = topologies::preset("mi325x");
   } else {
     c.skip_reason = "gpu: '" + gpu +
-                    "' names none of A100, H100, H200, H800, B200, GB200, GB300, MI300X, MI325X";
+                    "' names none of A100, A800, H100, H200, H800, B200, GB200, GB300, MI300X, "
+                    "MI325X";
   }
   return c;
 }

@@ -33,7 +33,8 @@ std::string cluster_preset_of(const std::string& gpu) {
   static const std::vector<std::pair<const char*, const char*>> kPresets = {
       {"gb300", "gb300-nvl72"}, {"gb200", "gb200-nvl72"}, {"b200", "hgx-b200"},
       {"h200", "hgx-h200"},     {"h800", "h800"},         {"h100", "dgx-h100"},
-      {"a100", "dgx-a100"},     {"mi325x", "mi325x"},     {"mi300x", "mi300x"}};
+      {"a100", "dgx-a100"},     {"a800", "hgx-a800"},     {"mi325x", "mi325x"},
+      {"mi300x", "mi300x"}};
   for (const auto& [name, preset] : kPresets) {
     if (g.find(name) != std::string::npos) return preset;
   }
@@ -131,8 +132,8 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   const std::string preset = cluster_preset_of(hw.text("gpu"));
   if (preset.empty()) {
     out.skipped = file + ": " + hw.path() + ".gpu: got '" + hw.text("gpu") +
-                  "', which names no GPU a cluster preset has (A100, H100, H200, H800, B200, "
-                  "GB200, GB300, MI300X, MI325X)";
+                  "', which names no GPU a cluster preset has (A100, A800, H100, H200, H800, "
+                  "B200, GB200, GB300, MI300X, MI325X)";
     return out;
   }
   const int64_t gpus = hw.integer("num_gpus");
