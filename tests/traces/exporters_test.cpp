@@ -1,6 +1,8 @@
 // Perfetto JSON and Chakra ET export of a small hand-made timeline.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -73,7 +75,9 @@ TEST(Perfetto, TracksEventsAndArrows) {
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] == "X") {
       ++complete;
-      if (e["name"] == "L0.fwd.mlp.up") {
+      if (e["name"] == "fwd.mlp.up") {  // "L0." goes to args
+        EXPECT_EQ(e["args"]["layer"], 0);
+        EXPECT_EQ(e["args"]["node"], "L0.fwd.mlp.up");
         EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.0);
         EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 1000.0);  // 1 ms in microseconds
         EXPECT_EQ(e["cat"], "gemm");
@@ -87,7 +91,70 @@ TEST(Perfetto, TracksEventsAndArrows) {
   }
   EXPECT_EQ(complete, 4);
   EXPECT_EQ(names, 2);
-  EXPECT_EQ(flows, 2);  // one arrow: send on rank 0 to recv on rank 1
+  // Three arrows: send on rank 0 to recv on rank 1, and on each rank the dependency that crosses
+  // from one stream's track to the other's.
+  EXPECT_EQ(flows, 6);
+}
+
+TEST(Perfetto, OpNamesLeaveTheirIndicesToArgs) {
+  std::vector<std::pair<std::string, long long>> idx;
+  EXPECT_EQ(perfetto_op_name("L12.mb3.fwd.attn.qkv", &idx), "fwd.attn.qkv");
+  EXPECT_EQ(idx,
+            (std::vector<std::pair<std::string, long long>>{{"layer", 12}, {"micro_batch", 3}}));
+  idx.clear();
+  EXPECT_EQ(perfetto_op_name("opt.dp.bucket7.all_reduce", &idx), "opt.dp.all_reduce");
+  EXPECT_EQ(idx, (std::vector<std::pair<std::string, long long>>{{"bucket", 7}}));
+  idx.clear();
+  // Words that merely start like an index stay: "Lm", "mbx", a bare "L".
+  EXPECT_EQ(perfetto_op_name("Lm.mbx.L.head", &idx), "Lm.mbx.L.head");
+  EXPECT_TRUE(idx.empty());
+}
+
+// One rank, one "comm" stream with three collectives: two overlap without nesting (as concurrent
+// collectives on one stream do), the third follows the first back to back at a time whose
+// microseconds do not round evenly.
+pb::ExecGraph concurrent_collectives() {
+  pb::ExecGraph g;
+  g.set_world_size(1);
+  auto* rank = g.add_ranks();
+  rank->add_streams("comm");
+  const double times[3][2] = {{0, 1.0000004e-3}, {0.5e-3, 1e-3}, {1.0000004e-3, 0.3333333e-3}};
+  for (int i = 0; i < 3; ++i) {
+    auto* n = rank->add_nodes();
+    n->set_id(i);
+    n->set_kind(pb::NODE_KIND_COLLECTIVE);
+    n->set_name("mb" + std::to_string(i) + ".fwd.all_gather");
+    n->set_collective(pb::COLLECTIVE_KIND_ALL_GATHER);
+    n->set_start_s(times[i][0]);
+    n->set_duration_s(times[i][1]);
+  }
+  return g;
+}
+
+TEST(Perfetto, OverlappingSlicesOfAStreamGetTracksOfTheirOwnAndNeverOverlap) {
+  const pb::ExecGraph g = concurrent_collectives();
+  const auto j = nlohmann::json::parse(to_perfetto_json({{&g, ""}}));
+  std::map<int, std::vector<std::pair<double, double>>> by_tid;
+  std::map<int, std::string> names;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") {
+      const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
+      // Whole nanoseconds: three decimals at most in microseconds.
+      EXPECT_DOUBLE_EQ(std::round(ts * 1000) / 1000, ts);
+      EXPECT_DOUBLE_EQ(std::round(dur * 1000) / 1000, dur);
+      by_tid[e["tid"].get<int>()].push_back({ts, ts + dur});
+      EXPECT_EQ(e["name"], "fwd.all_gather");
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[e["tid"]] = e["args"]["name"];
+  }
+  ASSERT_EQ(by_tid.size(), 2U);  // the second collective overlaps the first: a track of its own
+  EXPECT_EQ(names.at(0), "comm");
+  EXPECT_EQ(names.at(1), "comm (2)");
+  const auto& first = by_tid.at(0);
+  ASSERT_EQ(first.size(), 2U);
+  // Back to back: the third starts exactly where the first ends, after rounding.
+  EXPECT_DOUBLE_EQ(first[0].second, first[1].first);
+  EXPECT_DOUBLE_EQ(first[0].second, 1000.0);  // 1.0000004 ms -> 1,000,000 ns
 }
 
 TEST(Perfetto, SideBySideSourcesDoNotShareProcesses) {
