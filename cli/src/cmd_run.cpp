@@ -17,6 +17,7 @@
 #include "orrery/base/error.hpp"
 
 #ifdef ORRERY_HAVE_EXECUTOR
+#include "host_memory_guard.hpp"
 #include "number_flags.hpp"
 #include "orrery/executor/blas_kernels.hpp"
 #include "orrery/executor/launcher.hpp"
@@ -42,7 +43,8 @@ constexpr double kMaxTimeoutS = 86400;
 struct RunArgs {
   PlanArgs plan;
   executor::TrainConfig train;
-  std::string data_file, data_dtype;  // --data, --data-dtype
+  std::string data_file, data_dtype;       // --data, --data-dtype
+  std::optional<std::string> host_memory;  // --host-memory
   bool force = false;
 };
 
@@ -150,6 +152,7 @@ void run(RunArgs& a) {
         config.out_dir + " exists and is not empty (pass --force to write into it)");
   }
   check_corpus(data, config);
+  check_host_memory(job, host_memory_limit(a.host_memory));
   // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
   if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
   const auto& p = job.plan.parallel();
@@ -213,6 +216,10 @@ void add_run_command(CLI::App& app) {
       ->check(finite_non_negative());
   cmd->add_option("--clip-grad", t.clip_grad_norm, "Clip gradients to this global L2 norm (0: off)")
       ->check(finite_non_negative());
+  cmd->add_option("--host-memory", a->host_memory,
+                  "Host memory the local ranks may use together, e.g. '64 GiB' (default: what "
+                  "/proc/meminfo calls available); a CPU plan the memory model puts above it is "
+                  "refused before any rank starts");
   cmd->add_option("--timeout", t.timeout_s,
                   "Seconds a collective may wait, and a rank may stay silent, before the job fails")
       ->check(finite_positive() & CLI::Range(0.0, kMaxTimeoutS));

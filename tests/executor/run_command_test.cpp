@@ -52,6 +52,20 @@ TEST(RunCommand, AnUnstatedGlobalBatchFillsThePipelineAndIsPrinted) {
   EXPECT_NE(stated.out.find("global batch 4, seq"), std::string::npos) << stated.out;
 }
 
+// A CPU plan whose ranks would exhaust the host is refused before any rank starts, naming the
+// estimate, the limit and the flag that raises it.
+TEST(RunCommand, APlanAboveTheHostMemoryIsRefusedBeforeAnyRankStarts) {
+  const Ran r = run_cli("--model tiny --cluster local --dp 2 --steps 1 --host-memory '1 MiB'");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: plan: its local ranks need about"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("more than the limit of 1 MiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--host-memory SIZE raises the limit"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step 1 loss"), std::string::npos) << r.out;
+  const Ran bad = run_cli("--model tiny --cluster local --steps 1 --host-memory lots");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--host-memory: got 'lots'"), std::string::npos) << bad.out;
+}
+
 TEST(RunCommand, RejectsContextParallelismForNow) {
   const Ran r = run_cli("--model tiny --cluster local --cp 2 --dp 1 --global-batch 2 --steps 1");
   EXPECT_EQ(r.status, 2) << r.out;
