@@ -60,7 +60,10 @@ std::set<std::string> ids_of(const json& list) {
 }
 
 TEST(AssembledValidationSet, EveryCaseNamesItsSourceAndLocator) {
-  for (const auto& c : read_json(kData / "runs.json").at("cases")) {
+  // The documents are held in variables: a range-for over a member of a temporary would read
+  // freed memory (the temporary dies before the loop runs; ASan found it).
+  const json runs = read_json(kData / "runs.json");
+  for (const auto& c : runs.at("cases")) {
     const json& source = c.at("source");
     EXPECT_FALSE(source.value("url", "").empty()) << c.at("id");
     EXPECT_FALSE(source.value("locator", "").empty()) << c.at("id");
@@ -71,7 +74,8 @@ TEST(AssembledValidationSet, EveryCaseNamesItsSourceAndLocator) {
       EXPECT_FALSE(c.at("derived").value("method", "").empty()) << c.at("id");
     }
   }
-  for (const auto& t : read_json(kData / "collectives.json").at("tables")) {
+  const json tables = read_json(kData / "collectives.json");
+  for (const auto& t : tables.at("tables")) {
     EXPECT_FALSE(t.value("source", "").empty()) << t.at("id");
     EXPECT_FALSE(t.value("locator", "").empty()) << t.at("id");
     EXPECT_FALSE(t.value("system", "").empty()) << t.at("id");
