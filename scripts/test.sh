@@ -14,3 +14,9 @@ bash scripts/lint.sh "$build_dir"
 ctest --preset "$preset" -j"$(nproc)"
 # The executor-only build that GPU nodes use (no SimGrid, no Ceres) must build and train too.
 bash scripts/check_executor_only.sh
+# ASan + UBSan over the unit tests below the executor, then every libFuzzer target for 30 s
+# (docs/development.md, "Sanitizers and fuzzing in CI"). Only for the default preset: the asan
+# preset already ran every test under the sanitizers.
+if [[ "$preset" == default ]]; then
+  bash scripts/sanitize.sh
+fi
