@@ -69,7 +69,10 @@ RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, c
   fsdp_group_ = -1;
   if (fsdp()) {
     const bool hsdp = plan.sharding() == pb::SHARDING_HSDP;
-    fsdp_group_ = layout.group_id(hsdp ? GroupKind::kDpShard : GroupKind::kDp, rank);
+    // FSDP shards over every replica of the weights, as it reduces over them (torchtitan's
+    // dp_shard x cp mesh); HSDP over its shard group.
+    fsdp_group_ = layout.group_id(
+        hsdp ? GroupKind::kDpShard : (d.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp), rank);
     if (hsdp) replica_group_ = layout.group_id(GroupKind::kDpReplica, rank);
   }
   if (!plan.uniform_stages()) {

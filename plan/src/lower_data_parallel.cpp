@@ -21,11 +21,10 @@
 #include "orrery/plan/fp8.hpp"
 #include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/lower.hpp"
+#include "orrery/plan/op_tables.hpp"
 
 namespace orrery::plan::detail {
 namespace {
-
-bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.experts", 0) == 0; }
 
 // The name of an FSDP collective of part `key`: "fsdp.all_gather" in a layer (whose site name
 // carries "L<i>."), "embed.fsdp.all_gather" / "head.fsdp.all_gather" for the two parts that share
@@ -245,14 +244,9 @@ void RankLowering::finish_step() {
     }
   }
 
-  // AdamW on this rank's parameters (its 1/dp shard when sharded).
-  double shard = params + expert_params;
-  if (sharding != pb::SHARDING_NONE) {
-    const double degree = sharding == pb::SHARDING_HSDP
-                              ? static_cast<double>(plan_.plan.shard_group_size())
-                              : static_cast<double>(plan_.degrees.dp);
-    shard /= degree;
-  }
+  // AdamW on this rank's parameters (its shard when sharded: ResolvedPlan::*_shard_degree).
+  const double shard = params / static_cast<double>(plan_.dense_shard_degree()) +
+                       expert_params / static_cast<double>(plan_.expert_shard_degree());
   // Read: master weight, gradient, two moments; write: master, moments, the compute copy.
   const double read = prec.master_param_bytes + prec.grad_bytes + prec.optimizer_state_bytes +
                       (prec.master_param_bytes == 0 ? prec.param_bytes : 0);

@@ -477,6 +477,18 @@ const char* to_string(Dim dim) {
   return "?";
 }
 
+int64_t ResolvedPlan::dense_shard_degree() const {
+  if (sharding() == pb::SHARDING_NONE) return 1;
+  if (sharding() == pb::SHARDING_HSDP) return plan.shard_group_size();
+  return degrees.dp * degrees.cp;
+}
+
+int64_t ResolvedPlan::expert_shard_degree() const {
+  if (sharding() == pb::SHARDING_NONE) return 1;
+  if (sharding() == pb::SHARDING_HSDP) return plan.shard_group_size();
+  return std::max<int64_t>(1, degrees.dp * degrees.cp / degrees.ep);
+}
+
 int64_t ResolvedPlan::world_size() const {
   if (stage_degrees.empty()) return degrees.world_size();
   int64_t n = 0;

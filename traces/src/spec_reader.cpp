@@ -61,6 +61,12 @@ class Reader {
     const Descriptor* desc = out->GetDescriptor();
     std::set<std::string> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
+      // A key that is itself a mapping or a list ("{a: 1}: 2", or JSON made YAML by a stray
+      // character) names no field; as<std::string> would throw yaml-cpp's own exception.
+      if (!it->first.IsScalar()) {
+        fail(path, it->first,
+             std::string("a key is ") + node_kind(it->first) + ", expected a field name");
+      }
       const auto key = it->first.as<std::string>();
       const std::string field_path = child_path(path, key);
       if (!seen.insert(key).second) fail(field_path, it->first, "appears twice");

@@ -16,6 +16,13 @@ double params_of(const std::vector<models::LayerOp>& ops) {
   return p;
 }
 
+double expert_params_of(const std::vector<models::LayerOp>& ops) {
+  double p = 0;
+  for (const auto& op : ops)
+    if (plan::is_expert_op(op)) p += op.parameters;
+  return p;
+}
+
 // Activations one micro-batch leaves for the backward of these ops.
 double saved_bytes(const std::vector<models::LayerOp>& ops, pb::Recompute recompute) {
   double bytes = 0;
@@ -28,6 +35,7 @@ double saved_bytes(const std::vector<models::LayerOp>& ops, pb::Recompute recomp
 
 struct Stage {
   double params = 0;               // this rank's shard (after TP/EP), elements
+  double expert_params = 0;        // the routed experts' part of params
   double activation_bytes = 0;     // one micro-batch
   double largest_layer_bytes = 0;  // full recomputation: one layer re-materialized at a time
   double largest_layer_params = 0;
@@ -36,7 +44,8 @@ struct Stage {
 };
 
 Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t, int64_t s) {
-  const auto recompute = plan.recompute();
+  const pb::Recompute recompute = plan.recompute();
+  const bool full = recompute == pb::RECOMPUTE_FULL;
   const int64_t stages = plan.degrees.pp * plan.degrees.vp;
   // A layer's input, which full recomputation keeps (sequence-parallel: this rank's slice).
   double input = static_cast<double>(plan.micro_batch_size * plan.seq_len / plan.degrees.cp) *
@@ -46,12 +55,12 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
   auto add = [&](const std::vector<models::LayerOp>& ops, bool layer) {
     const double params = params_of(ops);
     st.params += params;
+    st.expert_params += expert_params_of(ops);
     const plan::Fp8Footprint fp8 = plan::fp8_footprint(ops);
     st.fp8.params += fp8.params, st.fp8.gemms += fp8.gemms;
     st.largest_layer_fp8_params = std::max(st.largest_layer_fp8_params, fp8.params);
-    const double saved =
-        saved_bytes(ops, recompute == pb::RECOMPUTE_FULL ? pb::RECOMPUTE_NONE : recompute);
-    if (layer && recompute == pb::RECOMPUTE_FULL) {
+    const double saved = saved_bytes(ops, full ? pb::RECOMPUTE_NONE : recompute);
+    if (layer && full) {
       st.activation_bytes += input;
       st.largest_layer_bytes = std::max(st.largest_layer_bytes, saved);
     } else {
@@ -89,9 +98,6 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   const auto& d = plan.degrees;
   const auto& prec = plan.precision;
   const auto sharding = plan.sharding();
-  const double shard_degree = sharding == pb::SHARDING_HSDP
-                                  ? static_cast<double>(plan.plan.shard_group_size())
-                                  : static_cast<double>(d.dp);
   const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
                     sharding == pb::SHARDING_HSDP;
   std::vector<Stage> chunks;
@@ -99,6 +105,7 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   for (int64_t c = 0; c < d.vp; ++c) {
     chunks.push_back(stage_figures(plan, t, c * d.pp + p));
     total.params += chunks.back().params;
+    total.expert_params += chunks.back().expert_params;
     total.largest_layer_bytes =
         std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
     total.largest_layer_params =
@@ -118,19 +125,22 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   pb::RankMemory m;
   const int64_t rank = layout.rank({0, 0, 0, p});
   m.set_rank(rank);
-  const double params = total.params;
-  double param_bytes = params * prec.param_bytes;
-  double grad_bytes = params * prec.grad_bytes;
-  double optimizer_bytes = params * (prec.master_param_bytes + prec.optimizer_state_bytes);
-  if (sharding != pb::SHARDING_NONE) optimizer_bytes /= shard_degree;
-  if (sharding == pb::SHARDING_ZERO2 || fsdp) grad_bytes /= shard_degree;
+  // What this rank keeps of sharded state: dense and expert weights are sharded over different
+  // groups (ResolvedPlan::dense_shard_degree, expert_shard_degree; both 1 without sharding).
+  const double dense = total.params - total.expert_params;
+  const double kept = dense / static_cast<double>(plan.dense_shard_degree()) +
+                      total.expert_params / static_cast<double>(plan.expert_shard_degree());
+  double param_bytes = total.params * prec.param_bytes;
+  double grad_bytes = total.params * prec.grad_bytes;
+  const double optimizer_bytes = kept * (prec.master_param_bytes + prec.optimizer_state_bytes);
+  if (sharding == pb::SHARDING_ZERO2 || fsdp) grad_bytes = kept * prec.grad_bytes;
   if (fsdp) {
     // Sharded weights, plus the gathered layers in flight (current + prefetched) and one
     // layer's full gradients before its reduce-scatter.
     const double in_flight =
         static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets()));
     param_bytes =
-        param_bytes / shard_degree + in_flight * total.largest_layer_params * prec.param_bytes;
+        kept * prec.param_bytes + in_flight * total.largest_layer_params * prec.param_bytes;
     grad_bytes += total.largest_layer_params * prec.grad_bytes;
   }
   param_bytes += fp8_bytes(plan, total, fsdp);

@@ -8,6 +8,14 @@
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 
+namespace orrery::plan {
+
+// Whether an op holds routed experts' weights: those are sharded and reduced over the
+// expert-data-parallel group (ResolvedPlan::expert_shard_degree), the rest over the gradient group.
+inline bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.experts", 0) == 0; }
+
+}  // namespace orrery::plan
+
 namespace orrery::plan::detail {
 
 // The ops of each distinct part, computed once per lowering.

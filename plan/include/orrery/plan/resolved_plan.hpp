@@ -80,6 +80,14 @@ struct ResolvedPlan {
   // First model layer of virtual stage s.
   int64_t first_layer(int64_t stage) const;
 
+  // The ranks a ZeRO/FSDP shard is spread over, the group its gradients are reduced over (the
+  // lowering's): for dense weights dp x cp (context-parallel ranks hold the same weights, and
+  // Megatron's distributed optimizer and torchtitan's FSDP shard over both), or HSDP's shard
+  // group; for routed experts' weights the expert-data-parallel group, dp x cp / ep. 1 without
+  // sharding.
+  int64_t dense_shard_degree() const;
+  int64_t expert_shard_degree() const;
+
   bool uniform_stages() const { return stage_degrees.empty(); }
   // Degrees of pipeline rank p (`degrees` when the stages are uniform).
   const Degrees& stage(int64_t p) const;

@@ -114,6 +114,14 @@ class AnalyticStep {
                  const StagePasses& passes, StageResult& s) const;
   double spread_gathers(const std::vector<double>& chunk_gather, double forward_s) const;
   std::vector<int64_t> group_devices(plan::GroupKind kind, int64_t rank) const;
+  // The group dense gradients are reduced over (dp, with cp when there is one) and FSDP's, which
+  // shards over the same replicas (HSDP: its shard group), as the lowering has them.
+  plan::GroupKind grad_group_kind() const {
+    return plan_.degrees.cp > 1 ? plan::GroupKind::kDpCp : plan::GroupKind::kDp;
+  }
+  plan::GroupKind fsdp_group_kind() const {
+    return plan_.sharding() == pb::SHARDING_HSDP ? plan::GroupKind::kDpShard : grad_group_kind();
+  }
   std::vector<double> receive_seconds(double& hops) const;
   double boundary_seconds(const plan::Redistribution& move) const;
   double pipeline_seconds(const std::vector<double>& recv_s, double hops) const;
@@ -199,13 +207,7 @@ StageResult AnalyticStep::cost_stage(int64_t p) {
   const double step_compute = M_ * s.per_micro_batch.compute_s;
   double fsdp_skew = 0;
   if (fsdp_) {
-    fsdp_skew =
-        rc.skew_wait_s(layout_
-                           .group(plan_.sharding() == pb::SHARDING_HSDP ? plan::GroupKind::kDpShard
-                                                                        : plan::GroupKind::kDp,
-                                  rank)
-                           .size(),
-                       step_compute);
+    fsdp_skew = rc.skew_wait_s(layout_.group(fsdp_group_kind(), rank).size(), step_compute);
     s.fsdp_exposed_s = fsdp_exposed(buckets, rc, rank, passes_of_stage.part_params.size(), s);
   }
   s.dp_exposed_s = dp_tail_exposed(sp, rc, rank, passes_of_stage, step_compute) + fsdp_skew;
@@ -338,9 +340,7 @@ void AnalyticStep::add_stage_gathers(const RankCoster& rc, int64_t rank, int64_t
 double AnalyticStep::fsdp_exposed(const std::vector<FsdpBucket>& buckets, const RankCoster& rc,
                                   int64_t rank, size_t units, const StageResult& s) const {
   const auto& prec = plan_.precision;
-  const std::vector<int64_t> group_devs = group_devices(
-      plan_.sharding() == pb::SHARDING_HSDP ? plan::GroupKind::kDpShard : plan::GroupKind::kDp,
-      rank);
+  const std::vector<int64_t> group_devs = group_devices(fsdp_group_kind(), rank);
   const double n_units = static_cast<double>(units);
   const double unit_fwd = n_units > 0 ? s.forward_s / n_units : 0;
   const double unit_bwd = n_units > 0 ? s.backward_s / n_units : 0;
@@ -394,8 +394,7 @@ double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCos
     }
     const auto kind =
         dist_opt_ ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE;
-    const std::vector<int64_t> dense_devs =
-        group_devices(plan_.degrees.cp > 1 ? plan::GroupKind::kDpCp : plan::GroupKind::kDp, rank);
+    const std::vector<int64_t> dense_devs = group_devices(grad_group_kind(), rank);
     const std::vector<int64_t> expert_devs =
         plan_.model.has_moe() ? group_devices(plan::GroupKind::kEdp, rank) : std::vector<int64_t>{};
     for (double b : detail::fill_buckets(passes.part_params, false, bucket_params)) {
@@ -446,11 +445,8 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
                              const StagePasses& passes, StageResult& s) const {
   const auto& prec = plan_.precision;
   const auto sharding = plan_.sharding();
-  double shard = passes.dense_params + passes.expert_params;
-  if (sharding != pb::SHARDING_NONE) {
-    shard /= sharding == pb::SHARDING_HSDP ? static_cast<double>(plan_.plan.shard_group_size())
-                                           : static_cast<double>(sp.degrees.dp);
-  }
+  const double shard = passes.dense_params / static_cast<double>(sp.dense_shard_degree()) +
+                       passes.expert_params / static_cast<double>(sp.expert_shard_degree());
   const double read = prec.master_param_bytes + prec.grad_bytes + prec.optimizer_state_bytes +
                       (prec.master_param_bytes == 0 ? prec.param_bytes : 0);
   const double written = prec.master_param_bytes + prec.optimizer_state_bytes + prec.param_bytes;
@@ -468,8 +464,7 @@ void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc,
   }
   if (!dist_opt_) return;
   // Each part's updated weights, as the lowering gathers them (gather_part).
-  const std::vector<int64_t> dense_devs =
-      group_devices(plan_.degrees.cp > 1 ? plan::GroupKind::kDpCp : plan::GroupKind::kDp, rank);
+  const std::vector<int64_t> dense_devs = group_devices(grad_group_kind(), rank);
   const std::vector<int64_t> expert_devs =
       plan_.model.has_moe() ? group_devices(plan::GroupKind::kEdp, rank) : std::vector<int64_t>{};
   // Each gathered part is copied into its parameters on the compute stream (copy_part).

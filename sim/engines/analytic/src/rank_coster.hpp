@@ -12,6 +12,7 @@
 
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/plan/layer_program.hpp"
+#include "orrery/plan/op_tables.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/cost_models.hpp"
@@ -68,8 +69,6 @@ struct PassCost {
     return c;
   }
 };
-
-inline bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.experts", 0) == 0; }
 
 class RankCoster {
  public:
@@ -247,7 +246,7 @@ class RankCoster {
 inline double params_of(const std::vector<models::LayerOp>& ops, bool expert) {
   double p = 0;
   for (const auto& op : ops) {
-    if (is_expert_op(op) == expert) p += op.parameters;
+    if (plan::is_expert_op(op) == expert) p += op.parameters;
   }
   return p;
 }
