@@ -224,8 +224,12 @@ TEST(TopologiesResize, SixteenThousandGpus) {
 }
 
 TEST(TopologiesDeviceDb, HoldsTheDatasheetFigures) {
-  EXPECT_EQ(builtin_devices().size(), 13u);
+  EXPECT_EQ(builtin_devices().size(), 14u);
   const pb::ClusterSpec none;
+  // The A800 is the A100 with fewer NVLink links: the same compute and memory.
+  const pb::DeviceSpec& a800 = find_device(none, "A800-SXM-80GB");
+  EXPECT_DOUBLE_EQ(peak_flops(a800, "bf16"), 312e12);
+  EXPECT_DOUBLE_EQ(a800.memory_bytes(), 81920.0 * 1024 * 1024);
   const pb::DeviceSpec& h100 = find_device(none, "H100-SXM");
   EXPECT_DOUBLE_EQ(peak_flops(h100, "bf16"), 989e12);
   EXPECT_DOUBLE_EQ(h100.memory_bytes(), 81559.0 * 1024 * 1024);  // nvidia-smi's total, not "80 GB"
