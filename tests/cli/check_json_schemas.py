@@ -32,6 +32,8 @@ def commands(root, work):
         "model flops llama3-8b --seq 4096 --json",
         "topo list --json",
         "topo check dgx-h100 --nodes 2 --json",
+        # One node: no inter-node pair, the key is null.
+        "topo check dgx-h100 --nodes 1 --json",
         f"simulate {job} --tp 4 --json",
         # A plan that does not fit prints the same keys (oom true).
         f"simulate {job} --tp 1 --allow-oom --json",
