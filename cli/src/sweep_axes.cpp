@@ -118,8 +118,9 @@ void apply_plan_axis(const SweepAxis& axis, const std::string& value, PlanArgs& 
 void apply_cluster_axis(const SweepAxis& axis, const std::string& value, pb::ClusterSpec& cluster) {
   if (axis.name == kDeviceAxis) {
     if (topologies::lookup_device(cluster, value) == nullptr) {
+      // simulate_point names --vary and the point.
       throw base::InputError(
-          "", 0, "--vary",
+          "", 0, "",
           "device: got '" + value + "'" + base::suggest(value, topologies::device_names(cluster)));
     }
     for (auto& t : *cluster.mutable_node_types()) t.set_device(value);

@@ -17,9 +17,10 @@ using testing::run_command;
 
 std::string orrery(const std::string& args) { return std::string(ORRERY_BIN) + " " + args; }
 
-// A plan of two 8-GPU nodes whose data-parallel gradient reduction crosses the network.
-const std::string kJob =
-    "--model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 32 --seq 4096 --tp 4 ";
+// A plan of 8-GPU nodes whose data-parallel gradient reduction crosses the network; a sweep
+// varies what its base leaves out (an axis whose flag is given too is refused).
+const std::string kModel = "--model llama3-8b --cluster dgx-h100 --tp 4 ";
+const std::string kJob = kModel + "--nodes 2 --global-batch 32 --seq 4096 ";
 
 // RFC 4180 records (fields, quotes doubled inside quoted fields); "\n" ends a record.
 std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
@@ -68,7 +69,8 @@ nlohmann::json sweep_json(const std::string& args) {
 }
 
 TEST(Sweep, AFasterNetworkNeverMakesAStepSlower) {
-  const auto j = sweep_json(kJob + "--vary nodes=2,4 --vary nic-bandwidth=0.5,1,2,4");
+  const auto j = sweep_json(
+      kModel + "--global-batch 32 --seq 4096 --vary nodes=2,4 --vary nic-bandwidth=0.5,1,2,4");
   ASSERT_EQ(j["points"].size(), 8u);
   for (size_t n = 0; n < 2; ++n) {
     for (size_t b = 1; b < 4; ++b) {
@@ -96,7 +98,9 @@ TEST(Sweep, NicLatencyAndLinkScalesMoveTheStepTheRightWay) {
 }
 
 TEST(Sweep, OneRowPerPointInTheTableCsvAndJson) {
-  const std::string args = kJob + "--vary seq=2048,4096,8192 --vary device=H100-SXM,H200-SXM";
+  const std::string args =
+      kModel +
+      "--nodes 2 --global-batch 32 --vary seq=2048,4096,8192 --vary device=H100-SXM,H200-SXM";
   const auto table = run_command(orrery("sweep " + args));
   ASSERT_EQ(table.exit_code, 0) << table.err;
   // Rows start with the point number after the header and its rule.
@@ -120,17 +124,18 @@ TEST(Sweep, OneRowPerPointInTheTableCsvAndJson) {
 }
 
 TEST(Sweep, APointIsWhatSimulatePrintsForIt) {
-  const auto sweep = run_command(orrery("sweep " + kJob + "--vary global-batch=16,64 --csv"));
+  const auto sweep = run_command(
+      orrery("sweep " + kModel + "--nodes 2 --seq 4096 --vary global-batch=16,64,32 --csv"));
   ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
   const auto points = csv_records(sweep.out);
-  ASSERT_EQ(points.size(), 3u);
-  const auto simulate = run_command(orrery("simulate " + kJob + "--global-batch 64 --csv"));
+  ASSERT_EQ(points.size(), 4u);
+  const auto simulate = run_command(orrery("simulate " + kJob + "--csv"));
   ASSERT_EQ(simulate.exit_code, 0) << simulate.err;
   const auto one = csv_records(simulate.out);
   ASSERT_EQ(one.size(), 2u);
   // The sweep's columns after `point` and `global-batch` are simulate's, header and values.
   EXPECT_EQ(std::vector<std::string>(points[0].begin() + 2, points[0].end()), one[0]);
-  EXPECT_EQ(std::vector<std::string>(points[2].begin() + 2, points[2].end()), one[1]);
+  EXPECT_EQ(std::vector<std::string>(points[3].begin() + 2, points[3].end()), one[1]);
 }
 
 TEST(Sweep, SameInputsSameBytes) {
@@ -148,19 +153,22 @@ TEST(Sweep, RefusesBadAxesNamingTheFlagAndReason) {
       {"--vary nic-bandwidth=fast", "positive scale"},
       {"--vary nodes=2,2", "given twice"},
       {"--vary nodes=2,,4", "empty value"},
-      {"--vary device=H900", "did you mean"},
-      {"--vary tp=abc", "tp=abc"},
-      {"--vary nodes=2 --vary nodes=4", "varied twice"},
-      {"--vary nodes=2 --vary seq=1024 --vary tp=2", "one or two"},
-      {"--vary tp=2,4", "--tp is given too"},
-      // A point that breaks a plan rule names the point.
-      {"--vary global-batch=3", "at global-batch=3"}};
+      {"--vary device=H900", "at device=H900: device: got 'H900'"},
+      {"--vary micro-batch=abc", "micro-batch=abc"},
+      {"--vary micro-batch=1 --vary micro-batch=2", "varied twice"},
+      {"--vary micro-batch=1 --vary pp=1 --vary cp=1", "one or two"},
+      {"--vary tp=2,4", "--tp is given too"}};
   for (const auto& [args, reason] : cases) {
     const auto r = run_command(orrery("sweep " + kJob + args));
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("--vary"), std::string::npos) << args << "\n" << r.err;
     EXPECT_NE(r.err.find(reason), std::string::npos) << args << "\n" << r.err;
   }
+  // A point that breaks a plan rule (dp 4 does not divide a batch of 3) names the point.
+  const auto r =
+      run_command(orrery("sweep " + kModel + "--nodes 2 --seq 4096 --vary global-batch=32,3"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--vary: at global-batch=3"), std::string::npos) << r.err;
 }
 
 TEST(Csv, SimulateAndPlanPrintTheirTableAsCsv) {
