@@ -16,6 +16,7 @@ packages=(
   libcli11-dev libfmt-dev                                 # cli/
   libopenmpi-dev openmpi-bin                              # planner/: `mpirun -np N orrery plan` (optional in CMake)
   libgtest-dev libgmock-dev libbenchmark-dev              # tests and benchmarks
+  python3 python3-jsonschema                              # tests: --json outputs against docs/schema/
   clang-format clang-tidy                                 # scripts/lint.sh: the house style as errors
   graphviz                                                # the README example of `orrery topo graph` (dot)
   clang libclang-rt-dev                                   # scripts/sanitize.sh: libFuzzer, ASan, UBSan

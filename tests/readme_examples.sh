@@ -19,6 +19,7 @@ mapfile -t commands < <(awk '
   /^Examples/ { want = 1; next }
   want && /^```sh/ { inside = 1; next }
   inside && /^```/ { exit }
+  inside && /^#/ { next }  # a comment line of the block
   inside {
     line = $0
     if (sub(/\\$/, "", line)) { pending = pending line; next }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "csv.hpp"
 #include "number_flags.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
@@ -352,6 +353,47 @@ std::string render_json(const planner::PlanningJob& job, const planner::SearchRe
   return j.dump(2) + "\n";
 }
 
+// The ranked table as CSV: the same rows, figures in base units, the limiting term split out.
+std::string render_csv(const planner::SearchResult& r, const std::vector<PlanGoodput>& goodput) {
+  std::vector<std::string> header = {"rank",          "plan",       "step_time_s", "tokens_per_s",
+                                     "mfu",           "peak_bytes", "breakdown",   "limited_by",
+                                     "limited_share", "note"};
+  if (!goodput.empty()) {
+    header.insert(header.begin() + 5, "goodput");
+    header.insert(header.begin() + 6, "tokens_per_day");
+  }
+  std::string out = csv_line(header);
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const auto& p = r.ranked[i];
+    const auto& res = p.eval.result;
+    const auto limit = planner::limiting_term(res);
+    std::vector<std::string> row = {std::to_string(i + 1),
+                                    planner::plan_label(p),
+                                    csv_number(res.step_time_s()),
+                                    csv_number(res.tokens_per_s()),
+                                    csv_number(res.mfu()),
+                                    csv_number(peak_memory(res)),
+                                    breakdown(res),
+                                    limit.name,
+                                    csv_number(limit.share),
+                                    planner::what_limits(p, r.ranked.front())};
+    if (!goodput.empty()) {
+      row.insert(row.begin() + 5, csv_number(goodput[i].goodput));
+      row.insert(row.begin() + 6, csv_number(goodput[i].tokens_per_day));
+    }
+    out += csv_line(row);
+  }
+  return out;
+}
+
+std::string render(const planner::PlanningJob& job, const planner::SearchResult& r,
+                   const planner::SearchOptions& o, const std::vector<PlanGoodput>& goodput,
+                   const OutputFlags& flags) {
+  if (flags.json) return render_json(job, r, o, goodput);
+  if (flags.csv) return render_csv(r, goodput);
+  return render_text(job, r, o, goodput);
+}
+
 void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   const planner::PlanningJob job = load(a);
   const planner::PlanSpace space(job, space_options(a));
@@ -402,7 +444,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
                  static_cast<long long>(r.stats.timed),
                  r.stats.exhaustive ? "exhaustive" : "screen + local search");
   }
-  std::cout << (flags.json ? render_json(job, r, o, goodput) : render_text(job, r, o, goodput));
+  std::cout << render(job, r, o, goodput, flags);
   if (!a.out_file.empty()) {
     // Paths as the plan file must hold them: relative to it, not to where `plan` ran.
     pb::Plan best = r.ranked.front().plan;
@@ -481,6 +523,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--force", a->force, "Replace --out if it exists");
   cmd->add_flag("--quiet", a->quiet, "No progress or summary on stderr");
   add_output_flags(cmd, *flags, false);
+  add_csv_flag(cmd, *flags, "one row per ranked plan, as the table");
   cmd->callback([a, flags] { run_plan(*a, *flags); });
 }
 

@@ -2,18 +2,19 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "csv.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/plan/lower.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
-#include "orrery/topologies/topology.hpp"
 #include "orrery/traces/chakra.hpp"
 #include "orrery/traces/perfetto.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
 #include "sim_report.hpp"
+#include "sim_run.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -35,13 +36,8 @@ struct SimulateArgs {
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
   const LoadedJob job = load_job(a.plan);
-  const plan::ResolvedPlan plan =
-      plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  const topologies::Topology topology(plan.cluster);
-  const sim::CostModels costs(topology, plan.precision.dtype,
-                              a.calibration_file.empty() ? nullptr : &calibration);
   const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
   if (!a.trace_file.empty() && engine != sim::EngineKind::kDes) {
     throw base::InputError(
@@ -51,8 +47,11 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   sim::DesOptions options;
   options.all_ranks = a.all_ranks;
   options.timeline = !a.trace_file.empty();
+  SimulatedJob simulated =
+      simulate_job(job, engine, a.calibration_file.empty() ? nullptr : &calibration, options);
+  const plan::ResolvedPlan& plan = simulated.plan;
   // Printed below without its wall time.
-  sim::SimOutput result = sim::simulate(plan, costs, engine, options);
+  sim::SimOutput& result = simulated.output;
   if (!a.trace_file.empty()) {
     write_file_atomically(a.trace_file, to_perfetto_json({{&result.timeline, "predicted"}}),
                           a.force);
@@ -82,6 +81,8 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   result.result.clear_wall_time_s();
   if (out.json) {
     std::cout << result_json("orrery.simulate", result.result).dump(2) << "\n";
+  } else if (out.csv) {
+    std::cout << csv_line(sim_csv_header()) << csv_line(sim_csv_row(plan, result.result));
   } else {
     std::cout << render_result(plan, result.result);
   }
@@ -118,6 +119,7 @@ void add_simulate_command(CLI::App& app) {
                 "Exit 0 when a rank does not fit in its device's memory (the report says so "
                 "either way; without it the exit status is 2)");
   add_output_flags(cmd, *out, false);
+  add_csv_flag(cmd, *out, "the job, plan, figures, breakdown and tightest rank's memory");
   cmd->callback([a, out] { simulate(*a, *out); });
 }
 

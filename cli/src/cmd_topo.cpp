@@ -117,7 +117,11 @@ void check_cluster(const ClusterArgs& a, const OutputFlags& out) {
                            {"nodes", topo.num_nodes()},
                            {"devices", topo.num_devices()},
                            {"vertices", boost::num_vertices(g)},
-                           {"links", boost::num_edges(g)}};
+                           {"links", boost::num_edges(g)},
+                           // null when the cluster has no such pair (one device per node, or
+                           // one node): the keys are there either way.
+                           {"intra-node pair", nullptr},
+                           {"inter-node pair", nullptr}};
   std::vector<std::pair<std::string, std::string>> f{
       {"cluster", spec.name() + ": ok"},
       {"nodes / devices",

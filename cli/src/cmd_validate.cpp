@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "csv.hpp"
 #include "holdout_report.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
@@ -38,15 +39,6 @@ struct ValidateArgs {
   bool force = false;
 };
 
-// "71.3 of 79.6 GiB" and, past the capacity, "OOM": the memory model's verdict on a run that
-// trained.
-std::string memory_verdict(double peak_bytes, double capacity_bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f of %.1f GiB%s", peak_bytes / (1 << 30),
-                capacity_bytes / (1 << 30), peak_bytes > capacity_bytes ? " OOM" : "");
-  return buf;
-}
-
 // Skipped cases or tables are listed and counted and the status stays 0; a file of which nothing
 // could be simulated validates nothing, which is an input error (status 2).
 void require_one_simulated(const std::string& file, int simulated, int skipped) {
@@ -57,6 +49,41 @@ void require_one_simulated(const std::string& file, int simulated, int skipped) 
 }
 
 void report_holdout(const ValidateArgs& a, const OutputFlags& out);
+
+// The cases as CSV: every case, a skipped one with its reason and no figures.
+std::string runs_csv(const validation::RunValidation& v) {
+  std::string out =
+      csv_line({"case", "model", "cluster", "plan", "measured_step_s", "predicted_step_s", "error",
+                "peak_memory_bytes", "memory_capacity_bytes", "skipped"});
+  for (const auto& c : v.cases) {
+    const bool ran = c.skipped.empty();
+    auto figure = [ran](double x) { return ran ? csv_number(x) : std::string(); };
+    out += csv_line({c.id, c.model, c.cluster, c.plan, figure(c.measured_s), figure(c.predicted_s),
+                     figure(c.error), figure(c.peak_memory_bytes), figure(c.memory_capacity_bytes),
+                     c.skipped});
+  }
+  return out;
+}
+
+// One row per compared message size; a skipped table is one row with its reason.
+std::string collectives_csv(const validation::CollectiveValidation& v) {
+  std::string out =
+      csv_line({"table", "collective", "gpus", "nodes", "cluster", "bytes", "measured_s",
+                "predicted_s", "error", "algorithm", "protocol", "skipped"});
+  for (const auto& t : v.tables) {
+    if (t.skipped) {
+      out += csv_line({t.id, t.collective, csv_number(t.gpus), csv_number(t.nodes), "", "", "", "",
+                       "", "", "", t.skip_reason});
+      continue;
+    }
+    for (const auto& r : t.rows) {
+      out += csv_line({t.id, t.collective, csv_number(t.gpus), csv_number(t.nodes), t.cluster,
+                       csv_number(r.bytes), csv_number(r.measured_s), csv_number(r.predicted_s),
+                       csv_number(r.relative_error), r.algorithm, r.protocol, ""});
+    }
+  }
+  return out;
+}
 
 void report_runs(const ValidateArgs& a, const OutputFlags& out) {
   if (!a.holdout_by.empty()) return report_holdout(a, out);
@@ -92,6 +119,10 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
     j["median_abs_error"] = v.median_abs_error;
     j["p90_abs_error"] = v.p90_abs_error;
     std::cout << j.dump(2) << "\n";
+    return require_one_simulated(a.runs_file, v.simulated, v.skipped);
+  }
+  if (out.csv) {
+    std::cout << runs_csv(v);
     return require_one_simulated(a.runs_file, v.simulated, v.skipped);
   }
   Table t({"case", "model", "cluster", "plan", "measured", "predicted", "error", "memory"});
@@ -139,11 +170,17 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
   if (out.json) {
     nlohmann::ordered_json tables = nlohmann::ordered_json::array();
     for (const auto& t : v.tables) {
-      nlohmann::ordered_json j{
-          {"id", t.id}, {"collective", t.collective}, {"gpus", t.gpus}, {"nodes", t.nodes}};
-      if (t.skipped) {
-        j["skipped"] = t.skip_reason;
-      } else {
+      // Every key in every table: a skipped one has its reason, no rows and null figures.
+      nlohmann::ordered_json j{{"id", t.id},
+                               {"collective", t.collective},
+                               {"gpus", t.gpus},
+                               {"nodes", t.nodes},
+                               {"skipped", t.skipped ? t.skip_reason : ""},
+                               {"cluster", nullptr},
+                               {"rows", nlohmann::ordered_json::array()},
+                               {"median_abs_error", nullptr},
+                               {"p90_abs_error", nullptr}};
+      if (!t.skipped) {
         j["cluster"] = t.cluster;
         nlohmann::ordered_json rows = nlohmann::ordered_json::array();
         for (const auto& r : t.rows) {
@@ -167,6 +204,10 @@ void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
                              {"median_abs_error", v.median_abs_error},
                              {"p90_abs_error", v.p90_abs_error}};
     std::cout << with_header("orrery.validate.collectives", j).dump(2) << "\n";
+    return require_one_simulated(a.collectives_file, simulated, static_cast<int>(skipped));
+  }
+  if (out.csv) {
+    std::cout << collectives_csv(v);
     return require_one_simulated(a.collectives_file, simulated, static_cast<int>(skipped));
   }
   for (const auto& t : v.tables) {
@@ -337,6 +378,10 @@ void add_validate_command(CLI::App& app) {
                   "needs --engine des)");
   cmd->add_flag("--force", a->force, "Replace --timeline if it exists");
   add_output_flags(cmd, *out, false);
+  auto* csv =
+      add_csv_flag(cmd, *out, "--runs: one row per case; --collectives: one row per message size");
+  csv->excludes(trace);
+  csv->excludes(holdout);
   holdout->needs(runs);
   holdout->excludes(calibration);  // the holdout fits its own kernel factor
   runs->excludes(coll);

@@ -12,6 +12,8 @@ inline constexpr const char* kSimulateHelp =
     "Predict a plan's step time, throughput, MFU and memory";
 inline constexpr const char* kValidateHelp =
     "Compare predictions with measured runs or collective tables";
+inline constexpr const char* kSweepHelp =
+    "Simulate a job over one or two varied axes (nodes, device, network speed, batch...)";
 inline constexpr const char* kGoodputHelp =
     "Predict a run's goodput: failures, checkpoints, restarts and tokens per day";
 inline constexpr const char* kCalibrateHelp =
@@ -20,6 +22,7 @@ inline constexpr const char* kCalibrateHelp =
 void add_model_commands(CLI::App& app);
 void add_topo_commands(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
 void add_goodput_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_run_command(CLI::App& app);

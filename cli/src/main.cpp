@@ -47,10 +47,12 @@ int main(int argc, char** argv) {
 #ifdef ORRERY_HAVE_SIMULATOR
   orrery::cli::add_plan_command(app);
   orrery::cli::add_simulate_command(app);
+  orrery::cli::add_sweep_command(app);
   orrery::cli::add_goodput_command(app);
 #else
   add_left_out_command(app, "plan", orrery::cli::kPlanHelp);
   add_left_out_command(app, "simulate", orrery::cli::kSimulateHelp);
+  add_left_out_command(app, "sweep", orrery::cli::kSweepHelp);
   add_left_out_command(app, "goodput", orrery::cli::kGoodputHelp);
 #endif
   orrery::cli::add_run_command(app);

@@ -15,6 +15,14 @@ void add_output_flags(CLI::App* cmd, OutputFlags& flags, bool spec_output) {
   }
 }
 
+CLI::Option* add_csv_flag(CLI::App* cmd, OutputFlags& flags, const std::string& rows) {
+  return cmd
+      ->add_flag("--csv", flags.csv,
+                 "Print the table as CSV for spreadsheets: a header line, then " + rows +
+                     " (docs/formats.md, CSV outputs)")
+      ->excludes("--json");
+}
+
 nlohmann::ordered_json json_header(const char* schema) {
   return {{"schema", schema}, {"schema_version", kJsonSchemaVersion}};
 }

@@ -15,10 +15,14 @@ namespace orrery::cli {
 struct OutputFlags {
   bool json = false;
   bool yaml = false;
+  bool csv = false;
 };
 
 // --json (and --yaml when `spec_output`: the command can print a spec in the file format).
 void add_output_flags(CLI::App* cmd, OutputFlags& flags, bool spec_output);
+
+// --csv (excludes --json): the command's table as CSV on stdout; `rows` says what a row holds.
+CLI::Option* add_csv_flag(CLI::App* cmd, OutputFlags& flags, const std::string& rows);
 
 // Prints `spec` as JSON or YAML if either flag is set; returns whether it printed.
 bool print_spec_if_asked(const google::protobuf::Message& spec, const OutputFlags& flags);

@@ -243,7 +243,7 @@ std::string path_for_plan_file(const std::string& out_file, const std::string& n
   return fs::absolute(fs::path(name_or_file)).lexically_normal().lexically_relative(dir).string();
 }
 
-LoadedJob load_job(const PlanArgs& a) {
+LoadedJob load_job(const PlanArgs& a, const std::function<void(pb::ClusterSpec&)>& adjust_cluster) {
   LoadedJob job;
   pb::Plan& p = job.plan;
   check_number_flags(a);
@@ -280,6 +280,10 @@ LoadedJob load_job(const PlanArgs& a) {
   std::optional<int64_t> nodes;
   if (p.has_nodes()) nodes = p.nodes();
   job.cluster = topologies::load_cluster(p.cluster(), nodes);
+  if (adjust_cluster) {
+    adjust_cluster(job.cluster);
+    topologies::validate_cluster(job.cluster, SourceMap());
+  }
 
   apply_parallel_flags(a, p);
   apply_strategy_flags(a, p);

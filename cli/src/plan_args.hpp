@@ -3,6 +3,7 @@
 // command line override the file's fields.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -47,8 +48,10 @@ struct LoadedJob {
 // Reads --plan (if any), applies the flags, loads model and cluster (sized by --nodes or the
 // plan's nodes). dp, when nowhere given, fills the cluster: devices / (tp x pp x cp).
 // Reads --plan (its relative model and cluster paths taken from the plan file's folder), applies
-// the flags given, then plan::fill_unstated.
-LoadedJob load_job(const PlanArgs& a);
+// the flags given, then plan::fill_unstated. `adjust_cluster`, when given, changes the loaded
+// cluster before the plan is filled against it (sweep's device and network axes).
+LoadedJob load_job(const PlanArgs& a,
+                   const std::function<void(pb::ClusterSpec&)>& adjust_cluster = {});
 
 // A model or cluster path as a plan file written to `out_file` must store it: relative to that
 // file's folder (a preset name stays a name).

@@ -1,9 +1,12 @@
 #include "sim_report.hpp"
 #include "text.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "csv.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/plan/fp8.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -48,14 +51,19 @@ std::string plan_summary(const plan::ResolvedPlan& r) {
   return s;
 }
 
-std::string out_of_memory(const pb::SimResult& r) {
+const pb::RankMemory* tightest_rank(const pb::SimResult& r) {
   const pb::RankMemory* worst = nullptr;
   for (const auto& m : r.memory()) {
-    if (m.oom() && (worst == nullptr || m.peak_bytes() / m.capacity_bytes() >
-                                            worst->peak_bytes() / worst->capacity_bytes()))
+    if (worst == nullptr ||
+        m.peak_bytes() / m.capacity_bytes() > worst->peak_bytes() / worst->capacity_bytes())
       worst = &m;
   }
-  if (worst == nullptr) return "";
+  return worst;
+}
+
+std::string out_of_memory(const pb::SimResult& r) {
+  const pb::RankMemory* worst = tightest_rank(r);
+  if (worst == nullptr || !worst->oom()) return "";
   return "rank " + std::to_string(worst->rank()) + " peaks at " +
          base::units::bytes(worst->peak_bytes()) + " of " +
          base::units::bytes(worst->capacity_bytes());
@@ -119,6 +127,63 @@ std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r
   }
   out += "\nmemory per pipeline rank (all ranks of a stage hold the same)\n" + memory.render();
   return out;
+}
+
+namespace {
+
+// The exposed communication kinds both engines report, in the CSV's column order.
+constexpr const char* kCommKinds[] = {"tp", "cp", "ep", "pp", "dp"};
+
+}  // namespace
+
+std::vector<std::string> sim_csv_header() {
+  std::vector<std::string> h = {"model",        "cluster",   "nodes", "devices",   "global_batch",
+                                "seq_len",      "precision", "plan",  "engine",    "step_time_s",
+                                "tokens_per_s", "mfu",       "hfu",   "compute_s", "recompute_s"};
+  for (const char* kind : kCommKinds) h.push_back(std::string("exposed_") + kind + "_s");
+  for (const char* name : {"pipeline_bubble_s", "optimizer_s", "dispatch_s", "peak_rank",
+                           "peak_bytes", "capacity_bytes", "oom"})
+    h.emplace_back(name);
+  return h;
+}
+
+std::vector<std::string> sim_csv_row(const plan::ResolvedPlan& plan, const pb::SimResult& r) {
+  const auto& b = r.breakdown();
+  std::vector<std::string> row = {plan.model.name(),
+                                  plan.cluster.name(),
+                                  csv_number(topologies::total_nodes(plan.cluster)),
+                                  csv_number(plan.world_size()),
+                                  csv_number(plan.plan.job().global_batch_size()),
+                                  csv_number(plan.seq_len),
+                                  plan.precision.dtype,
+                                  plan_summary(plan),
+                                  r.engine(),
+                                  csv_number(r.step_time_s()),
+                                  csv_number(r.tokens_per_s()),
+                                  csv_number(r.mfu()),
+                                  csv_number(r.hfu()),
+                                  csv_number(b.compute_s()),
+                                  csv_number(b.recompute_s())};
+  for (const char* kind : kCommKinds) {
+    double s = 0;
+    for (const auto& c : b.exposed_comm()) s += c.name() == kind ? c.seconds() : 0;
+    row.push_back(csv_number(s));
+  }
+  for (const auto& c : b.exposed_comm()) {
+    ORRERY_CHECK(
+        std::find(std::begin(kCommKinds), std::end(kCommKinds), c.name()) != std::end(kCommKinds),
+        "exposed communication kind '" + c.name() + "' has no CSV column");
+  }
+  const pb::RankMemory* m = tightest_rank(r);
+  const pb::RankMemory none;
+  if (m == nullptr) m = &none;
+  for (double s : {b.pipeline_bubble_s(), b.optimizer_s(), b.dispatch_s()})
+    row.push_back(csv_number(s));
+  row.push_back(csv_number(m->rank()));
+  row.push_back(csv_number(m->peak_bytes()));
+  row.push_back(csv_number(m->capacity_bytes()));
+  row.emplace_back(m->oom() ? "true" : "false");
+  return row;
 }
 
 }  // namespace orrery::cli

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "orrery/pb/sim_result.pb.h"
 #include "orrery/plan/resolved_plan.hpp"
@@ -16,5 +17,13 @@ std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& r
 // "" when every rank fits; else the rank furthest past its device's memory, as
 // "rank 3 peaks at 92.1 GiB of 79.6 GiB".
 std::string out_of_memory(const pb::SimResult& result);
+
+// The rank whose peak is the largest share of its device's memory (nullptr without ranks).
+const pb::RankMemory* tightest_rank(const pb::SimResult& result);
+
+// One simulated plan as a CSV row (simulate --csv, one row per point of sweep --csv): the job,
+// the plan, the headline figures, every breakdown term and the tightest rank's memory.
+std::vector<std::string> sim_csv_header();
+std::vector<std::string> sim_csv_row(const plan::ResolvedPlan& plan, const pb::SimResult& result);
 
 }  // namespace orrery::cli
