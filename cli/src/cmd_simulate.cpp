@@ -44,9 +44,16 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
         "", 0, "--trace",
         "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
+  if (!a.chakra_prefix.empty() && engine != sim::EngineKind::kDes) {
+    // Files without durations would replay every compute node in 1 ns: refused, not written.
+    throw base::InputError("", 0, "--chakra",
+                           "Chakra files carry each node's duration, which only the des engine's "
+                           "timeline has; add --engine des");
+  }
   sim::DesOptions options;
-  options.all_ranks = a.all_ranks;
-  options.timeline = !a.trace_file.empty();
+  // The export needs every rank's timeline, not the representatives'.
+  options.all_ranks = a.all_ranks || !a.chakra_prefix.empty();
+  options.timeline = !a.trace_file.empty() || !a.chakra_prefix.empty();
   SimulatedJob simulated =
       simulate_job(job, engine, a.calibration_file.empty() ? nullptr : &calibration, options);
   const plan::ResolvedPlan& plan = simulated.plan;
@@ -70,8 +77,12 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
                                  " ranks; Chakra export writes every rank and stops at " +
                                  std::to_string(kMaxChakraRanks));
     }
-    const auto files = write_chakra(plan::lower(plan), a.chakra_prefix, a.force);
-    std::cerr << "wrote " << files.size() << " Chakra files " << a.chakra_prefix << ".<rank>.et\n";
+    const auto files = write_chakra(result.timeline, a.chakra_prefix, a.force);
+    std::cerr << "wrote " << files.size() - 1 << " Chakra files " << a.chakra_prefix
+              << ".<rank>.et and " << files.back().string()
+              << " (des timeline of every rank; ASTRA-sim: --workload-configuration="
+              << a.chakra_prefix << " --comm-group-configuration=" << files.back().string()
+              << ")\n";
   }
   // The engine's own wall time varies from run to run: it goes to stderr, never into results.
   if (result.result.wall_time_s() > 0) {
@@ -111,7 +122,9 @@ void add_simulate_command(CLI::App& app) {
                 "des: simulate every rank instead of exploiting symmetry");
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");
-  cmd->add_option("--chakra", a->chakra_prefix, "Write Chakra ET files <prefix>.<rank>.et");
+  cmd->add_option("--chakra", a->chakra_prefix,
+                  "des: write Chakra ET files <prefix>.<rank>.et and <prefix>.comm_groups.json "
+                  "for ASTRA-sim (simulates every rank)");
   cmd->add_option("--graph", a->graph_file,
                   "Write the execution graph (representative ranks) as JSON");
   cmd->add_flag("--force", a->force, "Replace output files that exist");

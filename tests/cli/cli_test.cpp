@@ -307,18 +307,6 @@ TEST(CliSimulate, BadFlagValuesAreRejected) {
   EXPECT_NE(r.err.find("--bucket: unknown unit 'furlongs'"), std::string::npos) << r.err;
 }
 
-TEST(CliSimulate, WritesChakraFilesForEveryRank) {
-  TempDir tmp;
-  const auto r =
-      run_command(orrery("simulate --model tiny --cluster dgx-a100 --nodes 1 --tp 2 --pp 2 "
-                         "--global-batch 16 --chakra " +
-                         (tmp.path() / "et").string()));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (int rank = 0; rank < 8; ++rank) {
-    EXPECT_TRUE(fs::exists(tmp.path() / ("et." + std::to_string(rank) + ".et"))) << rank;
-  }
-}
-
 TEST(CliSimulate, DesAgreesWithAnalyticAndWritesAPerfettoTimeline) {
   TempDir tmp;
   const fs::path trace = tmp.path() / "timeline.json";

@@ -167,36 +167,79 @@ TEST(Perfetto, SideBySideSourcesDoNotShareProcesses) {
   EXPECT_EQ(pids, (std::set<int>{0, 1, 2, 3}));
 }
 
-TEST(Chakra, RoundTripsWithChakraAttributes) {
+TEST(Chakra, RoundTripsWithTheReferenceAttributeTypes) {
   const fs::path dir = fs::temp_directory_path() / ("orrery_chakra_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const pb::ExecGraph g = two_ranks();
   const auto files = write_chakra(g, dir / "trace", false);
-  ASSERT_EQ(files.size(), 2u);
+  ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[1].filename(), "trace.1.et");
+  EXPECT_EQ(files[2], chakra_comm_groups_path(dir / "trace"));
   EXPECT_THROW(write_chakra(g, dir / "trace", false), base::InputError);  // never overwrites
+  // orrery's group 0 is ASTRA-sim's group 1: ASTRA-sim reads "0" as every rank.
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(files[2])),
+            nlohmann::json::parse(R"({"1":[0,1]})"));
   const ChakraRank r0 = read_chakra(files[0]);
   ASSERT_EQ(r0.nodes.size(), 2u);
   EXPECT_EQ(r0.nodes[0].type(), chakra::COMP_NODE);
   EXPECT_EQ(r0.nodes[0].duration_micros(), 1000u);
+  std::map<std::string, chakra::AttributeProto> a0, a1;
+  for (const auto& a : r0.nodes[0].attr()) a0[a.name()] = a;
+  EXPECT_EQ(a0["num_ops"].int64_val(), 2000000000000);
+  EXPECT_TRUE(a0["tensor_size"].has_uint64_val());
   EXPECT_EQ(r0.nodes[1].type(), chakra::COMM_SEND_NODE);
-  std::map<std::string, int64_t> attrs;
-  for (const auto& a : r0.nodes[1].attr()) {
-    if (a.has_int64_val()) attrs[a.name()] = a.int64_val();
-  }
-  EXPECT_EQ(attrs["comm_src"], 0);
-  EXPECT_EQ(attrs["comm_dst"], 1);
-  EXPECT_EQ(attrs["comm_tag"], 7);
-  EXPECT_EQ(attrs["comm_size"], 1000000);
+  for (const auto& a : r0.nodes[1].attr()) a1[a.name()] = a;
+  EXPECT_EQ(a1["comm_src"].int32_val(), 0);
+  EXPECT_EQ(a1["comm_dst"].int32_val(), 1);
+  EXPECT_EQ(a1["comm_tag"].int32_val(), 7);
+  EXPECT_EQ(a1["comm_size"].int64_val(), 1000000);
+  EXPECT_TRUE(a1["is_cpu_op"].has_bool_val());
   ASSERT_EQ(r0.nodes[1].data_deps_size(), 1);
   const ChakraRank r1 = read_chakra(files[1]);
   EXPECT_EQ(r1.nodes[1].type(), chakra::COMM_COLL_NODE);
-  bool pg = false;
-  for (const auto& a : r1.nodes[1].attr()) {
-    if (a.name() == "comm_type") EXPECT_EQ(a.int64_val(), chakra::ALL_REDUCE);
-    if (a.name() == "pg_name") pg = a.string_val() == "dp.0";
-  }
-  EXPECT_TRUE(pg);
+  std::map<std::string, chakra::AttributeProto> c;
+  for (const auto& a : r1.nodes[1].attr()) c[a.name()] = a;
+  EXPECT_EQ(c["comm_type"].int64_val(), chakra::ALL_REDUCE);
+  EXPECT_EQ(c["comm_size"].int64_val(), 4000000);
+  EXPECT_EQ(c["pg_name"].string_val(), "1");
+  fs::remove_all(dir);
+}
+
+// Each graph ASTRA-sim could not run is refused before any file is written, naming the node.
+TEST(Chakra, RefusesWhatAstraSimCannotRunNamingTheNode) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("orrery_chakra_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto refused = [&](const pb::ExecGraph& g, const std::string& reason) {
+    try {
+      write_chakra(g, dir / "trace", false);
+      ADD_FAILURE() << "accepted; expected: " << reason;
+    } catch (const base::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::is_empty(dir));
+  };
+  pb::ExecGraph g = two_ranks();
+  g.mutable_ranks(1)->mutable_nodes(1)->set_collective(pb::COLLECTIVE_KIND_REDUCE);
+  refused(g, "rank 1, node 1 'dp.bucket0.all_reduce': collective 'reduce' has no ASTRA-sim");
+  g.mutable_ranks(1)->mutable_nodes(1)->set_collective(pb::COLLECTIVE_KIND_BARRIER);
+  refused(g, "collective 'barrier' has no ASTRA-sim implementation");
+  g = two_ranks();
+  g.mutable_ranks(0)->mutable_nodes(0)->clear_duration_s();
+  refused(g, "rank 0, node 0 'L0.fwd.mlp.up': has no duration_s");
+  g = two_ranks();
+  g.mutable_ranks(0)->clear_streams();  // a rank without streams: no out_of_range, a reason
+  refused(g, "rank 0, node 0 'L0.fwd.mlp.up': its stream 0 is not one of the rank's 0 streams");
+  g = two_ranks();
+  g.mutable_process_groups(0)->clear_ranks();
+  g.mutable_process_groups(0)->add_ranks(0);
+  refused(g, "rank 1, node 1 'dp.bucket0.all_reduce': its process group 0 does not hold the rank");
+  g = two_ranks();
+  g.mutable_ranks(1)->mutable_nodes(1)->set_process_group(5);
+  refused(g, "its process group 5 is not in the graph");
+  g = two_ranks();
+  g.mutable_ranks()->RemoveLast();
+  refused(g, "the graph holds 1 of its 2 ranks");
   fs::remove_all(dir);
 }
 

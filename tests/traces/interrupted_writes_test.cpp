@@ -119,6 +119,7 @@ TEST_F(InterruptedWrites, TemporaryOfAKilledRunIsRemovedAndNamed) {
 
 pb::ExecGraph ranks(int count, const std::string& node) {
   pb::ExecGraph g;
+  g.set_world_size(count);
   for (int r = 0; r < count; ++r) {
     auto* rank = g.add_ranks();
     rank->set_rank(r);
@@ -134,7 +135,7 @@ pb::ExecGraph ranks(int count, const std::string& node) {
 
 TEST_F(InterruptedWrites, ChakraExportThatFailsHalfwayKeepsThePreviousSet) {
   const auto before = write_chakra(ranks(3, "old"), dir_ / "trace", false);
-  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(before.size(), 4u);  // three ranks and the comm-group file
   const std::string rank0 = read_all(before[0]);
   // Rank 2's temporary cannot be created (a folder has its name): the export fails after ranks 0
   // and 1 were written, and none of the three files may change.
@@ -142,7 +143,8 @@ TEST_F(InterruptedWrites, ChakraExportThatFailsHalfwayKeepsThePreviousSet) {
   EXPECT_THROW(write_chakra(ranks(3, "new"), dir_ / "trace", true), base::EnvironmentError);
   fs::remove(base::temp_path_for(dir_ / "trace.2.et"));
   EXPECT_EQ(read_all(before[0]), rank0);
-  EXPECT_EQ(entries(), (std::vector<std::string>{"trace.0.et", "trace.1.et", "trace.2.et"}));
+  EXPECT_EQ(entries(), (std::vector<std::string>{"trace.0.et", "trace.1.et", "trace.2.et",
+                                                 "trace.comm_groups.json"}));
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
-// Export of an ExecGraph to Chakra execution traces: one file per rank, `<prefix>.<rank>.et`,
-// holding a GlobalMetadata message and then one Node per graph node, each preceded by its varint32
-// length. Communication is described with Chakra's named attributes (comm_type, comm_size,
-// comm_src, comm_dst, comm_tag, pg_name), compute with num_ops and tensor_size, as ASTRA-sim reads
-// them. Same-stream order, implicit in orrery's graph, becomes explicit ctrl_deps.
+// Export of an ExecGraph to Chakra execution traces that ASTRA-sim runs: one file per rank,
+// `<prefix>.<rank>.et`, holding a GlobalMetadata message and then one Node per graph node, each
+// preceded by its varint32 length, and `<prefix>.comm_groups.json`, ASTRA-sim's
+// --comm-group-configuration file ({"<group id>": [ranks]}). Attributes carry the value types
+// Chakra's reference feeder reads: comm_type, comm_size and num_ops int64, tensor_size uint64,
+// comm_src, comm_dst and comm_tag int32, pg_name the group id as a string (orrery's process group
+// id + 1: ASTRA-sim takes "0" for every rank), is_cpu_op bool. Durations come from the graph's
+// timeline (duration_s, in whole microseconds, at least 1 for a node that took any time).
+// Same-stream order, implicit in orrery's graph, becomes explicit ctrl_deps.
 #pragma once
 
 #include <filesystem>
@@ -13,11 +17,18 @@
 
 namespace orrery {
 
-// Writes every rank of `graph`; returns the files written. Refuses to overwrite existing files
-// unless `overwrite`.
+// Writes every rank of `graph` and the comm-group file, all or none; returns the files written
+// (the ranks', then the comm-group file). Refuses to overwrite existing files unless `overwrite`.
+// Throws InputError, naming the rank and node, for what ASTRA-sim could not run: a rank missing
+// from 0..world_size-1, a compute (or broadcast) node without duration_s, a collective kind
+// ASTRA-sim does not implement (reduce, barrier), a collective on a group not in the graph or
+// not holding the rank, a node on a stream the rank does not have.
 std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
                                                 const std::filesystem::path& prefix,
                                                 bool overwrite);
+
+// `<prefix>.comm_groups.json`.
+std::filesystem::path chakra_comm_groups_path(const std::filesystem::path& prefix);
 
 struct ChakraRank {
   chakra::GlobalMetadata metadata;
