@@ -1,5 +1,6 @@
 #include "orrery/base/temp_files.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+
+#include "orrery/base/error.hpp"
 
 namespace orrery::base {
 namespace {
@@ -105,6 +108,52 @@ std::optional<long> stale_writer(const std::filesystem::path& final_path,
   if (pid == static_cast<long>(::getpid())) return std::nullopt;
   if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return std::nullopt;
   return pid;
+}
+
+namespace {
+
+[[noreturn]] void durable_write_failed(const std::filesystem::path& file, const char* what) {
+  throw EnvironmentError(file.string() + ": could not be written durably (" + what + ": " +
+                         std::strerror(errno) + ")");
+}
+
+// fsync of an open descriptor, retried when a signal interrupts it.
+bool sync_fd(int fd) {
+  while (::fsync(fd) != 0) {
+    if (errno != EINTR) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void write_file_durably(const std::filesystem::path& final_path, std::string_view bytes) {
+  remove_temporaries_on_signals();
+  TempPath temp(temp_path_for(final_path));
+  const int fd = ::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) durable_write_failed(final_path, "open");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      durable_write_failed(final_path, "write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = sync_fd(fd);
+  if (::close(fd) != 0 || !synced) durable_write_failed(final_path, "fsync");
+  if (::rename(temp.path().c_str(), final_path.c_str()) != 0)
+    durable_write_failed(final_path, "rename");
+  temp.release();
+  const std::filesystem::path dir =
+      final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) durable_write_failed(final_path, "open its folder");
+  const bool dir_synced = sync_fd(dir_fd);
+  ::close(dir_fd);
+  if (!dir_synced) durable_write_failed(final_path, "fsync its folder");
 }
 
 }  // namespace orrery::base

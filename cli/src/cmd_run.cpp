@@ -5,6 +5,7 @@
 // Built only when the executor is (ORRERY_HAVE_EXECUTOR); otherwise `run` is still listed and
 // explains why it cannot run.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "host_memory_guard.hpp"
 #include "number_flags.hpp"
 #include "orrery/executor/blas_kernels.hpp"
+#include "orrery/executor/checkpoint.hpp"
 #include "orrery/executor/launcher.hpp"
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/token_corpus.hpp"
@@ -43,6 +45,9 @@ constexpr double kMaxTimeoutS = 86400;
 struct RunArgs {
   PlanArgs plan;
   executor::TrainConfig train;
+  executor::CheckpointOptions checkpoint;
+  std::string inject_failure;  // --inject-failure, parsed into checkpoint.inject
+  int64_t max_restarts = 0;
   std::string data_file, data_dtype;       // --data, --data-dtype
   std::optional<std::string> host_memory;  // --host-memory
   bool force = false;
@@ -111,6 +116,85 @@ std::string run_shape(const LoadedJob& job) {
          enum_value_name(*pb::Precision_descriptor()->FindValueByNumber(p.job().precision()));
 }
 
+// What a checkpoint of this run's manifest must say (executor/checkpoint.hpp), step aside.
+struct ExpectedRun {
+  const executor::TrainConfig& config;
+  const std::string& data_file;
+  int64_t world_size;
+};
+
+// The step the ranks start at: 1, or the one after the newest checkpoint under `resume_dir`,
+// refused (manifest, field, reason) before any rank starts when it is of another run.
+int64_t first_step(const std::string& resume_dir, const ExpectedRun& run) {
+  if (resume_dir.empty()) return 1;
+  const auto folder = executor::newest_checkpoint(resume_dir);
+  if (!folder) {
+    throw base::InputError(resume_dir, 0, "--resume",
+                           "holds no complete checkpoint (step_NNNNNN/manifest.json)");
+  }
+  const auto file = executor::manifest_file(*folder);
+  const executor::Manifest m = executor::read_manifest(file);
+  executor::check_same_run(
+      m, executor::manifest_for(run.config, run.data_file, run.world_size, m.step), file);
+  return m.step + 1;
+}
+
+// New checkpoints go into a folder of their own, or continue the run whose checkpoints it holds:
+// a save must never meet another run's manifest of the same step.
+void check_checkpoint_dir(const executor::CheckpointOptions& k) {
+  if (k.dir.empty() || k.dir == k.resume_dir) return;
+  if (const auto newest = executor::newest_checkpoint(k.dir)) {
+    throw base::InputError("", 0, "--checkpoint-dir",
+                           k.dir + " already holds checkpoints (newest: " + newest->string() +
+                               "): continue them with --resume " + k.dir +
+                               ", or choose another directory");
+  }
+}
+
+// The command line of a restarted attempt: the first one's, resuming from `resume_dir` instead of
+// any --resume it had (none when empty: the job starts over at step 1).
+std::vector<std::string> restart_command_line(std::vector<std::string> argv,
+                                              const std::string& resume_dir) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      ++i;
+      continue;
+    }
+    if (argv[i].rfind("--resume=", 0) == 0) continue;
+    out.push_back(argv[i]);
+  }
+  if (!resume_dir.empty()) {
+    out.push_back("--resume");
+    out.push_back(resume_dir);
+  }
+  return out;
+}
+
+// Launches the ranks; when one dies, the whole job again from the newest checkpoint under
+// --checkpoint-dir, up to --max-restarts times, as torchrun's elastic agent does (each attempt's
+// ranks see TORCHELASTIC_RESTART_COUNT). Returns the step the last attempt started at.
+int64_t launch_with_restarts(const RunArgs& a, const ExpectedRun& run,
+                             executor::LaunchOptions launch) {
+  int64_t start = first_step(a.checkpoint.resume_dir, run);
+  for (int64_t attempt = 0;; ++attempt) {
+    ::setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
+    try {
+      executor::launch_local(launch);
+      return start;
+    } catch (const base::EnvironmentError& e) {
+      if (attempt >= a.max_restarts) throw;
+      const auto folder = executor::newest_checkpoint(a.checkpoint.dir);
+      start = folder ? first_step(a.checkpoint.dir, run) : 1;
+      std::cerr << "orrery run: " << e.what() << "\norrery run: restart " << attempt + 1 << " of "
+                << a.max_restarts << ", from "
+                << (folder ? folder->string() : std::string("step 1 (no checkpoint yet)"))
+                << std::endl;
+      launch.argv = restart_command_line(launch.argv, folder ? a.checkpoint.dir : "");
+    }
+  }
+}
+
 void run(RunArgs& a) {
   // A rank started by torchrun or mpirun (the local launcher's get it from the launcher): OpenBLAS
   // reads OPENBLAS_CORETYPE only when it loads, so get this CPU's kernels by running again.
@@ -132,7 +216,7 @@ void run(RunArgs& a) {
     // (the local launcher and torchrun keep their own per-rank streams).
     std::ostream quiet(nullptr);
     const bool speak = env->source != executor::RankEnv::Source::kOpenMpi || env->rank == 0;
-    executor::train_rank(config, *env, speak ? std::cout : quiet, data);
+    executor::train_rank(config, *env, speak ? std::cout : quiet, data, a.checkpoint);
     return;
   }
   if (!one_node(job.cluster)) {
@@ -151,6 +235,7 @@ void run(RunArgs& a) {
         "", 0, "--out",
         config.out_dir + " exists and is not empty (pass --force to write into it)");
   }
+  check_checkpoint_dir(a.checkpoint);
   check_corpus(data, config);
   check_host_memory(job, host_memory_limit(a.host_memory));
   // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
@@ -164,15 +249,37 @@ void run(RunArgs& a) {
             << ", " << config.steps << " step(s)"
             << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n"
             << "orrery run: " << run_shape(job) << "\n";
-  executor::launch_local(launch);
+  const int64_t first =
+      launch_with_restarts(a, ExpectedRun{config, a.data_file, launch.world_size}, launch);
   if (!config.out_dir.empty()) {
-    const auto trace = merge_run_trace(job, config.out_dir, config.steps);
+    const auto trace = merge_run_trace(job, config.out_dir, first, config.steps);
     std::cerr << "orrery run: measured " << trace.ranks_size() << " rank(s) x "
               << (trace.ranks_size() > 0 ? trace.ranks(0).nodes_size() : 0) << " ops; wrote "
               << config.out_dir << "/trace.json and " << config.out_dir
               << "/timeline.json (open in ui.perfetto.dev)\n";
-    std::cout << throughput_line(job, trace) << std::endl;
+    std::cout << throughput_line(job, trace, first) << std::endl;
   }
+}
+
+void add_checkpoint_flags(CLI::App* cmd, RunArgs& a) {
+  auto& k = a.checkpoint;
+  auto* every = cmd->add_option("--checkpoint-every", k.every,
+                                "Save a checkpoint after every N steps (docs/executor.md)")
+                    ->check(CLI::PositiveNumber);
+  auto* dir = cmd->add_option("--checkpoint-dir", k.dir,
+                              "Directory of the checkpoints: step_NNNNNN/ with one shard per rank "
+                              "and a manifest");
+  every->needs(dir);
+  dir->needs(every);
+  cmd->add_option("--resume", k.resume_dir,
+                  "Continue from the newest complete checkpoint in this directory");
+  cmd->add_option("--max-restarts", a.max_restarts,
+                  "Restart the job from the newest checkpoint when a rank dies, up to K times")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(dir);
+  cmd->add_option("--inject-failure", a.inject_failure,
+                  "For tests: rank=R,step=S[,at=step|save] exits abnormally at the start of step "
+                  "S or while saving its checkpoint (first attempt only)");
 }
 
 #endif  // ORRERY_HAVE_EXECUTOR
@@ -223,7 +330,12 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--timeout", t.timeout_s,
                   "Seconds a collective may wait, and a rank may stay silent, before the job fails")
       ->check(finite_positive() & CLI::Range(0.0, kMaxTimeoutS));
-  cmd->callback([a] { run(*a); });
+  add_checkpoint_flags(cmd, *a);
+  cmd->callback([a] {
+    if (!a->inject_failure.empty())
+      a->checkpoint.inject = executor::parse_failure_injection(a->inject_failure);
+    run(*a);
+  });
 #else
   cmd->allow_extras();
   cmd->callback([] {

@@ -32,7 +32,8 @@ pb::RankGraph predicted_rank_graph(const LoadedJob& job, int64_t rank) {
   return lower_ranks(job, {rank}).ranks(0);
 }
 
-pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int64_t steps) {
+pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int64_t first_step,
+                              int64_t steps) {
   pb::ExecGraph g = lower_ranks(job, {0});  // the header: names, world size, process groups
   g.clear_ranks();
   g.set_producer("orrery executor (libtorch, gloo)");
@@ -46,10 +47,10 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
     read_spec_file(rank_files.back(), g.add_ranks());
   }
   std::vector<double> measured;  // the steps the nodes' timings describe: all but the first
-  for (int64_t s = 1; s <= steps; ++s) {
+  for (int64_t s = first_step; s <= steps; ++s) {
     const double seconds = executor::read_step_result(executor::step_file(dir, s)).seconds;
     g.add_step_seconds(seconds);
-    if (steps == 1 || s > 1) measured.push_back(seconds);
+    if (steps == first_step || s > first_step) measured.push_back(seconds);
   }
   g.set_steps(static_cast<int64_t>(measured.size()));
   g.set_measured_step_s(
@@ -62,15 +63,16 @@ pb::ExecGraph merge_run_trace(const LoadedJob& job, const std::string& dir, int6
   return g;
 }
 
-std::string throughput_line(const LoadedJob& job, const pb::ExecGraph& trace) {
+std::string throughput_line(const LoadedJob& job, const pb::ExecGraph& trace, int64_t first_step) {
   const plan::ResolvedPlan plan =
       plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   pb::SimResult r;
   r.set_step_time_s(trace.measured_step_s());
   sim::fill_throughput(plan, 0, r);
-  const int64_t steps = trace.step_seconds_size();
+  const int64_t last = first_step + trace.step_seconds_size() - 1;
   const std::string which =
-      steps > 1 ? "steps 2.." + std::to_string(steps) : "step 1, which includes warm-up";
+      last > first_step ? "steps " + std::to_string(first_step + 1) + ".." + std::to_string(last)
+                        : "step " + std::to_string(first_step) + ", which includes warm-up";
   std::ostringstream mfu;
   mfu << std::fixed << std::setprecision(1) << 100 * r.mfu();
   return "mean step " + base::units::seconds(r.step_time_s()) + " (" + which + "), " +

@@ -30,7 +30,9 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
                                              const TrainConfig& c, int64_t ep_size)
     : model_(model),
       opt_{c.learning_rate, c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_grad_norm},
-      strategy_(make_strategy(model, groups, c, ep_size)) {
+      strategy_(make_strategy(model, groups, c, ep_size)),
+      parameters_are_chunks_(groups.dp && (c.plan.sharding() == pb::SHARDING_ZERO3 ||
+                                           c.plan.sharding() == pb::SHARDING_FSDP)) {
   if (strategy_->uses_part_hooks()) model_.set_part_hooks(this);
   adamw_ = std::make_unique<torch::optim::AdamW>(strategy_->optimized(),
                                                  torch::optim::AdamWOptions(opt_.learning_rate)
@@ -59,6 +61,43 @@ double DataParallelOptimizer::step() {
 }
 
 void DataParallelOptimizer::gather_parameters() { strategy_->gather_parameters(); }
+
+void DataParallelOptimizer::save(torch::serialize::OutputArchive& archive) const {
+  const auto& params = model_.parameters();
+  for (size_t i = 0; i < params.size() && !parameters_are_chunks_; ++i) {
+    archive.write("param_" + std::to_string(i), params[i].tensor.detach());
+  }
+  const auto tensors = strategy_->optimized();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    archive.write("optimized_" + std::to_string(i), tensors[i].detach());
+  }
+  torch::serialize::OutputArchive adamw;
+  adamw_->save(adamw);
+  archive.write("adamw", adamw);
+}
+
+void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
+  const torch::NoGradGuard no_grad;
+  auto& params = model_.mutable_parameters();
+  for (size_t i = 0; i < params.size() && !parameters_are_chunks_; ++i) {
+    torch::Tensor saved;
+    archive.read("param_" + std::to_string(i), saved);
+    ORRERY_CHECK(saved.sizes() == params[i].tensor.sizes(),
+                 "a checkpoint's parameter differs in shape under the same plan");
+    params[i].tensor.detach().copy_(saved);
+  }
+  const auto tensors = strategy_->optimized();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    torch::Tensor saved;
+    archive.read("optimized_" + std::to_string(i), saved);
+    ORRERY_CHECK(saved.sizes() == tensors[i].sizes(),
+                 "a checkpoint's optimized tensor differs in shape under the same plan");
+    tensors[i].detach().copy_(saved);
+  }
+  torch::serialize::InputArchive adamw;
+  archive.read("adamw", adamw);
+  adamw_->load(adamw);
+}
 
 void DataParallelOptimizer::before_forward(const std::string& part) {
   strategy_->before_forward(part);

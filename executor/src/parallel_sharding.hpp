@@ -104,6 +104,14 @@ class DataParallelOptimizer final : public PartHooks {
   // FSDP: puts the full parameters back into the model (every DP rank must call it), for saving.
   void gather_parameters();
 
+  // This rank's part of a checkpoint (checkpoint.hpp): the model's parameters as this rank holds
+  // them (TP and EP shards, its stage's layers, bf16 runs' rounded copies; none under FSDP, whose
+  // parameters live as chunks only), the tensors AdamW updates (full tensors, ZeRO's or FSDP's
+  // chunks, bf16 runs' fp32 masters) and AdamW's state (step count, moments). Between steps
+  // only; load takes what save wrote under the same plan.
+  void save(torch::serialize::OutputArchive& archive) const;
+  void load(torch::serialize::InputArchive& archive);
+
   // PartHooks (FSDP; ZeRO with overlap_param_gather: waits for the part's parameter gather).
   void before_forward(const std::string& part) override;
   torch::Tensor after_forward(const std::string& part, const torch::Tensor& output) override;
@@ -113,6 +121,7 @@ class DataParallelOptimizer final : public PartHooks {
   OptimizerSettings opt_;
   std::unique_ptr<ShardingStrategy> strategy_;
   std::unique_ptr<torch::optim::AdamW> adamw_;
+  bool parameters_are_chunks_ = false;  // FSDP/ZeRO-3: the model's tensors are freed between steps
 };
 
 }  // namespace orrery::executor

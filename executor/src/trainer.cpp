@@ -1,7 +1,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -13,6 +15,8 @@
 #include "model.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/temp_files.hpp"
+#include "orrery/executor/checkpoint.hpp"
 #include "orrery/executor/results.hpp"
 #include "orrery/executor/token_corpus.hpp"
 #include "orrery/executor/trainer.hpp"
@@ -176,6 +180,22 @@ struct Run {
     return r;
   }
 
+  // This rank's shard of a checkpoint (checkpoint.hpp), in libtorch's archive format.
+  std::string shard_bytes() const {
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    return bytes.str();
+  }
+
+  void load_shard(const std::string& bytes) {
+    std::istringstream in(bytes);
+    torch::serialize::InputArchive archive;
+    archive.load_from(in, device);
+    optimizer.load(archive);
+  }
+
   // Full parameters, written by rank 0: TP shards gathered (every TP rank takes part), other
   // stages' parameters sent to stage 0 over the PP group, one at a time in model order.
   void save_parameters() {
@@ -220,6 +240,85 @@ struct TraceGuard {
   TraceGuard(const TraceGuard&) = delete;
   TraceGuard& operator=(const TraceGuard&) = delete;
 };
+
+// What a rank needs to save and resume checkpoints (checkpoint.hpp).
+struct Checkpointing {
+  const TrainConfig& config;
+  const RankEnv& env;
+  const CheckpointOptions& options;
+  const std::string& data_file;
+};
+
+// --inject-failure ...,at=save: half of this rank's shard written to its temporary, then the rank
+// dies as a SIGKILL would leave it (the temporary stays behind, no manifest is written).
+[[noreturn]] void die_while_writing(const std::filesystem::path& file, const std::string& bytes,
+                                    int64_t rank, int64_t step) {
+  std::ofstream(base::temp_path_for(file), std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2))
+      .flush();
+  std::cerr << "failure injected: rank " << rank << " exits while saving the checkpoint of step "
+            << step << std::endl;
+  std::_Exit(17);
+}
+
+// This rank's shard of the checkpoint after `step`, durably; then, once every rank's is on disk
+// (the all-reduce of their sizes and checksums says so), rank 0's manifest, which makes the
+// checkpoint complete. Returns this rank's seconds.
+double save_checkpoint(const Checkpointing& k, const Run& run, int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto folder = checkpoint_folder(k.options.dir, step);
+  std::filesystem::create_directories(folder);
+  const std::string bytes = run.shard_bytes();
+  const auto file = folder / shard_file_name(k.env.rank);
+  if (k.options.inject.during_save && injection_armed(k.options.inject, k.env.rank, step))
+    die_while_writing(file, bytes, k.env.rank, step);
+  base::write_file_durably(file, bytes);
+  const std::string sum = checksum(bytes);
+  auto table = torch::zeros({k.env.world_size, 2}, torch::kInt64);
+  table[k.env.rank][0] = static_cast<int64_t>(bytes.size());
+  table[k.env.rank][1] = static_cast<int64_t>(std::stoull(sum, nullptr, 16));
+  all_reduce_sum(run.groups.world, table);
+  if (k.env.rank == 0) {
+    Manifest m = manifest_for(k.config, k.data_file, k.env.world_size, step);
+    for (int64_t r = 0; r < k.env.world_size; ++r) {
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx",
+                    static_cast<unsigned long long>(table[r][1].item<int64_t>()));
+      m.shards.push_back(
+          {r, shard_file_name(r), static_cast<uint64_t>(table[r][0].item<int64_t>()), hex});
+    }
+    write_manifest(folder, m);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Loads this rank's shard of the newest checkpoint under --resume, after checking that it was
+// written for this model, plan and run; returns the step it holds (0 without --resume).
+int64_t resume_checkpoint(const Checkpointing& k, Run& run) {
+  if (k.options.resume_dir.empty()) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto folder = newest_checkpoint(k.options.resume_dir);
+  if (!folder) {
+    throw base::InputError(k.options.resume_dir, 0, "--resume",
+                           "holds no complete checkpoint (step_NNNNNN/manifest.json)");
+  }
+  const Manifest m = read_manifest(manifest_file(*folder));
+  check_same_run(m, manifest_for(k.config, k.data_file, k.env.world_size, m.step),
+                 manifest_file(*folder));
+  if (m.step > k.config.steps) {
+    throw base::InputError(manifest_file(*folder).string(), 0, "step",
+                           std::to_string(m.step) + " is past --steps " +
+                               std::to_string(k.config.steps) + ": nothing left to train");
+  }
+  run.load_shard(read_shard(*folder, m, k.env.rank));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (k.env.rank == 0) {
+    std::cerr << "resumed from " << folder->string() << " (step " << m.step << ") in " << seconds
+              << " s" << std::endl;
+  }
+  return m.step;
+}
 
 // The rank's measured graph, written for the launcher to merge. A mismatch with the predicted
 // graph is a bug in the executor or the lowering, never the user's: InternalError.
@@ -267,7 +366,7 @@ std::string diverged(const RankEnv& env, const StepResult& r) {
 }  // namespace
 
 std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out,
-                                   const TokenSource& data) {
+                                   const TokenSource& data, const CheckpointOptions& checkpoint) {
   if (auto why = unsupported_reason(config); !why.empty())
     throw base::InputError("", 0, "plan", why);
   const plan::RankLayout grid = plan::layout_of(config.plan);
@@ -293,8 +392,14 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
       run.corpus = std::make_unique<TokenCorpus>(
           data.file, data.dtype.value(), config.model.vocab_size(), config.plan.job().seq_len());
     }
-    for (step = 1; step <= config.steps; ++step) {
+    const Checkpointing k{config, env, checkpoint, data.file};
+    for (step = resume_checkpoint(k, run) + 1; step <= config.steps; ++step) {
       maybe_inject_fault(env.rank, step);
+      if (!checkpoint.inject.during_save && injection_armed(checkpoint.inject, env.rank, step)) {
+        std::cerr << "failure injected: rank " << env.rank << " exits at step " << step
+                  << std::endl;
+        std::_Exit(17);
+      }
       const StepResult r = run.step(step);
       // Both are all-reduced, so every rank stops at the same step, and nothing of this step is
       // written: the step files before it stay a consistent record of the run.
@@ -307,6 +412,12 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
            << " time " << std::setprecision(3) << r.seconds << " s";
       out << line.str() << std::endl;
       if (!config.out_dir.empty() && env.rank == 0) write_step_result(config.out_dir, r);
+      if (checkpoint.every > 0 && step % checkpoint.every == 0) {
+        const double seconds = save_checkpoint(k, run, step);
+        if (env.rank == 0)
+          std::cerr << "checkpoint after step " << step << " saved in " << seconds << " s"
+                    << std::endl;
+      }
     }
     set_current_trace(nullptr);  // what follows is not part of a step
     if (tracing) write_rank_trace(config, env, run.timings, run.untimed, results);

@@ -47,6 +47,12 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", c.timeout_s);
   app.add_option("--out", c.out_dir);
   app.add_flag("--save-params", c.save_parameters);
+  executor::CheckpointOptions checkpoint;
+  std::string inject;
+  app.add_option("--checkpoint-every", checkpoint.every);
+  app.add_option("--checkpoint-dir", checkpoint.dir);
+  app.add_option("--resume", checkpoint.resume_dir);
+  app.add_option("--inject-failure", inject, "rank=R,step=S[,at=step|save]");
   CLI11_PARSE(app, argc, argv);
   try {
     c.model = models::load_model(model);
@@ -79,7 +85,8 @@ int main(int argc, char** argv) {
     c.plan.set_prefetch_buckets(prefetch);
     c.plan.set_placement_order(placement);
     const auto env = executor::rank_env_from_environment().value_or(executor::RankEnv{});
-    executor::train_rank(c, env, std::cout);
+    if (!inject.empty()) checkpoint.inject = executor::parse_failure_injection(inject);
+    executor::train_rank(c, env, std::cout, {}, checkpoint);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace orrery::base {
 
@@ -41,5 +42,10 @@ std::filesystem::path temp_path_for(const std::filesystem::path& final_path);
 // pid: what a run killed while it wrote left behind.
 std::optional<long> stale_writer(const std::filesystem::path& final_path,
                                  const std::filesystem::path& temp);
+
+// Writes `bytes` to `final_path` so that it survives a crash or a power cut whole or not at all:
+// a registered temporary (temp_path_for), fsync, rename over final_path, fsync of the folder (so
+// the rename itself is on disk). Replaces an existing file. EnvironmentError when the disk refuses.
+void write_file_durably(const std::filesystem::path& final_path, std::string_view bytes);
 
 }  // namespace orrery::base

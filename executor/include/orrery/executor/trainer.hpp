@@ -10,15 +10,20 @@
 #include <ostream>
 #include <vector>
 
+#include "orrery/executor/checkpoint.hpp"
 #include "orrery/executor/rank_env.hpp"
 #include "orrery/executor/token_corpus.hpp"
 #include "orrery/executor/train_config.hpp"
 
 namespace orrery::executor {
 
+// With `checkpoint` (checkpoint.hpp) it first loads the newest checkpoint under resume_dir and
+// trains from the step after it, and saves one after every `every` steps.
 // Throws InputError when unsupported_reason(config) is not empty, EnvironmentError when a peer
-// fails or a collective times out (config.timeout_s); InputError too when the corpus is refused.
+// fails or a collective times out (config.timeout_s); InputError too when the corpus or the
+// checkpoint is refused.
 std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env, std::ostream& out,
-                                   const TokenSource& data = {});
+                                   const TokenSource& data = {},
+                                   const CheckpointOptions& checkpoint = {});
 
 }  // namespace orrery::executor
