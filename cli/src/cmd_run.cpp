@@ -249,8 +249,13 @@ void run(RunArgs& a) {
             << ", " << config.steps << " step(s)"
             << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n"
             << "orrery run: " << run_shape(job) << "\n";
-  const int64_t first =
-      launch_with_restarts(a, ExpectedRun{config, a.data_file, launch.world_size}, launch);
+  int64_t first = 1;
+  try {
+    first = launch_with_restarts(a, ExpectedRun{config, a.data_file, launch.world_size}, launch);
+  } catch (const executor::Interrupted& e) {
+    std::cerr << "orrery run: " << e.what() << std::endl;
+    std::exit(128 + e.signal());  // what a shell expects of an interrupted program
+  }
   if (!config.out_dir.empty()) {
     const auto trace = merge_run_trace(job, config.out_dir, first, config.steps);
     std::cerr << "orrery run: measured " << trace.ranks_size() << " rank(s) x "

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -27,6 +28,35 @@ namespace orrery::executor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The signal that asked the launcher to stop (0: none). Set by the handler, read by the loop.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { stop_signal = sig; }
+
+// SIGINT and SIGTERM set stop_signal while a job runs (the loop then stops the ranks and says
+// why), and get their previous handlers back afterwards. Without SA_RESTART, so the loop's poll
+// returns at once.
+class StopSignals {
+ public:
+  StopSignals() {
+    stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
 
 struct Rank {
   pid_t pid = -1;
@@ -127,6 +157,7 @@ class Job {
   void run() {
     while (true) {
       pump(100);
+      if (stop_signal != 0) interrupt(stop_signal);
       reap();
       // A rank's failure makes its peers fail too: blame the one whose output closed first.
       std::optional<size_t> first;
@@ -163,6 +194,18 @@ class Job {
              ::strsignal(WTERMSIG(status)) + ")";
     }
     return "exited with status " + std::to_string(WEXITSTATUS(status));
+  }
+
+  // Stops every rank and says why the job ended. Ranks of the same terminal got the SIGINT too
+  // and may have exited already; the others get SIGTERM here.
+  [[noreturn]] void interrupt(int sig) {
+    stop_all();
+    drain();
+    const std::string name = sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM";
+    throw Interrupted(sig, "interrupted by " + name + ": stopped the job's " +
+                               std::to_string(ranks_.size()) +
+                               " rank(s); the steps printed above are complete, and their step "
+                               "files and checkpoints are kept");
   }
 
   [[noreturn]] void fail(size_t rank, const std::string& why) {
@@ -302,6 +345,7 @@ void launch_local(const LaunchOptions& options) {
                "launch needs a program and ranks");
   const int port =
       options.master_port > 0 ? options.master_port : pick_free_port(options.master_addr);
+  const StopSignals signals;
   Job job(options, port);
   job.run();
 }

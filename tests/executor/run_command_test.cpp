@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "executor_test_util.hpp"
 #include "orrery/executor/launcher.hpp"
@@ -64,6 +65,27 @@ TEST(RunCommand, APlanAboveTheHostMemoryIsRefusedBeforeAnyRankStarts) {
   const Ran bad = run_cli("--model tiny --cluster local --steps 1 --host-memory lots");
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_NE(bad.out.find("--host-memory: got 'lots'"), std::string::npos) << bad.out;
+}
+
+// SIGINT or SIGTERM to the launcher (Ctrl-C, or a scheduler's kill) stops every rank, says why,
+// and exits with 128 + the signal, as a shell expects; no rank is left behind.
+TEST(RunCommand, SaysWhyItStoppedOnSigintAndSigterm) {
+  for (const auto& [sig, code, name] :
+       {std::tuple{"INT", 130, "SIGINT (Ctrl-C)"}, std::tuple{"TERM", 143, "SIGTERM"}}) {
+    SCOPED_TRACE(sig);
+    const Ran r = test::run_shell(std::string("timeout --preserve-status -s ") + sig + " 6 " +
+                                  ORRERY_RUN_CLI_BIN +
+                                  " --model tiny --cluster local --dp 2 --global-batch 4 --seq 32 "
+                                  "--steps 1000000 --timeout 30");
+    EXPECT_EQ(r.status, code) << r.out;
+    EXPECT_NE(r.out.find(std::string("orrery run: interrupted by ") + name +
+                         ": stopped the job's 2 rank(s)"),
+              std::string::npos)
+        << r.out;
+  }
+  // Nothing of the job still runs: every rank was reaped before the launcher exited.
+  const Ran left = test::run_shell("pgrep -f 'steps 100000[0]' || true");
+  EXPECT_EQ(left.out, "") << left.out;
 }
 
 TEST(RunCommand, RejectsContextParallelismForNow) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,19 @@ struct LaunchOptions {
   std::ostream* out = nullptr;  // rank 0's standard output (default: std::cout)
 };
 
+// SIGINT or SIGTERM reached the launcher while its ranks ran: they were stopped (SIGTERM, then
+// SIGKILL after 2 s) and their output drained. Not an EnvironmentError, so no restart policy
+// retries it; `orrery run` exits with 128 + signal, as a shell expects of an interrupted program.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted(int signal, const std::string& what) : std::runtime_error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+// Throws EnvironmentError when a rank fails (above), Interrupted on SIGINT/SIGTERM.
 void launch_local(const LaunchOptions& options);
 
 // A TCP port on `addr` that was free when asked (bound to port 0, then released).
