@@ -75,7 +75,7 @@ TEST(RunCommand, SaysWhyItStoppedOnSigintAndSigterm) {
     SCOPED_TRACE(sig);
     const Ran r = test::run_shell(std::string("timeout --preserve-status -s ") + sig + " 6 " +
                                   ORRERY_RUN_CLI_BIN +
-                                  " --model tiny --cluster local --dp 2 --global-batch 4 --seq 32 "
+                                  " run --model tiny --cluster local --dp 2 --global-batch 4 --seq 32 "
                                   "--steps 1000000 --timeout 30");
     EXPECT_EQ(r.status, code) << r.out;
     EXPECT_NE(r.out.find(std::string("orrery run: interrupted by ") + name +
