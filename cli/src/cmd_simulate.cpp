@@ -31,7 +31,22 @@ struct SimulateArgs {
   bool force = false;
   bool all_ranks = false;
   bool allow_oom = false;
+  int64_t des_budget = sim::DesOptions::kDefaultDesBudget;
 };
+
+// sim::simulate, with a des run over its budget refused naming the flag that raises it.
+sim::SimOutput simulate_within_budget(const plan::ResolvedPlan& plan, const sim::CostModels& costs,
+                                      sim::EngineKind engine, const sim::DesOptions& options) {
+  try {
+    return sim::simulate(plan, costs, engine, options);
+  } catch (const sim::DesOverBudget& e) {
+    throw base::InputError("", 0, "--des-budget",
+                           e.reason() + " (--des-budget " + std::to_string(options.max_nodes) +
+                               "; raise it to run anyway, at about " +
+                               std::to_string(static_cast<int>(sim::kDesBytesPerNode)) +
+                               " bytes of memory per node, or use --engine analytic)");
+  }
+}
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
   const LoadedJob job = load_job(a.plan);
@@ -51,8 +66,9 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   sim::DesOptions options;
   options.all_ranks = a.all_ranks;
   options.timeline = !a.trace_file.empty();
+  options.max_nodes = a.des_budget;
   // Printed below without its wall time.
-  sim::SimOutput result = sim::simulate(plan, costs, engine, options);
+  sim::SimOutput result = simulate_within_budget(plan, costs, engine, options);
   if (!a.trace_file.empty()) {
     write_file_atomically(a.trace_file, to_perfetto_json({{&result.timeline, "predicted"}}),
                           a.force);
@@ -108,6 +124,10 @@ void add_simulate_command(CLI::App& app) {
                   "events, contention)");
   cmd->add_flag("--all-ranks", a->all_ranks,
                 "des: simulate every rank instead of exploiting symmetry");
+  cmd->add_option("--des-budget", a->des_budget,
+                  "des: refuse a run whose estimate exceeds this many graph nodes (about 640 "
+                  "bytes of memory each; 0: no limit; default 12000000)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");
   cmd->add_option("--chakra", a->chakra_prefix, "Write Chakra ET files <prefix>.<rank>.et");
