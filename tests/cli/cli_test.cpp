@@ -252,7 +252,7 @@ TEST(Cli, SimulateOfAPlanThatDoesNotFitSaysSoAndFails) {
 // 16,384-GPU all-ranks run that used to grow to 14 GB and die of signal 11.
 TEST(CliSimulate, DesOverItsBudgetIsRefusedNamingTheFlag) {
   const auto big = run_command(
-      orrery("simulate --model llama3-405b --cluster dgx-h100 --nodes 2048 --tp 8 --pp 16 --sp "
+      orrery("simulate --model llama3-70b --cluster dgx-h100 --nodes 2048 --tp 8 --pp 16 --sp "
              "--global-batch 2048 --seq 8192 --engine des --all-ranks"));
   EXPECT_EQ(big.exit_code, 2) << big.err;
   EXPECT_NE(big.err.find("error: --des-budget: des would simulate "), std::string::npos) << big.err;
