@@ -32,6 +32,7 @@ struct SimulateArgs {
   bool force = false;
   bool all_ranks = false;
   bool allow_oom = false;
+  int64_t des_budget = sim::DesOptions::kDefaultDesBudget;
 };
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
@@ -54,6 +55,7 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   // The export needs every rank's timeline, not the representatives'.
   options.all_ranks = a.all_ranks || !a.chakra_prefix.empty();
   options.timeline = !a.trace_file.empty() || !a.chakra_prefix.empty();
+  options.max_nodes = a.des_budget;
   SimulatedJob simulated =
       simulate_job(job, engine, a.calibration_file.empty() ? nullptr : &calibration, options);
   const plan::ResolvedPlan& plan = simulated.plan;
@@ -120,6 +122,10 @@ void add_simulate_command(CLI::App& app) {
                   "events, contention)");
   cmd->add_flag("--all-ranks", a->all_ranks,
                 "des: simulate every rank instead of exploiting symmetry");
+  cmd->add_option("--des-budget", a->des_budget,
+                  "des: refuse a run whose estimate exceeds this many graph nodes (about 640 "
+                  "bytes of memory each; 0: no limit; default 12000000)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");
   cmd->add_option("--chakra", a->chakra_prefix,

@@ -248,6 +248,26 @@ TEST(Cli, SimulateOfAPlanThatDoesNotFitSaysSoAndFails) {
   EXPECT_EQ(fits.out.find("OUT OF MEMORY"), std::string::npos);
 }
 
+// A des run over its budget is refused before it starts, naming the flag that raises it: the
+// 16,384-GPU all-ranks run that used to grow to 14 GB and die of signal 11.
+TEST(CliSimulate, DesOverItsBudgetIsRefusedNamingTheFlag) {
+  const auto big = run_command(
+      orrery("simulate --model llama3-70b --cluster dgx-h100 --nodes 2048 --tp 8 --pp 16 --sp "
+             "--global-batch 2048 --seq 8192 --engine des --all-ranks"));
+  EXPECT_EQ(big.exit_code, 2) << big.err;
+  EXPECT_NE(big.err.find("error: --des-budget: des would simulate "), std::string::npos) << big.err;
+  EXPECT_NE(big.err.find("on 16384 ranks"), std::string::npos) << big.err;
+  EXPECT_NE(big.err.find("over its budget of 12000000 nodes"), std::string::npos) << big.err;
+  EXPECT_TRUE(big.out.empty()) << big.out;
+  const auto small = run_command(orrery(kSmallJob + " --engine des --des-budget 10"));
+  EXPECT_EQ(small.exit_code, 2) << small.err;
+  EXPECT_NE(small.err.find("over its budget of 10 nodes (--des-budget 10; raise it"),
+            std::string::npos)
+      << small.err;
+  const auto unlimited = run_command(orrery(kSmallJob + " --engine des --des-budget 0"));
+  EXPECT_EQ(unlimited.exit_code, 0) << unlimited.err;
+}
+
 TEST(CliSimulate, PrintsAReadableReport) {
   const auto r = run_command(orrery(kSmallJob));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -128,6 +128,7 @@ int64_t des_simulated_ranks(const plan::ResolvedPlan& plan, const CostModels& co
 
 SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs,
                        const DesOptions& options) {
+  des::check_budget(plan, costs, options);
   const auto started = std::chrono::steady_clock::now();
   int fds[2];
   std::unique_lock<std::mutex> forking(fork_lock);

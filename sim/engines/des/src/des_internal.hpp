@@ -7,6 +7,7 @@
 //   des_platform.cpp     the SimGrid platform: configuration, hosts, links, the flow zone
 //   des_actors.cpp       the actors that run the graph; completion check
 //   des_timeline.cpp     SimResult from the timeline (breakdown of the critical rank)
+//   des_estimate.cpp     des_estimate and the budget check, before anything forks
 //   des_engine.cpp       simulate_des: the engine in a forked child, the result through a pipe
 #pragma once
 
@@ -119,5 +120,9 @@ RunStats run_engine(Model& model, const CostModels& costs, const plan::ResolvedP
 // Fills step time, breakdown (critical rank), memory and throughput.
 pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model,
                           const RunStats& stats);
+
+// Throws DesOverBudget when des_estimate exceeds options.max_nodes (des_estimate.cpp).
+void check_budget(const plan::ResolvedPlan& plan, const CostModels& costs,
+                  const DesOptions& options);
 
 }  // namespace orrery::sim::des

@@ -62,6 +62,30 @@ struct DesOptions {
   bool timeline = true;
   // Stop the engine after this many seconds of wall time (0: no limit) and throw DesTimedOut.
   double time_limit_s = 0;
+  // Refuse (DesOverBudget) before anything runs when the estimate (des_estimate) exceeds this
+  // many graph nodes (0: no limit). The default keeps the engine's process under about 8 GiB.
+  int64_t max_nodes = kDefaultDesBudget;
+  static constexpr int64_t kDefaultDesBudget = 12'000'000;
+};
+
+// What a des run costs, estimated before it starts: the graph nodes of the simulated ranks
+// (each is one or two engine events, and what the engine's memory grows with) and the memory
+// they take. Lowers one rank per pipeline stage (milliseconds at 16K GPUs) and scales it by
+// the ranks of that stage the run simulates.
+struct DesEstimate {
+  int64_t simulated_ranks = 0;
+  int64_t nodes = 0;
+  double memory_bytes = 0;
+};
+// Peak memory per simulated graph node: 590-620 bytes measured on the published runs with over
+// 100,000 nodes (docs/simulator.md; the graph, the engine's per-node state, SimGrid's actions),
+// rounded up.
+inline constexpr double kDesBytesPerNode = 640;
+
+// A des run refused by DesOptions::max_nodes: the reason names the estimate and the budget.
+class DesOverBudget : public base::InputError {
+ public:
+  using base::InputError::InputError;
 };
 
 // A des run stopped at DesOptions::time_limit_s.
@@ -75,7 +99,11 @@ class DesTimedOut : public base::EnvironmentError {
 int64_t des_simulated_ranks(const plan::ResolvedPlan& plan, const CostModels& costs,
                             const DesOptions& options = {});
 
-// Throws InputError when the graph cannot complete (a deadlock: the message names the stuck
+DesEstimate des_estimate(const plan::ResolvedPlan& plan, const CostModels& costs,
+                         const DesOptions& options = {});
+
+// Throws DesOverBudget when des_estimate exceeds options.max_nodes; InputError when the graph
+// cannot complete (a deadlock: the message names the stuck
 // nodes) or is malformed (a peer or group member that is not simulated), InternalError when the
 // engine process fails.
 SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs,
