@@ -259,6 +259,20 @@ ordered_json validation_chart(const ordered_json& cases) {
   return spec;
 }
 
+ordered_json failures_chart(const ordered_json& components) {
+  ordered_json spec = spec_with_table(components);
+  spec["transform"] = {{{"calculate", "datum.rate_per_s * 86400"}, {"as", "per_day"}}};
+  spec["mark"] = "bar";
+  spec["encoding"] = {
+      {"y", {{"field", "component"}, {"type", "nominal"}, {"sort", "-x"}, {"title", nullptr}}},
+      {"x", field("per_day", "quantitative", "failures per day")},
+      {"tooltip",
+       tooltip({field("component", "nominal", "component"), field("count", "quantitative", "count"),
+                field("mtbf_s", "quantitative", "MTBF of one (s)"),
+                field("per_day", "quantitative", "failures per day")})}};
+  return spec;
+}
+
 ordered_json curves_chart(const ordered_json& points, const CurveAxes& axes) {
   ordered_json spec = spec_with_table(points);
   spec["height"] = 400;

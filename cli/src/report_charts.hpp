@@ -41,6 +41,10 @@ ordered_json timeline_chart(const ordered_json& rows);
 // skipped cases (null figures) left out, with the line y = x.
 ordered_json validation_chart(const ordered_json& cases);
 
+// `goodput --json`'s failures.components as the table: a bar per component, its rate_per_s
+// times 86,400 (failures per day).
+ordered_json failures_chart(const ordered_json& components);
+
 // Curves: `y_field` against `x_field`, one line per value of `series_field`, with the points
 // as the table (log scales when `log_x` / `log_y`). validate --collectives draws its tables
 // with it; `orrery sweep` is meant to draw its points the same way.

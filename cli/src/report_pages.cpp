@@ -101,4 +101,24 @@ std::string validate_collectives_page(const ordered_json& v) {
   return page.render();
 }
 
+std::string goodput_page(const ordered_json& g) {
+  HtmlPage page("orrery goodput: " + g.at("model").get<std::string>() + " on " +
+                g.at("cluster").get<std::string>());
+  const auto& interval = g.at("interval");
+  const auto& mc = g.at("monte_carlo");
+  page.add_note("step " + base::units::seconds(g.at("step_s").get<double>()) +
+                "; checkpoint every " + std::to_string(interval.at("steps").get<int64_t>()) +
+                " steps (" + base::units::seconds(interval.at("interval_s").get<double>()) +
+                "), goodput " + percent(interval.at("goodput").get<double>()));
+  page.add_note("Monte Carlo, " + std::to_string(mc.at("trials").get<int64_t>()) +
+                " runs: goodput " + percent(mc.at("goodput").get<double>()) +
+                ", wall time to the target p10 / p50 / p90 " +
+                base::units::seconds(mc.at("wall_p10_s").get<double>()) + " / " +
+                base::units::seconds(mc.at("wall_p50_s").get<double>()) + " / " +
+                base::units::seconds(mc.at("wall_p90_s").get<double>()));
+  page.add_chart("Expected failures per day, by component",
+                 failures_chart(g.at("failures").at("components")));
+  return page.render();
+}
+
 }  // namespace orrery::cli

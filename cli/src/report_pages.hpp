@@ -25,4 +25,7 @@ std::string validate_runs_page(const nlohmann::ordered_json& validation);
 // `validate --collectives`: the error per message size, a curve per table.
 std::string validate_collectives_page(const nlohmann::ordered_json& validation);
 
+// `goodput`: the failures per component (per day) and the run's figures.
+std::string goodput_page(const nlohmann::ordered_json& goodput);
+
 }  // namespace orrery::cli

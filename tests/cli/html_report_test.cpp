@@ -250,6 +250,17 @@ TEST_F(HtmlReportTest, CollectivesPageDrawsACurvePerTable) {
   EXPECT_EQ(r.values[0], points);
 }
 
+TEST_F(HtmlReportTest, GoodputPageDrawsTheFailuresPerComponent) {
+  const json j = run_with_page(
+      "goodput --model llama3-8b --cluster dgx-h100 --nodes 2 --tp 2 --pp 2 --global-batch 32 "
+      "--seq 4096 --trials 50",
+      "goodput.html");
+  const auto r = render("goodput.html");
+  expect_clean(r, 1);
+  ASSERT_EQ(r.values.size(), 1u);
+  EXPECT_EQ(r.values[0], j.at("failures").at("components"));
+}
+
 TEST_F(HtmlReportTest, HoldoutHasNoPageAndSaysSo) {
   const std::string runs = std::string(ORRERY_SOURCE_DIR) + "/validation/data/runs.json";
   const auto r = run_command(
