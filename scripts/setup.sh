@@ -20,6 +20,7 @@ packages=(
   clang-format clang-tidy                                 # scripts/lint.sh: the house style as errors
   graphviz                                                # the README example of `orrery topo graph` (dot)
   clang libclang-rt-dev                                   # scripts/sanitize.sh: libFuzzer, ASan, UBSan
+  chromium                                                # tests: the --html pages, rendered headless
 )
 if [[ "${ORRERY_SETUP_TORCH:-1}" == 1 ]]; then
   # executor/: libtorch (CPU) with Gloo process groups. Without OpenBLAS-OpenMP Debian's libtorch

@@ -16,6 +16,7 @@
 #include "orrery/topologies/topology.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
+#include "report_pages.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -29,6 +30,8 @@ struct GoodputArgs {
   std::string checkpoint_every = "auto";
   uint64_t seed = 1;
   int64_t trials = 1000;
+  std::string html_file;
+  bool force = false;
 };
 
 // --checkpoint-every: "auto" (the optimum) or a positive whole number of steps.
@@ -91,8 +94,13 @@ GoodputFigures figures(const GoodputArgs& a) {
 
 void goodput(const GoodputArgs& a, const OutputFlags& out) {
   const GoodputFigures f = figures(a);
+  const nlohmann::ordered_json json = with_header("orrery.goodput", goodput_json(f));
+  if (!a.html_file.empty()) {
+    write_file_atomically(a.html_file, goodput_page(json), a.force);
+    std::cerr << "wrote " << a.html_file << " (open it in a browser)\n";
+  }
   if (out.json) {
-    std::cout << with_header("orrery.goodput", goodput_json(f)).dump(2) << "\n";
+    std::cout << json.dump(2) << "\n";
   } else {
     std::cout << render_goodput(f);
   }
@@ -114,6 +122,10 @@ void add_goodput_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Monte Carlo seed (same seed, same output)");
   cmd->add_option("--trials", a->trials, "Monte Carlo runs")
       ->check(CLI::Range(int64_t{1}, kMaxTrials));
+  cmd->add_option("--html", a->html_file,
+                  "Write an HTML page with charts: failures per component and the run's figures "
+                  "(docs/report.md)");
+  cmd->add_flag("--force", a->force, "Replace --html if it exists");
   add_output_flags(cmd, *out, false);
   cmd->callback([a, out] { goodput(*a, *out); });
 }

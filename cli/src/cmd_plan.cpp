@@ -32,6 +32,7 @@
 #include "output.hpp"
 #include "plan_args.hpp"
 #include "plan_goodput.hpp"
+#include "report_pages.hpp"
 #include "table.hpp"
 #include "text.hpp"
 
@@ -42,7 +43,7 @@ namespace {
 constexpr int64_t kGoodputCandidates = 20;
 
 struct PlanCommandArgs {
-  std::string model, cluster, calibration_file, out_file;
+  std::string model, cluster, calibration_file, out_file, html_file;
   std::optional<int64_t> nodes, seq;
   int64_t global_batch = 0;
   std::optional<std::string> precision;
@@ -297,8 +298,9 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
   return out;
 }
 
-std::string render_json(const planner::PlanningJob& job, const planner::SearchResult& r,
-                        const planner::SearchOptions& o, const std::vector<PlanGoodput>& goodput) {
+nlohmann::ordered_json render_json(const planner::PlanningJob& job, const planner::SearchResult& r,
+                                   const planner::SearchOptions& o,
+                                   const std::vector<PlanGoodput>& goodput) {
   using nlohmann::ordered_json;
   ordered_json j = json_header("orrery.plan");
   j["model"] = job.model.name();
@@ -350,7 +352,24 @@ std::string render_json(const planner::PlanningJob& job, const planner::SearchRe
                                   {"peak_bytes", r.closest_oom_peak_bytes},
                                   {"capacity_bytes", r.closest_oom_capacity_bytes}};
   }
-  return j.dump(2) + "\n";
+  return j;
+}
+
+// The --html page: the winner's timeline comes from the des engine when it ranked the plans (it
+// simulates the winner again, the same step, with its timeline kept).
+void write_plan_page(const PlanCommandArgs& a, const planner::PlanningJob& job,
+                     const planner::SearchResult& r, const planner::SearchOptions& o,
+                     const sim::CostModels& costs, const nlohmann::ordered_json& json) {
+  std::optional<pb::ExecGraph> timeline;
+  if (o.rerank != nullptr && r.rerank_skipped.empty()) {
+    sim::DesOptions options;
+    options.timeline = true;
+    const plan::ResolvedPlan best =
+        plan::resolve_plan(r.ranked.front().plan, job.model, job.cluster);
+    timeline = sim::simulate(best, costs, sim::EngineKind::kDes, options).timeline;
+  }
+  write_file_atomically(a.html_file, plan_page(json, timeline ? &*timeline : nullptr), a.force);
+  std::cerr << "wrote " << a.html_file << " (open it in a browser)\n";
 }
 
 // The ranked table as CSV: the same rows, figures in base units, the limiting term split out.
@@ -384,14 +403,6 @@ std::string render_csv(const planner::SearchResult& r, const std::vector<PlanGoo
     out += csv_line(row);
   }
   return out;
-}
-
-std::string render(const planner::PlanningJob& job, const planner::SearchResult& r,
-                   const planner::SearchOptions& o, const std::vector<PlanGoodput>& goodput,
-                   const OutputFlags& flags) {
-  if (flags.json) return render_json(job, r, o, goodput);
-  if (flags.csv) return render_csv(r, goodput);
-  return render_text(job, r, o, goodput);
 }
 
 void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
@@ -444,7 +455,15 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
                  static_cast<long long>(r.stats.timed),
                  r.stats.exhaustive ? "exhaustive" : "screen + local search");
   }
-  std::cout << render(job, r, o, goodput, flags);
+  const nlohmann::ordered_json json = render_json(job, r, o, goodput);
+  if (flags.json) {
+    std::cout << json.dump(2) << "\n";
+  } else if (flags.csv) {
+    std::cout << render_csv(r, goodput);
+  } else {
+    std::cout << render_text(job, r, o, goodput);
+  }
+  if (!a.html_file.empty()) write_plan_page(a, job, r, o, costs, json);
   if (!a.out_file.empty()) {
     // Paths as the plan file must hold them: relative to it, not to where `plan` ran.
     pb::Plan best = r.ranked.front().plan;
@@ -520,7 +539,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--out", a->out_file,
                   "Write the best plan as a plan file for `orrery simulate --plan`");
-  cmd->add_flag("--force", a->force, "Replace --out if it exists");
+  cmd->add_option("--html", a->html_file,
+                  "Write an HTML page with charts: the ranked plans, the winner's breakdown, "
+                  "memory and timeline (docs/report.md)");
+  cmd->add_flag("--force", a->force, "Replace --out and --html if they exist");
   cmd->add_flag("--quiet", a->quiet, "No progress or summary on stderr");
   add_output_flags(cmd, *flags, false);
   add_csv_flag(cmd, *flags, "one row per ranked plan, as the table");

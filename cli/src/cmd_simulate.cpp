@@ -13,6 +13,7 @@
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
+#include "report_pages.hpp"
 #include "sim_report.hpp"
 #include "sim_run.hpp"
 
@@ -29,6 +30,7 @@ struct SimulateArgs {
   std::string trace_file;
   std::string chakra_prefix;
   std::string graph_file;
+  std::string html_file;
   bool force = false;
   bool all_ranks = false;
   bool allow_oom = false;
@@ -54,7 +56,8 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   sim::DesOptions options;
   // The export needs every rank's timeline, not the representatives'.
   options.all_ranks = a.all_ranks || !a.chakra_prefix.empty();
-  options.timeline = !a.trace_file.empty() || !a.chakra_prefix.empty();
+  // The page draws the des engine's timeline when there is one.
+  options.timeline = !a.trace_file.empty() || !a.chakra_prefix.empty() || !a.html_file.empty();
   options.max_nodes = a.des_budget;
   SimulatedJob simulated =
       simulate_job(job, engine, a.calibration_file.empty() ? nullptr : &calibration, options);
@@ -92,8 +95,16 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
               << result.result.wall_time_s() << " s\n";
   }
   result.result.clear_wall_time_s();
+  const nlohmann::ordered_json json = result_json("orrery.simulate", result.result);
+  if (!a.html_file.empty()) {
+    const bool timed = engine == sim::EngineKind::kDes;
+    write_file_atomically(
+        a.html_file, simulate_page(json, plan_summary(plan), timed ? &result.timeline : nullptr),
+        a.force);
+    std::cerr << "wrote " << a.html_file << " (open it in a browser)\n";
+  }
   if (out.json) {
-    std::cout << result_json("orrery.simulate", result.result).dump(2) << "\n";
+    std::cout << json.dump(2) << "\n";
   } else if (out.csv) {
     std::cout << csv_line(sim_csv_header()) << csv_line(sim_csv_row(plan, result.result));
   } else {
@@ -133,6 +144,9 @@ void add_simulate_command(CLI::App& app) {
                   "for ASTRA-sim (simulates every rank)");
   cmd->add_option("--graph", a->graph_file,
                   "Write the execution graph (representative ranks) as JSON");
+  cmd->add_option("--html", a->html_file,
+                  "Write an HTML page with charts of the result (breakdown, memory; the "
+                  "timeline with --engine des), self-contained (docs/report.md)");
   cmd->add_flag("--force", a->force, "Replace output files that exist");
   cmd->add_flag("--allow-oom", a->allow_oom,
                 "Exit 0 when a rank does not fit in its device's memory (the report says so "

@@ -22,6 +22,7 @@
 #include "orrery/validation/run_validation.hpp"
 #include "orrery/validation/trace_validation.hpp"
 #include "output.hpp"
+#include "report_pages.hpp"
 #include "table.hpp"
 #include "text.hpp"
 
@@ -36,6 +37,7 @@ struct ValidateArgs {
   std::string calibration_file;
   std::string engine = "analytic";
   std::string holdout_by;  // --runs: leave one family out ("" for none)
+  std::string html_file;
   bool force = false;
 };
 
@@ -83,6 +85,41 @@ std::string collectives_csv(const validation::CollectiveValidation& v) {
     }
   }
   return out;
+
+void write_html_if_asked(const ValidateArgs& a, const std::string& page) {
+  if (a.html_file.empty()) return;
+  write_file_atomically(a.html_file, page, a.force);
+  std::cerr << "wrote " << a.html_file << " (open it in a browser)\n";
+}
+
+// `validate --runs --json`: every key in every case.
+nlohmann::ordered_json runs_json(const ValidateArgs& a, const validation::RunValidation& v) {
+  nlohmann::ordered_json cases = nlohmann::ordered_json::array();
+  for (const auto& c : v.cases) {
+    // Every key in every case; a skipped case's figures are null and `skipped` says why.
+    const bool ran = c.skipped.empty();
+    auto figure = [ran](double x) { return ran ? nlohmann::ordered_json(x) : nullptr; };
+    cases.push_back({{"id", c.id},
+                     {"skipped", c.skipped},
+                     {"model", c.model},
+                     {"cluster", c.cluster},
+                     {"plan", c.plan},
+                     {"measured_step_s", figure(c.measured_s)},
+                     {"predicted_step_s", figure(c.predicted_s)},
+                     {"error", figure(c.error)},
+                     {"peak_memory_bytes", figure(c.peak_memory_bytes)},
+                     {"memory_capacity_bytes", figure(c.memory_capacity_bytes)}});
+  }
+  nlohmann::ordered_json j = json_header("orrery.validate.runs");
+  j["file"] = a.runs_file;
+  j["engine"] = a.engine;
+  j["cases"] = cases;
+  j["simulated"] = v.simulated;
+  j["skipped"] = v.skipped;
+  j["out_of_memory"] = v.out_of_memory;
+  j["median_abs_error"] = v.median_abs_error;
+  j["p90_abs_error"] = v.p90_abs_error;
+  return j;
 }
 
 void report_runs(const ValidateArgs& a, const OutputFlags& out) {
@@ -92,33 +129,11 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
   const validation::RunValidation v =
       validation::validate_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"),
                                 a.calibration_file.empty() ? nullptr : &calibration);
+  const nlohmann::ordered_json json = runs_json(a, v);
+  // A file of which nothing ran draws nothing: the status says so below.
+  if (v.simulated > 0) write_html_if_asked(a, validate_runs_page(json));
   if (out.json) {
-    nlohmann::ordered_json cases = nlohmann::ordered_json::array();
-    for (const auto& c : v.cases) {
-      // Every key in every case; a skipped case's figures are null and `skipped` says why.
-      const bool ran = c.skipped.empty();
-      auto figure = [ran](double x) { return ran ? nlohmann::ordered_json(x) : nullptr; };
-      cases.push_back({{"id", c.id},
-                       {"skipped", c.skipped},
-                       {"model", c.model},
-                       {"cluster", c.cluster},
-                       {"plan", c.plan},
-                       {"measured_step_s", figure(c.measured_s)},
-                       {"predicted_step_s", figure(c.predicted_s)},
-                       {"error", figure(c.error)},
-                       {"peak_memory_bytes", figure(c.peak_memory_bytes)},
-                       {"memory_capacity_bytes", figure(c.memory_capacity_bytes)}});
-    }
-    nlohmann::ordered_json j = json_header("orrery.validate.runs");
-    j["file"] = a.runs_file;
-    j["engine"] = a.engine;
-    j["cases"] = cases;
-    j["simulated"] = v.simulated;
-    j["skipped"] = v.skipped;
-    j["out_of_memory"] = v.out_of_memory;
-    j["median_abs_error"] = v.median_abs_error;
-    j["p90_abs_error"] = v.p90_abs_error;
-    std::cout << j.dump(2) << "\n";
+    std::cout << json.dump(2) << "\n";
     return require_one_simulated(a.runs_file, v.simulated, v.skipped);
   }
   if (out.csv) {
@@ -162,48 +177,56 @@ void report_holdout(const ValidateArgs& a, const OutputFlags& out) {
   print_holdout(h, a.runs_file, a.engine, out.json);
 }
 
+// `validate --collectives --json`: every key in every table; a skipped one has its reason, no
+// rows and null figures.
+nlohmann::ordered_json collectives_json(const validation::CollectiveValidation& v,
+                                        int64_t skipped) {
+  nlohmann::ordered_json tables = nlohmann::ordered_json::array();
+  for (const auto& t : v.tables) {
+    nlohmann::ordered_json j{{"id", t.id},
+                             {"collective", t.collective},
+                             {"gpus", t.gpus},
+                             {"nodes", t.nodes},
+                             {"skipped", t.skipped ? t.skip_reason : ""},
+                             {"cluster", nullptr},
+                             {"rows", nlohmann::ordered_json::array()},
+                             {"median_abs_error", nullptr},
+                             {"p90_abs_error", nullptr}};
+    if (!t.skipped) {
+      j["cluster"] = t.cluster;
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      for (const auto& r : t.rows) {
+        rows.push_back({{"bytes", r.bytes},
+                        {"measured_s", r.measured_s},
+                        {"predicted_s", r.predicted_s},
+                        {"error", r.relative_error},
+                        {"algorithm", r.algorithm},
+                        {"protocol", r.protocol}});
+      }
+      j["rows"] = rows;
+      j["median_abs_error"] = t.median_abs_error;
+      j["p90_abs_error"] = t.p90_abs_error;
+    }
+    tables.push_back(j);
+  }
+  nlohmann::ordered_json j{{"file", v.file},
+                           {"tables", tables},
+                           {"rows", v.rows},
+                           {"skipped", skipped},
+                           {"median_abs_error", v.median_abs_error},
+                           {"p90_abs_error", v.p90_abs_error}};
+  return with_header("orrery.validate.collectives", j);
+}
+
 void report_collectives(const ValidateArgs& a, const OutputFlags& out) {
   const validation::CollectiveValidation v = validation::validate_collectives(a.collectives_file);
   const auto skipped =
       std::count_if(v.tables.begin(), v.tables.end(), [](const auto& t) { return t.skipped; });
   const int simulated = static_cast<int>(v.tables.size() - static_cast<size_t>(skipped));
+  const nlohmann::ordered_json json = collectives_json(v, skipped);
+  if (simulated > 0) write_html_if_asked(a, validate_collectives_page(json));
   if (out.json) {
-    nlohmann::ordered_json tables = nlohmann::ordered_json::array();
-    for (const auto& t : v.tables) {
-      // Every key in every table: a skipped one has its reason, no rows and null figures.
-      nlohmann::ordered_json j{{"id", t.id},
-                               {"collective", t.collective},
-                               {"gpus", t.gpus},
-                               {"nodes", t.nodes},
-                               {"skipped", t.skipped ? t.skip_reason : ""},
-                               {"cluster", nullptr},
-                               {"rows", nlohmann::ordered_json::array()},
-                               {"median_abs_error", nullptr},
-                               {"p90_abs_error", nullptr}};
-      if (!t.skipped) {
-        j["cluster"] = t.cluster;
-        nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-        for (const auto& r : t.rows) {
-          rows.push_back({{"bytes", r.bytes},
-                          {"measured_s", r.measured_s},
-                          {"predicted_s", r.predicted_s},
-                          {"error", r.relative_error},
-                          {"algorithm", r.algorithm},
-                          {"protocol", r.protocol}});
-        }
-        j["rows"] = rows;
-        j["median_abs_error"] = t.median_abs_error;
-        j["p90_abs_error"] = t.p90_abs_error;
-      }
-      tables.push_back(j);
-    }
-    nlohmann::ordered_json j{{"file", v.file},
-                             {"tables", tables},
-                             {"rows", v.rows},
-                             {"skipped", skipped},
-                             {"median_abs_error", v.median_abs_error},
-                             {"p90_abs_error", v.p90_abs_error}};
-    std::cout << with_header("orrery.validate.collectives", j).dump(2) << "\n";
+    std::cout << json.dump(2) << "\n";
     return require_one_simulated(a.collectives_file, simulated, static_cast<int>(skipped));
   }
   if (out.csv) {
@@ -376,7 +399,11 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--timeline", a->timeline_file,
                   "--trace: write predicted and measured timelines side by side (Perfetto JSON; "
                   "needs --engine des)");
-  cmd->add_flag("--force", a->force, "Replace --timeline if it exists");
+  auto* html = cmd->add_option(
+      "--html", a->html_file,
+      "--runs, --collectives: write an HTML page with charts (predicted against measured; "
+      "docs/report.md)");
+  cmd->add_flag("--force", a->force, "Replace --timeline or --html if it exists");
   add_output_flags(cmd, *out, false);
   auto* csv =
       add_csv_flag(cmd, *out, "--runs: one row per case; --collectives: one row per message size");
@@ -387,6 +414,8 @@ void add_validate_command(CLI::App& app) {
   runs->excludes(coll);
   runs->excludes(trace);
   coll->excludes(trace);
+  html->excludes(holdout);
+  html->excludes(trace);
   cmd->callback([a, out] {
     if (!a->runs_file.empty()) return report_runs(*a, *out);
     if (!a->collectives_file.empty()) return report_collectives(*a, *out);
