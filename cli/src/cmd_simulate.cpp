@@ -53,6 +53,12 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
                            "Chakra files carry each node's duration, which only the des engine's "
                            "timeline has; add --engine des");
   }
+  if (!a.chakra_prefix.empty() && plan.world_size() > kMaxChakraRanks) {
+    throw base::InputError("", 0, "--chakra",
+                           "the plan has " + std::to_string(plan.world_size()) +
+                               " ranks; Chakra export writes every rank and stops at " +
+                               std::to_string(kMaxChakraRanks));
+  }
   sim::DesOptions options;
   // The export needs every rank's timeline, not the representatives'.
   options.all_ranks = a.all_ranks || !a.chakra_prefix.empty();
@@ -76,12 +82,6 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
     std::cerr << "wrote " << a.graph_file << " (one representative rank per pipeline stage)\n";
   }
   if (!a.chakra_prefix.empty()) {
-    if (plan.world_size() > kMaxChakraRanks) {
-      throw base::InputError("", 0, "--chakra",
-                             "the plan has " + std::to_string(plan.world_size()) +
-                                 " ranks; Chakra export writes every rank and stops at " +
-                                 std::to_string(kMaxChakraRanks));
-    }
     const auto files = write_chakra(result.timeline, a.chakra_prefix, a.force);
     std::cerr << "wrote " << files.size() - 1 << " Chakra files " << a.chakra_prefix
               << ".<rank>.et and " << files.back().string()
