@@ -27,6 +27,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/validation/run_validation.hpp"
+#include "plan_label.hpp"
 
 namespace orrery {
 namespace {
@@ -71,15 +72,7 @@ Args parse(int argc, char** argv) {
 }
 
 // "tp4 pp8 dp336 vp12": the degrees that shape a des run.
-std::string label(const pb::Plan& p) {
-  const auto& q = p.parallel();
-  std::string s = "tp" + std::to_string(q.tp()) + " pp" + std::to_string(q.pp()) + " dp" +
-                  std::to_string(q.dp());
-  if (q.cp() > 1) s += " cp" + std::to_string(q.cp());
-  if (q.ep() > 1) s += " ep" + std::to_string(q.ep());
-  if (q.vp() > 1) s += " vp" + std::to_string(q.vp());
-  return s;
-}
+std::string label(const pb::Plan& p) { return bench::degrees_label(p); }
 
 // The run with its data-parallel degree changed to fill `gpus` GPUs (false: it cannot be).
 bool scale(validation::PublishedRun& run, int64_t gpus) {

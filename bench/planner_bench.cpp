@@ -21,6 +21,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/validation/run_validation.hpp"
+#include "plan_label.hpp"
 
 namespace orrery {
 namespace {
@@ -54,13 +55,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // "tp8 pp4 dp32 vp3 mbs1 zero1 full": the published plan in the planner's vocabulary.
 std::string label(const pb::Plan& p) {
-  const auto& q = p.parallel();
-  std::string s = "tp" + std::to_string(q.tp()) + " pp" + std::to_string(q.pp()) + " dp" +
-                  std::to_string(q.dp());
-  if (q.cp() > 1) s += " cp" + std::to_string(q.cp());
-  if (q.ep() > 1) s += " ep" + std::to_string(q.ep());
-  if (q.vp() > 1) s += " vp" + std::to_string(q.vp());
-  if (q.sequence_parallel()) s += " sp";
+  std::string s = bench::degrees_label(p);
+  if (p.parallel().sequence_parallel()) s += " sp";
   s += " mbs" + std::to_string(p.micro_batch_size());
   const char* sharding[] = {"", "", "zero1", "zero2", "zero3", "fsdp", "hsdp"};
   if (p.sharding() > pb::SHARDING_NONE && p.sharding() <= pb::SHARDING_HSDP)

@@ -53,11 +53,16 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
                            "Chakra files carry each node's duration, which only the des engine's "
                            "timeline has; add --engine des");
   }
-  if (!a.chakra_prefix.empty() && plan.world_size() > kMaxChakraRanks) {
-    throw base::InputError("", 0, "--chakra",
-                           "the plan has " + std::to_string(plan.world_size()) +
-                               " ranks; Chakra export writes every rank and stops at " +
-                               std::to_string(kMaxChakraRanks));
+  if (!a.chakra_prefix.empty()) {
+    // Checked before every rank is simulated (the export needs them all).
+    const int64_t ranks =
+        plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where).world_size();
+    if (ranks > kMaxChakraRanks) {
+      throw base::InputError("", 0, "--chakra",
+                             "the plan has " + std::to_string(ranks) +
+                                 " ranks; Chakra export writes every rank and stops at " +
+                                 std::to_string(kMaxChakraRanks));
+    }
   }
   sim::DesOptions options;
   // The export needs every rank's timeline, not the representatives'.
