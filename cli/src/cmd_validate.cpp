@@ -85,6 +85,7 @@ std::string collectives_csv(const validation::CollectiveValidation& v) {
     }
   }
   return out;
+}
 
 void write_html_if_asked(const ValidateArgs& a, const std::string& page) {
   if (a.html_file.empty()) return;
