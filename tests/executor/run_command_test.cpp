@@ -73,10 +73,10 @@ TEST(RunCommand, SaysWhyItStoppedOnSigintAndSigterm) {
   for (const auto& [sig, code, name] :
        {std::tuple{"INT", 130, "SIGINT (Ctrl-C)"}, std::tuple{"TERM", 143, "SIGTERM"}}) {
     SCOPED_TRACE(sig);
-    const Ran r = test::run_shell(std::string("timeout --preserve-status -s ") + sig + " 6 " +
-                                  ORRERY_RUN_CLI_BIN +
-                                  " run --model tiny --cluster local --dp 2 --global-batch 4 --seq 32 "
-                                  "--steps 1000000 --timeout 30");
+    const Ran r = test::run_shell(
+        std::string("timeout --preserve-status -s ") + sig + " 6 " + ORRERY_RUN_CLI_BIN +
+        " run --model tiny --cluster local --dp 2 --global-batch 4 --seq 32 "
+        "--steps 1000000 --timeout 30");
     EXPECT_EQ(r.status, code) << r.out;
     EXPECT_NE(r.out.find(std::string("orrery run: interrupted by ") + name +
                          ": stopped the job's 2 rank(s)"),
