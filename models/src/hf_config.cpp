@@ -48,6 +48,10 @@ HfConfig::HfConfig(const std::filesystem::path& file) : file_(file.string()) {
       reason = reason.substr(pos);
     throw base::InputError(file_, line_at(text_, e.byte == 0 ? 0 : e.byte - 1), "",
                            "not valid JSON: " + reason);
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw base::InputError(
+        file_, 0, "",
+        "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
   }
   if (!json_.is_object()) {
     throw base::InputError(

@@ -2,6 +2,9 @@
 // the model it is named after) must give the preset of that model, field for field.
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
 
 #include "orrery/base/error.hpp"
 #include "orrery/models/hf_import.hpp"
@@ -90,4 +93,14 @@ TEST(HfImport, NameOverridesTheFolder) {
 }
 
 }  // namespace
+// A number past a double's range in config.json (found by hf_config_fuzz) is an input error,
+// not an exception out of the reader.
+TEST(HfImport, ANumberPastADoubleIsAnInputError) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("orrery_hf_big_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << R"({"hidden_size": 15e1643})";
+  EXPECT_THROW(import_hf_config(file, "big"), base::InputError);
+  std::filesystem::remove(file);
+}
+
 }  // namespace orrery::models

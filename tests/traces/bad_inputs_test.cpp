@@ -62,5 +62,19 @@ TEST(BadInputs, EveryFileFailsWithItsExactMessage) {
   }
 }
 
+// A number past a double's range made the JSON parser throw out_of_range, which escaped the
+// reader as an internal error (found by model_spec_fuzz): an input error now.
+TEST(BadInputs, AJsonNumberPastADoubleIsAnInputError) {
+  pb::ModelSpec m;
+  try {
+    parse_spec(R"({"name": "x", "num_layers": 1e999})", "big.json", SpecFormat::kJson, &m);
+    ADD_FAILURE() << "accepted";
+  } catch (const base::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("big.json: not valid JSON: a number too large"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace orrery

@@ -50,6 +50,10 @@ class Importer {
     } catch (const json::parse_error& e) {
       throw base::InputError(file_, line_of(text, e.byte), "",
                              std::string("not valid JSON: ") + e.what());
+    } catch (const json::out_of_range& e) {
+      throw base::InputError(
+          file_, 0, "",
+          "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
     }
   }
 
@@ -210,7 +214,7 @@ class Importer {
     if (it->is_string()) {
       try {
         list = json::parse(it->get<std::string>());
-      } catch (const json::parse_error&) {
+      } catch (const json::exception&) {  // a syntax error, or a number past a double's range
         fail(event, "args.Process Group Ranks", "got " + it->dump() + ", expected a list of ranks");
       }
     }

@@ -315,6 +315,11 @@ void check_json_syntax(std::string_view text, std::string_view file) {
     if (auto pos = reason.find("syntax error"); pos != std::string::npos)
       reason = reason.substr(pos);
     throw base::InputError(std::string(file), line, "", "not valid JSON: " + reason);
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number past a double's range ("1e999") is refused, not an exception out of the reader.
+    throw base::InputError(
+        std::string(file), 0, "",
+        "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
   }
 }
 

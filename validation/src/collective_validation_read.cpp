@@ -160,6 +160,10 @@ std::vector<MeasuredTable> read_measured_tables(const std::filesystem::path& fil
     if (auto pos = reason.find("syntax error"); pos != std::string::npos)
       reason = reason.substr(pos);
     throw base::InputError(file.string(), 0, "", "not valid JSON: " + reason);
+  } catch (const json::out_of_range& e) {
+    throw base::InputError(
+        file.string(), 0, "",
+        "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
   }
   return Reader(file.string()).read(root);
 }

@@ -242,6 +242,10 @@ json read_cases(const std::filesystem::path& file) {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
     throw base::InputError(file.string(), 0, "", std::string("not valid JSON: ") + e.what());
+  } catch (const json::out_of_range& e) {
+    throw base::InputError(
+        file.string(), 0, "",
+        "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
   }
   if (!root.is_object() || !root.contains("cases") || !root["cases"].is_array()) {
     throw base::InputError(file.string(), 0, "cases", "expected a list of cases");
