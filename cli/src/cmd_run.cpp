@@ -237,7 +237,8 @@ void run(RunArgs& a) {
   }
   check_checkpoint_dir(a.checkpoint);
   check_corpus(data, config);
-  check_host_memory(job, host_memory_limit(a.host_memory));
+  if (config.device_kind == pb::DEVICE_KIND_CPU)
+    check_host_memory(job, host_memory_limit(a.host_memory));
   // Lowered once here too, so a plan the simulator cannot lower fails before any rank starts.
   if (!config.out_dir.empty()) predicted_rank_graph(job, 0);
   const auto& p = job.plan.parallel();

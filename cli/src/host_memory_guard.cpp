@@ -7,7 +7,6 @@
 #include "orrery/base/units.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/memory_model.hpp"
-#include "orrery/topologies/device_db.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -24,13 +23,6 @@ double available_bytes() {
     if (fields >> key >> kb && key == "MemAvailable:") return kb * 1024;
   }
   return 0;
-}
-
-bool on_cpu_devices(const pb::ClusterSpec& cluster) {
-  for (const auto& type : cluster.node_types()) {
-    if (topologies::find_device(cluster, type.device()).kind() != pb::DEVICE_KIND_CPU) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -61,7 +53,7 @@ double local_ranks_peak_bytes(const LoadedJob& job) {
 }
 
 void check_host_memory(const LoadedJob& job, double limit) {
-  if (limit <= 0 || !on_cpu_devices(job.cluster)) return;
+  if (limit <= 0) return;
   const double need = local_ranks_peak_bytes(job);
   if (need <= limit) return;
   throw base::InputError(

@@ -20,8 +20,8 @@ double host_memory_limit(const std::optional<std::string>& flag);
 // job starts here.
 double local_ranks_peak_bytes(const LoadedJob& job);
 
-// Throws InputError ("plan") when the local ranks of a CPU job need more than `limit` bytes.
-// Jobs on GPU devices hold their model in device memory and are not checked here.
+// Throws InputError ("plan") when the local ranks need more than `limit` bytes. For jobs on CPU
+// devices only (the caller knows the kind): GPU jobs hold their model in device memory.
 void check_host_memory(const LoadedJob& job, double limit);
 
 }  // namespace orrery::cli
