@@ -11,6 +11,7 @@
 #include "csv.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/sim/des_engine.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
@@ -28,6 +29,7 @@ struct SweepArgs {
   std::vector<std::string> vary;
   std::string engine = "analytic";
   std::string calibration_file;
+  int64_t des_budget = sim::DesOptions::kDefaultDesBudget;  // --des-budget, as simulate's
 };
 
 struct SweepPoint {
@@ -71,7 +73,9 @@ SweepPoint simulate_point(const SweepArgs& a, const std::vector<SweepAxis>& axes
     }
   };
   try {
-    SweepPoint p{values, simulate_job(load_job(args, adjust), engine, calibration, {})};
+    sim::DesOptions options;
+    options.max_nodes = a.des_budget;
+    SweepPoint p{values, simulate_job(load_job(args, adjust), engine, calibration, options)};
     // The engine's wall time varies from run to run; it never reaches a result.
     p.simulated.output.result.clear_wall_time_s();
     return p;
@@ -215,6 +219,10 @@ void add_sweep_command(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_option("--engine", a->engine,
                   "analytic (closed form; the default) or des (SimGrid discrete events)");
+  cmd->add_option("--des-budget", a->des_budget,
+                  "des: refuse a point whose estimate exceeds this many graph nodes (about 640 "
+                  "bytes of memory each; 0: no limit; default 12000000)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   add_output_flags(cmd, *out, false);
   add_csv_flag(cmd, *out, "one row per point: its values, then simulate --csv's columns");
