@@ -18,6 +18,7 @@
 #include "orrery/base/units.hpp"
 #include "orrery/calibration/calibration_fit.hpp"
 #include "orrery/calibration/calibration_samples.hpp"
+#include "orrery/calibration/checkpoint_fit.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/kineto.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -319,8 +320,41 @@ void print_report(const pb::CalibrationProfile& profile, const calibration::Cali
   print_held(fit, notes);
 }
 
+// The checkpoint storage bandwidths measured (calibration/checkpoint_fit.hpp), if any.
+void print_checkpoint_storage(const calibration::CheckpointFit& storage) {
+  if (storage.lines.empty()) return;
+  Table t({"storage field", "samples", "median", "min", "max", "from"});
+  std::vector<std::string> left_out;
+  for (const auto& l : storage.lines) {
+    if (l.field.empty()) {
+      left_out.push_back(l.what);
+      continue;
+    }
+    t.add_row({l.field, std::to_string(l.samples), bw(l.value), bw(l.min), bw(l.max), l.what});
+  }
+  std::cout
+      << "\ncheckpoint storage (orrery goodput --calibration uses each field the cluster file "
+         "leaves out)\n";
+  if (storage.storage.ByteSizeLong() > 0) std::cout << t.render();
+  for (const auto& w : left_out) std::cout << "  " << w << "\n";
+}
+
+nlohmann::ordered_json checkpoint_storage_json(const calibration::CheckpointFit& storage) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& l : storage.lines) {
+    out.push_back({{"field", l.field},
+                   {"samples", l.samples},
+                   {"bytes_per_s", l.value},
+                   {"min_bytes_per_s", l.min},
+                   {"max_bytes_per_s", l.max},
+                   {"what", l.what}});
+  }
+  return out;
+}
+
 void print_json(const pb::CalibrationProfile& profile, const calibration::CalibrationFit& fit,
-                const std::vector<std::string>& notes, const std::string& out_file) {
+                const calibration::CheckpointFit& storage, const std::vector<std::string>& notes,
+                const std::string& out_file) {
   const auto reports = [](const std::vector<calibration::CurveReport>& from) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const auto& r : from) {
@@ -405,6 +439,7 @@ void print_json(const pb::CalibrationProfile& profile, const calibration::Calibr
                            {"dispatch", dispatch},
                            {"rank_skew", skew},
                            {"host_sharing", sharing},
+                           {"checkpoint_storage", checkpoint_storage_json(storage)},
                            {"notes", notes}};
   std::cout << with_header("orrery.calibrate", j).dump(2) << "\n";
 }
@@ -426,17 +461,20 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   options.cluster = a.cluster.empty() ? nullptr : &cluster;
   options.comm_scope = a.comm_scope;
   calibration::TraceSamples samples;
+  std::vector<calibration::CheckpointSample> checkpoints;
   std::vector<std::string> notes;
   for (const auto& file : a.traces) {
     std::cerr << "calibrate: reading " << file << "\n";
     const pb::ExecGraph trace = read_trace(file, notes);
     calibration::add_trace_samples(trace, file, options, samples);
+    calibration::add_checkpoint_samples(trace, file, checkpoints, notes);
   }
   notes.insert(notes.end(), samples.notes.begin(), samples.notes.end());
   if (samples.compute.empty() && samples.comm.empty()) {
     throw base::InputError("", 0, "--traces",
                            "no timed compute op or collective in the traces to fit");
   }
+  const calibration::CheckpointFit storage = calibration::fit_checkpoint_storage(checkpoints);
   calibration::FitOptions fit_options;
   fit_options.min_samples = a.min_samples;
   calibration::CalibrationFit fit =
@@ -453,12 +491,14 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   profile.set_name(a.name.empty() ? std::filesystem::path(a.out_file).stem().string() : a.name);
   for (const auto& file : a.traces) profile.add_sources(file);
   profile.MergeFrom(fit.profile);
+  if (storage.storage.ByteSizeLong() > 0) *profile.mutable_checkpoint_storage() = storage.storage;
   const bool json_file = std::filesystem::path(a.out_file).extension() == ".json";
   write_file_atomically(a.out_file, json_file ? to_json(profile) : to_yaml(profile), a.force);
   if (out.json) {
-    print_json(profile, fit, notes, a.out_file);
+    print_json(profile, fit, storage, notes, a.out_file);
   } else {
     print_report(profile, fit, notes, a.out_file);
+    print_checkpoint_storage(storage);
   }
 }
 

@@ -14,8 +14,10 @@
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/plan_run.hpp"
 #include "orrery/topologies/topology.hpp"
+#include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
 #include "plan_args.hpp"
+#include "plan_goodput.hpp"
 #include "report_pages.hpp"
 
 namespace orrery::cli {
@@ -31,6 +33,7 @@ struct GoodputArgs {
   uint64_t seed = 1;
   int64_t trials = 1000;
   std::string html_file;
+  std::string calibration_file;
   bool force = false;
 };
 
@@ -68,14 +71,18 @@ GoodputFigures figures(const GoodputArgs& a) {
   const plan::ResolvedPlan plan =
       plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   const topologies::Topology topology(plan.cluster);
-  const sim::CostModels costs(topology, plan.precision.dtype);
+  pb::CalibrationProfile calibration;
+  if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
+  const sim::CostModels costs(topology, plan.precision.dtype,
+                              a.calibration_file.empty() ? nullptr : &calibration);
   const pb::SimResult step = sim::simulate_analytic(plan, costs).result;
   GoodputFigures f;
   f.model = plan.model.name();
   f.cluster = plan.cluster.name();
   f.analytic_step_s = step.step_time_s();
   f.tokens_per_step = step.tokens_per_s() * step.step_time_s();
-  const sim::PlanRun run = sim::plan_run(plan, topology, f.analytic_step_s, job.plan.cluster());
+  const sim::PlanRun run = sim::plan_run(plan, topology, f.analytic_step_s, job.plan.cluster(),
+                                         measured_storage(calibration, a.calibration_file));
   f.footprint = run.footprint;
   f.straggler_factor = run.straggler_factor;
   f.run = run.run;
@@ -122,6 +129,9 @@ void add_goodput_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Monte Carlo seed (same seed, same output)");
   cmd->add_option("--trials", a->trials, "Monte Carlo runs")
       ->check(CLI::Range(int64_t{1}, kMaxTrials));
+  cmd->add_option("--calibration", a->calibration_file,
+                  "Calibration profile (YAML/JSON): its compute and collective curves price the "
+                  "step, its checkpoint_storage each storage field the cluster file leaves out");
   cmd->add_option("--html", a->html_file,
                   "Write an HTML page with charts: failures per component and the run's figures "
                   "(docs/report.md)");

@@ -448,7 +448,8 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   bar->finish();
   if (r.ranked.empty()) throw base::InputError("", 0, "plan", no_plan_reason(job, r));
   if (by_goodput)
-    goodput = rank_by_goodput(job, topology, a.cluster, r, static_cast<size_t>(a.top));
+    goodput = rank_by_goodput(job, topology, a.cluster, r, static_cast<size_t>(a.top),
+                              measured_storage(calibration, a.calibration_file));
   if (!a.quiet) {
     std::fprintf(stderr, "planned in %.2f s on %d threads: %lld plans checked, %lld timed (%s)\n",
                  r.stats.seconds, o.threads, static_cast<long long>(r.stats.checked),

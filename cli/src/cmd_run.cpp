@@ -136,6 +136,7 @@ int64_t first_step(const std::string& resume_dir, const ExpectedRun& run) {
   const executor::Manifest m = executor::read_manifest(file);
   executor::check_same_run(
       m, executor::manifest_for(run.config, run.data_file, run.world_size, m.step), file);
+  executor::check_steps_left(m, run.config.steps, file);
   return m.step + 1;
 }
 

@@ -30,6 +30,7 @@ Json checkpoint_json(const sim::CheckpointModel& c) {
           {"blocking_s", c.blocking_s},
           {"background_s", c.background_s},
           {"load_s", c.load_s},
+          {"load_local_s", c.load_local_s},
           {"restart_in_place_s", c.restart_s(false, false)},
           {"restart_node_lost_s", c.restart_s(true, c.spare_nodes > 0)},
           {"process_group_init_s", c.process_group_init_s}};

@@ -64,7 +64,8 @@ std::string checkpoint_fields(const GoodputFigures& f) {
                     : std::string())},
       {"restart", "in place " + base::units::seconds(c.restart_s(false, false)) + ", node lost " +
                       base::units::seconds(c.restart_s(true, c.spare_nodes > 0)) + " (load " +
-                      base::units::seconds(c.load_s) + ", process groups " +
+                      base::units::seconds(c.load_local_s) + " from local NVMe, " +
+                      base::units::seconds(c.load_s) + " from the remote store; process groups " +
                       base::units::seconds(c.process_group_init_s) + ")"},
       {"mean restart", base::units::seconds(sim::mean_restart_s(f.run))},
   });

@@ -11,12 +11,12 @@ namespace orrery::cli {
 std::vector<PlanGoodput> rank_by_goodput(const planner::PlanningJob& job,
                                          const topologies::Topology& topology,
                                          const std::string& where, planner::SearchResult& r,
-                                         size_t top) {
+                                         size_t top, const sim::MeasuredStorage& measured) {
   std::vector<PlanGoodput> figures;
   for (const auto& p : r.ranked) {
     const plan::ResolvedPlan resolved = plan::resolve_plan(p.plan, job.model, job.cluster);
     const double step = p.eval.result.step_time_s();
-    const sim::PlanRun run = sim::plan_run(resolved, topology, step, where);
+    const sim::PlanRun run = sim::plan_run(resolved, topology, step, where, measured);
     const sim::CheckpointInterval best = sim::optimal_interval(run.run);
     PlanGoodput g;
     g.goodput = best.goodput;

@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "orrery/pb/calibration.pb.h"
 #include "orrery/planner/plan_space.hpp"
 #include "orrery/planner/search.hpp"
+#include "orrery/sim/checkpoint_model.hpp"
 #include "orrery/topologies/topology.hpp"
 
 namespace orrery::cli {
@@ -17,11 +19,19 @@ struct PlanGoodput {
   double tokens_per_day = 0;   // failure-free tokens/s, stragglers, then goodput
 };
 
+// A calibration profile's measured checkpoint storage for the goodput model (none when no
+// --calibration was given or it measured none).
+inline sim::MeasuredStorage measured_storage(const pb::CalibrationProfile& profile,
+                                             const std::string& file) {
+  if (file.empty() || !profile.has_checkpoint_storage()) return {};
+  return {&profile.checkpoint_storage(), file};
+}
+
 // Reorders r.ranked by tokens per day (ties keep the step order), keeps the first `top`, and
 // returns each kept plan's figures in the new order. `where` names the cluster in errors.
 std::vector<PlanGoodput> rank_by_goodput(const planner::PlanningJob& job,
                                          const topologies::Topology& topology,
                                          const std::string& where, planner::SearchResult& r,
-                                         size_t top);
+                                         size_t top, const sim::MeasuredStorage& measured = {});
 
 }  // namespace orrery::cli

@@ -136,6 +136,16 @@ Manifest read_manifest(const std::filesystem::path& file) {
   }
 }
 
+void check_steps_left(const Manifest& found, int64_t steps, const std::filesystem::path& file) {
+  if (found.step < steps) return;
+  throw base::InputError(file.string(), 0, "step",
+                         std::to_string(found.step) +
+                             ": the checkpoint already holds every step of "
+                             "--steps " +
+                             std::to_string(steps) +
+                             ", nothing left to train (a larger --steps continues it)");
+}
+
 void check_same_run(const Manifest& found, const Manifest& expected,
                     const std::filesystem::path& file) {
   const auto refuse = [&](const std::string& field, const std::string& what) {

@@ -15,6 +15,7 @@
 #include "model.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/filesystem_type.hpp"
 #include "orrery/base/temp_files.hpp"
 #include "orrery/executor/checkpoint.hpp"
 #include "orrery/executor/results.hpp"
@@ -106,8 +107,9 @@ struct Run {
   int64_t dp_size, micro_batches;
   PipelineStage pipe;
   std::vector<std::map<std::string, OpTiming>> timings;  // per step, when tracing
-  std::vector<double> untimed;          // per step, when tracing (OpTrace::untimed_s)
-  std::unique_ptr<TokenCorpus> corpus;  // --data; null: synthetic tokens
+  std::vector<double> untimed;                  // per step, when tracing (OpTrace::untimed_s)
+  std::unique_ptr<TokenCorpus> corpus;          // --data; null: synthetic tokens
+  std::vector<pb::CheckpointIo> checkpoint_io;  // this rank's saves and resume, timed
 
   Run(const TrainConfig& config, const RankEnv& e, const plan::RankLayout& grid,
       const RunDevice& run_device)
@@ -261,18 +263,41 @@ struct Checkpointing {
   std::_Exit(17);
 }
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// One save or load of this rank's shard for the measured trace (exec_graph.proto CheckpointIo).
+pb::CheckpointIo timed_io(pb::CheckpointOp op, int64_t step, size_t bytes,
+                          const std::filesystem::path& folder, double host_s, double file_s) {
+  pb::CheckpointIo io;
+  io.set_op(op);
+  io.set_step(step);
+  io.set_bytes(static_cast<double>(bytes));
+  io.set_host_s(host_s);
+  io.set_file_s(file_s);
+  io.set_filesystem(base::filesystem_type(folder));
+  return io;
+}
+
 // This rank's shard of the checkpoint after `step`, durably; then, once every rank's is on disk
 // (the all-reduce of their sizes and checksums says so), rank 0's manifest, which makes the
 // checkpoint complete. Returns this rank's seconds.
-double save_checkpoint(const Checkpointing& k, const Run& run, int64_t step) {
+double save_checkpoint(const Checkpointing& k, Run& run, int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   const auto folder = checkpoint_folder(k.options.dir, step);
   std::filesystem::create_directories(folder);
   const std::string bytes = run.shard_bytes();
+  const auto serialized = std::chrono::steady_clock::now();
   const auto file = folder / shard_file_name(k.env.rank);
   if (k.options.inject.during_save && injection_armed(k.options.inject, k.env.rank, step))
     die_while_writing(file, bytes, k.env.rank, step);
   base::write_file_durably(file, bytes);
+  run.checkpoint_io.push_back(timed_io(pb::CHECKPOINT_OP_SAVE, step, bytes.size(), folder,
+                                       seconds_between(start, serialized),
+                                       seconds_between(serialized, Clock::now())));
   const std::string sum = checksum(bytes);
   auto table = torch::zeros({k.env.world_size, 2}, torch::kInt64);
   table[k.env.rank][0] = static_cast<int64_t>(bytes.size());
@@ -289,14 +314,14 @@ double save_checkpoint(const Checkpointing& k, const Run& run, int64_t step) {
     }
     write_manifest(folder, m);
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds_between(start, Clock::now());
 }
 
 // Loads this rank's shard of the newest checkpoint under --resume, after checking that it was
 // written for this model, plan and run; returns the step it holds (0 without --resume).
 int64_t resume_checkpoint(const Checkpointing& k, Run& run) {
   if (k.options.resume_dir.empty()) return 0;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const auto folder = newest_checkpoint(k.options.resume_dir);
   if (!folder) {
     throw base::InputError(k.options.resume_dir, 0, "--resume",
@@ -305,14 +330,18 @@ int64_t resume_checkpoint(const Checkpointing& k, Run& run) {
   const Manifest m = read_manifest(manifest_file(*folder));
   check_same_run(m, manifest_for(k.config, k.data_file, k.env.world_size, m.step),
                  manifest_file(*folder));
-  if (m.step > k.config.steps) {
-    throw base::InputError(manifest_file(*folder).string(), 0, "step",
-                           std::to_string(m.step) + " is past --steps " +
-                               std::to_string(k.config.steps) + ": nothing left to train");
-  }
-  run.load_shard(read_shard(*folder, m, k.env.rank));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check_steps_left(m, k.config.steps, manifest_file(*folder));
+  // The shard was written (and fsynced) by an earlier process, maybe minutes ago on this machine:
+  // read from the page cache, the load would time memory instead of the checkpoint's storage.
+  base::drop_cached_pages(*folder / shard_file_name(k.env.rank));
+  const auto reading = Clock::now();
+  const std::string bytes = read_shard(*folder, m, k.env.rank);
+  const auto read = Clock::now();
+  run.load_shard(bytes);
+  const double seconds = seconds_between(start, Clock::now());
+  run.checkpoint_io.push_back(timed_io(pb::CHECKPOINT_OP_LOAD, m.step, bytes.size(), *folder,
+                                       seconds_between(read, Clock::now()),
+                                       seconds_between(reading, read)));
   if (k.env.rank == 0) {
     std::cerr << "resumed from " << folder->string() << " (step " << m.step << ") in " << seconds
               << " s" << std::endl;
@@ -322,10 +351,12 @@ int64_t resume_checkpoint(const Checkpointing& k, Run& run) {
 
 // The rank's measured graph, written for the launcher to merge. A mismatch with the predicted
 // graph is a bug in the executor or the lowering, never the user's: InternalError.
-void write_rank_trace(const TrainConfig& c, const RankEnv& env,
-                      const std::vector<StepTimings>& timings, const std::vector<double>& untimed,
+void write_rank_trace(const TrainConfig& c, const RankEnv& env, const Run& run,
                       const std::vector<StepResult>& results) {
+  const auto& timings = run.timings;
+  const auto& untimed = run.untimed;
   pb::RankGraph measured = *c.trace_graph;
+  for (const auto& io : run.checkpoint_io) *measured.add_checkpoint_io() = io;
   std::vector<double> seconds;
   for (const auto& r : results) seconds.push_back(r.seconds);
   if (const auto problems = fill_measured(measured, timings, untimed, seconds); !problems.empty()) {
@@ -420,7 +451,7 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
       }
     }
     set_current_trace(nullptr);  // what follows is not part of a step
-    if (tracing) write_rank_trace(config, env, run.timings, run.untimed, results);
+    if (tracing) write_rank_trace(config, env, run, results);
     if (config.save_parameters && !config.out_dir.empty()) run.save_parameters();
     if (run.groups.world) run.groups.world->barrier()->wait();
   } catch (const c10::Error& e) {

@@ -60,6 +60,30 @@ TEST(GoodputCli, CheckpointEveryTakesStepsOrAuto) {
       << bad.err;
 }
 
+// A calibration profile's measured checkpoint storage (`orrery calibrate` on a run that saved
+// checkpoints) prices the save: local NVMe at 1 GB/s instead of the assumed 20 GB/s.
+TEST(GoodputCli, CalibrationsMeasuredStoragePricesTheSave) {
+  const fs::path file = fs::temp_directory_path() /
+                        ("orrery_goodput_storage_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(file) << "name: measured\ncheckpoint_storage:\n  local_write_bytes_per_s: 1e9\n";
+  const auto plain = run_command(kJob + " --json");
+  const auto measured = run_command(kJob + " --json --calibration " + file.string());
+  fs::remove(file);
+  ASSERT_EQ(measured.exit_code, 0) << measured.err;
+  const auto a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(measured.out);
+  const double node_bytes = b["checkpoint"]["node_bytes"].get<double>();
+  EXPECT_NEAR(b["checkpoint"]["local_s"].get<double>(), node_bytes / 1e9, 1e-6 * node_bytes / 1e9);
+  EXPECT_NEAR(a["checkpoint"]["local_s"].get<double>(), node_bytes / 20e9,
+              1e-6 * node_bytes / 20e9);
+  bool named = false;
+  for (const auto& s : b["settings"]) {
+    if (s["field"] == "storage.local_write_bytes_per_s") {
+      named = s["source"] == "measured: " + file.string();
+    }
+  }
+  EXPECT_TRUE(named) << measured.out;
+}
+
 TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
   const fs::path dir = fs::temp_directory_path() / ("orrery_goodput_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -1,7 +1,8 @@
 // Checkpoints through `orrery run` (cli/src/cmd_run.cpp): a run resumed from a checkpoint ends
 // with the losses of an uninterrupted one, bit for bit, under DP, TP, PP, ZeRO and FSDP; a
 // checkpoint of another plan is refused; a rank killed while saving leaves the previous
-// checkpoint whole; --max-restarts carries a job past an injected failure.
+// checkpoint whole; --max-restarts carries a job past an injected failure. Saves and loads are
+// timed in the measured trace.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,8 +11,11 @@
 
 #include "executor_test_util.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/filesystem_type.hpp"
 #include "orrery/executor/checkpoint.hpp"
 #include "orrery/executor/results.hpp"
+#include "orrery/pb/exec_graph.pb.h"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -52,6 +56,25 @@ struct Dirs {
   ~Dirs() { std::filesystem::remove_all(base); }
 };
 
+// The measured trace holds every rank's save (or load) of its shard: the manifest's bytes, timed,
+// on the file system the checkpoint folder is on (`orrery calibrate` fits storage from them).
+void expect_timed_io(const std::string& trace_file, pb::CheckpointOp op, const Manifest& m,
+                     const std::string& dir) {
+  pb::ExecGraph trace;
+  read_spec_file(trace_file, &trace);
+  ASSERT_EQ(trace.ranks_size(), m.world_size);
+  for (const auto& rank : trace.ranks()) {
+    ASSERT_EQ(rank.checkpoint_io_size(), 1) << trace_file << " rank " << rank.rank();
+    const pb::CheckpointIo& io = rank.checkpoint_io(0);
+    EXPECT_EQ(io.op(), op);
+    EXPECT_EQ(io.step(), 2);
+    EXPECT_EQ(io.bytes(), static_cast<double>(m.shards[static_cast<size_t>(rank.rank())].bytes));
+    EXPECT_GT(io.file_s(), 0);
+    EXPECT_GT(io.host_s(), 0);
+    EXPECT_EQ(io.filesystem(), base::filesystem_type(dir));
+  }
+}
+
 // Uninterrupted: steps 1..4 (without checkpoint flags). Interrupted: steps 1..2 with a checkpoint
 // after step 2, then a second run resumed from it to step 4.
 void check_resume_is_bit_identical(const std::string& name, const std::string& plan) {
@@ -73,6 +96,8 @@ void check_resume_is_bit_identical(const std::string& name, const std::string& p
   EXPECT_TRUE(std::filesystem::exists(d.resumed + "/trace.json"));
   expect_same_losses(steps_of(d.first, 1, 2), steps_of(d.base + "/whole", 1, 2));
   expect_same_losses(steps_of(d.resumed, 3, 4), steps_of(d.base + "/whole", 3, 4));
+  expect_timed_io(d.first + "/trace.json", pb::CHECKPOINT_OP_SAVE, m, d.ckpt);
+  expect_timed_io(d.resumed + "/trace.json", pb::CHECKPOINT_OP_LOAD, m, d.ckpt);
 }
 
 TEST(Checkpoint, ResumedDataParallelRunIsBitIdentical) {
@@ -95,7 +120,7 @@ TEST(Checkpoint, ResumedFsdpRunIsBitIdentical) {
   check_resume_is_bit_identical("fsdp", "--dp 2 --sharding fsdp");
 }
 
-TEST(Checkpoint, CheckpointOfAnotherPlanIsRefused) {
+TEST(Checkpoint, CheckpointOfAnotherPlanOrWithNoStepLeftIsRefused) {
   const Dirs d("other");
   const Ran first = run_cli(job("--dp 2", 2) + " --checkpoint-every 2 --checkpoint-dir " + d.ckpt);
   ASSERT_EQ(first.status, 0) << first.out;
@@ -106,6 +131,13 @@ TEST(Checkpoint, CheckpointOfAnotherPlanIsRefused) {
   const Ran seed = run_cli(job("--dp 2", 4, 4) + " --resume " + d.ckpt);
   EXPECT_NE(seed.status, 0) << seed.out;
   EXPECT_NE(seed.out.find("run_digest"), std::string::npos) << seed.out;
+  // The checkpoint holds step 2 of 2: resuming it to --steps 2 would train nothing.
+  const Ran done = run_cli(job("--dp 2", 2) + " --resume " + d.ckpt);
+  EXPECT_EQ(done.status, 2) << done.out;
+  EXPECT_NE(done.out.find("manifest.json: step: 2: the checkpoint already holds every step of "
+                          "--steps 2, nothing left to train"),
+            std::string::npos)
+      << done.out;
 }
 
 TEST(Checkpoint, RankKilledWhileSavingLeavesThePreviousCheckpointWhole) {

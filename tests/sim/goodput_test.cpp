@@ -1,6 +1,7 @@
 // The goodput model (sim/goodput): the closed form by hand, the Monte Carlo simulation against it,
 // determinism, checkpoint sizes against the memory model, and bad failure/storage fields.
 #include <cmath>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ namespace orrery::sim {
 namespace {
 
 // One kind of failure, MTBF M = 10,000 s, restarted in place in R = 100 s (process groups 50,
-// load 30, warm-up 20), a blocking checkpoint of C = 100 s, one-second steps.
+// load from local NVMe 30, warm-up 20), a blocking checkpoint of C = 100 s, one-second steps.
 RunModel simple_run() {
   RunModel run;
   run.step_s = 1;
@@ -26,7 +27,7 @@ RunModel simple_run() {
   run.failures.total_rate_per_s = 1.0 / 10000;
   run.checkpoint.blocking_s = 100;
   run.checkpoint.process_group_init_s = 50;
-  run.checkpoint.load_s = 30;
+  run.checkpoint.load_local_s = 30;
   run.checkpoint.warmup_s = 20;
   return run;
 }
@@ -172,6 +173,43 @@ TEST(GoodputCheckpoint, SavePathByHand) {
   int from_file = 0;
   for (const auto& setting : c.settings) from_file += setting.source == "cluster file";
   EXPECT_EQ(from_file, 5);
+}
+
+TEST(GoodputCheckpoint, RestartsReadLocallyUnlessANodeWasLost) {
+  pb::ClusterSpec cluster = topologies::load_cluster("dgx-h100", 2);
+  auto* s = cluster.mutable_storage();
+  s->set_host_copy_bytes_per_s(10e9);
+  s->set_local_read_bytes_per_s(4e9);
+  s->set_remote_node_read_bytes_per_s(2e9);
+  s->set_remote_aggregate_bytes_per_s(1e15);  // no aggregate limit in play
+  const plan::ResolvedPlan plan = llama8b(1, 16, pb::SHARDING_ZERO1, cluster);
+  const topologies::Topology topology(plan.cluster);
+  const CheckpointModel c = checkpoint_model(plan, footprint(plan, topology));
+  const double node = 12 * 8030261248.0 / 2, snapshot = 12 * 8030261248.0 / 16 / 10e9;
+  EXPECT_NEAR(c.load_local_s, node / 4e9 + snapshot, 1e-9);
+  EXPECT_NEAR(c.load_s, node / 2e9 + snapshot, 1e-9);
+  EXPECT_DOUBLE_EQ(c.restart_s(false, false) - c.restart_s(true, true),
+                   c.load_local_s - c.load_s - c.spare_swap_s);
+}
+
+TEST(GoodputCheckpoint, MeasuredStorageFillsOnlyWhatTheClusterFileLeavesOut) {
+  pb::ClusterSpec cluster = topologies::load_cluster("dgx-h100", 2);
+  cluster.mutable_storage()->set_local_write_bytes_per_s(5e9);
+  pb::CheckpointStorage measured;
+  measured.set_local_write_bytes_per_s(1e9);  // the file's 5e9 wins
+  measured.set_local_read_bytes_per_s(3e9);   // the file has none: used
+  const plan::ResolvedPlan plan = llama8b(1, 16, pb::SHARDING_ZERO1, cluster);
+  const topologies::Topology topology(plan.cluster);
+  const CheckpointModel c =
+      checkpoint_model(plan, footprint(plan, topology), {&measured, "ckpt.yaml"});
+  const double node = 12 * 8030261248.0 / 2;
+  EXPECT_NEAR(c.local_s, node / 5e9, 1e-9);
+  EXPECT_NEAR(c.load_local_s - c.snapshot_s, node / 3e9, 1e-9);
+  std::map<std::string, std::string> source;
+  for (const auto& setting : c.settings) source[setting.field] = setting.source;
+  EXPECT_EQ(source["storage.local_write_bytes_per_s"], "cluster file");
+  EXPECT_EQ(source["storage.local_read_bytes_per_s"], "measured: ckpt.yaml");
+  EXPECT_EQ(source["storage.remote_node_read_bytes_per_s"], "default: remote_node_bytes_per_s");
 }
 
 TEST(GoodputFootprint, CountsThePlansComponents) {

@@ -36,12 +36,25 @@ double identical_copies(const plan::ResolvedPlan& plan, int64_t dp) {
   }
 }
 
+// A storage field: the cluster file's, else the calibration's measurement, else the default.
 struct Storage {
   std::vector<Setting>& settings;
+  const MeasuredStorage& measured;
+
   double take(const char* name, bool has, double value, double fallback, base::units::Unit unit,
               const char* source) {
-    return detail::take_setting(settings, std::string("storage.") + name, has, value, fallback,
-                                unit, source);
+    const std::string field = std::string("storage.") + name;
+    if (!has && measured.storage != nullptr) {
+      const auto* f = pb::CheckpointStorage::descriptor()->FindFieldByName(name);
+      const auto* reflection = pb::CheckpointStorage::GetReflection();
+      if (f != nullptr && f->type() == google::protobuf::FieldDescriptor::TYPE_DOUBLE &&
+          reflection->HasField(*measured.storage, f)) {
+        const double v = reflection->GetDouble(*measured.storage, f);
+        settings.push_back({field, v, unit, "measured: " + measured.source});
+        return v;
+      }
+    }
+    return detail::take_setting(settings, field, has, value, fallback, unit, source);
   }
 };
 
@@ -68,14 +81,15 @@ void fill_sizes(const plan::ResolvedPlan& plan, const Footprint& fp, CheckpointM
 
 double CheckpointModel::restart_s(bool node_lost, bool spare) const {
   const double reschedule = node_lost ? (spare ? spare_swap_s : requeue_s) : 0;
-  return reschedule + process_group_init_s + load_s + warmup_s;
+  return reschedule + process_group_init_s + (node_lost ? load_s : load_local_s) + warmup_s;
 }
 
-CheckpointModel checkpoint_model(const plan::ResolvedPlan& plan, const Footprint& fp) {
+CheckpointModel checkpoint_model(const plan::ResolvedPlan& plan, const Footprint& fp,
+                                 const MeasuredStorage& measured) {
   CheckpointModel c;
   fill_sizes(plan, fp, c);
   const pb::CheckpointStorage& s = plan.cluster.storage();
-  Storage st{c.settings};
+  Storage st{c.settings, measured};
   const auto bw = base::units::Unit::kBytesPerSecond;
   const auto sec = base::units::Unit::kSeconds;
   const double host_copy =
@@ -98,14 +112,26 @@ CheckpointModel checkpoint_model(const plan::ResolvedPlan& plan, const Footprint
                     base::units::Unit::kNone, "default: blocking save") != 0;
   c.snapshot_s = c.rank_bytes / host_copy;
   c.local_s = c.node_bytes / local;
+  const double local_read =
+      st.take("local_read_bytes_per_s", s.has_local_read_bytes_per_s(), s.local_read_bytes_per_s(),
+              local, bw, "default: local_write_bytes_per_s");
+  const double node_read =
+      st.take("remote_node_read_bytes_per_s", s.has_remote_node_read_bytes_per_s(),
+              s.remote_node_read_bytes_per_s(), node, bw, "default: remote_node_bytes_per_s");
   c.remote_s = std::max(c.node_bytes / node, c.total_bytes / aggregate);
-  if (requests > 0) c.remote_s = std::max(c.remote_s, c.total_bytes / part / requests);
+  double remote_read_s = std::max(c.node_bytes / node_read, c.total_bytes / aggregate);
+  if (requests > 0) {
+    c.remote_s = std::max(c.remote_s, c.total_bytes / part / requests);
+    remote_read_s = std::max(remote_read_s, c.total_bytes / part / requests);
+  }
   // Staged: written to local NVMe first, then uploaded from there.
   const double persist = c.local_s + c.remote_s;
   c.blocking_s = c.async ? c.snapshot_s : c.snapshot_s + persist;
   c.background_s = c.async ? persist : 0;
-  // A replacement node has no local copy: every restart reads from the remote store.
-  c.load_s = c.remote_s + c.snapshot_s;
+  // The staged save leaves the newest checkpoint on every node's NVMe: a restart on the same
+  // nodes reads it there; a replacement node has no copy and reads from the remote store.
+  c.load_local_s = c.node_bytes / local_read + c.snapshot_s;
+  c.load_s = remote_read_s + c.snapshot_s;
   c.spare_nodes = static_cast<int64_t>(st.take("spare_nodes", s.has_spare_nodes(),
                                                static_cast<double>(s.spare_nodes()), 0,
                                                base::units::Unit::kNone, "default: none"));

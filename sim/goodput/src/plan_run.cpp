@@ -6,14 +6,14 @@
 namespace orrery::sim {
 
 PlanRun plan_run(const plan::ResolvedPlan& plan, const topologies::Topology& topology,
-                 double step_s, const std::string& where) {
+                 double step_s, const std::string& where, const MeasuredStorage& measured) {
   PlanRun p;
   p.footprint = footprint(plan, topology);
   p.run.failures = failure_rates(plan.cluster, p.footprint, where);
   p.straggler_factor = straggler_step_factor(p.run.failures.straggler_fraction,
                                              p.run.failures.straggler_slowdown, p.footprint.gpus);
   p.run.step_s = step_s * p.straggler_factor;
-  p.run.checkpoint = checkpoint_model(plan, p.footprint);
+  p.run.checkpoint = checkpoint_model(plan, p.footprint, measured);
   return p;
 }
 

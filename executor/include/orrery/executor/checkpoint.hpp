@@ -75,6 +75,10 @@ Manifest read_manifest(const std::filesystem::path& file);
 void check_same_run(const Manifest& found, const Manifest& expected,
                     const std::filesystem::path& file);
 
+// InputError naming the manifest's `step` when the checkpoint already holds all of `steps`
+// (--steps): a resumed run would train nothing.
+void check_steps_left(const Manifest& found, int64_t steps, const std::filesystem::path& file);
+
 // The bytes of `rank`'s shard, checked against the manifest (size and checksum): InputError
 // naming the shard and the field otherwise.
 std::string read_shard(const std::filesystem::path& folder, const Manifest& manifest, int64_t rank);

@@ -444,7 +444,6 @@ double AnalyticStep::dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCos
 void AnalyticStep::optimizer(const plan::ResolvedPlan& sp, const RankCoster& rc, int64_t rank,
                              const StagePasses& passes, StageResult& s) const {
   const auto& prec = plan_.precision;
-  const auto sharding = plan_.sharding();
   const double shard = passes.dense_params / static_cast<double>(sp.dense_shard_degree()) +
                        passes.expert_params / static_cast<double>(sp.expert_shard_degree());
   const double read = prec.master_param_bytes + prec.grad_bytes + prec.optimizer_state_bytes +

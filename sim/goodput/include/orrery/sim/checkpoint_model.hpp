@@ -22,7 +22,8 @@ struct CheckpointModel {
   bool async = false;
   double blocking_s = 0;    // training stops this long per checkpoint
   double background_s = 0;  // async: persisted this long after the snapshot
-  double load_s = 0;        // remote store -> host -> device on restart
+  double load_s = 0;        // remote store -> host -> device: a replacement node has no local copy
+  double load_local_s = 0;  // local NVMe -> host -> device: a restart on the same nodes
   int64_t spare_nodes = 0;
   double spare_swap_s = 0, requeue_s = 0, repair_s = 0;
   double process_group_init_s = 0;  // at this plan's rank count
@@ -34,8 +35,16 @@ struct CheckpointModel {
   double restart_s(bool node_lost, bool spare) const;
 };
 
+// Storage bandwidths measured by `orrery calibrate` (CalibrationProfile.checkpoint_storage),
+// used for each field the cluster file leaves out; `source` names the profile in the settings.
+struct MeasuredStorage {
+  const pb::CheckpointStorage* storage = nullptr;  // null: none
+  std::string source;
+};
+
 // The reader has checked every storage field (positive, non-negative); what remains cannot be
 // wrong, so this throws nothing of its own.
-CheckpointModel checkpoint_model(const plan::ResolvedPlan& plan, const Footprint& footprint);
+CheckpointModel checkpoint_model(const plan::ResolvedPlan& plan, const Footprint& footprint,
+                                 const MeasuredStorage& measured = {});
 
 }  // namespace orrery::sim

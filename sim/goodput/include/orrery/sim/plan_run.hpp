@@ -5,6 +5,7 @@
 #include <string>
 
 #include "orrery/plan/resolved_plan.hpp"
+#include "orrery/sim/checkpoint_model.hpp"
 #include "orrery/sim/footprint.hpp"
 #include "orrery/sim/goodput.hpp"
 #include "orrery/topologies/topology.hpp"
@@ -20,6 +21,6 @@ struct PlanRun {
 // `step_s`: the plan's failure-free step (a simulation's); `where` names the cluster in errors
 // about its failure fields.
 PlanRun plan_run(const plan::ResolvedPlan& plan, const topologies::Topology& topology,
-                 double step_s, const std::string& where);
+                 double step_s, const std::string& where, const MeasuredStorage& measured = {});
 
 }  // namespace orrery::sim
