@@ -175,6 +175,10 @@ void report_holdout(const ValidateArgs& a, const OutputFlags& out) {
   };
   const validation::RunHoldout h =
       validation::holdout_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"), key, progress);
+  if (out.csv) {
+    std::cout << holdout_csv(h);
+    return;
+  }
   print_holdout(h, a.runs_file, a.engine, out.json);
 }
 
@@ -307,6 +311,20 @@ std::vector<const validation::NodeComparison*> worst_nodes(const validation::Tra
 
 constexpr size_t kWorstNodes = 10;
 
+// Every node compared, in the trace's rank and node order: a node one side did not time has
+// empty figures for that side and no error.
+std::string trace_csv(const validation::TraceValidation& v) {
+  std::string out = csv_line({"rank", "id", "name", "group", "measured_s", "predicted_s", "error"});
+  for (const auto& n : v.nodes) {
+    const bool both = n.measured_s > 0 && n.predicted_s > 0;
+    out += csv_line({csv_number(n.rank), csv_number(n.id), n.name, n.group,
+                     n.measured_s > 0 ? csv_number(n.measured_s) : std::string(),
+                     n.predicted_s > 0 ? csv_number(n.predicted_s) : std::string(),
+                     both ? csv_number(n.predicted_s / n.measured_s - 1) : std::string()});
+  }
+  return out;
+}
+
 void report_trace(const ValidateArgs& a, const OutputFlags& out) {
   const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
   if (!a.timeline_file.empty() && engine != sim::EngineKind::kDes) {
@@ -326,6 +344,10 @@ void report_trace(const ValidateArgs& a, const OutputFlags& out) {
         to_perfetto_json({{&v.predicted_timeline, "predicted"}, {&trace, "measured"}}), a.force);
     std::cerr << "wrote " << a.timeline_file
               << " (predicted and measured side by side; open in ui.perfetto.dev)\n";
+  }
+  if (out.csv) {
+    std::cout << trace_csv(v);
+    return;
   }
   const auto worst = worst_nodes(v, kWorstNodes);
   if (out.json) {
@@ -406,10 +428,9 @@ void add_validate_command(CLI::App& app) {
       "docs/report.md)");
   cmd->add_flag("--force", a->force, "Replace --timeline or --html if it exists");
   add_output_flags(cmd, *out, false);
-  auto* csv =
-      add_csv_flag(cmd, *out, "--runs: one row per case; --collectives: one row per message size");
-  csv->excludes(trace);
-  csv->excludes(holdout);
+  add_csv_flag(cmd, *out,
+               "--runs: one row per case (with --holdout-by: per case and family); --collectives: "
+               "one row per message size; --trace: one row per node");
   holdout->needs(runs);
   holdout->excludes(calibration);  // the holdout fits its own kernel factor
   runs->excludes(coll);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "csv.hpp"
 #include "orrery/base/units.hpp"
 #include "output.hpp"
 #include "table.hpp"
@@ -125,6 +126,28 @@ void print_holdout(const validation::RunHoldout& h, const std::string& file,
                               {"in-sample p90 |error|", percent(h.in_sample_p90_abs_error)},
                               {"cases skipped", std::to_string(h.skipped)}});
   if (!skipped.empty()) std::cout << "\nskipped\n" << render_fields(skipped);
+}
+
+std::string holdout_csv(const validation::RunHoldout& h) {
+  std::string out =
+      csv_line({"family", "kernel_scale", "case", "measured_step_s", "predicted_step_s", "error",
+                "shipped_predicted_step_s", "shipped_error", "skipped"});
+  const auto line = [&out](const std::string& family, const std::string& scale,
+                           const validation::RunCase& held, const validation::RunCase* shipped) {
+    const bool ran = held.skipped.empty() && shipped != nullptr;
+    const auto figure = [ran](double x) { return ran ? csv_number(x) : std::string(); };
+    out += csv_line({family, scale, held.id, figure(held.measured_s), figure(held.predicted_s),
+                     figure(held.error), figure(ran ? shipped->predicted_s : 0),
+                     figure(ran ? shipped->error : 0), held.skipped});
+  };
+  for (const auto& f : h.families) {
+    for (size_t i = 0; i < f.cases.size(); ++i) {
+      line(f.family, csv_number(f.kernel_scale), f.cases[i],
+           i < f.shipped.size() ? &f.shipped[i] : nullptr);
+    }
+  }
+  for (const auto& c : h.unread) line("", "", c, nullptr);
+  return out;
 }
 
 }  // namespace orrery::cli

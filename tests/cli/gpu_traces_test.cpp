@@ -108,5 +108,37 @@ TEST_F(GpuTraces, TheMfuRunIsItsOwnMeasurement) {
   EXPECT_NEAR(j.at("measured_step_s").get<double>(), 1.4837, 5e-4);
 }
 
+// validate --trace --csv: one row per node of the trace, each error its predicted over measured
+// time; the row count is the node count --json reports.
+TEST_F(GpuTraces, TraceCsvHasARowPerNode) {
+  const std::string trace = (traces_ / "h1-gpt1.3b-s2048-m4.json").string();
+  const auto csv = run_command(orrery("validate --trace " + trace + " --csv"));
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(csv.out);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields;
+    std::istringstream f(line);
+    for (std::string field; std::getline(f, field, ',');) fields.push_back(field);
+    if (line.back() == ',') fields.emplace_back();
+    rows.push_back(fields);
+  }
+  ASSERT_GT(rows.size(), 100u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"rank", "id", "name", "group", "measured_s",
+                                               "predicted_s", "error"}));
+  const auto json =
+      nlohmann::json::parse(run_command(orrery("validate --trace " + trace + " --json")).out);
+  EXPECT_EQ(rows.size() - 1, json["nodes"].get<size_t>());
+  int compared = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), 7u) << "names hold no comma: " << rows[i][2];
+    if (rows[i][6].empty()) continue;
+    ++compared;
+    EXPECT_NEAR(std::stod(rows[i][6]), std::stod(rows[i][5]) / std::stod(rows[i][4]) - 1, 1e-9)
+        << rows[i][2];
+  }
+  EXPECT_GT(compared, 100);
+}
+
 }  // namespace
 }  // namespace orrery

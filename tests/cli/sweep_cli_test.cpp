@@ -203,8 +203,16 @@ TEST(Csv, ValidateRunsAndCollectivesParseBack) {
       run_command(orrery("validate --collectives " + shared + "public_collectives.json --csv"));
   ASSERT_EQ(coll.exit_code, 0) << coll.err;
   ASSERT_GT(csv_records(coll.out).size(), 1u);
-  const auto trace = run_command(orrery("validate --trace x.json --csv"));
-  EXPECT_EQ(trace.exit_code, 2) << "--csv takes no --trace";
+}
+
+TEST(Csv, ValidateHoldoutHasARowPerCase) {
+  const std::string runs = std::string(ORRERY_SOURCE_DIR) + "/validation/data/runs.json";
+  const auto holdout = run_command(orrery("validate --runs " + runs + " --holdout-by gpu --csv"));
+  ASSERT_EQ(holdout.exit_code, 0) << holdout.err;
+  const auto rows = csv_records(holdout.out);
+  EXPECT_EQ(rows[0][0], "family");
+  const auto plain = run_command(orrery("validate --runs " + runs + " --csv"));
+  EXPECT_EQ(rows.size(), csv_records(plain.out).size()) << "one row per case";
 }
 
 }  // namespace
