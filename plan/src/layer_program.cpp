@@ -1,6 +1,7 @@
 #include "orrery/plan/layer_program.hpp"
 
 #include "orrery/plan/fp8.hpp"
+#include "orrery/plan/op_sac.hpp"
 
 namespace orrery::plan::detail {
 namespace {
@@ -43,6 +44,16 @@ void add_core(std::vector<Step>& out, const models::LayerOp& op, const ResolvedP
   } else {
     out.push_back(compute(op, phase));
   }
+}
+
+// Op-level selective checkpointing: the part of an op's forward the backward re-runs, just
+// before the op's backward (fp8 casts of the forward input re-run with their GEMM's forward).
+void add_sac_recompute(std::vector<Step>& out, const models::LayerOp& op, const OpSacSplit& split,
+                       const ResolvedPlan& p) {
+  if (split.recompute_fraction <= 0 || is_fp8_forward_cast(op)) return;
+  const size_t at = out.size();
+  add_core(out, op, p, pb::PHASE_RECOMPUTE);
+  out[at].work_fraction = split.recompute_fraction;
 }
 
 // A GEMM of a decoder layer's dense part: what userbuffers pipelines its TP collectives with
@@ -161,8 +172,13 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
     return out;
   }
   const bool selective = p.recompute() == pb::RECOMPUTE_SELECTIVE;
+  // Op-level selective checkpointing re-runs a decoder layer's forward, but for what it kept.
+  std::vector<OpSacSplit> sac;
+  if (p.recompute() == pb::RECOMPUTE_SELECTIVE_OP && !ops.empty() && in_decoder_layer(ops[0]))
+    sac = op_sac_split(ops, p.model, p.precision.activation_bytes);
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     const auto& op = *it;
+    if (!sac.empty()) add_sac_recompute(out, op, sac[static_cast<size_t>(ops.rend() - it - 1)], p);
     if (is_fp8_forward_cast(op)) continue;  // quantizes the forward input: forward only
     if (sp && op.tp_comm_bytes > 0 && op.name != "head.loss") {
       out.push_back(collective(op.name + ".grad.all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,

@@ -96,6 +96,11 @@ std::vector<Case> cases() {
          x->set_tp(2), x->set_pp(2), x->set_dp(2);
          p.set_recompute(pb::RECOMPUTE_FULL);
        }},
+      {"llama_dp8_op_level_selective_checkpointing", "llama3-8b", 8, 2048,
+       [](pb::Plan& p) {
+         p.mutable_parallel()->set_dp(8);
+         p.set_recompute(pb::RECOMPUTE_SELECTIVE_OP);
+       }},
       {"llama_tp2_cp2_dp2_selective_recompute", "llama3-8b", 4, 2048,
        [](pb::Plan& p) {
          auto* x = p.mutable_parallel();
@@ -486,6 +491,27 @@ TEST(LoweringFlops, SelectiveRecomputeAddsTheAttentionCoresForwardFlops) {
   EXPECT_DOUBLE_EQ(s.recompute, n.forward_attention_core);
   EXPECT_DOUBLE_EQ(s.backward, n.backward);
   EXPECT_DOUBLE_EQ(s.forward, n.forward);
+}
+
+// Op-level selective checkpointing re-runs, before each op's backward, what the forward did not
+// keep: of attn.qkv the k projection (1,024 of its 6,144 columns), all of attn.out, half of the
+// gated mlp.up (the up projection), and every non-matmul op; attention and mlp.down not at all.
+TEST(Lowering, OpLevelSelectiveCheckpointingRerunsWhatItDidNotKeep) {
+  const pb::ExecGraph g =
+      plan::lower(make(find_case("llama_dp8_op_level_selective_checkpointing")));
+  std::map<std::string, double> forward, rerun;
+  for (const auto& n : g.ranks(0).nodes()) {
+    if (n.kind() != pb::NODE_KIND_COMPUTE || n.layer() != 0 || n.micro_batch() != 0) continue;
+    if (n.phase() == pb::PHASE_FORWARD) forward[n.op()] += n.flops();
+    if (n.phase() == pb::PHASE_RECOMPUTE) rerun[n.op()] += n.flops();
+  }
+  EXPECT_DOUBLE_EQ(rerun["attn.qkv"], forward["attn.qkv"] * 1024 / 6144);
+  EXPECT_DOUBLE_EQ(rerun["attn.out"], forward["attn.out"]);
+  EXPECT_DOUBLE_EQ(rerun["mlp.up"], forward["mlp.up"] / 2);
+  EXPECT_EQ(rerun.count("attn.core"), 0U);
+  EXPECT_EQ(rerun.count("mlp.down"), 0U);
+  EXPECT_DOUBLE_EQ(rerun["attn.norm"], forward["attn.norm"]);
+  EXPECT_GT(rerun.size(), 5U);
 }
 
 // --- Communication volumes ---------------------------------------------------------------------

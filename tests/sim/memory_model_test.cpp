@@ -190,6 +190,17 @@ TEST(MemoryModel, FullRecomputeKeepsLayerInputsAndOneLayer) {
       memory_per_stage(plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_SELECTIVE));
   EXPECT_DOUBLE_EQ(sel[0].activations_bytes(),
                    32 * (kLayerActivations - 262144) + kHeadActivations);
+  // Op-level selective checkpointing (torchtitan's "op" policy, plan/op_sac.hpp) keeps a layer's
+  // input (2sh = 16,777,216) and the outputs of attention (O 2sh + log-sum-exp 262,144) and of the
+  // 1st, 3rd, 5th and 7th matmul: q 2sh, v 0.5sh (8 KV heads x 128 x 2 B = 1,024 B per token),
+  // the gate 7sh, down 2sh: 113,508,352 kept; the re-run then holds the layer's other
+  // 285,474,816 - 113,508,352 = 171,966,464 once.
+  const auto op_sac = memory_per_stage(
+      plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_SELECTIVE_OP));
+  constexpr double kKept = 16777216.0 + 16777216 + 262144 + 4194304 + 58720256 + 16777216;
+  EXPECT_EQ(kKept, 113508352.0);
+  EXPECT_DOUBLE_EQ(op_sac[0].activations_bytes(),
+                   32 * (16777216.0 + kKept) + kHeadActivations + (kLayerActivations - kKept));
   // States are untouched by recomputation.
   EXPECT_DOUBLE_EQ(full[0].parameters_bytes(), 2 * P);
   EXPECT_DOUBLE_EQ(sel[0].optimizer_bytes(), 12 * P / 8);

@@ -93,6 +93,8 @@ pb::Sharding sharding_of(const std::string& text) {
 }
 
 pb::Recompute recompute_of(const std::string& text) {
+  // torchtitan's op-level policy ("selective (op)") keeps other tensors than Megatron's.
+  if (contains(text, "selective (op)")) return pb::RECOMPUTE_SELECTIVE_OP;
   if (contains(text, "selective")) return pb::RECOMPUTE_SELECTIVE;
   if (text.rfind("full", 0) == 0 || contains(text, "full (")) return pb::RECOMPUTE_FULL;
   return pb::RECOMPUTE_NONE;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "orrery/plan/fp8.hpp"
+#include "orrery/plan/op_sac.hpp"
 #include "orrery/plan/op_tables.hpp"
 #include "orrery/plan/pipeline_schedule.hpp"
 #include "orrery/plan/rank_layout.hpp"
@@ -43,9 +44,18 @@ struct Stage {
   double largest_layer_fp8_params = 0;
 };
 
+// Op-level selective checkpointing (plan/op_sac.hpp): what a layer's outputs it keeps hold.
+double sac_kept_bytes(const plan::ResolvedPlan& plan, const std::vector<models::LayerOp>& ops) {
+  double kept = 0;
+  for (const auto& split : plan::op_sac_split(ops, plan.model, plan.precision.activation_bytes))
+    kept += split.kept_bytes;
+  return kept;
+}
+
 Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t, int64_t s) {
   const pb::Recompute recompute = plan.recompute();
   const bool full = recompute == pb::RECOMPUTE_FULL;
+  const bool op_sac = recompute == pb::RECOMPUTE_SELECTIVE_OP;
   const int64_t stages = plan.degrees.pp * plan.degrees.vp;
   // A layer's input, which full recomputation keeps (sequence-parallel: this rank's slice).
   double input = static_cast<double>(plan.micro_batch_size * plan.seq_len / plan.degrees.cp) *
@@ -59,10 +69,16 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
     const plan::Fp8Footprint fp8 = plan::fp8_footprint(ops);
     st.fp8.params += fp8.params, st.fp8.gemms += fp8.gemms;
     st.largest_layer_fp8_params = std::max(st.largest_layer_fp8_params, fp8.params);
-    const double saved = saved_bytes(ops, full ? pb::RECOMPUTE_NONE : recompute);
+    const double saved = saved_bytes(ops, full || op_sac ? pb::RECOMPUTE_NONE : recompute);
     if (layer && full) {
       st.activation_bytes += input;
       st.largest_layer_bytes = std::max(st.largest_layer_bytes, saved);
+    } else if (layer && op_sac) {
+      // The layer's input and the outputs it kept, until its backward; the backward's re-run
+      // then materializes the rest of one layer's activations at a time.
+      const double kept = sac_kept_bytes(plan, ops);
+      st.activation_bytes += input + kept;
+      st.largest_layer_bytes = std::max(st.largest_layer_bytes, std::max(0.0, saved - kept));
     } else {
       st.activation_bytes += saved;
     }

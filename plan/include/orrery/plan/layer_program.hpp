@@ -31,6 +31,9 @@ struct Step {
   Kind kind = Kind::kCompute;
   const models::LayerOp* op = nullptr;  // kCompute, kRing, kOverlapped (the GEMM)
   pb::Phase phase = pb::PHASE_FORWARD;  // kCompute: RECOMPUTE for selectively recomputed ops
+  // kCompute: the part of the op's work this step runs (op-level selective checkpointing
+  // re-runs only the matmuls of a fused GEMM it did not keep: plan/op_sac.hpp).
+  double work_fraction = 1;
   // kCollective, kOverlapped: which group, what, how much (the whole collective's bytes), and a
   // readable name ("attn.out.all_reduce").
   bool expert_group = false;  // EP group instead of TP

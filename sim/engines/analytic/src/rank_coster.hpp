@@ -135,8 +135,8 @@ class RankCoster {
     for (const Step& s : plan::detail::layer_program(ops, plan_, phase)) {
       switch (s.kind) {
         case Step::Kind::kCompute: {
-          const double t = op_seconds(*s.op, s.phase, 1.0);
-          const double f = plan::detail::op_work(*s.op, s.phase).flops;
+          const double t = op_seconds(*s.op, s.phase, s.work_fraction);
+          const double f = plan::detail::op_work(*s.op, s.phase).flops * s.work_fraction;
           c.compute_s += t;
           c.dispatch_s += dispatch_s();
           c.flops += f;
