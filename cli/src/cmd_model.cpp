@@ -28,6 +28,26 @@ std::string enum_name(const google::protobuf::EnumDescriptor* e, int value) {
   return enum_value_name(*e->FindValueByNumber(value));
 }
 
+// The fields of docs/models.md#attention-variants-and-block-layouts a model sets.
+void add_attention_variants(const pb::ModelSpec& spec,
+                            std::vector<std::pair<std::string, std::string>>& f) {
+  if (spec.sliding_window() > 0) {
+    const int64_t p = spec.sliding_window_pattern();
+    f.emplace_back("sliding window",
+                   std::to_string(spec.sliding_window()) + " tokens, " +
+                       (p > 0 ? "every " + std::to_string(p) + "th layer global (from layer " +
+                                    std::to_string(p - 1) + ")"
+                              : std::string("every layer")));
+  }
+  if (spec.attn_logit_softcapping() > 0 || spec.final_logit_softcapping() > 0) {
+    f.emplace_back("soft-capping",
+                   "attention " + base::units::number(spec.attn_logit_softcapping()) +
+                       ", final logits " + base::units::number(spec.final_logit_softcapping()));
+  }
+  if (spec.parallel_block()) f.emplace_back("block", "parallel attention + MLP, one norm");
+  if (spec.post_block_norm()) f.emplace_back("post-block norms", "yes");
+}
+
 void show_model(const std::string& name, const OutputFlags& out) {
   const pb::ModelSpec spec = models::load_model(name);
   if (print_spec_if_asked(spec, out)) return;
@@ -64,6 +84,7 @@ void show_model(const std::string& name, const OutputFlags& out) {
     f.emplace_back("latent attention", "q rank " + std::to_string(a.q_lora_rank()) + ", kv rank " +
                                            std::to_string(a.kv_lora_rank()));
   }
+  add_attention_variants(spec, f);
   f.emplace_back("parameters", billions(stats.parameters));
   if (spec.has_moe()) f.emplace_back("active parameters", billions(stats.active_parameters));
   f.emplace_back("training FLOPs / token", base::units::flops(stats.training_flops_per_token) +

@@ -466,8 +466,9 @@ TEST(CliValidate, UnreadableCasesAreSkippedWithTheField) {
   const auto some = run_command(orrery("validate --runs " + readers.string() + " --json"));
   ASSERT_EQ(some.exit_code, 0) << some.err;
   const auto j = nlohmann::json::parse(some.out);
-  EXPECT_EQ(j["simulated"].get<int>(), 7);
-  EXPECT_EQ(j["skipped"].get<int>(), 12);  // two fp8 recipe cases (17, 18) among them
+  EXPECT_EQ(j["simulated"].get<int>(), 9);
+  // Two fp8 recipe cases (17, 18) and two malformed model variants (19, 20) among them.
+  EXPECT_EQ(j["skipped"].get<int>(), 12);
   EXPECT_EQ(j["cases"][15]["skipped"].get<std::string>(),
             readers.string() +
                 ": cases[15].hardware.num_gpus: expected a positive integer, got \"eight\"");
