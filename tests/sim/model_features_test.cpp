@@ -154,5 +154,73 @@ TEST(ModelFeaturesSim, EnginesAgree) {
   }
 }
 
+// docs/simulator.md's worked example: Llama 3 8B on one DGX H100, tp 2 (SP) x dp 4, ZeRO-1,
+// global batch 32 x 8192 tokens, micro-batch 1 (the FP8 example's plan), with each feature
+// switched on alone. Prints what the doc's table shows; checks the direction each must move.
+TEST(ModelFeaturesSim, WorkedExample) {
+  struct Variant {
+    const char* name;
+    bool materialized;
+    std::function<void(pb::ModelSpec&)> feature;
+  };
+  auto run = [](const Variant& v) {
+    pb::ModelSpec spec = models::load_model("llama3-8b");
+    v.feature(spec);
+    pb::Plan p;
+    p.set_model("llama3-8b");
+    p.set_cluster("dgx-h100");
+    p.mutable_job()->set_global_batch_size(32);
+    p.mutable_job()->set_seq_len(8192);
+    p.mutable_job()->set_precision(pb::PRECISION_BF16);
+    p.mutable_parallel()->set_tp(2);
+    p.mutable_parallel()->set_dp(4);
+    p.mutable_parallel()->set_sequence_parallel(true);
+    p.set_sharding(pb::SHARDING_ZERO1);
+    p.set_micro_batch_size(1);
+    if (v.materialized) p.set_attention_kernel(pb::ATTENTION_KERNEL_MATERIALIZED);
+    const plan::ResolvedPlan r =
+        plan::resolve_plan(p, spec, topologies::load_cluster("dgx-h100", 1));
+    const topologies::Topology topology(r.cluster);
+    const CostModels costs(topology, r.precision.dtype);
+    const SimOutput out = simulate(r, costs, EngineKind::kAnalytic);
+    double tp = 0;
+    for (const auto& c : out.result.breakdown().exposed_comm()) {
+      if (c.name() == "tp") tp = c.seconds();
+    }
+    std::printf("%s: step %.4f s, compute %.4f s, exposed tp %.4f s, activations %.3f GiB\n",
+                v.name, out.result.step_time_s(), out.result.breakdown().compute_s(), tp,
+                memory_per_stage(r).at(0).activations_bytes() / (1 << 30));
+    return out.result.step_time_s();
+  };
+  const auto none = [](pb::ModelSpec&) {};
+  const double flash = run({"flash, rope", false, none});
+  const double window = run({"window 4096, every layer", false, [](pb::ModelSpec& m) {
+                               m.set_sliding_window(4096);
+                             }});
+  const double gemma3 = run({"window 1024, pattern 6", false, [](pb::ModelSpec& m) {
+                               m.set_sliding_window(1024);
+                               m.set_sliding_window_pattern(6);
+                             }});
+  const double parallel =
+      run({"parallel block", false, [](pb::ModelSpec& m) { m.set_parallel_block(true); }});
+  const double alibi = run({"alibi", false, [](pb::ModelSpec& m) {
+                              m.set_position_embedding(pb::POSITION_EMBEDDING_ALIBI);
+                              m.clear_rotary_fraction();
+                            }});
+  const auto caps = [](pb::ModelSpec& m) {
+    m.set_attn_logit_softcapping(50);
+    m.set_final_logit_softcapping(30);
+  };
+  const double capped = run({"soft-capping 50 / 30", false, caps});
+  const double eager = run({"materialized, rope", true, none});
+  const double eager_capped = run({"materialized, soft-capping 50 / 30", true, caps});
+  EXPECT_LT(window, flash);
+  EXPECT_LT(gemma3, window);  // 5 of 6 layers at w = 1024 < 4096
+  EXPECT_LT(parallel, flash);
+  EXPECT_GT(capped, flash);
+  EXPECT_GT(eager_capped, eager);
+  EXPECT_NEAR(alibi, flash, 0.01 * flash);  // one add per score against no RoPE op
+}
+
 }  // namespace
 }  // namespace orrery::sim
