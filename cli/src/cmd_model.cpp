@@ -59,11 +59,10 @@ void add_attention_variants(const pb::ModelSpec& spec,
                             std::vector<std::pair<std::string, std::string>>& f) {
   if (spec.sliding_window() > 0) {
     const int64_t p = spec.sliding_window_pattern();
-    f.emplace_back("sliding window",
-                   std::to_string(spec.sliding_window()) + " tokens, " +
-                       (p > 0 ? "global every " + std::to_string(p) + " layers from layer " +
-                                    std::to_string(p - 1)
-                              : std::string("every layer")));
+    f.emplace_back("sliding window", std::to_string(spec.sliding_window()) + " tokens, " +
+                                         (p > 0 ? "global every " + std::to_string(p) +
+                                                      " layers from layer " + std::to_string(p - 1)
+                                                : std::string("every layer")));
   }
   if (spec.attn_logit_softcapping() > 0 || spec.final_logit_softcapping() > 0) {
     f.emplace_back("soft-capping",

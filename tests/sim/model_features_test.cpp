@@ -194,9 +194,8 @@ TEST(ModelFeaturesSim, WorkedExample) {
   };
   const auto none = [](pb::ModelSpec&) {};
   const double flash = run({"flash, rope", false, none});
-  const double window = run({"window 4096, every layer", false, [](pb::ModelSpec& m) {
-                               m.set_sliding_window(4096);
-                             }});
+  const double window = run(
+      {"window 4096, every layer", false, [](pb::ModelSpec& m) { m.set_sliding_window(4096); }});
   const double gemma3 = run({"window 1024, pattern 6", false, [](pb::ModelSpec& m) {
                                m.set_sliding_window(1024);
                                m.set_sliding_window_pattern(6);
