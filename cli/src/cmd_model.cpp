@@ -1,4 +1,5 @@
 // `orrery model list|show|flops|import`.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -26,6 +27,50 @@ std::string billions(double n) {
 
 std::string enum_name(const google::protobuf::EnumDescriptor* e, int value) {
   return enum_value_name(*e->FindValueByNumber(value));
+}
+
+struct Part {
+  std::string label;
+  models::LayerPart part;
+  int64_t layer;
+  int64_t count;
+};
+
+// The decoder layers grouped by kind, in order of each kind's first layer.
+std::vector<Part> layer_kinds(const pb::ModelSpec& spec) {
+  std::vector<Part> out;
+  for (int64_t l = 0; l < spec.num_layers(); ++l) {
+    std::string label = models::is_moe_layer(spec, l) ? "moe" : "dense";
+    if (spec.sliding_window() > 0)
+      label += models::is_local_attention_layer(spec, l) ? ", local" : ", global";
+    label = "layer (" + label + ")";
+    auto it = std::find_if(out.begin(), out.end(), [&](const Part& p) { return p.label == label; });
+    if (it == out.end()) {
+      out.push_back({label, models::LayerPart::kDecoder, l, 1});
+    } else {
+      ++it->count;
+    }
+  }
+  return out;
+}
+
+// The fields of docs/models.md#attention-variants-and-block-layouts a model sets.
+void add_attention_variants(const pb::ModelSpec& spec,
+                            std::vector<std::pair<std::string, std::string>>& f) {
+  if (spec.sliding_window() > 0) {
+    const int64_t p = spec.sliding_window_pattern();
+    f.emplace_back("sliding window", std::to_string(spec.sliding_window()) + " tokens, " +
+                                         (p > 0 ? "global every " + std::to_string(p) +
+                                                      " layers from layer " + std::to_string(p - 1)
+                                                : std::string("every layer")));
+  }
+  if (spec.attn_logit_softcapping() > 0 || spec.final_logit_softcapping() > 0) {
+    f.emplace_back("soft-capping",
+                   "attention " + base::units::number(spec.attn_logit_softcapping()) +
+                       ", final logits " + base::units::number(spec.final_logit_softcapping()));
+  }
+  if (spec.parallel_block()) f.emplace_back("block", "parallel attention + MLP, one norm");
+  if (spec.post_block_norm()) f.emplace_back("post-block norms", "yes");
 }
 
 void show_model(const std::string& name, const OutputFlags& out) {
@@ -64,6 +109,7 @@ void show_model(const std::string& name, const OutputFlags& out) {
     f.emplace_back("latent attention", "q rank " + std::to_string(a.q_lora_rank()) + ", kv rank " +
                                            std::to_string(a.kv_lora_rank()));
   }
+  add_attention_variants(spec, f);
   f.emplace_back("parameters", billions(stats.parameters));
   if (spec.has_moe()) f.emplace_back("active parameters", billions(stats.active_parameters));
   f.emplace_back("training FLOPs / token", base::units::flops(stats.training_flops_per_token) +
@@ -115,19 +161,10 @@ void print_flops(const FlopsArgs& a, const OutputFlags& out) {
     throw base::InputError("", 0, "", "cannot shard " + spec.name() + " this way: " + problem);
   }
 
-  // One row per op of the first layer of each distinct kind (dense, MoE), plus embedding and head.
-  struct Part {
-    std::string label;
-    models::LayerPart part;
-    int64_t layer;
-    int64_t count;
-  };
+  // One row per op of the first layer of each distinct kind (dense or MoE; with a sliding window,
+  // local or global attention), plus embedding and head.
   std::vector<Part> parts{{"embedding", models::LayerPart::kEmbedding, 0, 1}};
-  const int64_t dense = spec.has_moe() ? spec.moe().first_dense_layers() : spec.num_layers();
-  if (dense > 0) parts.push_back({"layer (dense)", models::LayerPart::kDecoder, 0, dense});
-  if (dense < spec.num_layers()) {
-    parts.push_back({"layer (moe)", models::LayerPart::kDecoder, dense, spec.num_layers() - dense});
-  }
+  for (Part& p : layer_kinds(spec)) parts.push_back(std::move(p));
   parts.push_back({"head", models::LayerPart::kHead, 0, 1});
 
   Table table({"part", "op", "class", "shape", "fwd FLOP", "bwd FLOP", "params", "saved act"});

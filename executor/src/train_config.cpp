@@ -83,6 +83,15 @@ std::string model_problem(const pb::ModelSpec& m) {
     return "model " + m.name() +
            ": partial rotary embeddings are not implemented in the executor yet";
   }
+  const char* feature = m.position_embedding() == pb::POSITION_EMBEDDING_ALIBI ? "ALiBi positions"
+                        : m.parallel_block()                                   ? "parallel_block"
+                        : m.sliding_window() > 0          ? "sliding_window attention"
+                        : m.attn_logit_softcapping() > 0  ? "attn_logit_softcapping"
+                        : m.final_logit_softcapping() > 0 ? "final_logit_softcapping"
+                        : m.post_block_norm()             ? "post_block_norm"
+                                                          : nullptr;
+  if (feature != nullptr)
+    return "model " + m.name() + ": " + feature + " is not implemented in the executor yet";
   return "";
 }
 

@@ -3,7 +3,10 @@
 // are part of the file format, not guesses); anything the spec cannot express is rejected.
 #include "orrery/models/hf_import.hpp"
 
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "hf_config.hpp"
 #include "orrery/base/error.hpp"
@@ -22,18 +25,36 @@ enum class Family {
   kQwen2Moe,
   kQwen3,
   kQwen3Moe,
+  kDeepseekV2,
   kDeepseekV3,
+  kGemma2,
+  kGemma3Text,
+  kPhi3,
+  kOlmo2,
   kGpt2,
   kGptNeoX
 };
 
+bool is_deepseek(Family f) { return f == Family::kDeepseekV2 || f == Family::kDeepseekV3; }
+bool is_gemma(Family f) { return f == Family::kGemma2 || f == Family::kGemma3Text; }
+
 const std::map<std::string, Family>& architectures() {
   static const std::map<std::string, Family> kArchitectures = {
-      {"LlamaForCausalLM", Family::kLlama},       {"MistralForCausalLM", Family::kMistral},
-      {"MixtralForCausalLM", Family::kMixtral},   {"Qwen2ForCausalLM", Family::kQwen2},
-      {"Qwen2MoeForCausalLM", Family::kQwen2Moe}, {"Qwen3ForCausalLM", Family::kQwen3},
-      {"Qwen3MoeForCausalLM", Family::kQwen3Moe}, {"DeepseekV3ForCausalLM", Family::kDeepseekV3},
-      {"GPT2LMHeadModel", Family::kGpt2},         {"GPTNeoXForCausalLM", Family::kGptNeoX}};
+      {"LlamaForCausalLM", Family::kLlama},
+      {"MistralForCausalLM", Family::kMistral},
+      {"MixtralForCausalLM", Family::kMixtral},
+      {"Qwen2ForCausalLM", Family::kQwen2},
+      {"Qwen2MoeForCausalLM", Family::kQwen2Moe},
+      {"Qwen3ForCausalLM", Family::kQwen3},
+      {"Qwen3MoeForCausalLM", Family::kQwen3Moe},
+      {"DeepseekV2ForCausalLM", Family::kDeepseekV2},
+      {"DeepseekV3ForCausalLM", Family::kDeepseekV3},
+      {"Gemma2ForCausalLM", Family::kGemma2},
+      {"Gemma3ForCausalLM", Family::kGemma3Text},
+      {"Phi3ForCausalLM", Family::kPhi3},
+      {"Olmo2ForCausalLM", Family::kOlmo2},
+      {"GPT2LMHeadModel", Family::kGpt2},
+      {"GPTNeoXForCausalLM", Family::kGptNeoX}};
   return kArchitectures;
 }
 
@@ -50,15 +71,16 @@ Family family_of(const HfConfig& c) {
 }
 
 // Gated FFNs (Llama family): hidden_act names the gate's activation.
-pb::Activation gated_activation(const HfConfig& c) {
-  const std::string act = c.optional_string("hidden_act").value_or("silu");
+// Gemma's MLP reads hidden_activation instead.
+pb::Activation gated_activation(const HfConfig& c, std::string_view key, std::string fallback) {
+  const std::string act = c.optional_string(key).value_or(fallback);
   if (act == "silu" || act == "swish") return pb::ACTIVATION_SWIGLU;
   if (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") {
     return pb::ACTIVATION_GEGLU;
   }
-  c.fail("hidden_act", "got '" + act +
-                           "', expected one of: silu, swish (SwiGLU), gelu, gelu_new, "
-                           "gelu_pytorch_tanh, gelu_fast (GeGLU)");
+  c.fail(key, "got '" + act +
+                  "', expected one of: silu, swish (SwiGLU), gelu, gelu_new, "
+                  "gelu_pytorch_tanh, gelu_fast (GeGLU)");
 }
 
 // Two-matrix FFNs (GPT-2, GPT-NeoX).
@@ -69,19 +91,77 @@ pb::Activation plain_activation(const HfConfig& c, std::string_view key, std::st
   c.fail(key, "got '" + act + "', expected gelu, gelu_new, gelu_fast or relu");
 }
 
+// Every this-many-th layer attends globally, from layer_types (transformers >= 4.53 writes it for
+// every family with sliding windows): 0 when every layer is local; a layout that is not periodic
+// that way is refused.
+int64_t pattern_of_layer_types(const HfConfig& c, int64_t layers) {
+  const auto& types = c.json().at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
+    c.fail("layer_types", "expected a list of num_hidden_layers (" + std::to_string(layers) +
+                              ") entries, each sliding_attention or full_attention");
+  }
+  std::vector<int64_t> global;
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto& t = types.at(static_cast<size_t>(l));
+    if (t == "full_attention") {
+      global.push_back(l);
+    } else if (t != "sliding_attention") {
+      c.fail("layer_types", "entry " + std::to_string(l) + " is " + t.dump() +
+                                ", expected sliding_attention or full_attention");
+    }
+  }
+  if (global.empty()) return 0;
+  const int64_t period = global.front() + 1;
+  for (int64_t l = 0; l < layers; ++l) {
+    const bool is_global = std::find(global.begin(), global.end(), l) != global.end();
+    if (is_global != ((l + 1) % period == 0)) {
+      c.fail("layer_types", "the full_attention layers are not exactly layers " +
+                                std::to_string(period - 1) + ", " + std::to_string(2 * period - 1) +
+                                ", ...: sliding_window_pattern cannot express this layout");
+    }
+  }
+  if (period == 1) {
+    c.fail("layer_types", "every layer is full_attention while sliding_window is set");
+  }
+  return period;
+}
+
+// The window and which layers use it, with each modeling file's defaults: Mistral's config
+// defaults to a 4096 window, Mixtral's and Phi-3's to none; Gemma 2 alternates local and global
+// layers (its modeling code hard-wires it), Gemma 3 has sliding_window_pattern (default 6).
+void read_sliding_window(const HfConfig& c, Family f, pb::ModelSpec& spec) {
+  std::optional<int64_t> window = c.optional_non_negative("sliding_window");
+  if (!window && !c.json().contains("sliding_window")) {
+    if (f == Family::kMistral) window = 4096;  // MistralConfig(sliding_window=4096)
+    if (is_gemma(f)) window = 4096;            // Gemma2Config, Gemma3TextConfig
+  }
+  if (!window || *window == 0) return;
+  spec.set_sliding_window(*window);
+  if (c.has("layer_types")) {
+    spec.set_sliding_window_pattern(pattern_of_layer_types(c, spec.num_layers()));
+  } else if (f == Family::kGemma2) {
+    spec.set_sliding_window_pattern(2);  // even layers local (Gemma2DecoderLayer)
+  } else if (f == Family::kGemma3Text) {
+    spec.set_sliding_window_pattern(c.optional_non_negative("sliding_window_pattern").value_or(6));
+  }
+}
+
 void reject_sliding_window(const HfConfig& c, Family f) {
-  // Sliding-window attention changes the attention core's work; ModelSpec has full attention.
+  // Qwen's windowed layers are those from max_window_layers on: a layout ModelSpec has no field
+  // for.
   if (f == Family::kQwen2 || f == Family::kQwen2Moe || f == Family::kQwen3 ||
       f == Family::kQwen3Moe) {
     if (c.optional_bool("use_sliding_window").value_or(false)) {
-      c.fail("use_sliding_window", "got true, sliding-window attention is not modelled");
+      c.fail("use_sliding_window",
+             "got true, Qwen's sliding window (layers from max_window_layers on) is not modelled");
     }
     return;
   }
   if (c.has("sliding_window")) {
-    c.fail("sliding_window", "got " + c.json().at("sliding_window").dump() +
-                                 ", sliding-window attention is not modelled (null imports as "
-                                 "full attention)");
+    c.fail("sliding_window", "got " + c.json().at("sliding_window").dump() + ", " +
+                                 c.architecture() +
+                                 " has no sliding-window attention (null imports as full "
+                                 "attention)");
   }
 }
 
@@ -105,9 +185,9 @@ void read_moe(const HfConfig& c, Family f, pb::ModelSpec& spec) {
     moe.set_expert_ffn_hidden_size(spec.ffn_hidden_size());
     return;
   }
-  moe.set_num_experts(c.positive(f == Family::kDeepseekV3 ? "n_routed_experts" : "num_experts"));
+  moe.set_num_experts(c.positive(is_deepseek(f) ? "n_routed_experts" : "num_experts"));
   moe.set_expert_ffn_hidden_size(c.positive("moe_intermediate_size"));
-  if (f == Family::kDeepseekV3) {
+  if (is_deepseek(f)) {
     moe.set_num_shared_experts(c.optional_non_negative("n_shared_experts").value_or(0));
     if (moe.num_shared_experts() > 0)
       moe.set_shared_expert_ffn_hidden_size(moe.expert_ffn_hidden_size());
@@ -148,14 +228,39 @@ void read_mla(const HfConfig& c, pb::ModelSpec& spec) {
   spec.set_head_dim(mla.qk_nope_head_dim() + mla.qk_rope_head_dim());
 }
 
-void read_llama_family(const HfConfig& c, Family f, pb::ModelSpec& spec) {
+// Gemma 2/3: GeGLU, tied embeddings, a norm before and after each block; Gemma 2 soft-caps the
+// attention scores and the final logits (Gemma2Config defaults 50 and 30; null turns them off).
+// Gemma's embedding scaling by sqrt(hidden_size) is one multiply per element, not modelled.
+void read_gemma(const HfConfig& c, Family f, pb::ModelSpec& spec) {
+  spec.set_activation(gated_activation(c, "hidden_activation", "gelu_pytorch_tanh"));
+  spec.set_tied_embeddings(c.optional_bool("tie_word_embeddings").value_or(true));
+  spec.set_post_block_norm(true);
+  spec.set_qk_norm(f == Family::kGemma3Text);  // Gemma3Attention's q_norm, k_norm per head
+  if (f != Family::kGemma2) return;
+  auto cap = [&](const char* key, double absent) {
+    return c.optional_number(key).value_or(c.json().contains(key) ? 0.0 : absent);
+  };
+  spec.set_attn_logit_softcapping(cap("attn_logit_softcapping", 50.0));
+  spec.set_final_logit_softcapping(cap("final_logit_softcapping", 30.0));
+}
+
+// Phi-3: fused qkv and gate/up projections (the same GEMM work as separate ones), optional
+// partial rotary, resid_pdrop on both blocks' outputs.
+void read_phi3(const HfConfig& c, pb::ModelSpec& spec) {
+  if (auto fraction = c.optional_number("partial_rotary_factor"); fraction && *fraction != 1.0) {
+    spec.set_rotary_fraction(*fraction);
+  }
+  spec.set_hidden_dropout(c.optional_number("resid_pdrop").value_or(0.0));
+}
+
+void read_llama_shape(const HfConfig& c, Family f, pb::ModelSpec& spec) {
   spec.set_num_layers(c.positive("num_hidden_layers"));
   spec.set_hidden_size(c.positive("hidden_size"));
   spec.set_num_attention_heads(c.positive("num_attention_heads"));
   // Absent or null means multi-head attention in every one of these modeling files.
   spec.set_num_kv_heads(c.has("num_key_value_heads") ? c.positive("num_key_value_heads")
                                                      : spec.num_attention_heads());
-  if (c.has("head_dim") && f != Family::kDeepseekV3) spec.set_head_dim(c.positive("head_dim"));
+  if (c.has("head_dim") && !is_deepseek(f)) spec.set_head_dim(c.positive("head_dim"));
   spec.set_ffn_hidden_size(c.positive("intermediate_size"));
   spec.set_vocab_size(c.positive("vocab_size"));
   spec.set_max_seq_len(c.positive("max_position_embeddings"));
@@ -167,20 +272,31 @@ void read_llama_family(const HfConfig& c, Family f, pb::ModelSpec& spec) {
     c.fail("layer_norm_eps", "this architecture uses RMSNorm (expected rms_norm_eps)");
   }
   spec.set_norm(pb::NORM_RMSNORM);
-  spec.set_activation(gated_activation(c));
+  spec.set_activation(gated_activation(c, "hidden_act", "silu"));
   spec.set_position_embedding(pb::POSITION_EMBEDDING_ROPE);
-  reject_sliding_window(c, f);
+}
+
+// OLMo 2 normalizes each block's output instead of its input (the same two norms per layer,
+// priced where pre-norm models have them) and its q/k norms span the whole projection rather
+// than each head: priced as qk_norm, whose per-head weights undercount OLMo 2's by
+// (heads + kv_heads - 2) * head_dim per layer (253,952 over the 7B's 32 layers, of 7.3 billion).
+void read_llama_family(const HfConfig& c, Family f, pb::ModelSpec& spec) {
+  read_llama_shape(c, f, spec);
+  const bool windowed =
+      f == Family::kMistral || f == Family::kMixtral || f == Family::kPhi3 || is_gemma(f);
+  windowed ? read_sliding_window(c, f, spec) : reject_sliding_window(c, f);
   if (f == Family::kQwen2 || f == Family::kQwen2Moe) {
     spec.set_qkv_bias(true);  // hard-wired in Qwen2's attention
-  } else if (f != Family::kDeepseekV3) {
+  } else if (!is_deepseek(f)) {
     read_llama_biases(c, spec);
   }
-  spec.set_qk_norm(f == Family::kQwen3 || f == Family::kQwen3Moe);
-  if (f == Family::kMixtral || f == Family::kQwen2Moe || f == Family::kQwen3Moe ||
-      f == Family::kDeepseekV3) {
+  spec.set_qk_norm(f == Family::kQwen3 || f == Family::kQwen3Moe || f == Family::kOlmo2);
+  if (is_gemma(f)) read_gemma(c, f, spec);
+  if (f == Family::kPhi3) read_phi3(c, spec);
+  if (f == Family::kMixtral || f == Family::kQwen2Moe || f == Family::kQwen3Moe || is_deepseek(f)) {
     read_moe(c, f, spec);
   }
-  if (f == Family::kDeepseekV3) read_mla(c, spec);
+  if (is_deepseek(f)) read_mla(c, spec);
 }
 
 void read_gpt2(const HfConfig& c, pb::ModelSpec& spec) {
@@ -238,8 +354,12 @@ SourceMap source_map(const HfConfig& c, Family f) {
       {"max_seq_len", gpt2 ? "n_positions" : "max_position_embeddings"},
       {"moe.top_k", "num_experts_per_tok"},
       {"moe.first_dense_layers", "first_k_dense_replace"},
-      {"hidden_dropout", gpt2 ? "resid_pdrop" : "hidden_dropout"},
-      {"rotary_fraction", "rotary_pct"}};
+      {"hidden_dropout", gpt2 || f == Family::kPhi3 ? "resid_pdrop" : "hidden_dropout"},
+      {"rotary_fraction", f == Family::kPhi3 ? "partial_rotary_factor" : "rotary_pct"},
+      {"sliding_window", "sliding_window"},
+      {"sliding_window_pattern", c.has("layer_types") ? "layer_types" : "sliding_window_pattern"},
+      {"attn_logit_softcapping", "attn_logit_softcapping"},
+      {"final_logit_softcapping", "final_logit_softcapping"}};
   for (const auto& [field, key] : keys) {
     if (int line = c.line(key); line > 0) where.record(field, line);
   }
@@ -267,6 +387,11 @@ pb::ModelSpec import_hf_config(const std::filesystem::path& config_json, std::st
     default:
       read_llama_family(c, f, spec);
       break;
+  }
+  if (f == Family::kOlmo2) {
+    spec.set_description(spec.description() +
+                         "; OLMo 2's post-block norms priced as pre-block ones and its "
+                         "whole-projection q/k norms as per-head qk_norm");
   }
   validate_model(spec, source_map(c, f));
   return spec;

@@ -117,6 +117,11 @@ std::vector<LayerOp> head_ops(const View& v) {
   if (spec.tied_embeddings()) lm.parameters = 0;
   ops.push_back(lm);
   const int64_t logits = v.tokens * vocab_local;
+  if (spec.final_logit_softcapping() > 0) {  // cap * tanh(logits / cap), its output kept
+    ops.push_back(detail::pointwise("head.softcap", pb::OP_CLASS_ELEMENTWISE, logits,
+                                    detail::kSoftcapFlopsPerElement, detail::kLinearBackwardFactor,
+                                    1, static_cast<double>(logits) * ctx.activation_bytes, ctx));
+  }
   LayerOp loss = detail::pointwise("head.loss", pb::OP_CLASS_SOFTMAX_LOSS, logits,
                                    detail::kSoftmaxLossFlopsPerElement, 0, 1,
                                    static_cast<double>(logits) * detail::kLossLogitBytes, ctx);
@@ -151,12 +156,17 @@ bool is_moe_layer(const pb::ModelSpec& spec, int64_t layer) {
   return spec.has_moe() && layer >= spec.moe().first_dense_layers();
 }
 
+bool is_local_attention_layer(const pb::ModelSpec& spec, int64_t layer) {
+  const int64_t period = spec.sliding_window_pattern();
+  return spec.sliding_window() > 0 && (period == 0 || (layer + 1) % period != 0);
+}
+
 std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_t layer,
                                const ShardContext& ctx) {
   const std::string problem = shard_problem(spec, ctx);
   ORRERY_CHECK(problem.empty(),
                "layer_ops of " + spec.name() + " with a plan that does not fit: " + problem);
-  const View v = detail::make_view(spec, ctx);
+  View v = detail::make_view(spec, ctx);
   switch (part) {
     case LayerPart::kEmbedding:
       return embedding_ops(v);
@@ -166,6 +176,7 @@ std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_
       break;
   }
   ORRERY_CHECK(layer >= 0 && layer < spec.num_layers(), "decoder layer index out of range");
+  if (is_local_attention_layer(spec, layer)) v.window = spec.sliding_window();
   std::vector<LayerOp> ops;
   detail::append_attention(v, ops);
   detail::append_mlp(v, layer, ops);

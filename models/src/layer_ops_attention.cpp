@@ -7,6 +7,8 @@
 // 2022 ("Reducing Activation Recomputation in Large Transformer Models"): with flash attention
 // Q, K, V and the output are kept, the s^2 softmax and its dropout mask never are; with
 // materialized attention they are (append_materialized_core).
+#include <utility>
+
 #include "layer_ops_build.hpp"
 #include "orrery/models/model_catalog.hpp"
 
@@ -41,7 +43,29 @@ LayerOp rope(const View& v, int64_t heads, int64_t dims) {
                    kRopeFlopsPerElement, kLinearBackwardFactor, 1, 0, v.ctx);
 }
 
-// softmax(QK^T / sqrt(d)) V, causal, as one flash-attention kernel.
+// Of the full q x k square, the query-key pairs a causal kernel computes over s tokens, each
+// query attending to at most `window` keys (0: all before it). Counted as the continuous triangle,
+// 1/2 (the diagonal blocks' waste is the kernel's efficiency, not work); with a window w < s the
+// triangle's first w rows plus a band of width w: (s*w - w^2/2) / s^2, which is 1/2 at w = s.
+double causal_fraction(int64_t s, int64_t window) {
+  if (window <= 0 || window >= s) return kCausalFraction;
+  const double sd = static_cast<double>(s), w = static_cast<double>(window);
+  return (sd * w - 0.5 * w * w) / (sd * sd);
+}
+
+// Elementwise work on each computed score inside a fused kernel, forward and backward (which
+// recomputes the scores): ALiBi's bias add (backward passes through) and soft-capping's tanh
+// (forward again in the recompute, then its derivative).
+std::pair<double, double> score_flops(const pb::ModelSpec& spec) {
+  const bool alibi = spec.position_embedding() == pb::POSITION_EMBEDDING_ALIBI;
+  const double cap = spec.attn_logit_softcapping() > 0 ? kSoftcapFlopsPerElement : 0.0;
+  const double bias = alibi ? kAlibiFlopsPerElement : 0.0;
+  return {bias + cap, bias + 2.0 * cap};
+}
+
+// softmax(QK^T / sqrt(d)) V, causal, as one flash-attention kernel (FlashAttention-2's
+// window_size and softcap arguments, and its ALiBi slopes, skip the blocks outside the window
+// and apply the bias and the cap on the tiles in registers: no score ever reaches memory).
 LayerOp core(const View& v, const HeadDims& d, int64_t kv_heads) {
   const auto& ctx = v.ctx;
   const double act = ctx.activation_bytes;
@@ -52,11 +76,14 @@ LayerOp core(const View& v, const HeadDims& d, int64_t kv_heads) {
   op.name = "attn.core";
   op.op_class = pb::OP_CLASS_ATTENTION;
   op.shape = {ctx.micro_batch, v.q_heads, q_len, kv_len, d.qk};
-  // QK^T: 2 * q_len * kv_len * d_qk per head, PV: 2 * q_len * kv_len * d_v; causal computes half
-  // of both. With CP each rank's two chunks see, together, 1/cp of the causal triangle.
-  op.forward_flops = kCausalFraction * 2.0 * mb * static_cast<double>(v.q_heads) * q_len *
-                     static_cast<double>(kv_len) * static_cast<double>(d.qk + d.v);
-  op.backward_flops = kAttentionBackwardFactor * op.forward_flops;
+  // QK^T: 2 * d_qk per query-key pair and head, PV: 2 * d_v; with CP each rank's two chunks see,
+  // together, 1/cp of the pairs (the KV ring still passes every block).
+  const double pairs = causal_fraction(ctx.seq_len, v.window) * mb *
+                       static_cast<double>(v.q_heads) * q_len * static_cast<double>(kv_len);
+  const double matmul = 2.0 * pairs * static_cast<double>(d.qk + d.v);
+  const auto [extra_fwd, extra_bwd] = score_flops(v.spec);
+  op.forward_flops = matmul + pairs * extra_fwd;
+  op.backward_flops = kAttentionBackwardFactor * matmul + pairs * extra_bwd;
   const double t = static_cast<double>(v.tokens);
   const double q_bytes = t * v.q_heads * d.qk * act;
   const double kv_local_bytes = t * kv_heads * (d.qk + d.v) * act;
@@ -76,7 +103,11 @@ LayerOp core(const View& v, const HeadDims& d, int64_t kv_heads) {
 // causal mask is applied afterwards), a fused scale-mask-softmax, attention dropout, and PV as a
 // batched GEMM. Korthikanti et al.'s "5as^2b" is what it stores: the softmax output (2 bytes), the
 // dropout mask (1 byte) and the dropout output (2 bytes) per score; selective recomputation drops
-// exactly those and recomputes the three ops.
+// exactly those and recomputes the three ops. A sliding window changes none of it: the scores are
+// computed and stored over the full square and the window is part of the mask (Megatron's and
+// Hugging Face's eager attention). ALiBi is added in the QK^T GEMM's epilogue (BLOOM's baddbmm:
+// the bias tensor as the GEMM's C operand); soft-capping is a kernel of its own over the scores,
+// keeping its output for the derivative (Gemma 2's eager attention).
 void append_materialized_core(const View& v, const HeadDims& d, int64_t kv_heads,
                               std::vector<LayerOp>& ops) {
   const auto& ctx = v.ctx;
@@ -101,7 +132,18 @@ void append_materialized_core(const View& v, const HeadDims& d, int64_t kv_heads
   qk.forward_bytes_written = scores * act;
   qk.saved_activation_bytes = q_bytes + k_bytes;  // Korthikanti's "Q and K: 4sbh"
   qk.selective_recompute = true;
+  if (v.spec.position_embedding() == pb::POSITION_EMBEDDING_ALIBI) {
+    qk.forward_flops += scores * kAlibiFlopsPerElement;
+    qk.forward_bytes_read += mb * v.q_heads * static_cast<double>(s) * act;  // [b*h, 1, s]
+  }
   ops.push_back(qk);
+  if (v.spec.attn_logit_softcapping() > 0) {
+    LayerOp cap = pointwise("attn.softcap", pb::OP_CLASS_ELEMENTWISE, static_cast<int64_t>(scores),
+                            kSoftcapFlopsPerElement, kLinearBackwardFactor, 1, scores * act, ctx);
+    cap.selective_recompute = true;
+    cap.selective_recompute_bytes = cap.saved_activation_bytes;
+    ops.push_back(cap);
+  }
 
   // Scale, causal mask and softmax in one kernel: read the scores, write the probabilities.
   LayerOp softmax =
@@ -146,7 +188,9 @@ LayerOp out_projection(const View& v, const HeadDims& d) {
   const int64_t k = v.q_heads * d.v;
   LayerOp op = gemm("attn.out", v.tokens, v.spec.hidden_size(), k, v.spec.linear_bias(),
                     static_cast<double>(v.tokens) * k * act, v.ctx);
-  if (v.ctx.tp > 1) op.tp_comm_bytes = static_cast<double>(v.tokens) * v.spec.hidden_size() * act;
+  // A parallel block reduces attention and MLP outputs together, after the MLP (block.sum).
+  if (v.ctx.tp > 1 && !v.spec.parallel_block())
+    op.tp_comm_bytes = static_cast<double>(v.tokens) * v.spec.hidden_size() * act;
   return op;
 }
 
@@ -207,7 +251,10 @@ void append_attention(const View& v, std::vector<LayerOp>& ops) {
     append_standard(v, d, ops);
   }
   ops.push_back(out_projection(v, d));
-  ops.push_back(residual("attn.residual", v));
+  if (v.spec.post_block_norm()) {  // on the reduced (under SP: scattered) output
+    ops.push_back(norm("attn.post_norm", v.spec.norm(), v.sp_tokens, v.spec.hidden_size(), v.ctx));
+  }
+  if (!v.spec.parallel_block()) ops.push_back(residual("attn.residual", v));
 }
 
 }  // namespace orrery::models::detail

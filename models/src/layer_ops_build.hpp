@@ -32,6 +32,11 @@ inline constexpr double kAttentionBackwardFactor = 2.5;
 inline constexpr double kCausalFraction = 0.5;
 // Megatron keeps the dropout masks as one byte per element.
 inline constexpr double kDropoutMaskBytes = 1;
+// tanh soft-capping, cap * tanh(x / cap): divide, tanh, multiply per element forward; backward
+// cap' = 1 - tanh^2 times the incoming gradient (square, subtract, multiply).
+inline constexpr double kSoftcapFlopsPerElement = 3;
+// ALiBi: one add of the head's bias per score (its backward passes the gradient through).
+inline constexpr double kAlibiFlopsPerElement = 1;
 // Flash-attention keeps one fp32 log-sum-exp per query row and head for its backward.
 inline constexpr double kSoftmaxStatBytes = 4;
 // Megatron's vocab-parallel cross entropy keeps the logits' softmax in fp32.
@@ -47,6 +52,9 @@ struct View {
   int64_t sp_tokens = 0;  // tokens / tp under sequence parallelism, else tokens: norms, residuals
   int64_t q_heads = 0;    // query heads on this rank
   int64_t kv_heads = 0;   // key/value heads on this rank (replicated when tp > num_kv_heads)
+  // Keys each query attends to at most: the sliding window on a local layer, else 0 (the whole
+  // causal prefix). Set by layer_ops for a decoder layer.
+  int64_t window = 0;
 };
 View make_view(const pb::ModelSpec& spec, const ShardContext& ctx);
 
@@ -68,6 +76,9 @@ LayerOp residual(std::string name, const View& v);
 int64_t ceil_div(int64_t a, int64_t b);
 
 // Attention and FFN halves of a decoder layer (layer_ops_attention.cpp, layer_ops_mlp.cpp).
+// With spec.parallel_block the attention half has no residual and its output projection no TP
+// reduction: the FFN half sums both outputs (block.sum, which carries the one reduction) and adds
+// them to the residual once.
 void append_attention(const View& v, std::vector<LayerOp>& ops);
 void append_mlp(const View& v, int64_t layer, std::vector<LayerOp>& ops);
 

@@ -77,8 +77,13 @@ void append_ffn(const View& v, const FfnShape& f, std::vector<LayerOp>& ops) {
 }
 
 void append_dense(const View& v, std::vector<LayerOp>& ops) {
-  const FfnShape f{
-      "mlp", v.tokens, static_cast<double>(v.tokens), v.spec.ffn_hidden_size() / v.ctx.tp, 1, true};
+  // A parallel block's MLP reads the attention's normalized input, which attn.qkv keeps.
+  const FfnShape f{"mlp",
+                   v.tokens,
+                   static_cast<double>(v.tokens),
+                   v.spec.ffn_hidden_size() / v.ctx.tp,
+                   1,
+                   !v.spec.parallel_block()};
   append_ffn(v, f, ops);
 }
 
@@ -102,6 +107,8 @@ LayerOp router(const View& v) {
   // Its input (also what the experts and shared experts are fed: kept once, here) and the fp32
   // routing probabilities.
   op.saved_activation_bytes = rows * h * ctx.activation_bytes + rows * experts * kRouterProbBytes;
+  // In a parallel block that input is the attention's, kept by attn.qkv (or attn.q/q_down).
+  if (v.spec.parallel_block()) op.saved_activation_bytes -= rows * h * ctx.activation_bytes;
   // Dispatch: each routed copy of a token goes to the rank holding its expert; (ep - 1) / ep of
   // them leave this rank.
   if (ctx.ep > 1) {
@@ -134,24 +141,46 @@ void append_moe(const View& v, std::vector<LayerOp>& ops) {
   // routed experts' down projection.
   LayerOp& down = ops.back();
   down.ep_alltoall_bytes = alltoall;
-  if (ctx.tp > 1) {
+  if (ctx.tp > 1 && !v.spec.parallel_block()) {
     down.tp_comm_bytes =
         static_cast<double>(v.tokens) * v.spec.hidden_size() * ctx.activation_bytes;
   }
 }
 
+// Parallel block: attention and FFN outputs, each a partial sum over TP ranks, are added first
+// and reduced once (GPT-NeoX's gpt_j_residual reduces mlp_output + attention_output). In backward
+// the same add is the branch point where the norm's output gradient sums both branches'.
+LayerOp block_sum(const View& v) {
+  const int64_t elements = v.tokens * v.spec.hidden_size();
+  LayerOp op = pointwise("block.sum", pb::OP_CLASS_ELEMENTWISE, elements, 1, kLinearBackwardFactor,
+                         2, 0, v.ctx);
+  if (v.ctx.tp > 1) op.tp_comm_bytes = static_cast<double>(elements) * v.ctx.activation_bytes;
+  return op;
+}
+
 }  // namespace
 
 void append_mlp(const View& v, int64_t layer, std::vector<LayerOp>& ops) {
-  ops.push_back(norm("mlp.norm", v.spec.norm(), v.sp_tokens, v.spec.hidden_size(), v.ctx));
+  const bool parallel = v.spec.parallel_block();
+  if (!parallel) {
+    ops.push_back(norm("mlp.norm", v.spec.norm(), v.sp_tokens, v.spec.hidden_size(), v.ctx));
+  }
   if (is_moe_layer(v.spec, layer)) {
     append_moe(v, ops);
   } else {
     append_dense(v, ops);
-    if (v.ctx.tp > 1) {
+    if (v.ctx.tp > 1 && !parallel) {
       ops.back().tp_comm_bytes =
           static_cast<double>(v.tokens) * v.spec.hidden_size() * v.ctx.activation_bytes;
     }
+  }
+  if (parallel) {
+    ops.push_back(block_sum(v));
+    ops.push_back(residual("block.residual", v));
+    return;
+  }
+  if (v.spec.post_block_norm()) {
+    ops.push_back(norm("mlp.post_norm", v.spec.norm(), v.sp_tokens, v.spec.hidden_size(), v.ctx));
   }
   ops.push_back(residual("mlp.residual", v));
 }

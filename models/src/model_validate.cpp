@@ -1,6 +1,8 @@
 // Semantic rules a ModelSpec must pass beyond its schema (which the generic reader already
 // enforces: required fields, signs, enum names). Each failure names the field and its line.
+#include <cmath>
 #include <string>
+#include <utility>
 
 #include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
@@ -50,6 +52,29 @@ void check_regularisation(const pb::ModelSpec& spec, const SourceMap& where) {
       where.fail("rotary_fraction",
                  "got " + base::units::number(spec.rotary_fraction()) + ", must be in (0, 1]");
     }
+  }
+}
+
+void check_attention_variants(const pb::ModelSpec& spec, const SourceMap& where) {
+  if (spec.sliding_window_pattern() > 0 && spec.sliding_window() == 0) {
+    where.fail("sliding_window_pattern", "got " + str(spec.sliding_window_pattern()) +
+                                             ", but sliding_window is 0 (no layer is local)");
+  }
+  if (spec.sliding_window_pattern() == 1) {
+    where.fail("sliding_window_pattern",
+               "got 1, which makes every layer global: leave sliding_window out instead");
+  }
+  for (const auto& [field, cap] :
+       {std::pair{"attn_logit_softcapping", spec.attn_logit_softcapping()},
+        std::pair{"final_logit_softcapping", spec.final_logit_softcapping()}}) {
+    if (!(cap >= 0 && std::isfinite(cap))) {
+      where.fail(field, "got " + base::units::number(cap) + ", must be a finite number >= 0");
+    }
+  }
+  if (spec.parallel_block() && spec.post_block_norm()) {
+    where.fail("post_block_norm",
+               "not modelled with parallel_block (the parallel block sums both outputs before "
+               "one residual add)");
   }
 }
 
@@ -120,6 +145,7 @@ void validate_model(const pb::ModelSpec& spec, const SourceMap& where) {
   check_enums(spec, where);
   check_attention(spec, where);
   check_regularisation(spec, where);
+  check_attention_variants(spec, where);
   check_moe(spec, where);
   check_mla(spec, where);
 }

@@ -24,25 +24,37 @@ models::ShardContext shard_context(const ResolvedPlan& plan) {
   return ctx;
 }
 
+namespace {
+
+// The table of layer l's kind, for a const or a mutable OpTables.
+template <typename Tables>
+auto& table_of(Tables& t, const pb::ModelSpec& m, int64_t l) {
+  const bool moe = models::is_moe_layer(m, l);
+  if (models::is_local_attention_layer(m, l)) return moe ? t.moe_local_layer : t.dense_local_layer;
+  return moe ? t.moe_layer : t.dense_layer;
+}
+
+}  // namespace
+
 OpTables make_op_tables(const ResolvedPlan& plan) {
   const auto ctx = shard_context(plan);
   const auto& m = plan.model;
   OpTables t;
   t.embedding = models::layer_ops(m, models::LayerPart::kEmbedding, 0, ctx);
   t.head = models::layer_ops(m, models::LayerPart::kHead, 0, ctx);
-  const int64_t first_moe = m.has_moe() ? m.moe().first_dense_layers() : m.num_layers();
-  if (first_moe > 0) t.dense_layer = models::layer_ops(m, models::LayerPart::kDecoder, 0, ctx);
-  if (first_moe < m.num_layers()) {
-    t.moe_layer = models::layer_ops(m, models::LayerPart::kDecoder, first_moe, ctx);
+  // The first layer of each kind stands for all of them.
+  for (int64_t l = 0; l < m.num_layers(); ++l) {
+    auto& table = table_of(t, m, l);
+    if (table.empty()) table = models::layer_ops(m, models::LayerPart::kDecoder, l, ctx);
   }
-  for (auto* ops : {&t.embedding, &t.head, &t.dense_layer, &t.moe_layer})
+  for (auto* ops : {&t.embedding, &t.head, &t.dense_layer, &t.moe_layer, &t.dense_local_layer,
+                    &t.moe_local_layer})
     apply_fp8(plan.precision, *ops);
   return t;
 }
 
 const std::vector<models::LayerOp>& OpTables::layer(const pb::ModelSpec& m, int64_t l) const {
-  const bool moe = m.has_moe() && l >= m.moe().first_dense_layers();
-  return moe ? moe_layer : dense_layer;
+  return table_of(*this, m, l);
 }
 
 RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, const OpTables& ops,

@@ -121,7 +121,9 @@ PlanSpace::PlanSpace(PlanningJob job, SpaceOptions options)
   ctx.seq_len = job_.base.job().seq_len();
   const auto& m = job_.model;
   for (int64_t l = 0; l < m.num_layers(); ++l) {
-    const bool same = l > 0 && models::is_moe_layer(m, l) == models::is_moe_layer(m, l - 1);
+    const bool same =
+        l > 0 && models::is_moe_layer(m, l) == models::is_moe_layer(m, l - 1) &&
+        models::is_local_attention_layer(m, l) == models::is_local_attention_layer(m, l - 1);
     layer_cost_.push_back(
         same ? layer_cost_.back()
              : training_flops(models::layer_ops(m, models::LayerPart::kDecoder, l, ctx)));

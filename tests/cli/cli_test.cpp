@@ -117,6 +117,25 @@ TEST(Cli, ModelImportWritesAFileAndNeverOverwritesIt) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// An imported Gemma 2: show names its window, pattern and caps; flops costs its local and
+// global layers apart (13 of each of the 26).
+TEST(Cli, ModelShowAndFlopsOfAWindowedModel) {
+  TempDir tmp;
+  const std::string config = std::string(ORRERY_TEST_INPUTS) + "/models/hf/gemma2-2b/config.json";
+  const fs::path out = tmp.path() / "gemma2.yaml";
+  auto r = run_command(orrery("model import " + config + " --out " + out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(orrery("model show " + out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4096 tokens, global every 2 layers from layer 1"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("attention 50, final logits 30"), std::string::npos) << r.out;
+  r = run_command(orrery("model flops " + out.string() + " --seq 8192"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("layer (dense, local) x13"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layer (dense, global) x13"), std::string::npos) << r.out;
+}
+
 TEST(Cli, TopoShowJsonIsAValidClusterFile) {
   TempDir tmp;
   const auto r = run_command(orrery("topo show dgx-h100 --nodes 4 --json"));
@@ -466,8 +485,9 @@ TEST(CliValidate, UnreadableCasesAreSkippedWithTheField) {
   const auto some = run_command(orrery("validate --runs " + readers.string() + " --json"));
   ASSERT_EQ(some.exit_code, 0) << some.err;
   const auto j = nlohmann::json::parse(some.out);
-  EXPECT_EQ(j["simulated"].get<int>(), 7);
-  EXPECT_EQ(j["skipped"].get<int>(), 12);  // two fp8 recipe cases (17, 18) among them
+  EXPECT_EQ(j["simulated"].get<int>(), 9);
+  // Two fp8 recipe cases (17, 18) and two malformed model variants (19, 20) among them.
+  EXPECT_EQ(j["skipped"].get<int>(), 12);
   EXPECT_EQ(j["cases"][15]["skipped"].get<std::string>(),
             readers.string() +
                 ": cases[15].hardware.num_gpus: expected a positive integer, got \"eight\"");

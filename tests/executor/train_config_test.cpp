@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "orrery/executor/train_config.hpp"
 #include "orrery/models/model_catalog.hpp"
@@ -36,6 +37,25 @@ TEST(UnsupportedReason, PerStageDegreesAreNotImplementedYet) {
                   "implemented in the executor yet"),
               std::string::npos)
         << unsupported_reason(c);
+  }
+}
+
+TEST(UnsupportedReason, ModelFeaturesTheExecutorLacksAreRefusedByName) {
+  const std::pair<void (*)(pb::ModelSpec&), std::string> features[] = {
+      {[](pb::ModelSpec& m) { m.set_position_embedding(pb::POSITION_EMBEDDING_ALIBI); },
+       "ALiBi positions"},
+      {[](pb::ModelSpec& m) { m.set_parallel_block(true); }, "parallel_block"},
+      {[](pb::ModelSpec& m) { m.set_sliding_window(16); }, "sliding_window attention"},
+      {[](pb::ModelSpec& m) { m.set_attn_logit_softcapping(50); }, "attn_logit_softcapping"},
+      {[](pb::ModelSpec& m) { m.set_final_logit_softcapping(30); }, "final_logit_softcapping"},
+      {[](pb::ModelSpec& m) { m.set_post_block_norm(true); }, "post_block_norm"}};
+  for (const auto& [set, name] : features) {
+    TrainConfig c = tiny_pp2();
+    set(c.model);
+    EXPECT_NE(unsupported_reason(c).find("model tiny: " + name +
+                                         " is not implemented in the executor yet"),
+              std::string::npos)
+        << name << ": " << unsupported_reason(c);
   }
 }
 

@@ -78,17 +78,21 @@ INSTANTIATE_TEST_SUITE_P(
                 ":10: hidden_size: got \"4096\" (a string), expected an integer > 0"},
         BadCase{"hf-unsupported-arch.json",
                 ":2: architectures: got 'BertForMaskedLM', which orrery cannot import (expected "
-                "one of: DeepseekV3ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM, "
-                "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
-                "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"},
+                "one of: DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GPT2LMHeadModel, "
+                "GPTNeoXForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
+                "MistralForCausalLM, MixtralForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, "
+                "Qwen2ForCausalLM, ... (15 in all))"},
         BadCase{"hf-zero-experts.json", ":18: num_local_experts: got 0, expected an integer > 0"},
         // Semantic rules on an imported spec point at the HF key behind the field.
         BadCase{"hf-kv-heads.json",
                 ":17: num_kv_heads: got 5, must divide num_attention_heads (32)"},
         BadCase{"hf-top-k.json", ":15: moe.top_k: got 9, must be in 1..moe.num_experts (8)"},
         BadCase{"hf-sliding-window.json",
-                ":27: sliding_window: got 4096, sliding-window attention is not modelled (null "
-                "imports as full attention)"},
+                ":27: sliding_window: got 4096, LlamaForCausalLM has no sliding-window attention "
+                "(null imports as full attention)"},
+        BadCase{"hf-layer-types.json",
+                ":32: layer_types: the full_attention layers are not exactly layers 1, 3, ...: "
+                "sliding_window_pattern cannot express this layout"},
         BadCase{"hf-attention-bias.json",
                 ":5: attention_bias: got true while mlp_bias is false: ModelSpec expresses biases "
                 "on every linear layer or on q/k/v only"},

@@ -70,20 +70,30 @@ TEST(RunValidation, ArchitectureFieldsAreExplicit) {
   const pb::ModelSpec& gpt = runs.at("gpt-alibi-eager").model;
   EXPECT_EQ(gpt.activation(), pb::ACTIVATION_GELU);
   EXPECT_EQ(gpt.norm(), pb::NORM_LAYERNORM);
-  EXPECT_EQ(gpt.position_embedding(), pb::POSITION_EMBEDDING_NONE);  // ALiBi: no parameters
+  EXPECT_EQ(gpt.position_embedding(), pb::POSITION_EMBEDDING_ALIBI);
   EXPECT_TRUE(gpt.linear_bias());
   EXPECT_EQ(
       runs.at("no-architecture").skipped,
       in_file("cases[9].model.activation: missing, and the notes name no family (give activation, "
               "norm, position)"));
-  EXPECT_EQ(runs.at("parallel-block").skipped,
-            in_file("cases[10].model.parallel_block: true: the simulator has no parallel "
-                    "attention/MLP block (one norm and one tensor-parallel reduction per layer "
-                    "instead of two)"));
-  EXPECT_EQ(
-      runs.at("sliding-window").skipped,
-      in_file("cases[11].model.sliding_window: 512 tokens < seq_len 2048: the simulator has no "
-              "windowed attention"));
+  const pb::ModelSpec& parallel = runs.at("parallel-block").model;
+  EXPECT_TRUE(runs.at("parallel-block").skipped.empty()) << runs.at("parallel-block").skipped;
+  EXPECT_TRUE(parallel.parallel_block());
+  EXPECT_FALSE(llama.parallel_block());
+  const pb::ModelSpec& local = runs.at("sliding-window").model;
+  EXPECT_TRUE(runs.at("sliding-window").skipped.empty()) << runs.at("sliding-window").skipped;
+  EXPECT_EQ(local.sliding_window(), 512);
+  EXPECT_EQ(local.sliding_window_pattern(), 2);
+  EXPECT_DOUBLE_EQ(local.attn_logit_softcapping(), 50);
+  EXPECT_DOUBLE_EQ(local.final_logit_softcapping(), 30);
+  EXPECT_TRUE(local.post_block_norm());
+  EXPECT_EQ(llama.sliding_window(), 0);
+  EXPECT_EQ(runs.at("window-pattern-without-window").skipped,
+            in_file("cases[19].model.sliding_window_pattern: got 2, but sliding_window is 0 (no "
+                    "layer is local)"));
+  EXPECT_EQ(runs.at("softcap-not-a-number").skipped,
+            in_file("cases[20].model.attn_logit_softcapping: expected a number >= 0 (0: no "
+                    "soft-capping), got \"fifty\""));
 }
 
 TEST(RunValidation, MoeBlockAndPresetNames) {
@@ -138,10 +148,11 @@ TEST(RunValidation, PipelineLayoutGivesUnevenStages) {
 
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
-  ASSERT_EQ(v.cases.size(), 19u);
-  for (size_t i = 0; i < 7; ++i)
+  ASSERT_EQ(v.cases.size(), 21u);
+  // The first seven, and the parallel block (10) and the windowed model (11).
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11})
     EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
-  EXPECT_EQ(v.simulated, 7);
+  EXPECT_EQ(v.simulated, 9);
   EXPECT_EQ(v.skipped, 12);
   // An MXFP8 run on H100 is refused by the plan's rule, naming the field and the reason.
   EXPECT_NE(v.cases[18].skipped.find("job.fp8_recipe: rule mxfp8-needs-mx-formats"),

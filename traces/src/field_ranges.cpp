@@ -108,6 +108,8 @@ const std::map<std::string, FieldRange, std::less<>>& field_ranges() {
       {"ModelSpec.max_seq_len", {kNoMin, 1000000000, kSeq}},
       {"ModelSpec.hidden_dropout", {kNoMin, 1, kFraction}},
       {"ModelSpec.rotary_fraction", {kNoMin, 1, kFraction}},
+      {"ModelSpec.sliding_window", {kNoMin, 1000000000, kSeq}},
+      {"ModelSpec.sliding_window_pattern", {kNoMin, 100000, kLayers}},
       {"PeakFlops.fp64", {kNoMin, 1e18, kFlops}},
       {"PeakFlops.fp32", {kNoMin, 1e18, kFlops}},
       {"PeakFlops.tf32", {kNoMin, 1e18, kFlops}},

@@ -227,12 +227,11 @@ void read_architecture(const CaseReader& m, pb::ModelSpec& s) {
                                            {"geglu", pb::ACTIVATION_GEGLU}}));
   s.set_norm(one_of<pb::Norm>(m, "norm",
                               {{"layernorm", pb::NORM_LAYERNORM}, {"rmsnorm", pb::NORM_RMSNORM}}));
-  // ALiBi has no parameters and adds its bias inside the attention kernel: as `none` here.
   s.set_position_embedding(
       one_of<pb::PositionEmbedding>(m, "position",
                                     {{"rope", pb::POSITION_EMBEDDING_ROPE},
                                      {"learned", pb::POSITION_EMBEDDING_LEARNED},
-                                     {"alibi", pb::POSITION_EMBEDDING_NONE},
+                                     {"alibi", pb::POSITION_EMBEDDING_ALIBI},
                                      {"none", pb::POSITION_EMBEDDING_NONE}}));
   s.set_linear_bias(m.flag_or("linear_bias", false));
   s.set_qkv_bias(m.flag_or("qkv_bias", false));
@@ -240,18 +239,25 @@ void read_architecture(const CaseReader& m, pb::ModelSpec& s) {
   s.set_hidden_dropout(m.flag_or("dropout", false) ? 0.1 : 0);
 }
 
-// What the simulator cannot build is refused, not approximated.
-void check_unsupported(const CaseReader& m, int64_t seq_len) {
-  if (m.flag_or("parallel_block", false)) {
-    m.fail("parallel_block",
-           "true: the simulator has no parallel attention/MLP block (one norm and one "
-           "tensor-parallel reduction per layer instead of two)");
+double cap_or_zero(const CaseReader& m, const std::string& key) {
+  if (!m.has(key)) return 0;
+  const json& v = m.at(key);
+  if (!v.is_number() || !(v.get<double>() >= 0)) {
+    m.fail(key, "expected a number >= 0 (0: no soft-capping), got " + v.dump());
   }
-  if (m.has("sliding_window") && m.integer("sliding_window") < seq_len) {
-    m.fail("sliding_window", std::to_string(m.integer("sliding_window")) + " tokens < seq_len " +
-                                 std::to_string(seq_len) +
-                                 ": the simulator has no windowed attention");
-  }
+  return v.get<double>();
+}
+
+// The attention variants and block layout (docs/models.md): a window and which layers use it,
+// soft-capping, the parallel block, Gemma's post-block norms. validate_model judges their
+// combination.
+void read_attention_variants(const CaseReader& m, pb::ModelSpec& s) {
+  s.set_parallel_block(m.flag_or("parallel_block", false));
+  s.set_post_block_norm(m.flag_or("post_block_norm", false));
+  s.set_sliding_window(m.integer_or("sliding_window", 0));
+  s.set_sliding_window_pattern(m.count_or("sliding_window_pattern", 0));
+  s.set_attn_logit_softcapping(cap_or_zero(m, "attn_logit_softcapping"));
+  s.set_final_logit_softcapping(cap_or_zero(m, "final_logit_softcapping"));
 }
 
 void read_moe(const CaseReader& m, pb::ModelSpec& s) {
@@ -284,7 +290,7 @@ pb::ModelSpec inline_model(const CaseReader& m, int64_t seq_len, std::string& la
   s.set_vocab_size(m.integer("vocab"));
   s.set_max_seq_len(seq_len);
   read_architecture(m, s);
-  check_unsupported(m, seq_len);
+  read_attention_variants(m, s);
   read_moe(m, s);
   try {
     models::validate_model(s, SourceMap());

@@ -81,7 +81,13 @@ std::string shard_problem(const pb::ModelSpec& spec, const ShardContext& ctx);
 // moe.first_dense_layers layers).
 bool is_moe_layer(const pb::ModelSpec& spec, int64_t layer);
 
-// Ops of decoder layer `layer` (0-based; decides dense vs MoE FFN), embedding, or LM head + loss.
+// Whether decoder layer `layer` attends within spec.sliding_window (a local layer) rather than to
+// the whole causal prefix: every layer when sliding_window_pattern is 0, else all but every
+// pattern-th one (Gemma 2: odd layers global; Gemma 3: layers 5, 11, ... global).
+bool is_local_attention_layer(const pb::ModelSpec& spec, int64_t layer);
+
+// Ops of decoder layer `layer` (0-based; decides dense vs MoE FFN and local vs global attention),
+// embedding, or LM head + loss.
 std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_t layer,
                                const ShardContext& ctx);
 

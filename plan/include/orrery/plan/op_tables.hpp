@@ -18,10 +18,13 @@ inline bool is_expert_op(const models::LayerOp& op) { return op.name.rfind("moe.
 
 namespace orrery::plan::detail {
 
-// The ops of each distinct part, computed once per lowering.
+// The ops of each distinct part, computed once per lowering. Decoder layers differ by their FFN
+// (dense or MoE) and their attention (global, or local under a sliding window); a table is empty
+// when no layer of its kind exists.
 struct OpTables {
   std::vector<models::LayerOp> embedding, head;
   std::vector<models::LayerOp> dense_layer, moe_layer;
+  std::vector<models::LayerOp> dense_local_layer, moe_local_layer;
   const std::vector<models::LayerOp>& layer(const pb::ModelSpec& m, int64_t l) const;
 };
 OpTables make_op_tables(const ResolvedPlan& plan);

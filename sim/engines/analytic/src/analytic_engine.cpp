@@ -230,8 +230,12 @@ StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCo
     return c;
   };
   const Costed embed = cost(ops.embedding), head = cost(ops.head);
-  const Costed dense = ops.dense_layer.empty() ? Costed{} : cost(ops.dense_layer);
-  const Costed moe = ops.moe_layer.empty() ? Costed{} : cost(ops.moe_layer);
+  // Each kind of decoder layer (dense or MoE, global or local attention) costed once.
+  std::map<const std::vector<models::LayerOp>*, Costed> layers;
+  for (int64_t l = 0; l < plan_.model.num_layers(); ++l) {
+    const auto& table = ops.layer(plan_.model, l);
+    if (layers.count(&table) == 0) layers.emplace(&table, cost(table));
+  }
   StagePasses s;
   int64_t chunk = 0;
   auto add = [&](const Costed& c, Part kind) {
@@ -253,8 +257,7 @@ StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCo
     if (stage == 0) add(embed, Part::kEmbed);
     const int64_t first = plan_.first_layer(stage);
     for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(stage)]; ++l) {
-      const bool is_moe = plan_.model.has_moe() && l >= plan_.model.moe().first_dense_layers();
-      add(is_moe ? moe : dense, Part::kLayer);
+      add(layers.at(&ops.layer(plan_.model, l)), Part::kLayer);
     }
     if (stage == stages_ - 1) add(head, Part::kHead);
   }
