@@ -7,6 +7,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "recompute.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -199,36 +200,47 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  auto scores_of = [&] { return torch::matmul(q, k.transpose(-2, -1)) * scale; };
-  auto softmax_of = [&](const torch::Tensor& scores) {
-    auto mask = torch::ones({s, s}, scores.options().dtype(torch::kBool)).triu(1);
-    return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
-  };
-  auto context_of = [&](const torch::Tensor& probs) {
-    return torch::matmul(probs, v).transpose(1, 2).reshape({b, s, heads * d});
-  };
-  torch::Tensor context;
-  if (materialized_attention_) {  // the plan costs the three kernels separately
-    auto scores = timed_op(layer, "attn.scores", scores_of);
-    auto probs = timed_op(layer, "attn.softmax", [&] { return softmax_of(scores); });
-    context = timed_op(layer, "attn.context", [&] { return context_of(probs); });
-  } else {  // one fused kernel in the plan
-    context = timed_op(layer, "attn.core", [&] {
+  const bool materialized = materialized_attention_;
+  // The attention core from q, k and v. It owns what it captures: selective recomputation
+  // (recompute.hpp) runs it again in the backward pass, after attention() has returned.
+  auto core = [=, this](const std::vector<torch::Tensor>& qkv_in) {
+    const auto &q = qkv_in[0], &k = qkv_in[1], &v = qkv_in[2];
+    auto scores_of = [&] { return torch::matmul(q, k.transpose(-2, -1)) * scale; };
+    auto softmax_of = [&](const torch::Tensor& scores) {
+      auto mask = torch::ones({s, s}, scores.options().dtype(torch::kBool)).triu(1);
+      return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+    };
+    auto context_of = [&](const torch::Tensor& probs) {
+      return torch::matmul(probs, v).transpose(1, 2).reshape({b, s, heads * d});
+    };
+    torch::Tensor context;
+    if (materialized) {  // the plan costs the three kernels separately
+      auto scores = timed_op(layer, "attn.scores", scores_of);
+      auto probs = timed_op(layer, "attn.softmax", [&] { return softmax_of(scores); });
+      context = timed_op(layer, "attn.context", [&] { return context_of(probs); });
+    } else {  // one fused kernel in the plan
+      context = timed_op(layer, "attn.core", [&] {
 #if TORCH_VERSION_MAJOR >= 2
-      // On a GPU, PyTorch's fused causal attention (flash in bf16): the kernel the plan costs, and
-      // without it the [b, heads, s, s] scores and probabilities of every layer stay saved for the
-      // backward pass (133 GiB for llama3.2-1b at 8 x 2048 tokens, more than an H200 holds).
-      if (q.is_cuda()) {
-        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale)
-            .transpose(1, 2)
-            .reshape({b, s, heads * d});
-      }
+        // On a GPU, PyTorch's fused causal attention (flash in bf16): the kernel the plan costs,
+        // and without it the [b, heads, s, s] scores and probabilities of every layer stay saved
+        // for the backward pass (133 GiB for llama3.2-1b at 8 x 2048 tokens, more than an H200
+        // holds).
+        if (q.is_cuda()) {
+          return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale)
+              .transpose(1, 2)
+              .reshape({b, s, heads * d});
+        }
 #endif
-      // Libtorch 1.13 has no public fused attention, and on the CPU the same math timed as one op
-      // keeps the CPU runs' numerics (and the correctness tests' tolerances) as they were.
-      return context_of(softmax_of(scores_of()));
-    });
-  }
+        // Libtorch 1.13 has no public fused attention, and on the CPU the same math timed as one op
+        // keeps the CPU runs' numerics (and the correctness tests' tolerances) as they were.
+        return context_of(softmax_of(scores_of()));
+      });
+    }
+    return context;
+  };
+  const torch::Tensor context = recompute_mode() == pb::RECOMPUTE_SELECTIVE
+                                    ? recompute_in_backward({q, k, v}, core)
+                                    : core({q, k, v});
   auto out = row_parallel_out(
       timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); }),
       layer, "attn.out");
@@ -307,7 +319,12 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   auto inputs = tokens.narrow(1, 0, s), targets = tokens.narrow(1, 1, s);
   torch::Tensor x = stage_.first ? in_part("embed", [&] { return embed(inputs); }) : hidden;
   for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l) {
-    x = in_part("L" + std::to_string(l), [&] { return mlp(attention(x, l), l); });
+    x = in_part("L" + std::to_string(l), [&] {
+      if (recompute_mode() != pb::RECOMPUTE_FULL) return mlp(attention(x, l), l);
+      return recompute_in_backward({x}, [this, l](const std::vector<torch::Tensor>& in) {
+        return mlp(attention(in[0], l), l);
+      });
+    });
   }
   if (!stage_.last) return x;
   if (hooks_ != nullptr) hooks_->before_forward("head");

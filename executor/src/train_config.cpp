@@ -57,10 +57,6 @@ std::string plan_problem(const pb::Plan& plan) {
            "zero1, zero2, "
            "zero3 and fsdp are)";
   }
-  if (plan.recompute() != pb::RECOMPUTE_UNSPECIFIED && plan.recompute() != pb::RECOMPUTE_NONE) {
-    return "recompute " + pb::Recompute_Name(plan.recompute()) +
-           ": not implemented in the executor yet";
-  }
   // overlap_grad_reduce and overlap_param_gather run as the lowering models them
   // (parallel_sharding.hpp).
   if (plan.tp_comm_overlap()) {
@@ -91,6 +87,13 @@ std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
   const auto s = plan.sharding();
   if (s != pb::SHARDING_ZERO3 && s != pb::SHARDING_FSDP) return "";
   const std::string name = "sharding " + std::string(s == pb::SHARDING_FSDP ? "fsdp" : "zero3");
+  if (plan.recompute() == pb::RECOMPUTE_FULL) {
+    // The lowering gathers a bucket for the recomputation instead of the backward; the executor's
+    // FSDP gathers it for the backward pass (recompute.hpp re-runs the layer inside it).
+    return name +
+           " with recompute full: the bucket gathers of recomputed layers are not "
+           "implemented in the executor yet";
+  }
   const auto [pp, ep] =
       std::pair(plan::degrees_of(plan.parallel()).pp, plan::degrees_of(plan.parallel()).ep);
   if (pp > 1 && m.tied_embeddings()) {

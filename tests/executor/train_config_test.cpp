@@ -83,5 +83,21 @@ TEST(UnsupportedReason, OverlapFlagsRun) {
   }
 }
 
+TEST(UnsupportedReason, RecomputationRunsButNotFullWithFsdp) {
+  TrainConfig c = tiny_pp2();
+  for (auto r : {pb::RECOMPUTE_SELECTIVE, pb::RECOMPUTE_FULL}) {
+    c.plan.set_recompute(r);
+    EXPECT_EQ(unsupported_reason(c), "") << pb::Recompute_Name(r);
+  }
+  c.plan.mutable_parallel()->set_pp(1);
+  c.plan.mutable_parallel()->set_dp(2);
+  c.plan.set_sharding(pb::SHARDING_FSDP);
+  EXPECT_EQ(unsupported_reason(c),
+            "sharding fsdp with recompute full: the bucket gathers of recomputed layers are not "
+            "implemented in the executor yet");
+  c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
+  EXPECT_EQ(unsupported_reason(c), "");
+}
+
 }  // namespace
 }  // namespace orrery::executor
