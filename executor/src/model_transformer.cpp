@@ -16,6 +16,12 @@ constexpr double kInitStd = 0.02;  // GPT-2 / Megatron init
 constexpr double kNormEps = 1e-5;
 constexpr double kRopeTheta = 10000.0;
 
+// The rotated dimensions of each head, as the layer decomposition counts them.
+int64_t rotary_dims(const pb::ModelSpec& spec) {
+  const double fraction = spec.has_rotary_fraction() ? spec.rotary_fraction() : 1.0;
+  return static_cast<int64_t>(static_cast<double>(models::head_dim(spec)) * fraction);
+}
+
 bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
 
 }  // namespace
@@ -56,6 +62,13 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
       add(a + "qkv.q_bias", {q}, 0, 0, l);
       add(a + "qkv.k_bias", {kv}, 0, 0, l);
       add(a + "qkv.v_bias", {kv}, 0, 0, l);
+    }
+    if (spec.qk_norm()) {  // Qwen3: one norm over head_dim for every query head, one for keys
+      // Replicated, but each TP rank normalizes its own heads: gradients summed over TP.
+      for (const char* which : {"q_", "k_"}) {
+        add(a + which + "norm.weight", {head_dim_}, -1, 0, l, -1, true);
+        if (ln) add(a + which + "norm.bias", {head_dim_}, -1, 0, l, -1, true);
+      }
     }
     add(a + "out.weight", {h, q}, 1, out_std, l);
     if (bias) add(a + "out.bias", {h}, -1, 0, l);
@@ -132,8 +145,14 @@ torch::Tensor Transformer::norm(const torch::Tensor& x, const std::string& prefi
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + kNormEps) * p(prefix + "norm.weight");
 }
 
-// Rotary embedding, rotate-half form (GPT-NeoX, Hugging Face Llama), over the whole head.
+// Rotary embedding, rotate-half form (GPT-NeoX, Hugging Face Llama), over the first
+// rotary_fraction of each head (GPT-NeoX's rotary_pct, truncated: models::head_dims); the rest
+// passes through.
 torch::Tensor Transformer::rope(const torch::Tensor& x) const {
+  const int64_t rotary = rotary_dims(spec_);
+  if (rotary < x.size(3)) {
+    return torch::cat({rope(x.narrow(3, 0, rotary)), x.narrow(3, rotary, x.size(3) - rotary)}, -1);
+  }
   const int64_t s = x.size(2), d = x.size(3);
   const auto fp64 = x.options().dtype(torch::kFloat64);  // on x's device
   auto inv_freq = torch::pow(kRopeTheta, -torch::arange(0, d, 2, fp64) / static_cast<double>(d));
@@ -190,6 +209,13 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
     return torch::linear(n, w, bias).view({b, s, heads + 2 * kv_heads, d}).transpose(1, 2);
   });
   auto qk = qkv.narrow(1, 0, heads + kv_heads);
+  if (spec_.qk_norm()) {
+    qk = torch::cat(
+        {timed_op(layer, "attn.q_norm", [&] { return norm(qk.narrow(1, 0, heads), a + "q_"); }),
+         timed_op(layer, "attn.k_norm",
+                  [&] { return norm(qk.narrow(1, heads, kv_heads), a + "k_"); })},
+        1);
+  }
   auto v = qkv.narrow(1, heads + kv_heads, kv_heads);
   if (spec_.position_embedding() == pb::POSITION_EMBEDDING_ROPE) {
     qk = timed_op(layer, "attn.rope", [&] { return rope(qk); });

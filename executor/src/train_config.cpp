@@ -72,12 +72,18 @@ std::string model_problem(const pb::ModelSpec& m) {
   if (m.has_mla())
     return "model " + m.name() +
            ": multi-head latent attention is not implemented in the executor yet";
-  if (m.qk_norm()) return "model " + m.name() + ": qk_norm is not implemented in the executor yet";
   if (m.hidden_dropout() > 0)
     return "model " + m.name() + ": hidden_dropout > 0 is not implemented in the executor yet";
-  if (m.has_rotary_fraction() && m.rotary_fraction() != 1.0) {
-    return "model " + m.name() +
-           ": partial rotary embeddings are not implemented in the executor yet";
+  if (m.has_rotary_fraction() && m.rotary_fraction() != 1.0 &&
+      m.position_embedding() == pb::POSITION_EMBEDDING_ROPE) {
+    // Rotate-half pairs dimension i with i + rotated / 2 (layer_ops truncates the count too).
+    const auto rotated =
+        static_cast<int64_t>(static_cast<double>(models::head_dim(m)) * m.rotary_fraction());
+    if (rotated % 2 != 0) {
+      return "model " + m.name() + ": rotary_fraction " + std::to_string(m.rotary_fraction()) +
+             " rotates " + str(rotated) +
+             " dimensions of each head; rotary embeddings need an even number";
+    }
   }
   return "";
 }

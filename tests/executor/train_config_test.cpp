@@ -99,5 +99,17 @@ TEST(UnsupportedReason, RecomputationRunsButNotFullWithFsdp) {
   EXPECT_EQ(unsupported_reason(c), "");
 }
 
+TEST(UnsupportedReason, QkNormAndPartialRotaryRunButAnOddRotaryWidthDoesNot) {
+  TrainConfig c = tiny_pp2();
+  c.model.set_qk_norm(true);
+  c.model.set_rotary_fraction(0.5);  // 8 of tiny's 16 dimensions per head
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.model.set_rotary_fraction(0.25 + 1.0 / 32);  // 4.5: 4 after truncation, still even
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.model.set_rotary_fraction(3.0 / 16);  // 3
+  EXPECT_NE(unsupported_reason(c).find("rotates 3 dimensions of each head"), std::string::npos)
+      << unsupported_reason(c);
+}
+
 }  // namespace
 }  // namespace orrery::executor
