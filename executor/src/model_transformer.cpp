@@ -7,6 +7,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "recompute.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -14,6 +15,12 @@ namespace {
 constexpr double kInitStd = 0.02;  // GPT-2 / Megatron init
 constexpr double kNormEps = 1e-5;
 constexpr double kRopeTheta = 10000.0;
+
+// The rotated dimensions of each head, as the layer decomposition counts them.
+int64_t rotary_dims(const pb::ModelSpec& spec) {
+  const double fraction = spec.has_rotary_fraction() ? spec.rotary_fraction() : 1.0;
+  return static_cast<int64_t>(static_cast<double>(models::head_dim(spec)) * fraction);
+}
 
 bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
 
@@ -55,6 +62,13 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
       add(a + "qkv.q_bias", {q}, 0, 0, l);
       add(a + "qkv.k_bias", {kv}, 0, 0, l);
       add(a + "qkv.v_bias", {kv}, 0, 0, l);
+    }
+    if (spec.qk_norm()) {  // Qwen3: one norm over head_dim for every query head, one for keys
+      // Replicated, but each TP rank normalizes its own heads: gradients summed over TP.
+      for (const char* which : {"q_", "k_"}) {
+        add(a + which + "norm.weight", {head_dim_}, -1, 0, l, -1, true);
+        if (ln) add(a + which + "norm.bias", {head_dim_}, -1, 0, l, -1, true);
+      }
     }
     add(a + "out.weight", {h, q}, 1, out_std, l);
     if (bias) add(a + "out.bias", {h}, -1, 0, l);
@@ -131,8 +145,14 @@ torch::Tensor Transformer::norm(const torch::Tensor& x, const std::string& prefi
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + kNormEps) * p(prefix + "norm.weight");
 }
 
-// Rotary embedding, rotate-half form (GPT-NeoX, Hugging Face Llama), over the whole head.
+// Rotary embedding, rotate-half form (GPT-NeoX, Hugging Face Llama), over the first
+// rotary_fraction of each head (GPT-NeoX's rotary_pct, truncated: models::head_dims); the rest
+// passes through.
 torch::Tensor Transformer::rope(const torch::Tensor& x) const {
+  const int64_t rotary = rotary_dims(spec_);
+  if (rotary < x.size(3)) {
+    return torch::cat({rope(x.narrow(3, 0, rotary)), x.narrow(3, rotary, x.size(3) - rotary)}, -1);
+  }
   const int64_t s = x.size(2), d = x.size(3);
   const auto fp64 = x.options().dtype(torch::kFloat64);  // on x's device
   auto inv_freq = torch::pow(kRopeTheta, -torch::arange(0, d, 2, fp64) / static_cast<double>(d));
@@ -189,6 +209,13 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
     return torch::linear(n, w, bias).view({b, s, heads + 2 * kv_heads, d}).transpose(1, 2);
   });
   auto qk = qkv.narrow(1, 0, heads + kv_heads);
+  if (spec_.qk_norm()) {
+    qk = torch::cat(
+        {timed_op(layer, "attn.q_norm", [&] { return norm(qk.narrow(1, 0, heads), a + "q_"); }),
+         timed_op(layer, "attn.k_norm",
+                  [&] { return norm(qk.narrow(1, heads, kv_heads), a + "k_"); })},
+        1);
+  }
   auto v = qkv.narrow(1, heads + kv_heads, kv_heads);
   if (spec_.position_embedding() == pb::POSITION_EMBEDDING_ROPE) {
     qk = timed_op(layer, "attn.rope", [&] { return rope(qk); });
@@ -199,36 +226,47 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  auto scores_of = [&] { return torch::matmul(q, k.transpose(-2, -1)) * scale; };
-  auto softmax_of = [&](const torch::Tensor& scores) {
-    auto mask = torch::ones({s, s}, scores.options().dtype(torch::kBool)).triu(1);
-    return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
-  };
-  auto context_of = [&](const torch::Tensor& probs) {
-    return torch::matmul(probs, v).transpose(1, 2).reshape({b, s, heads * d});
-  };
-  torch::Tensor context;
-  if (materialized_attention_) {  // the plan costs the three kernels separately
-    auto scores = timed_op(layer, "attn.scores", scores_of);
-    auto probs = timed_op(layer, "attn.softmax", [&] { return softmax_of(scores); });
-    context = timed_op(layer, "attn.context", [&] { return context_of(probs); });
-  } else {  // one fused kernel in the plan
-    context = timed_op(layer, "attn.core", [&] {
+  const bool materialized = materialized_attention_;
+  // The attention core from q, k and v. It owns what it captures: selective recomputation
+  // (recompute.hpp) runs it again in the backward pass, after attention() has returned.
+  auto core = [=, this](const std::vector<torch::Tensor>& qkv_in) {
+    const auto &q = qkv_in[0], &k = qkv_in[1], &v = qkv_in[2];
+    auto scores_of = [&] { return torch::matmul(q, k.transpose(-2, -1)) * scale; };
+    auto softmax_of = [&](const torch::Tensor& scores) {
+      auto mask = torch::ones({s, s}, scores.options().dtype(torch::kBool)).triu(1);
+      return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+    };
+    auto context_of = [&](const torch::Tensor& probs) {
+      return torch::matmul(probs, v).transpose(1, 2).reshape({b, s, heads * d});
+    };
+    torch::Tensor context;
+    if (materialized) {  // the plan costs the three kernels separately
+      auto scores = timed_op(layer, "attn.scores", scores_of);
+      auto probs = timed_op(layer, "attn.softmax", [&] { return softmax_of(scores); });
+      context = timed_op(layer, "attn.context", [&] { return context_of(probs); });
+    } else {  // one fused kernel in the plan
+      context = timed_op(layer, "attn.core", [&] {
 #if TORCH_VERSION_MAJOR >= 2
-      // On a GPU, PyTorch's fused causal attention (flash in bf16): the kernel the plan costs, and
-      // without it the [b, heads, s, s] scores and probabilities of every layer stay saved for the
-      // backward pass (133 GiB for llama3.2-1b at 8 x 2048 tokens, more than an H200 holds).
-      if (q.is_cuda()) {
-        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale)
-            .transpose(1, 2)
-            .reshape({b, s, heads * d});
-      }
+        // On a GPU, PyTorch's fused causal attention (flash in bf16): the kernel the plan costs,
+        // and without it the [b, heads, s, s] scores and probabilities of every layer stay saved
+        // for the backward pass (133 GiB for llama3.2-1b at 8 x 2048 tokens, more than an H200
+        // holds).
+        if (q.is_cuda()) {
+          return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale)
+              .transpose(1, 2)
+              .reshape({b, s, heads * d});
+        }
 #endif
-      // Libtorch 1.13 has no public fused attention, and on the CPU the same math timed as one op
-      // keeps the CPU runs' numerics (and the correctness tests' tolerances) as they were.
-      return context_of(softmax_of(scores_of()));
-    });
-  }
+        // Libtorch 1.13 has no public fused attention, and on the CPU the same math timed as one op
+        // keeps the CPU runs' numerics (and the correctness tests' tolerances) as they were.
+        return context_of(softmax_of(scores_of()));
+      });
+    }
+    return context;
+  };
+  const torch::Tensor context = recompute_mode() == pb::RECOMPUTE_SELECTIVE
+                                    ? recompute_in_backward({q, k, v}, core)
+                                    : core({q, k, v});
   auto out = row_parallel_out(
       timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); }),
       layer, "attn.out");
@@ -307,7 +345,12 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   auto inputs = tokens.narrow(1, 0, s), targets = tokens.narrow(1, 1, s);
   torch::Tensor x = stage_.first ? in_part("embed", [&] { return embed(inputs); }) : hidden;
   for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l) {
-    x = in_part("L" + std::to_string(l), [&] { return mlp(attention(x, l), l); });
+    x = in_part("L" + std::to_string(l), [&] {
+      if (recompute_mode() != pb::RECOMPUTE_FULL) return mlp(attention(x, l), l);
+      return recompute_in_backward({x}, [this, l](const std::vector<torch::Tensor>& in) {
+        return mlp(attention(in[0], l), l);
+      });
+    });
   }
   if (!stage_.last) return x;
   if (hooks_ != nullptr) hooks_->before_forward("head");

@@ -1,9 +1,11 @@
 #include "op_trace.hpp"
 
 #include <algorithm>
+#include <string_view>
 
 #include "orrery/base/error.hpp"
 #include "orrery/base/intervals.hpp"
+#include "recompute.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -40,7 +42,8 @@ std::string site_name(int64_t layer, int64_t micro_batch, const char* phase,
   std::string out;
   if (layer >= 0) out += "L" + std::to_string(layer) + ".";
   if (micro_batch >= 0) out += "mb" + std::to_string(micro_batch) + ".";
-  return out + phase + "." + op;
+  const bool rcp = recomputing() && std::string_view(phase) == "fwd";
+  return out + (rcp ? "rcp" : phase) + "." + op;
 }
 
 void HostClock::begin_step() {

@@ -57,10 +57,6 @@ std::string plan_problem(const pb::Plan& plan) {
            "zero1, zero2, "
            "zero3 and fsdp are)";
   }
-  if (plan.recompute() != pb::RECOMPUTE_UNSPECIFIED && plan.recompute() != pb::RECOMPUTE_NONE) {
-    return "recompute " + pb::Recompute_Name(plan.recompute()) +
-           ": not implemented in the executor yet";
-  }
   // overlap_grad_reduce and overlap_param_gather run as the lowering models them
   // (parallel_sharding.hpp).
   if (plan.tp_comm_overlap()) {
@@ -76,12 +72,18 @@ std::string model_problem(const pb::ModelSpec& m) {
   if (m.has_mla())
     return "model " + m.name() +
            ": multi-head latent attention is not implemented in the executor yet";
-  if (m.qk_norm()) return "model " + m.name() + ": qk_norm is not implemented in the executor yet";
   if (m.hidden_dropout() > 0)
     return "model " + m.name() + ": hidden_dropout > 0 is not implemented in the executor yet";
-  if (m.has_rotary_fraction() && m.rotary_fraction() != 1.0) {
-    return "model " + m.name() +
-           ": partial rotary embeddings are not implemented in the executor yet";
+  if (m.has_rotary_fraction() && m.rotary_fraction() != 1.0 &&
+      m.position_embedding() == pb::POSITION_EMBEDDING_ROPE) {
+    // Rotate-half pairs dimension i with i + rotated / 2 (layer_ops truncates the count too).
+    const auto rotated =
+        static_cast<int64_t>(static_cast<double>(models::head_dim(m)) * m.rotary_fraction());
+    if (rotated % 2 != 0) {
+      return "model " + m.name() + ": rotary_fraction " + std::to_string(m.rotary_fraction()) +
+             " rotates " + str(rotated) +
+             " dimensions of each head; rotary embeddings need an even number";
+    }
   }
   const char* feature = m.position_embedding() == pb::POSITION_EMBEDDING_ALIBI ? "ALiBi positions"
                         : m.parallel_block()                                   ? "parallel_block"
@@ -100,6 +102,13 @@ std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
   const auto s = plan.sharding();
   if (s != pb::SHARDING_ZERO3 && s != pb::SHARDING_FSDP) return "";
   const std::string name = "sharding " + std::string(s == pb::SHARDING_FSDP ? "fsdp" : "zero3");
+  if (plan.recompute() == pb::RECOMPUTE_FULL) {
+    // The lowering gathers a bucket for the recomputation instead of the backward; the executor's
+    // FSDP gathers it for the backward pass (recompute.hpp re-runs the layer inside it).
+    return name +
+           " with recompute full: the bucket gathers of recomputed layers are not "
+           "implemented in the executor yet";
+  }
   const auto [pp, ep] =
       std::pair(plan::degrees_of(plan.parallel()).pp, plan::degrees_of(plan.parallel()).ep);
   if (pp > 1 && m.tied_embeddings()) {

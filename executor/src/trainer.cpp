@@ -25,6 +25,7 @@
 #include "orrery/traces/spec_io.hpp"
 #include "parallel_sharding.hpp"
 #include "pipeline.hpp"
+#include "recompute.hpp"
 #include "run_device.hpp"
 
 namespace orrery::executor {
@@ -136,6 +137,7 @@ struct Run {
     pipe.device = device;
     model.set_materialized_attention(config.plan.attention_kernel() ==
                                      pb::ATTENTION_KERNEL_MATERIALIZED);
+    set_recompute_mode(config.plan.recompute());  // recompute.hpp
   }
 
   // This rank's rows of step n's global batch, [rows, seq + 1], drawn or read on the CPU (the same

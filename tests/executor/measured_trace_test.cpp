@@ -226,6 +226,34 @@ TEST(MeasuredTrace, MaterializedAttentionOneRank) {
       "mat", "--model tiny --dp 1 --global-batch 2 --seq 32 --attention materialized");
 }
 
+// Recomputation re-runs ops and collectives inside the backward pass under the lowering's "rcp"
+// names: full recomputation every layer op and its TP collectives, selective the attention core.
+TEST(MeasuredTrace, FullRecomputationUnderTensorParallelism) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering(
+      "rcp-full", "--model tiny --tp 2 --dp 1 --global-batch 2 --seq 32 --recompute full",
+      &measured);
+  bool rcp_gemm = false, rcp_collective = false;
+  for (const auto& n : measured.ranks(0).nodes()) {
+    rcp_gemm = rcp_gemm || n.name() == "L1.mb0.rcp.attn.qkv";
+    rcp_collective = rcp_collective || n.name() == "L1.mb0.rcp.attn.out.all_reduce";
+  }
+  EXPECT_TRUE(rcp_gemm && rcp_collective);
+}
+
+TEST(MeasuredTrace, SelectiveRecomputationMaterializedAttention) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("rcp-sel",
+                                "--model tiny --dp 1 --global-batch 2 --seq 32 --attention "
+                                "materialized --recompute selective",
+                                &measured);
+  int rcp = 0;
+  for (const auto& n : measured.ranks(0).nodes())
+    rcp += n.name().find(".rcp.") != std::string::npos ? 1 : 0;
+  // Scores, softmax and context of tiny's two layers in each of the two micro-batches.
+  EXPECT_EQ(rcp, 3 * 2 * 2);
+}
+
 TEST(MeasuredTrace, RefusesANonEmptyOutputDirectory) {
   const std::string dir = test::fresh_dir("trace-nonempty");
   std::ofstream(dir + "/notes.txt") << "mine\n";

@@ -11,6 +11,15 @@
 #include "orrery/executor/trainer.hpp"
 #include "orrery/models/model_catalog.hpp"
 
+namespace {
+
+std::string upper_case(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace orrery;
   // Started by mpirun or torchrun rather than orrery's launcher: choose the BLAS kernels as
@@ -42,6 +51,10 @@ int main(int argc, char** argv) {
   app.add_flag("--overlap-param-gather", overlap_gather,
                "ZeRO-1/2 parameter gathers during the next forward");
   app.add_option("--precision", precision, "fp32 | bf16");
+  std::string recompute = "none";
+  app.add_option("--recompute", recompute, "none | selective | full");
+  bool materialized = false;
+  app.add_flag("--materialized-attention", materialized, "attention_kernel materialized");
   app.add_option("--steps", c.steps);
   app.add_option("--seed", c.seed);
   app.add_option("--timeout", c.timeout_s);
@@ -63,6 +76,12 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--precision " + precision + ": fp32 or bf16");
     c.plan.mutable_job()->set_precision(precision == "bf16" ? pb::PRECISION_BF16
                                                             : pb::PRECISION_FP32);
+    pb::Recompute r = pb::RECOMPUTE_UNSPECIFIED;
+    if (!pb::Recompute_Parse("RECOMPUTE_" + upper_case(recompute), &r) ||
+        r == pb::RECOMPUTE_UNSPECIFIED)
+      throw std::runtime_error("--recompute " + recompute + ": none, selective or full");
+    c.plan.set_recompute(r);
+    if (materialized) c.plan.set_attention_kernel(pb::ATTENTION_KERNEL_MATERIALIZED);
     c.plan.set_overlap_grad_reduce(overlap_grad);
     c.plan.set_overlap_param_gather(overlap_gather);
     c.plan.mutable_parallel()->set_tp(tp);
@@ -75,9 +94,8 @@ int main(int argc, char** argv) {
     c.plan.set_micro_batch_size(mbs);
     c.plan.set_bucket_bytes(bucket);
     pb::Sharding s = pb::SHARDING_UNSPECIFIED;
-    std::string upper = sharding;
-    for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    if (!pb::Sharding_Parse("SHARDING_" + upper, &s) || s == pb::SHARDING_UNSPECIFIED) {
+    if (!pb::Sharding_Parse("SHARDING_" + upper_case(sharding), &s) ||
+        s == pb::SHARDING_UNSPECIFIED) {
       throw std::runtime_error("--sharding " + sharding +
                                ": none, zero1, zero2, zero3, fsdp or hsdp");
     }

@@ -103,5 +103,33 @@ TEST(UnsupportedReason, OverlapFlagsRun) {
   }
 }
 
+TEST(UnsupportedReason, RecomputationRunsButNotFullWithFsdp) {
+  TrainConfig c = tiny_pp2();
+  for (auto r : {pb::RECOMPUTE_SELECTIVE, pb::RECOMPUTE_FULL}) {
+    c.plan.set_recompute(r);
+    EXPECT_EQ(unsupported_reason(c), "") << pb::Recompute_Name(r);
+  }
+  c.plan.mutable_parallel()->set_pp(1);
+  c.plan.mutable_parallel()->set_dp(2);
+  c.plan.set_sharding(pb::SHARDING_FSDP);
+  EXPECT_EQ(unsupported_reason(c),
+            "sharding fsdp with recompute full: the bucket gathers of recomputed layers are not "
+            "implemented in the executor yet");
+  c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
+  EXPECT_EQ(unsupported_reason(c), "");
+}
+
+TEST(UnsupportedReason, QkNormAndPartialRotaryRunButAnOddRotaryWidthDoesNot) {
+  TrainConfig c = tiny_pp2();
+  c.model.set_qk_norm(true);
+  c.model.set_rotary_fraction(0.5);  // 8 of tiny's 16 dimensions per head
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.model.set_rotary_fraction(0.25 + 1.0 / 32);  // 4.5: 4 after truncation, still even
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.model.set_rotary_fraction(3.0 / 16);  // 3
+  EXPECT_NE(unsupported_reason(c).find("rotates 3 dimensions of each head"), std::string::npos)
+      << unsupported_reason(c);
+}
+
 }  // namespace
 }  // namespace orrery::executor

@@ -1,0 +1,90 @@
+#include "recompute.hpp"
+
+#include <optional>
+
+#include "mixed_precision.hpp"
+#include "op_trace.hpp"
+#include "orrery/base/error.hpp"
+
+namespace orrery::executor {
+namespace {
+
+pb::Recompute g_mode = pb::RECOMPUTE_NONE;
+bool g_recomputing = false;
+
+// What the backward pass needs besides the saved inputs, kept in the autograd context.
+struct RegionHolder : torch::CustomClassHolder {
+  RecomputedRegion region;
+  c10::DeviceType device = c10::DeviceType::CPU;
+  std::optional<at::ScalarType> autocast;  // the forward's autocast type on `device`, if on
+};
+
+// Phase "rcp" in op names while alive (op_trace.hpp).
+class RecomputingScope {
+ public:
+  RecomputingScope() : previous_(recomputing()) { set_recomputing(true); }
+  ~RecomputingScope() { set_recomputing(previous_); }
+  RecomputingScope(const RecomputingScope&) = delete;
+  RecomputingScope& operator=(const RecomputingScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+class Recompute : public torch::autograd::Function<Recompute> {
+ public:
+  // Runs with grad mode off (Function::apply), so the region saves nothing.
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList inputs,
+                               const c10::intrusive_ptr<RegionHolder>& holder) {
+    ctx->save_for_backward(inputs.vec());
+    ctx->saved_data["region"] = c10::IValue::make_capsule(holder);
+    return holder->region(inputs.vec());
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto holder =
+        c10::static_intrusive_pointer_cast<RegionHolder>(ctx->saved_data["region"].toCapsule());
+    std::vector<torch::Tensor> inputs;
+    for (const auto& saved : ctx->get_saved_variables())
+      inputs.push_back(saved.detach().requires_grad_(saved.requires_grad()));
+    torch::Tensor out;
+    {
+      const torch::AutoGradMode grad_mode(true);
+      const RecomputingScope rcp;
+      const AutocastScope autocast(holder->autocast.has_value(), holder->device,
+                                   holder->autocast.value_or(at::kBFloat16));
+      out = holder->region(inputs);
+    }
+    torch::autograd::backward({out}, {grads[0]});
+    torch::autograd::variable_list result;
+    for (const auto& in : inputs)
+      result.push_back(in.requires_grad() ? in.grad() : torch::Tensor());
+    result.emplace_back();  // the holder
+    return result;
+  }
+};
+
+}  // namespace
+
+pb::Recompute recompute_mode() { return g_mode; }
+void set_recompute_mode(pb::Recompute mode) { g_mode = mode; }
+bool recomputing() { return g_recomputing; }
+void set_recomputing(bool on) { g_recomputing = on; }
+
+torch::Tensor recompute_in_backward(const std::vector<torch::Tensor>& inputs,
+                                    RecomputedRegion region) {
+  ORRERY_CHECK(!inputs.empty(), "a recomputed region needs an input");
+  bool any = false;
+  for (const auto& in : inputs) any = any || in.requires_grad();
+  ORRERY_CHECK(any,
+               "a recomputed region needs an input that requires grad (else its parameters "
+               "would get no gradient)");
+  auto holder = c10::make_intrusive<RegionHolder>();
+  holder->region = std::move(region);
+  holder->device = inputs.front().device().type();
+  holder->autocast = autocast_type(holder->device);
+  return Recompute::apply(at::TensorList(inputs), holder);
+}
+
+}  // namespace orrery::executor

@@ -1,0 +1,47 @@
+// Activation recomputation (plan field `recompute`), as the lowering runs it
+// (plan/src/lower.cpp, layer_program.cpp): `full` re-runs each decoder layer's forward from its
+// saved input just before the layer's backward; `selective` (Megatron's) re-runs only the ops the
+// layer decomposition marks `selective_recompute`, the attention core (fused `attn.core`, or
+// `attn.scores`, `attn.softmax` and `attn.context`), before their backward. The first forward
+// saves nothing inside the recomputed region but its inputs; the recomputation runs the same ops
+// on the same inputs (the CPU kernels are deterministic and the model has no dropout), so the
+// gradients, and so the losses, are bit-identical to a run without it.
+//
+// While the recomputation runs, op and collective names take phase "rcp" instead of "fwd"
+// (op_trace.hpp's site_name), so a measured trace has the lowering's `L3.mb0.rcp.attn.qkv` nodes.
+// It runs inside the backward pass as PyTorch's reentrant checkpoint does: the recomputed graph
+// is differentiated by a nested backward that accumulates the parameters' gradients into their
+// .grad (through the same accumulators, so overlap_grad_reduce's hooks fire) and hands the
+// inputs' gradients back to the outer pass.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "orrery/pb/plan.pb.h"
+
+namespace orrery::executor {
+
+// The plan's recomputation for this rank process, set once by the trainer before the first step
+// and read by the model's forward pass (a process is one rank, like op_trace.hpp's current trace).
+pb::Recompute recompute_mode();
+void set_recompute_mode(pb::Recompute mode);
+
+// While true (a region re-run in the backward pass), op_trace.hpp's site_name gives phase "fwd"
+// as "rcp", the lowering's name for recomputed ops and their collectives.
+bool recomputing();
+void set_recomputing(bool on);
+
+// A region's forward as a function of its inputs. It must own what it captures (it runs again in
+// the backward pass, after its caller returned) and depend on nothing else that requires grad
+// but parameters (leaf tensors).
+using RecomputedRegion = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+
+// region(inputs), keeping only `inputs` for backward; recomputed (under the autocast state of
+// this call) when the backward pass reaches it. At least one input must require grad.
+torch::Tensor recompute_in_backward(const std::vector<torch::Tensor>& inputs,
+                                    RecomputedRegion region);
+
+}  // namespace orrery::executor

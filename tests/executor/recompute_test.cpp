@@ -1,0 +1,68 @@
+// Activation recomputation (executor/src/recompute.hpp) changes what is kept for backward, never
+// what is computed: the recomputation re-runs the same deterministic ops on the same inputs, so
+// losses, gradient norms and parameters are bit-identical to the same plan without it, on one
+// process and under TP with SP and under pipeline stages (where the recomputation re-runs the
+// layer's TP collectives inside the backward pass).
+#include <gtest/gtest.h>
+
+#include "executor_test_util.hpp"
+
+namespace orrery::executor {
+namespace {
+
+constexpr int64_t kSteps = 2;
+
+using test::Outcome;
+using test::Plan;
+
+Outcome train(const std::string& model, const Plan& plan) {
+  return test::train("rcp-", model, plan, kSteps);
+}
+
+std::string gpt() { return std::string(ORRERY_EXECUTOR_TEST_DIR) + "/tiny-gpt.yaml"; }
+
+Plan with(Plan plan, const std::string& recompute) {
+  plan.name += "-" + recompute;
+  plan.extra.insert(plan.extra.end(), {"--recompute", recompute});
+  return plan;
+}
+
+// Bit-identical: every loss, gradient norm and parameter value the same.
+void expect_identical(const Outcome& ref, const Outcome& got) {
+  ASSERT_EQ(ref.steps.size(), got.steps.size());
+  for (size_t s = 0; s < ref.steps.size(); ++s) {
+    EXPECT_EQ(ref.steps[s].loss, got.steps[s].loss) << "step " << s + 1;
+    EXPECT_EQ(ref.steps[s].grad_norm, got.steps[s].grad_norm) << "step " << s + 1;
+  }
+  ASSERT_EQ(ref.params.size(), got.params.size());
+  for (size_t i = 0; i < ref.params.size(); ++i) {
+    EXPECT_EQ(ref.params[i].name, got.params[i].name);
+    EXPECT_EQ(ref.params[i].values, got.params[i].values) << ref.params[i].name;
+  }
+}
+
+TEST(Recompute, FullAndSelectiveMatchOneProcessBitForBit) {
+  const Plan single{"single", 1, 1, 1, {}};
+  const Outcome ref = train("tiny", single);
+  EXPECT_LT(ref.steps.back().loss, ref.steps.front().loss);
+  expect_identical(ref, train("tiny", with(single, "full")));
+  expect_identical(ref, train("tiny", with(single, "selective")));
+}
+
+TEST(Recompute, SelectiveWithMaterializedAttentionBf16) {
+  const Plan single{"single-mat", 1, 1, 1, {"--precision", "bf16", "--materialized-attention"}};
+  expect_identical(train("tiny", single), train("tiny", with(single, "selective")));
+}
+
+TEST(Recompute, FullUnderTensorAndSequenceParallelism) {
+  const Plan tp2sp{"tp2sp", 2, 1, 1, {"--sp"}};
+  expect_identical(train(gpt(), tp2sp), train(gpt(), with(tp2sp, "full")));
+}
+
+TEST(Recompute, FullAcrossPipelineStagesOneFOneB) {
+  const Plan pp2{"pp2", 1, 1, 2, {"--schedule", "1f1b", "--overlap-grad-reduce"}};
+  expect_identical(train("tiny", pp2), train("tiny", with(pp2, "full")));
+}
+
+}  // namespace
+}  // namespace orrery::executor
