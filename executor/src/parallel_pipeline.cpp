@@ -146,6 +146,10 @@ class Schedule {
 torch::Tensor run_pipeline(const PipelineStage& stage, int64_t micro_batches,
                            pb::PipelineSchedule schedule, const ChunkForward& forward) {
   Schedule s(stage, micro_batches, forward);
+  // A plan that states no schedule gets the one plan::resolve_plan gives it for the lowering
+  // (`orrery run` passes the plan as stated): interleaved with vp > 1, else 1F1B.
+  if (schedule == pb::PIPELINE_SCHEDULE_UNSPECIFIED && stage.chunks > 1)
+    schedule = pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B;
   // The lowering's order (with one stage, 1F1B runs forward and backward of each micro-batch in
   // turn).
   for (const plan::PipeStep& step :
