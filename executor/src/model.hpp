@@ -22,11 +22,24 @@
 
 namespace orrery::executor {
 
-// The decoder layers [first_layer, end_layer) of one pipeline stage.
-struct StageLayers {
-  int64_t first_layer = 0, end_layer = 0;
-  bool first = true, last = true;  // holds the embeddings / the head and loss
+// The decoder layers [first, end) of one model chunk.
+struct LayerRange {
+  int64_t first = 0, end = 0;
 };
+
+// The decoder layers of one pipeline rank: one chunk, or vp chunks under interleaving (chunk c is
+// virtual stage c x pp + the rank, Megatron's assignment and the lowering's).
+struct StageLayers {
+  std::vector<LayerRange> chunks{LayerRange{}};
+  bool first = true, last = true;  // holds the embeddings / the head and loss
+  bool holds(int64_t layer) const;
+};
+
+// The layers of pipeline rank `pp_rank` of `pp` whose virtual stages have `split` layers each
+// (pp x vp entries, layers_per_stage in train_config.hpp).
+StageLayers stage_layers_of(const std::vector<int64_t>& split, int64_t pp, int64_t pp_rank);
+// The pipeline rank holding `layer` (-1: embeddings, num_layers: head).
+int64_t pipeline_rank_of(const std::vector<int64_t>& split, int64_t pp, int64_t layer);
 
 // Every parameter of the model, whichever stage holds it.
 struct ParamMeta {
@@ -59,8 +72,10 @@ class Transformer {
   // This stage's part of the forward pass of `tokens` ([batch, seq + 1] int64: inputs and shifted
   // targets). `hidden` is the previous stage's output (ignored on the first stage). Returns the
   // mean next-token cross-entropy on the last stage, the hidden states [batch, seq, hidden]
-  // elsewhere ([batch, seq / tp, hidden] with SP).
-  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& hidden);
+  // elsewhere ([batch, seq / tp, hidden] with SP). `chunk`: which of the stage's model chunks
+  // (interleaved pipelines); the embeddings run in chunk 0, the head in the last.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& hidden,
+                        int64_t chunk = 0);
 
   // Attention as three timed kernels (scores, softmax, context) rather than one fused op, as the
   // plan's attention_kernel says; the math is the same.

@@ -107,11 +107,10 @@ void Transformer::add(const std::string& name, std::vector<int64_t> shape, int64
   // A tied embedding matrix is also the last stage's LM head.
   const bool head_copy =
       name == "embed.tokens.weight" && spec_.tied_embeddings() && stage_.last && !stage_.first;
-  const bool mine = head_copy   ? true
-                    : layer < 0 ? stage_.first
-                    : layer >= spec_.num_layers()
-                        ? stage_.last
-                        : layer >= stage_.first_layer && layer < stage_.end_layer;
+  const bool mine = head_copy                     ? true
+                    : layer < 0                   ? stage_.first
+                    : layer >= spec_.num_layers() ? stage_.last
+                                                  : stage_.holds(layer);
   if (!mine) return;
   if (expert >= 0 && ep_.group && expert_owner(spec_, ep_.size, expert) != ep_.rank) return;
   if (shard_dim >= 0 && tp_size_ > 1) full = full.chunk(tp_size_, shard_dim)[tp_rank_];
@@ -340,11 +339,15 @@ torch::Tensor Transformer::embed(const torch::Tensor& inputs) const {
                   [&] { return x + p("embed.positions.weight").narrow(0, first, s); });
 }
 
-torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Tensor& hidden) {
+torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Tensor& hidden,
+                                   int64_t chunk) {
   const int64_t s = tokens.size(1) - 1;
   auto inputs = tokens.narrow(1, 0, s), targets = tokens.narrow(1, 1, s);
-  torch::Tensor x = stage_.first ? in_part("embed", [&] { return embed(inputs); }) : hidden;
-  for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l) {
+  const bool embeds = stage_.first && chunk == 0;
+  const bool ends = stage_.last && chunk + 1 == static_cast<int64_t>(stage_.chunks.size());
+  torch::Tensor x = embeds ? in_part("embed", [&] { return embed(inputs); }) : hidden;
+  const LayerRange& range = stage_.chunks.at(static_cast<size_t>(chunk));
+  for (int64_t l = range.first; l < range.end; ++l) {
     x = in_part("L" + std::to_string(l), [&] {
       if (recompute_mode() != pb::RECOMPUTE_FULL) return mlp(attention(x, l), l);
       return recompute_in_backward({x}, [this, l](const std::vector<torch::Tensor>& in) {
@@ -352,7 +355,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
       });
     });
   }
-  if (!stage_.last) return x;
+  if (!ends) return x;
   if (hooks_ != nullptr) hooks_->before_forward("head");
   auto h =
       enter_tp_region(timed_op(-1, "head.norm", [&] { return norm(x, "head."); }), -1, "head.norm");

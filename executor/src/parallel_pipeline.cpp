@@ -1,61 +1,66 @@
 
 #include "op_trace.hpp"
+#include "orrery/plan/pipeline_schedule.hpp"
 #include "pipeline.hpp"
 
 namespace orrery::executor {
 namespace {
 
-constexpr int kForwardTag = 0, kBackwardTag = 1;
+constexpr bool kForward = true, kBackward = false;
 
 class Schedule {
  public:
-  Schedule(const PipelineStage& stage, int64_t micro_batches,
-           const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward)
+  Schedule(const PipelineStage& stage, int64_t micro_batches, const ChunkForward& forward)
       : s_(stage),
+        micro_batches_(micro_batches),
         forward_(forward),
-        inputs_(static_cast<size_t>(micro_batches)),
-        outputs_(static_cast<size_t>(micro_batches)),
+        inputs_(static_cast<size_t>(micro_batches * stage.chunks)),
+        outputs_(static_cast<size_t>(micro_batches * stage.chunks)),
         loss_(torch::zeros({1}, torch::dtype(torch::kFloat64).device(stage.device))) {}
 
   // Transfers are timed under the lowering's names: "mb<m>.fwd.recv.act", "mb<m>.fwd.send.act",
-  // "mb<m>.bwd.recv.grad", "mb<m>.bwd.send.grad".
-  void forward(int64_t m) {
+  // "mb<m>.bwd.recv.grad", "mb<m>.bwd.send.grad" (with vp > 1 the lowering gives a rank's chunks
+  // the same names, and their times add up under one).
+  void forward(int64_t m, int64_t chunk) {
     poll_sends();
     set_current_micro_batch(m);
+    const int64_t v = s_.virtual_stage(chunk);
     torch::Tensor input;
-    if (!s_.first()) {
-      input = receive(s_.stage - 1, tag(m, kForwardTag), site_name(-1, m, "fwd", "recv.act"))
+    if (v > 0) {
+      input = receive(previous(), tag(m, v, kForward), site_name(-1, m, "fwd", "recv.act"))
                   .requires_grad_(true);
     }
     // The cast (a no-op in fp32) is in the graph, so input.grad() comes back in the wire type.
-    torch::Tensor out = forward_(m, input.defined() ? input.to(torch::kFloat32) : input);
-    if (s_.last()) {
+    torch::Tensor out = forward_(m, chunk, input.defined() ? input.to(torch::kFloat32) : input);
+    if (s_.ends_model(chunk)) {
       // Summed on the device in fp64 (the sum of the losses read back as doubles: the same
       // values in the same order), not read: on a GPU that would stall the host, and with it
       // the queueing of the next passes.
       loss_ += out.detach().to(torch::kFloat64);
     } else {
-      send(out.detach().to(s_.wire_dtype), s_.stage + 1, tag(m, kForwardTag),
+      send(out.detach().to(s_.wire_dtype), next(), tag(m, v + 1, kForward),
            site_name(-1, m, "fwd", "send.act"));
     }
-    inputs_[static_cast<size_t>(m)] = input;
-    outputs_[static_cast<size_t>(m)] = out;
+    inputs_[slot(m, chunk)] = input;
+    outputs_[slot(m, chunk)] = out;
   }
 
-  void backward(int64_t m) {
+  void backward(int64_t m, int64_t chunk) {
     poll_sends();
     set_current_micro_batch(m);
-    auto& out = outputs_[static_cast<size_t>(m)];
-    if (s_.last()) {
+    const int64_t v = s_.virtual_stage(chunk);
+    auto& out = outputs_[slot(m, chunk)];
+    if (s_.ends_model(chunk)) {
       out.backward();
     } else {
-      out.backward(receive(s_.stage + 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "recv.grad"))
+      out.backward(receive(next(), tag(m, v, kBackward), site_name(-1, m, "bwd", "recv.grad"))
                        .to(out.scalar_type()));
     }
     if (OpTrace* t = current_trace()) t->close_segment();  // the last backward op ends here
-    auto& input = inputs_[static_cast<size_t>(m)];
-    if (!s_.first())
-      send(input.grad(), s_.stage - 1, tag(m, kBackwardTag), site_name(-1, m, "bwd", "send.grad"));
+    auto& input = inputs_[slot(m, chunk)];
+    if (v > 0)
+      send(input.grad(), previous(), tag(m, v - 1, kBackward),
+           site_name(-1, m, "bwd", "send.grad"));
     out = torch::Tensor();  // free the micro-batch's activations
     input = torch::Tensor();
   }
@@ -71,7 +76,17 @@ class Schedule {
   }
 
  private:
-  static int tag(int64_t m, int direction) { return static_cast<int>(2 * m + direction); }
+  // The lowering's tag (plan/src/lower.cpp): the micro-batch, the receiving virtual stage and the
+  // direction.
+  int tag(int64_t m, int64_t receiver, bool forward) const {
+    return static_cast<int>((m * s_.stages * s_.chunks + receiver) * 2 + (forward ? 0 : 1));
+  }
+  // Neighbouring ranks; the last rank's chunk c feeds the first rank's chunk c + 1.
+  int64_t next() const { return (s_.stage + 1) % s_.stages; }
+  int64_t previous() const { return (s_.stage + s_.stages - 1) % s_.stages; }
+  size_t slot(int64_t m, int64_t chunk) const {
+    return static_cast<size_t>(chunk * micro_batches_ + m);
+  }
 
   torch::Tensor receive(int64_t from, int t, const std::string& name) {
     OpTrace::Scope scope(current_trace(), name);
@@ -119,7 +134,8 @@ class Schedule {
   }
 
   const PipelineStage& s_;
-  const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward_;
+  int64_t micro_batches_;
+  const ChunkForward& forward_;
   std::vector<torch::Tensor> inputs_, outputs_;
   std::vector<Pending> sends_;
   torch::Tensor loss_;  // the summed micro-batch losses, fp64 [1] (zero but on the last stage)
@@ -127,23 +143,23 @@ class Schedule {
 
 }  // namespace
 
-torch::Tensor run_pipeline(
-    const PipelineStage& stage, int64_t micro_batches, pb::PipelineSchedule schedule,
-    const std::function<torch::Tensor(int64_t, const torch::Tensor&)>& forward) {
+torch::Tensor run_pipeline(const PipelineStage& stage, int64_t micro_batches,
+                           pb::PipelineSchedule schedule, const ChunkForward& forward) {
   Schedule s(stage, micro_batches, forward);
-  if (schedule == pb::PIPELINE_SCHEDULE_GPIPE) {
-    for (int64_t m = 0; m < micro_batches; ++m) s.forward(m);
-    for (int64_t m = 0; m < micro_batches; ++m) s.backward(m);
-    return s.finish();
+  // A plan that states no schedule gets the one plan::resolve_plan gives it for the lowering
+  // (`orrery run` passes the plan as stated): interleaved with vp > 1, else 1F1B.
+  if (schedule == pb::PIPELINE_SCHEDULE_UNSPECIFIED && stage.chunks > 1)
+    schedule = pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B;
+  // The lowering's order (with one stage, 1F1B runs forward and backward of each micro-batch in
+  // turn).
+  for (const plan::PipeStep& step :
+       plan::pipeline_order(schedule, stage.stages, stage.chunks, stage.stage, micro_batches)) {
+    if (step.forward) {
+      s.forward(step.micro_batch, step.chunk);
+    } else {
+      s.backward(step.micro_batch, step.chunk);
+    }
   }
-  // 1F1B (PipeDream-flush); with one stage: forward and backward of each micro-batch in turn.
-  const int64_t warmup = std::min(stage.stages - stage.stage - 1, micro_batches);
-  for (int64_t m = 0; m < warmup; ++m) s.forward(m);
-  for (int64_t m = warmup; m < micro_batches; ++m) {
-    s.forward(m);
-    s.backward(m - warmup);
-  }
-  for (int64_t m = micro_batches - warmup; m < micro_batches; ++m) s.backward(m);
   return s.finish();
 }
 

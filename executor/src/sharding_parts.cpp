@@ -109,12 +109,8 @@ namespace {
 std::vector<ShardedParam> rank_parameters(const TrainConfig& c, const plan::RankLayout& grid,
                                           int64_t rank) {
   const plan::RankCoord coord = grid.coord(rank);
-  const auto split = layers_per_stage(c.plan, c.model);
-  StageLayers stage;
-  for (int64_t i = 0; i < coord.pp; ++i) stage.first_layer += split[static_cast<size_t>(i)];
-  stage.end_layer = stage.first_layer + split[static_cast<size_t>(coord.pp)];
-  stage.first = coord.pp == 0;
-  stage.last = coord.pp == grid.degrees().pp - 1;
+  const StageLayers stage =
+      stage_layers_of(layers_per_stage(c.plan, c.model), grid.degrees().pp, coord.pp);
   ExpertParallel ep;
   ep.size = grid.degrees().ep;
   const auto ep_members = grid.group(plan::GroupKind::kEp, rank);

@@ -35,18 +35,31 @@ std::string precision_problem(const pb::Plan& plan) {
          ": not implemented in the executor (fp32 and bf16 are)";
 }
 
+// Interleaved 1F1B (pipeline.hpp) runs with pp > 1 and every sharding but FSDP/ZeRO-3.
+std::string virtual_stage_problem(const pb::Plan& plan) {
+  const int64_t vp = plan::degrees_of(plan.parallel()).vp;
+  if (vp < 2) return "";
+  const std::string name = "parallel.vp " + str(vp);
+  if (plan::degrees_of(plan.parallel()).pp < 2) {
+    return name +
+           " with pp 1: every virtual stage on one rank, whose activations would be sent to the "
+           "rank itself; not implemented in the executor (vp with pp >= 2 is)";
+  }
+  const auto s = plan.sharding();
+  if (s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP) {
+    return name +
+           " with sharding zero3/fsdp: the lowering buckets FSDP parameters per model chunk, the "
+           "executor over the whole stage; not implemented in the executor yet";
+  }
+  return "";
+}
+
 std::string plan_problem(const pb::Plan& plan) {
   const auto& p = plan.parallel();
   if (p.cp() > 1)
     return "parallel.cp " + str(p.cp()) +
            ": context parallelism is not implemented in the executor yet";
-  if (p.vp() > 1)
-    return "parallel.vp " + str(p.vp()) +
-           ": virtual pipeline stages are not implemented in the executor yet";
-  if (p.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
-    return "parallel.schedule interleaved_1f1b: not implemented in the executor yet (gpipe and "
-           "1f1b are)";
-  }
+  if (auto v = virtual_stage_problem(plan); !v.empty()) return v;
   if (plan.stage_tp_size() > 0 || plan.stage_dp_size() > 0) {
     return "stage_tp/stage_dp: per-stage tensor- and data-parallel degrees are not implemented in "
            "the executor yet "
@@ -141,10 +154,11 @@ std::string unsupported_reason(const TrainConfig& c) {
 }
 
 std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec& model) {
-  const int64_t pp = plan::degrees_of(plan.parallel()).pp;
+  const auto d = plan::degrees_of(plan.parallel());
+  const int64_t stages = d.pp * d.vp;
   if (plan.layers_per_stage_size() > 0)
     return {plan.layers_per_stage().begin(), plan.layers_per_stage().end()};
-  return std::vector<int64_t>(static_cast<size_t>(pp), model.num_layers() / pp);
+  return std::vector<int64_t>(static_cast<size_t>(stages), model.num_layers() / stages);
 }
 
 }  // namespace orrery::executor

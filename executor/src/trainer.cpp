@@ -68,29 +68,6 @@ void maybe_inject_fault(int64_t rank, int64_t step) {
   std::_Exit(17);
 }
 
-// The layers, and whether it holds the embeddings and the head, of pipeline stage `stage`.
-StageLayers stage_layers(const TrainConfig& c, int64_t stage, int64_t stages) {
-  const auto split = layers_per_stage(c.plan, c.model);
-  StageLayers s;
-  for (int64_t i = 0; i < stage; ++i) s.first_layer += split[static_cast<size_t>(i)];
-  s.end_layer = s.first_layer + split[static_cast<size_t>(stage)];
-  s.first = stage == 0;
-  s.last = stage == stages - 1;
-  return s;
-}
-
-// The stage of `layer` (-1: embeddings, num_layers: head).
-int64_t stage_of(const TrainConfig& c, int64_t layer) {
-  const auto split = layers_per_stage(c.plan, c.model);
-  if (layer < 0) return 0;
-  int64_t end = 0;
-  for (size_t s = 0; s < split.size(); ++s) {
-    end += split[s];
-    if (layer < end) return static_cast<int64_t>(s);
-  }
-  return static_cast<int64_t>(split.size()) - 1;
-}
-
 // The torch device of a RunDevice (run_device.hpp).
 c10::Device torch_device(const RunDevice& d) {
   return d.cuda ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.index))
@@ -120,7 +97,8 @@ struct Run {
         groups(make_groups(e, grid, config.timeout_s, config.model.tied_embeddings(),
                            run_device.cuda ? GroupBackend::kNccl : GroupBackend::kGloo)),
         model(config.model, groups.tp, grid.degrees().tp, groups.coord.tp, config.seed,
-              stage_layers(config, groups.coord.pp, grid.degrees().pp),
+              stage_layers_of(layers_per_stage(config.plan, config.model), grid.degrees().pp,
+                              groups.coord.pp),
               config.plan.parallel().sequence_parallel(),
               ExpertParallel{groups.ep, grid.degrees().ep, groups.ep_index}, device),
         optimizer(model, groups, config, grid.degrees().ep),
@@ -130,6 +108,7 @@ struct Run {
     pipe.pp = groups.pp;
     pipe.stage = groups.coord.pp;
     pipe.stages = grid.degrees().pp;
+    pipe.chunks = grid.degrees().vp;
     const int64_t seq = config.plan.job().seq_len() /
                         (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
     pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
@@ -157,10 +136,10 @@ struct Run {
     const int64_t mbs = c.plan.micro_batch_size(), local = mbs * micro_batches;
     const auto mine = rank_rows(n, local).to(device);
     optimizer.zero_grad();
-    auto forward = [&](int64_t m, const torch::Tensor& hidden) {
+    auto forward = [&](int64_t m, int64_t chunk, const torch::Tensor& hidden) {
       const AutocastScope autocast(bf16(), device.type());  // mixed_precision.hpp
-      auto out = model.forward(mine.narrow(0, m * mbs, mbs), hidden);
-      return pipe.last() ? out / static_cast<double>(micro_batches) : out;
+      auto out = model.forward(mine.narrow(0, m * mbs, mbs), hidden, chunk);
+      return pipe.ends_model(chunk) ? out / static_cast<double>(micro_batches) : out;
     };
     // The last stage's summed loss, zero on the others (fp64, on the device).
     auto loss = run_pipeline(pipe, micro_batches, c.plan.parallel().schedule(), forward);
@@ -207,7 +186,8 @@ struct Run {
     std::vector<NamedArray> arrays;
     const auto& all = model.all_parameters();
     for (size_t i = 0; i < all.size(); ++i) {
-      const int64_t owner = stage_of(c, all[i].layer);
+      const int64_t owner =
+          pipeline_rank_of(layers_per_stage(c.plan, c.model), pipe.stages, all[i].layer);
       torch::Tensor full;
       if (const ShardedParam* p = model.find(all[i].name)) full = gather_full(*p, groups.tp);
       // A routed expert lives on one rank of the EP group.

@@ -221,6 +221,13 @@ TEST(MeasuredTrace, PipelineGpipeTiedEmbeddings) {
                       "/tiny-gpt.yaml --pp 2 --dp 1 --global-batch 4 --seq 16 --schedule gpipe");
 }
 
+TEST(MeasuredTrace, PipelineInterleavedVirtualStages) {
+  // pp 2 x vp 2: each rank runs its two chunks in the lowering's order, under its names.
+  expect_trace_matches_lowering("pp2vp2", "--model " + std::string(ORRERY_EXECUTOR_TEST_DIR) +
+                                              "/tiny-4layer.yaml --pp 2 --vp 2 --dp 1 "
+                                              "--global-batch 4 --seq 16");
+}
+
 TEST(MeasuredTrace, MaterializedAttentionOneRank) {
   expect_trace_matches_lowering(
       "mat", "--model tiny --dp 1 --global-batch 2 --seq 32 --attention materialized");

@@ -88,6 +88,29 @@ TEST(PipelineMatchesSingleProcess, Dp2Pp2PpInnermost) {
                  train("tiny", {"dp2pp2", 1, 2, 2, {"--placement", "pp,dp,tp"}}));
 }
 
+// Interleaved 1F1B: two ranks of two model chunks each (layers 0 and 2 on rank 0, 1 and 3 on rank
+// 1), 4 micro-batches, so activations wrap from the last rank's chunk 0 to the first rank's chunk
+// 1 and the warm-up covers several chunks. The GPT-style model ties the embedding (rank 0, chunk
+// 0) to the LM head (rank 1, chunk 1).
+std::string test_model(const char* file) { return std::string(ORRERY_EXECUTOR_TEST_DIR) + file; }
+
+TEST(PipelineMatchesSingleProcess, Pp2Vp2Interleaved) {
+  const std::string m = test_model("/tiny-4layer.yaml");
+  expect_matches(train(m, {"single", 1, 1, 1, {}}),
+                 train(m, {"pp2vp2", 1, 1, 2, {"--vp", "2", "--schedule", "interleaved_1f1b"}}));
+}
+
+TEST(PipelineMatchesSingleProcess, Pp2Vp2InterleavedTiedZero1Overlapped) {
+  const std::string m = test_model("/tiny-gpt-4layer.yaml");
+  expect_matches(train(m, {"single", 1, 1, 1, {}}),
+                 train(m, {"pp2vp2-zero1",
+                           1,
+                           1,
+                           2,
+                           {"--vp", "2", "--schedule", "interleaved_1f1b", "--sharding", "zero1",
+                            "--overlap-grad-reduce", "--bucket-bytes", "65536"}}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ParallelMatchesSingleProcess, ::testing::Values("llama", "gpt"));
 
 }  // namespace

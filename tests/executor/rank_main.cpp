@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   if (executor::rank_env_from_environment()) executor::reexec_with_blas_kernels();
   std::string model = "tiny", placement, out, schedule = "1f1b", sharding = "none";
   int64_t prefetch = 0;
-  int64_t tp = 1, dp = 1, pp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
+  int64_t tp = 1, dp = 1, pp = 1, vp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
   double bucket = 0;
   bool sp = false, overlap_grad = false, overlap_gather = false;
   std::string precision = "fp32";
@@ -37,9 +37,10 @@ int main(int argc, char** argv) {
   app.add_option("--tp", tp);
   app.add_option("--dp", dp);
   app.add_option("--pp", pp);
+  app.add_option("--vp", vp, "model chunks per pipeline rank (interleaved_1f1b)");
   app.add_option("--ep", ep);
   app.add_flag("--sp", sp);
-  app.add_option("--schedule", schedule, "gpipe | 1f1b");
+  app.add_option("--schedule", schedule, "gpipe | 1f1b | interleaved_1f1b");
   app.add_option("--micro-batch", mbs);
   app.add_option("--global-batch", gbs);
   app.add_option("--seq", seq);
@@ -89,8 +90,11 @@ int main(int argc, char** argv) {
     c.plan.mutable_parallel()->set_pp(pp);
     c.plan.mutable_parallel()->set_ep(ep);
     c.plan.mutable_parallel()->set_sequence_parallel(sp);
-    c.plan.mutable_parallel()->set_schedule(
-        schedule == "gpipe" ? pb::PIPELINE_SCHEDULE_GPIPE : pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
+    c.plan.mutable_parallel()->set_vp(vp);
+    c.plan.mutable_parallel()->set_schedule(schedule == "gpipe" ? pb::PIPELINE_SCHEDULE_GPIPE
+                                            : schedule == "interleaved_1f1b"
+                                                ? pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B
+                                                : pb::PIPELINE_SCHEDULE_ONE_F_ONE_B);
     c.plan.set_micro_batch_size(mbs);
     c.plan.set_bucket_bytes(bucket);
     pb::Sharding s = pb::SHARDING_UNSPECIFIED;

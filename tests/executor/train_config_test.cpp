@@ -28,6 +28,23 @@ TrainConfig tiny_pp2() {
 
 TEST(UnsupportedReason, PlainPipelineRuns) { EXPECT_EQ(unsupported_reason(tiny_pp2()), ""); }
 
+TEST(UnsupportedReason, VirtualStagesRunButNotOnOneRankOrUnderFsdp) {
+  TrainConfig c = tiny_pp2();
+  c.model = models::load_model(std::string(ORRERY_EXECUTOR_TEST_DIR) + "/tiny-4layer.yaml");
+  c.plan.set_model(c.model.name());
+  c.plan.mutable_parallel()->set_vp(2);
+  c.plan.mutable_parallel()->set_schedule(pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B);
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.plan.set_sharding(pb::SHARDING_FSDP);
+  EXPECT_NE(unsupported_reason(c).find("parallel.vp 2 with sharding zero3/fsdp"), std::string::npos)
+      << unsupported_reason(c);
+  c.plan.set_sharding(pb::SHARDING_NONE);
+  c.plan.mutable_parallel()->set_pp(1);
+  c.plan.mutable_parallel()->set_dp(2);
+  EXPECT_NE(unsupported_reason(c).find("parallel.vp 2 with pp 1"), std::string::npos)
+      << unsupported_reason(c);
+}
+
 TEST(UnsupportedReason, PerStageDegreesAreNotImplementedYet) {
   for (const bool tp : {true, false}) {
     TrainConfig c = tiny_pp2();

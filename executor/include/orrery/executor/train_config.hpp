@@ -49,8 +49,9 @@ struct TrainConfig {
 // not divide the model or batch), or empty when it can. Run before spawning ranks.
 std::string unsupported_reason(const TrainConfig& config);
 
-// Decoder layers of each pipeline stage (pp entries): the plan's layers_per_stage, else an even
-// split. Valid once unsupported_reason is empty.
+// Decoder layers of each virtual pipeline stage (pp x vp entries, virtual stage c x pp + r being
+// chunk c of pipeline rank r): the plan's layers_per_stage, else an even split. Valid once
+// unsupported_reason is empty.
 std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec& model);
 
 // The whole-job results of one step, as rank 0 reports them.
