@@ -65,6 +65,10 @@ std::string plan_problem(const pb::Plan& plan) {
            "the executor yet "
            "(every stage uses parallel.tp and parallel.dp)";
   }
+  if (plan.recompute() == pb::RECOMPUTE_SELECTIVE_OP) {
+    return "recompute selective_op: torchtitan's op-level selective checkpointing is simulated, "
+           "not run by the executor yet (none, selective and full are)";
+  }
   if (plan.sharding() == pb::SHARDING_HSDP) {
     return "sharding hsdp: shard and replica groups are not implemented in the executor yet (none, "
            "zero1, zero2, "

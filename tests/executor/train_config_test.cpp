@@ -134,6 +134,10 @@ TEST(UnsupportedReason, RecomputationRunsButNotFullWithFsdp) {
             "implemented in the executor yet");
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
   EXPECT_EQ(unsupported_reason(c), "");
+  c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE_OP);
+  EXPECT_EQ(unsupported_reason(c),
+            "recompute selective_op: torchtitan's op-level selective checkpointing is simulated, "
+            "not run by the executor yet (none, selective and full are)");
 }
 
 TEST(UnsupportedReason, QkNormAndPartialRotaryRunButAnOddRotaryWidthDoesNot) {
