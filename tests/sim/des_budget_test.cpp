@@ -75,5 +75,33 @@ TEST(DesBudget, ARunOverItsBudgetIsRefusedBeforeItStarts) {
   EXPECT_GT(simulate_des(c.plan, c.costs, o).result.step_time_s(), 0);
 }
 
+// The backstop behind a misestimate: an engine that outgrows its address-space limit stops
+// with DesOverBudget naming the limit and the budget (which the CLI turns into a --des-budget
+// error), not a signal. The limit here is set far below what the run needs.
+TEST(DesBudget, AnEngineOutOfItsMemoryLimitStopsNamingTheBudget) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "no address-space limit under AddressSanitizer (its shadow is address space)";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "no address-space limit under AddressSanitizer (its shadow is address space)";
+#endif
+#endif
+  const Case c;
+  DesOptions o;
+  o.timeline = false;
+  o.memory_limit_bytes = 256 * 1024;
+  try {
+    (void)simulate_des(c.plan, c.costs, o);
+    ADD_FAILURE() << "a run past its memory limit completed";
+  } catch (const DesOverBudget& e) {
+    EXPECT_NE(e.reason().find("memory limit of 0.00 GiB"), std::string::npos) << e.reason();
+    EXPECT_NE(e.reason().find("budget of " + std::to_string(o.max_nodes) + " nodes"),
+              std::string::npos)
+        << e.reason();
+  }
+  o.memory_limit_bytes = 0;  // the limit from the default budget: the same run completes
+  EXPECT_GT(simulate_des(c.plan, c.costs, o).result.step_time_s(), 0);
+}
+
 }  // namespace
 }  // namespace orrery::sim

@@ -2,6 +2,7 @@
 // engine runs in a forked child; the child sends back one message on a pipe:
 //   'O' <u64 size> <SimResult> <ExecGraph timeline>      success (serialized protobufs)
 //   'I' <field> '\n' <reason>                            InputError (deadlock, bad graph)
+//   'B' <reason>                                         DesOverBudget: out of its memory limit
 //   'E' <message> / 'X' <message>                        EnvironmentError / anything else
 // The parent waits for the child and rethrows its errors as the same kind. Several threads may
 // run simulations at once (the planner's des ranking): only the fork itself and the decoding of
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <new>
 #include <optional>
 
 #include "des_internal.hpp"
@@ -43,6 +45,8 @@ std::string run_child(const plan::ResolvedPlan& plan, const CostModels& costs,
     std::string out = "O";
     out.append(reinterpret_cast<const char*>(&size), sizeof size);
     return out + r + t;
+  } catch (const std::bad_alloc&) {
+    return "Bthe des engine ran out of memory (an allocation failed) before it finished";
   } catch (const base::InputError& e) {
     return "I" + e.field() + "\n" + e.reason();
   } catch (const base::EnvironmentError& e) {
@@ -110,6 +114,8 @@ SimOutput decode(const std::string& data, int status) {
       throw base::InputError("", 0, body.substr(0, nl),
                              nl == std::string::npos ? "" : body.substr(nl + 1));
     }
+    case 'B':
+      throw DesOverBudget("", 0, "des budget", body);
     case 'E':
       throw base::EnvironmentError(body);
     default:
@@ -145,6 +151,7 @@ SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs,
   }
   if (pid == 0) {
     ::close(fds[0]);
+    des::limit_memory(options, fds[1]);
     write_all(fds[1], run_child(plan, costs, options));
     ::close(fds[1]);
     ::_exit(0);

@@ -8,6 +8,7 @@
 //   des_actors.cpp       the actors that run the graph; completion check
 //   des_timeline.cpp     SimResult from the timeline (breakdown of the critical rank)
 //   des_estimate.cpp     des_estimate and the budget check, before anything forks
+//   des_memory_limit.cpp the engine process's address-space limit behind the budget
 //   des_engine.cpp       simulate_des: the engine in a forked child, the result through a pipe
 #pragma once
 
@@ -41,6 +42,9 @@ class Router {
   // src == dst: the device's two links to and from its NVSwitch (NVLS), empty without one.
   const std::vector<int32_t>& route(int64_t src, int64_t dst);
   const topologies::LinkInfo& link(int32_t edge) const;
+  // A link between fabric switches (leaf, spine, core): routes pick among these by a hash of
+  // the device pair, so a translation of the devices does not map them onto each other.
+  bool between_switches(int32_t edge) const;
   int32_t num_edges() const;
 
  private:
@@ -120,6 +124,12 @@ RunStats run_engine(Model& model, const CostModels& costs, const plan::ResolvedP
 // Fills step time, breakdown (critical rank), memory and throughput.
 pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model,
                           const RunStats& stats);
+
+// In the engine's child process: limits its address space to what it has plus
+// memory_limit_bytes(options), and makes an allocation past that write 'B' <reason> to `fd`
+// and exit (des_memory_limit.cpp).
+double memory_limit_bytes(const DesOptions& options);
+void limit_memory(const DesOptions& options, int fd);
 
 // Throws DesOverBudget when des_estimate exceeds options.max_nodes (des_estimate.cpp).
 void check_budget(const plan::ResolvedPlan& plan, const CostModels& costs,

@@ -47,6 +47,7 @@ struct Router::Impl {
   const topologies::Topology& t;
   const Graph& g;
   std::vector<const topologies::LinkInfo*> links;
+  std::vector<char> between_switches;  // per edge: both ends are fabric switches
   std::unordered_map<const void*, int32_t> edge_id;
   std::vector<int32_t> fabric_index;  // vertex -> index among fabric vertices, -1 otherwise
   std::vector<Vertex> fabric_vertices;
@@ -59,6 +60,8 @@ struct Router::Impl {
     for (const Edge& e : boost::make_iterator_range(boost::edges(g))) {
       edge_id.emplace(&g[e], static_cast<int32_t>(links.size()));
       links.push_back(&g[e]);
+      between_switches.push_back(is_fabric(g[boost::source(e, g)].kind) &&
+                                 is_fabric(g[boost::target(e, g)].kind));
     }
     fabric_index.assign(boost::num_vertices(g), -1);
     for (Vertex v = 0; v < boost::num_vertices(g); ++v) {
@@ -273,6 +276,10 @@ const std::vector<int32_t>& Router::route(int64_t src, int64_t dst) {
 
 const topologies::LinkInfo& Router::link(int32_t edge) const {
   return *impl_->links[static_cast<size_t>(edge)];
+}
+
+bool Router::between_switches(int32_t edge) const {
+  return impl_->between_switches[static_cast<size_t>(edge)] != 0;
 }
 
 int32_t Router::num_edges() const { return static_cast<int32_t>(impl_->links.size()); }

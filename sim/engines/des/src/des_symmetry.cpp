@@ -209,16 +209,20 @@ class ModelBuilder {
 
   struct Copy {
     std::vector<int64_t> ranks;
-    bool shifted = false;  // along the cp ring
+    bool cp_shifted = false;  // along the cp ring
+    bool dp_shifted = false;  // to another data-parallel replica, by dp_period_ or more
   };
 
-  // Whether a cp shift maps site `s`'s group onto itself (gradient groups over dp x cp).
-  bool cp_invariant(size_t s) const {
+  // Whether every shift along dp (cp) maps site `s`'s group onto itself: the gradient groups.
+  bool invariant(size_t s, bool along_dp) const {
     const Pending& p = pending_[s];
     if (p.group < 0) return false;
     const auto& of_rank = groups_.of_rank.at(p.dim);
-    for (int64_t c = 1; c < plan_.degrees.cp; ++c) {
-      auto it = of_rank.find(translate(p.members.front(), 0, 0, c));
+    const int64_t n = along_dp ? plan_.degrees.dp : plan_.degrees.cp;
+    for (int64_t k = 1; k < n; ++k) {
+      const int64_t shifted =
+          along_dp ? translate(p.members.front(), 0, k, 0) : translate(p.members.front(), 0, 0, k);
+      auto it = of_rank.find(shifted);
       if (it == of_rank.end() || it->second != p.group) return false;
     }
     return true;
@@ -247,7 +251,7 @@ class ModelBuilder {
             ranks = {translate(p.members[0], a, k, c), translate(p.members[1], a, k, c)};
             if (index_.contains(ranks[0])) continue;
           }
-          if (seen.insert(ranks).second) out.push_back({std::move(ranks), c != 0});
+          if (seen.insert(ranks).second) out.push_back({std::move(ranks), c != 0, k >= dp_period_});
         }
       }
     }
@@ -297,20 +301,70 @@ class ModelBuilder {
     }
   }
 
+  // Whether the dp shift by `k` maps site `s`'s flows, as device pairs, onto themselves.
+  bool flows_invariant(size_t s, int64_t k) const {
+    const Pending& p = pending_[s];
+    std::vector<std::pair<int64_t, int64_t>> mine, shifted;
+    for (const auto& [a, b] : m_.sites[s].plan.pairs) {
+      const int64_t ra = p.members[static_cast<size_t>(a)], rb = p.members[static_cast<size_t>(b)];
+      mine.emplace_back(device_.at(ra), device_.at(rb));
+      shifted.emplace_back(device_.at(translate(ra, 0, k, 0)), device_.at(translate(rb, 0, k, 0)));
+    }
+    std::sort(mine.begin(), mine.end());
+    std::sort(shifted.begin(), shifted.end());
+    return mine == shifted;
+  }
+
+  // The smallest dp shift (a divisor of dp) that maps the flows of every group that dp shifts
+  // map onto itself (the gradient groups) onto themselves. A ring of two replicas per node
+  // leaves and enters each node at fixed members, so its flows repeat only every node: 2.
+  int64_t dp_period() const {
+    const int64_t dp = plan_.degrees.dp;
+    std::vector<size_t> gradient_sites;
+    for (size_t s = 0; s < m_.sites.size(); ++s) {
+      if (invariant(s, true)) gradient_sites.push_back(s);
+    }
+    for (int64_t g = 1; g < dp; ++g) {
+      if (dp % g != 0) continue;
+      const auto same = [&](size_t s) { return flows_invariant(s, g); };
+      if (std::all_of(gradient_sites.begin(), gradient_sites.end(), same)) return g;
+    }
+    return dp;
+  }
+
+  // Links of the simulated sites that a shift along dp (or cp) does not map onto themselves.
+  std::vector<char> variant_links(bool along_dp) const {
+    std::vector<char> variant(static_cast<size_t>(router_.num_edges()), 0);
+    for (size_t s = 0; s < m_.sites.size(); ++s) {
+      if (invariant(s, along_dp)) continue;
+      for (int32_t e : m_.sites[s].links) variant[static_cast<size_t>(e)] = 1;
+    }
+    return variant;
+  }
+
+  // Links between switches are chosen by a hash of the device pair, not translated with the
+  // devices: there a copy shifted to another replica meets what no other copy's image meets (an
+  // ECMP collision with the dp ring), so it is kept wherever simulated traffic runs.
+  template <typename Candidate>
+  bool hashed(const Candidate& c, int32_t e) const {
+    return c.dp_shifted && !c.cp_shifted && router_.between_switches(e);
+  }
+
   void add_mirrors(std::vector<char>& busy) {
     struct Candidate {
       size_t site;
       std::vector<int64_t> ranks;
       std::vector<int32_t> edges;
-      bool shifted;
-      bool added = false;
+      bool cp_shifted, dp_shifted;
     };
+    dp_period_ = dp_period();
     std::vector<Candidate> candidates;
     for (size_t s = 0; s < m_.sites.size(); ++s) {
       if (m_.sites[s].plan.pairs.empty()) continue;
       for (auto& copy : copies(s)) {
         std::vector<int32_t> edges = edges_of(m_.sites[s].plan, copy.ranks);
-        candidates.push_back({s, std::move(copy.ranks), std::move(edges), copy.shifted});
+        candidates.push_back(
+            {s, std::move(copy.ranks), std::move(edges), copy.cp_shifted, copy.dp_shifted});
       }
     }
     // One pass: a copy adds its load only on the links it shares with simulated traffic. Its
@@ -319,27 +373,28 @@ class ModelBuilder {
     // simulated ranks already see); leaving them out keeps each transfer's link list short,
     // which is what the max-min solver's cost grows with.
     const std::vector<char> simulated = busy;
-    // A copy shifted along a folded cp ring meets, on the links of a group that the shift maps
-    // onto itself (the gradient group over dp x cp), the image of what the simulated operation
-    // meets on its own links: the same constraint twice, which changes no max-min rate. Such a
-    // copy is added only where traffic that is not shift-invariant runs (pipeline transfers, the
-    // simulated rank's own ring and TP traffic), which keeps ring actions as short as they were
-    // with every cp rank simulated.
-    std::vector<char> variant(simulated.size(), 0);
-    if (fold_cp_) {
-      for (size_t s = 0; s < m_.sites.size(); ++s) {
-        if (cp_invariant(s)) continue;
-        for (int32_t e : m_.sites[s].links) variant[static_cast<size_t>(e)] = 1;
-      }
-    }
+    // A copy shifted along a folded cp ring, or by dp_period_ or more replicas, meets on the
+    // links of a group whose flows the shift maps onto themselves (the gradient group over dp x
+    // cp) the image of what a copy shifted less (or the simulated operation) meets: the same
+    // constraint twice, which changes no max-min rate. Such a copy is added only where traffic that
+    // is not shift-invariant runs (pipeline transfers, the simulated rank's own ring and TP
+    // traffic). Without the dp rule a pipeline transfer of a dp-336 plan carried ~570 copies on the
+    // dp ring's links, and SimGrid's max-min update grew with them (docs/simulator.md, des at
+    // scale).
+    const std::vector<char> variant_cp =
+        fold_cp_ ? variant_links(false) : std::vector<char>(simulated.size(), 0);
+    const std::vector<char> variant_dp = variant_links(true);
     for (auto& c : candidates) {
-      const std::vector<char>& meets = c.shifted ? variant : simulated;
+      const std::vector<char>& meets = c.cp_shifted   ? variant_cp
+                                       : c.dp_shifted ? variant_dp
+                                                      : simulated;
       std::vector<int32_t> shared;
       for (int32_t e : c.edges) {
-        if (meets[static_cast<size_t>(e)] != 0) shared.push_back(e);
+        if (meets[static_cast<size_t>(e)] != 0 ||
+            (hashed(c, e) && simulated[static_cast<size_t>(e)] != 0))
+          shared.push_back(e);
       }
       if (shared.empty()) continue;
-      c.added = true;
       Site& site = m_.sites[c.site];
       site.links.insert(site.links.end(), shared.begin(), shared.end());
       ++site.mirrors;
@@ -362,6 +417,7 @@ class ModelBuilder {
   static constexpr int32_t kNoOwner = -1, kShared = -2;
   std::map<std::vector<int64_t>, int32_t> owner_ids_;
   std::vector<int32_t> owner_;  // per edge: owner id, kNoOwner or kShared
+  int64_t dp_period_ = 1;       // dp_period(), set before the copies are enumerated
 };
 
 }  // namespace

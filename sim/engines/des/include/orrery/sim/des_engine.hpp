@@ -66,6 +66,12 @@ struct DesOptions {
   // many graph nodes (0: no limit). The default keeps the engine's process under about 8 GiB.
   int64_t max_nodes = kDefaultDesBudget;
   static constexpr int64_t kDefaultDesBudget = 12'000'000;
+  // The backstop behind the estimate: the engine process may grow its address space by this
+  // many bytes past what it has when forked (RLIMIT_AS); running out throws DesOverBudget
+  // instead of a crash or an OOM kill. 0: kDesMemoryHeadroom x max_nodes x kDesBytesPerNode
+  // (none when max_nodes is 0). Not applied in sanitizer builds, whose shadow memory is
+  // address space.
+  double memory_limit_bytes = 0;
 };
 
 // What a des run costs, estimated before it starts: the graph nodes of the simulated ranks
@@ -81,6 +87,10 @@ struct DesEstimate {
 // 100,000 nodes (docs/simulator.md; the graph, the engine's per-node state, SimGrid's actions),
 // rounded up.
 inline constexpr double kDesBytesPerNode = 640;
+// The engine's address-space limit over the budget's memory: address space runs ahead of
+// resident memory (reserved actor stacks, allocator arenas), and a misestimate by up to this
+// factor still completes.
+inline constexpr double kDesMemoryHeadroom = 2;
 
 // A des run refused by DesOptions::max_nodes: the reason names the estimate and the budget.
 class DesOverBudget : public base::InputError {
