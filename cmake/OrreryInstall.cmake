@@ -24,15 +24,23 @@ foreach(module IN LISTS orrery_package_modules)
     list(APPEND wrapped "$<BUILD_INTERFACE:${dir}>")
   endforeach()
   list(APPEND wrapped "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
+  # Position-independent (-fPIC, not Debian's default -fPIE): the Python module (python/) and
+  # a user's shared library can link them.
   set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${wrapped}"
-                                             EXPORT_NAME ${module})
+                                             EXPORT_NAME ${module} POSITION_INDEPENDENT_CODE ON)
   list(APPEND orrery_package_targets ${target})
 endforeach()
 
+# The cluster presets are compiled apart (topologies/CMakeLists.txt) into orrery_topologies.
+set_property(TARGET orrery_topologies_cluster_presets PROPERTY POSITION_INDEPENDENT_CODE ON)
+
 install(TARGETS ${orrery_package_targets} EXPORT orreryTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library)
-foreach(dir base traces models topologies plan sim/costs sim/engines/analytic sim/engines/des sim
-        sim/goodput calibration validation planner)
+set(header_dirs base traces models topologies plan sim/costs sim/engines/analytic)
+if(ORRERY_SIMULATOR)
+  list(APPEND header_dirs sim/engines/des sim sim/goodput calibration validation planner)
+endif()
+foreach(dir IN LISTS header_dirs)
   if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
       COMPONENT library FILES_MATCHING PATTERN "*.hpp")
