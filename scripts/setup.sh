@@ -17,6 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin                              # planner/: `mpirun -np N orrery plan` (optional in CMake)
   libgtest-dev libgmock-dev libbenchmark-dev              # tests and benchmarks
   python3 python3-jsonschema                              # tests: --json outputs against docs/schema/
+  pybind11-dev python3-dev                                # python/: the `orrery` Python module
   clang-format clang-tidy                                 # scripts/lint.sh: the house style as errors
   graphviz                                                # the README example of `orrery topo graph` (dot)
   clang libclang-rt-dev                                   # scripts/sanitize.sh: libFuzzer, ASan, UBSan

@@ -8,7 +8,7 @@
 # sim's parts publish headers as orrery/sim/NAME.hpp; a header belongs to the part whose include/
 # folder holds it.
 set(order base traces models topologies plan sim_costs sim_analytic sim_des sim sim_goodput calibration
-    validation planner executor cli)
+    validation planner executor cli python)
 set(dir_base base)
 set(dir_traces traces)
 set(dir_models models)
@@ -24,6 +24,7 @@ set(dir_validation validation)
 set(dir_planner planner)
 set(dir_executor executor)
 set(dir_cli cli)
+set(dir_python python)
 # What each module may include (itself plus what it depends on).
 set(allowed_base base)
 set(allowed_traces base traces)
@@ -41,6 +42,9 @@ set(allowed_planner ${allowed_sim} planner)
 # The executor never sees the simulator: it shares the plan library with it, nothing above.
 set(allowed_executor base traces models topologies plan executor)
 set(allowed_cli ${order})
+list(REMOVE_ITEM allowed_cli python)
+# The Python module (python/): the simulator's and planner's libraries, never the executor or cli.
+set(allowed_python ${allowed_planner} sim_goodput calibration validation python)
 
 # Which part owns each orrery/sim/NAME.hpp.
 foreach(part sim_costs sim_analytic sim_des sim sim_goodput)

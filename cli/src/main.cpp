@@ -1,5 +1,14 @@
 // The `orrery` command. Exit codes: 0 success, 2 bad input (the user's mistake: a bad file,
 // flag or name), 3 the environment failed (unreadable file, missing tool), 70 a bug in orrery.
+//
+// Built twice (cli/CMakeLists.txt): as the `orrery` front, with every command, and as the helper
+// orrery-run (ORRERY_RUN_HELPER_MAIN), with only `run` and `bench`, the commands that load
+// libtorch. The front executes the helper for those two (ORRERY_RUN_IN_HELPER), so that every
+// other command starts without libtorch (docs/architecture.md, "Executables").
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -7,6 +16,7 @@
 
 #include "commands.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/helper_programs.hpp"
 
 namespace {
 
@@ -14,7 +24,7 @@ constexpr int kExitInput = 2;
 constexpr int kExitEnvironment = 3;
 constexpr int kExitBug = 70;
 
-#ifndef ORRERY_HAVE_SIMULATOR
+#if !defined(ORRERY_HAVE_SIMULATOR) && !defined(ORRERY_RUN_HELPER_MAIN)
 // An executor-only build (ORRERY_SIMULATOR=OFF, for a GPU node without SimGrid and Ceres) still
 // lists the simulator's commands, so that a script calling one learns why it cannot run.
 void add_left_out_command(CLI::App& app, const std::string& name, const std::string& description) {
@@ -29,19 +39,21 @@ void add_left_out_command(CLI::App& app, const std::string& name, const std::str
 }
 #endif
 
-}  // namespace
+#ifdef ORRERY_RUN_IN_HELPER
+// `orrery run ...` and `orrery bench ...` become `orrery-run run ...`: the same arguments, and
+// argv[0] kept, so the helper's messages and usage lines read as the front's.
+void exec_run_helper(char** argv) {
+  const std::string path = orrery::base::find_helper("orrery-run");
+  ::execv(path.c_str(), argv);
+  throw orrery::base::EnvironmentError("cannot execute " + path + ": " + std::strerror(errno));
+}
+#endif
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "orrery: predict, plan and run large-model training on GPU clusters.\n"
-      "Model and cluster arguments take a preset name or a YAML/JSON file."};
-  app.name("orrery");
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "orrery 0.1.0");
-  // Every error starts with "error: ", CLI11's own (an unknown flag, a missing value) included.
-  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
-    return "error: " + CLI::FailureMessage::simple(failed, e);
-  });
+void add_commands(CLI::App& app) {
+#ifdef ORRERY_RUN_HELPER_MAIN
+  orrery::cli::add_run_command(app);
+  orrery::cli::add_bench_command(app);
+#else
   orrery::cli::add_model_commands(app);
   orrery::cli::add_topo_commands(app);
 #ifdef ORRERY_HAVE_SIMULATOR
@@ -67,7 +79,28 @@ int main(int argc, char** argv) {
 #else
   add_left_out_command(app, "calibrate", orrery::cli::kCalibrateHelp);
 #endif
+#endif  // ORRERY_RUN_HELPER_MAIN
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "orrery: predict, plan and run large-model training on GPU clusters.\n"
+      "Model and cluster arguments take a preset name or a YAML/JSON file."};
+  app.name("orrery");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "orrery 0.1.0");
+  // Every error starts with "error: ", CLI11's own (an unknown flag, a missing value) included.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    return "error: " + CLI::FailureMessage::simple(failed, e);
+  });
+  add_commands(app);
   try {
+#ifdef ORRERY_RUN_IN_HELPER
+    if (argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "bench"))
+      exec_run_helper(argv);
+#endif
     app.parse(argc, argv);
     return 0;
   } catch (const CLI::ParseError& e) {

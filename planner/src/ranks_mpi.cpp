@@ -4,7 +4,6 @@
 #include <mpi.h>
 
 #include <dlfcn.h>
-#include <link.h>
 
 #include <climits>
 #include <cstdlib>
@@ -16,10 +15,12 @@
 namespace orrery::planner {
 namespace {
 
-// libsimgrid exports the MPI API too (SMPI), and the link puts it before libmpi, so a plain call
-// to MPI_Init would land in SimGrid (which aborts outside smpirun). The functions are therefore
-// taken from the loaded libmpi.so itself (dlsym on its handle finds its own definitions first).
-// The handles and types (MPI_COMM_WORLD, MPI_INT) are OpenMPI data symbols SimGrid lacks.
+// libmpi is not linked: it is loaded here, when a process started by mpirun first asks for its
+// world, so that no other run of orrery loads MPI (docs/architecture.md, "Executables").
+// ORRERY_LIBMPI is the libmpi.so (by its soname) that find_package(MPI) found at build time
+// (planner/CMakeLists.txt). RTLD_GLOBAL: OpenMPI's own plugins, which it loads in MPI_Init, take
+// their symbols from libmpi. The predefined handles and types (MPI_COMM_WORLD, MPI_INT) are
+// addresses of OpenMPI data symbols, looked up the same way.
 struct MpiApi {
   decltype(&MPI_Initialized) initialized;
   decltype(&MPI_Init_thread) init_thread;
@@ -30,45 +31,40 @@ struct MpiApi {
   decltype(&MPI_Allgather) allgather;
   decltype(&MPI_Allgatherv) allgatherv;
   decltype(&MPI_Error_string) error_string;
+  MPI_Comm comm_world;
+  MPI_Datatype int_type;
+  MPI_Datatype byte_type;
+  MPI_Errhandler errors_return;
 };
 
-// The path of the libmpi.so this process loaded (it is linked in), "" when none is.
-std::string loaded_libmpi() {
-  std::string found;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* out) {
-        const std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
-        const auto slash = name.rfind('/');
-        if (name.compare(slash == std::string::npos ? 0 : slash + 1, 9, "libmpi.so") != 0) return 0;
-        *static_cast<std::string*>(out) = name;
-        return 1;
-      },
-      &found);
-  return found;
-}
-
 template <class F>
-void resolve(void* library, const char* name, const std::string& path, F& f) {
+void resolve(void* library, const char* name, F& f) {
   f = reinterpret_cast<F>(dlsym(library, name));
-  if (f == nullptr) throw base::EnvironmentError(path + ": has no " + name);
+  if (f == nullptr) throw base::EnvironmentError(std::string(ORRERY_LIBMPI) + ": has no " + name);
 }
 
 const MpiApi& api() {
   static const MpiApi table = [] {
-    const std::string path = loaded_libmpi();
-    void* library = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (library == nullptr)
-      throw base::EnvironmentError("libmpi.so is not loaded in this process (linked without MPI?)");
+    void* library = dlopen(ORRERY_LIBMPI, RTLD_NOW | RTLD_GLOBAL);
+    if (library == nullptr) {
+      const char* why = dlerror();
+      throw base::EnvironmentError(std::string("cannot load MPI (") + ORRERY_LIBMPI +
+                                   "): " + (why != nullptr ? why : "unknown reason"));
+    }
     MpiApi t{};
-    resolve(library, "MPI_Initialized", path, t.initialized);
-    resolve(library, "MPI_Init_thread", path, t.init_thread);
-    resolve(library, "MPI_Finalize", path, t.finalize);
-    resolve(library, "MPI_Comm_set_errhandler", path, t.comm_set_errhandler);
-    resolve(library, "MPI_Comm_rank", path, t.comm_rank);
-    resolve(library, "MPI_Comm_size", path, t.comm_size);
-    resolve(library, "MPI_Allgather", path, t.allgather);
-    resolve(library, "MPI_Allgatherv", path, t.allgatherv);
-    resolve(library, "MPI_Error_string", path, t.error_string);
+    resolve(library, "MPI_Initialized", t.initialized);
+    resolve(library, "MPI_Init_thread", t.init_thread);
+    resolve(library, "MPI_Finalize", t.finalize);
+    resolve(library, "MPI_Comm_set_errhandler", t.comm_set_errhandler);
+    resolve(library, "MPI_Comm_rank", t.comm_rank);
+    resolve(library, "MPI_Comm_size", t.comm_size);
+    resolve(library, "MPI_Allgather", t.allgather);
+    resolve(library, "MPI_Allgatherv", t.allgatherv);
+    resolve(library, "MPI_Error_string", t.error_string);
+    resolve(library, "ompi_mpi_comm_world", t.comm_world);
+    resolve(library, "ompi_mpi_int", t.int_type);
+    resolve(library, "ompi_mpi_byte", t.byte_type);
+    resolve(library, "ompi_mpi_errors_return", t.errors_return);
     return t;
   }();
   return table;
@@ -95,10 +91,10 @@ class MpiRanks : public Ranks {
       check_mpi(api().init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
                 "MPI_Init_thread");
     // Errors come back as codes (and become EnvironmentError) instead of aborting the job.
-    check_mpi(api().comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+    check_mpi(api().comm_set_errhandler(api().comm_world, api().errors_return),
               "MPI_Comm_set_errhandler");
-    check_mpi(api().comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
-    check_mpi(api().comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+    check_mpi(api().comm_rank(api().comm_world, &rank_), "MPI_Comm_rank");
+    check_mpi(api().comm_size(api().comm_world, &size_), "MPI_Comm_size");
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -108,7 +104,8 @@ class MpiRanks : public Ranks {
                  "one rank's evaluations exceed 2 GiB");
     const int length = static_cast<int>(mine.size());
     std::vector<int> lengths(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
-    check_mpi(api().allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD),
+    check_mpi(api().allgather(&length, 1, api().int_type, lengths.data(), 1, api().int_type,
+                              api().comm_world),
               "MPI_Allgather");
     long long total = 0;
     for (int r = 0; r < size_; ++r) {
@@ -117,8 +114,8 @@ class MpiRanks : public Ranks {
       ORRERY_CHECK(total <= INT_MAX, "the gathered evaluations exceed 2 GiB");
     }
     std::string all(static_cast<size_t>(total), '\0');
-    check_mpi(api().allgatherv(mine.data(), length, MPI_BYTE, all.data(), lengths.data(),
-                               offsets.data(), MPI_BYTE, MPI_COMM_WORLD),
+    check_mpi(api().allgatherv(mine.data(), length, api().byte_type, all.data(), lengths.data(),
+                               offsets.data(), api().byte_type, api().comm_world),
               "MPI_Allgatherv");
     std::vector<std::string> out;
     for (int r = 0; r < size_; ++r) {

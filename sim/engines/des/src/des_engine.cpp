@@ -1,15 +1,19 @@
-// simulate_des (orrery/sim/des_engine.hpp): SimGrid allows one engine per process, so the
-// engine runs in a forked child; the child sends back one message on a pipe:
+// simulate_des (orrery/sim/des_engine.hpp): SimGrid allows one engine per process, and only the
+// engine's own program links it, so the engine runs in a process of its own, the helper
+// orrery-des (des_main.cpp, found by base::find_helper). The job goes to its standard input as
+// one pb::DesJob (des_job.hpp); its reply comes back on its standard output:
 //   'O' <u64 size> <SimResult> <ExecGraph timeline>      success (serialized protobufs)
 //   'I' <field> '\n' <reason>                            InputError (deadlock, bad graph)
 //   'B' <reason>                                         DesOverBudget: out of its memory limit
 //   'E' <message> / 'X' <message>                        EnvironmentError / anything else
-// The parent waits for the child and rethrows its errors as the same kind. Several threads may
-// run simulations at once (the planner's des ranking): only the fork itself and the decoding of
-// results are serialized (fork_lock), so that no thread holds a library lock (protobuf parsing,
-// stream buffers) at the instant another forks, while the children run side by side.
+// The parent waits for the helper and rethrows its errors as the same kind. Several threads may
+// run simulations at once (the planner's des ranking): the helper is started with posix_spawn
+// and every descriptor is close-on-exec, so one thread's helper never holds another's pipe open.
 #include "orrery/sim/des_engine.hpp"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,48 +24,26 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <mutex>
-#include <new>
 #include <optional>
 
 #include "des_internal.hpp"
+#include "des_job.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/base/helper_programs.hpp"
+
+extern char** environ;
 
 namespace orrery::sim {
 namespace {
 
-std::mutex fork_lock;
-
-std::string run_child(const plan::ResolvedPlan& plan, const CostModels& costs,
-                      const DesOptions& options) {
-  try {
-    des::Router router(costs.topology());
-    des::Model model = des::build_model(plan, costs, options, router);
-    const des::RunStats stats = des::run_engine(model, costs, plan, router);
-    const pb::SimResult result = des::make_result(plan, model, stats);
-    std::string r = result.SerializeAsString();
-    std::string t = options.timeline ? model.graph.SerializeAsString() : std::string();
-    const uint64_t size = r.size();
-    std::string out = "O";
-    out.append(reinterpret_cast<const char*>(&size), sizeof size);
-    return out + r + t;
-  } catch (const std::bad_alloc&) {
-    return "Bthe des engine ran out of memory (an allocation failed) before it finished";
-  } catch (const base::InputError& e) {
-    return "I" + e.field() + "\n" + e.reason();
-  } catch (const base::EnvironmentError& e) {
-    return std::string("E") + e.what();
-  } catch (const std::exception& e) {
-    return std::string("X") + e.what();
-  }
-}
-
-void write_all(int fd, const std::string& data) {
+// A socket, not a pipe, carries the job: send() with MSG_NOSIGNAL fails with EPIPE instead of
+// killing this process when the helper dies before reading it all.
+void send_all(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) return;  // the helper is gone: its exit status says why
     done += static_cast<size_t>(n);
   }
 }
@@ -132,52 +114,81 @@ int64_t des_simulated_ranks(const plan::ResolvedPlan& plan, const CostModels& co
   return static_cast<int64_t>(des::representatives(plan, costs, options.fold_cp).ranks.size());
 }
 
+namespace {
+
+struct Helper {
+  pid_t pid = -1;
+  int in = -1;   // our end of its standard input
+  int out = -1;  // our end of its standard output
+};
+
+// Starts orrery-des with the job's socket as its standard input and a pipe as its standard
+// output; its standard error is ours.
+Helper spawn_helper() {
+  const std::string path = base::find_helper("orrery-des");
+  int job[2], reply[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, job) != 0)
+    throw base::EnvironmentError(std::string("des: socketpair: ") + std::strerror(errno));
+  if (::pipe2(reply, O_CLOEXEC) != 0) {
+    ::close(job[0]);
+    ::close(job[1]);
+    throw base::EnvironmentError(std::string("des: pipe: ") + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, job[1], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, reply[1], STDOUT_FILENO);
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
+  Helper h;
+  const int rc = ::posix_spawn(&h.pid, path.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(job[1]);
+  ::close(reply[1]);
+  h.in = job[0];
+  h.out = reply[0];
+  if (rc != 0) {
+    ::close(h.in);
+    ::close(h.out);
+    throw base::EnvironmentError("des: cannot start " + path + ": " + std::strerror(rc));
+  }
+  return h;
+}
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+}  // namespace
+
 SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs,
                        const DesOptions& options) {
   des::check_budget(plan, costs, options);
   const auto started = std::chrono::steady_clock::now();
-  int fds[2];
-  std::unique_lock<std::mutex> forking(fork_lock);
-  if (::pipe(fds) != 0)
-    throw base::EnvironmentError(std::string("des: pipe: ") + std::strerror(errno));
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw base::EnvironmentError(std::string("des: fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    des::limit_memory(options, fds[1]);
-    write_all(fds[1], run_child(plan, costs, options));
-    ::close(fds[1]);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  forking.unlock();
+  const std::string job = des::to_job(plan, costs, options).SerializeAsString();
+  Helper helper = spawn_helper();
+  send_all(helper.in, job);
+  ::close(helper.in);
   std::optional<std::chrono::steady_clock::time_point> deadline;
   if (options.time_limit_s > 0) {
     deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                              std::chrono::duration<double>(options.time_limit_s));
   }
   std::string data;
-  const bool finished = read_all(fds[0], data, deadline);
-  ::close(fds[0]);
-  int status = 0;
+  const bool finished = read_all(helper.out, data, deadline);
+  ::close(helper.out);
   if (!finished) {
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    ::kill(helper.pid, SIGKILL);
+    wait_for(helper.pid);
     throw DesTimedOut("des: the simulation ran past its limit of " +
                       std::to_string(options.time_limit_s) + " s and was stopped");
   }
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const std::lock_guard<std::mutex> decoding(fork_lock);
-  SimOutput out = decode(data, status);
+  SimOutput out = decode(data, wait_for(helper.pid));
   out.result.set_wall_time_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return out;

@@ -7,9 +7,9 @@
 //   des_platform.cpp     the SimGrid platform: configuration, hosts, links, the flow zone
 //   des_actors.cpp       the actors that run the graph; completion check
 //   des_timeline.cpp     SimResult from the timeline (breakdown of the critical rank)
-//   des_estimate.cpp     des_estimate and the budget check, before anything forks
+//   des_estimate.cpp     des_estimate and the budget check, before the engine process starts
 //   des_memory_limit.cpp the engine process's address-space limit behind the budget
-//   des_engine.cpp       simulate_des: the engine in a forked child, the result through a pipe
+//   des_engine.cpp       simulate_des: the engine in its own process (orrery-des, des_main.cpp)
 #pragma once
 
 #include <cstdint>
@@ -125,7 +125,7 @@ RunStats run_engine(Model& model, const CostModels& costs, const plan::ResolvedP
 pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model,
                           const RunStats& stats);
 
-// In the engine's child process: limits its address space to what it has plus
+// In the engine's process (orrery-des): limits its address space to what it has plus
 // memory_limit_bytes(options), and makes an allocation past that write 'B' <reason> to `fd`
 // and exit (des_memory_limit.cpp).
 double memory_limit_bytes(const DesOptions& options);

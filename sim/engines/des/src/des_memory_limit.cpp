@@ -1,8 +1,8 @@
 // limit_memory (des_internal.hpp): the engine process's backstop behind the des budget. The
-// estimate (des_estimate.cpp) refuses runs before they fork; this catches a misestimate. The
-// child's address space may grow by the budget's memory (DesOptions::memory_limit_bytes) past
-// what it holds at the fork; an allocation beyond that fails, and the new-handler reports it
-// on the result pipe as 'B' <reason> and exits, instead of the run growing until the kernel's
+// estimate (des_estimate.cpp) refuses runs before orrery-des starts; this catches a misestimate.
+// The engine process's address space may grow by the budget's memory
+// (DesOptions::memory_limit_bytes) past what it holds once it has read its job; an allocation
+// beyond that fails, and the new-handler writes 'B' <reason> as its reply and exits, instead of the run growing until the kernel's
 // OOM killer or a failed allocation deep in SimGrid ends it with a signal. The message is
 // written before the limit is set: the handler must not allocate.
 #include <sys/resource.h>
