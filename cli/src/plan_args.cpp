@@ -110,7 +110,8 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_option("--sharding", a.sharding,
                   "none | zero1 | zero2 | zero3 | fsdp | hsdp (default none)");
   cmd->add_option("--shard-group", a.shard_group, "hsdp: ranks a parameter is sharded over");
-  cmd->add_option("--recompute", a.recompute, "none | selective | selective_op | full (default none)");
+  cmd->add_option("--recompute", a.recompute,
+                  "none | selective | selective_op | full (default none)");
   cmd->add_option("--micro-batch", a.micro_batch, "Sequences per micro-batch (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--global-batch", a.global_batch, "Sequences per step")

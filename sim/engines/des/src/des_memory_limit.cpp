@@ -2,9 +2,9 @@
 // estimate (des_estimate.cpp) refuses runs before orrery-des starts; this catches a misestimate.
 // The engine process's address space may grow by the budget's memory
 // (DesOptions::memory_limit_bytes) past what it holds once it has read its job; an allocation
-// beyond that fails, and the new-handler writes 'B' <reason> as its reply and exits, instead of the run growing until the kernel's
-// OOM killer or a failed allocation deep in SimGrid ends it with a signal. The message is
-// written before the limit is set: the handler must not allocate.
+// beyond that fails, and the new-handler writes 'B' <reason> as its reply and exits, instead of the
+// run growing until the kernel's OOM killer or a failed allocation deep in SimGrid ends it with a
+// signal. The message is written before the limit is set: the handler must not allocate.
 #include <sys/resource.h>
 #include <unistd.h>
 
