@@ -1,4 +1,5 @@
 #include "model_moe.hpp"
+#include "orrery/models/activation.hpp"
 
 #include <numeric>
 
@@ -11,8 +12,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
 
 // The group travels through the autograd context as a raw pointer: the groups outlive training.
 int64_t as_handle(const GroupPtr& g) {
@@ -91,7 +90,7 @@ torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& 
     return t != nullptr ? *t : torch::Tensor();
   };
   const auto activation = c.spec->activation();
-  const bool gate = gated(activation);
+  const bool gate = models::gated_activation(activation);
   auto up = timed_op(layer, op + ".up", [&] {
     const torch::Tensor bias = maybe("up.bias");
     if (!gate) return torch::linear(x, need("up.weight"), bias);
@@ -133,7 +132,7 @@ std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, d
                                      double out_std) {
   const auto& moe = spec.moe();
   const int64_t h = spec.hidden_size();
-  const bool bias = spec.linear_bias(), gate = gated(spec.activation());
+  const bool bias = spec.linear_bias(), gate = models::gated_activation(spec.activation());
   const std::string m = "layers." + std::to_string(layer) + ".moe.";
   std::vector<MoeParam> out;
   out.push_back({m + "router.weight", {moe.num_experts(), h}, -1, init_std, -1, true});

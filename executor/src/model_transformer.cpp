@@ -5,6 +5,7 @@
 #include "model.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/models/activation.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "recompute.hpp"
@@ -21,8 +22,6 @@ int64_t rotary_dims(const pb::ModelSpec& spec) {
   const double fraction = spec.has_rotary_fraction() ? spec.rotary_fraction() : 1.0;
   return static_cast<int64_t>(static_cast<double>(models::head_dim(spec)) * fraction);
 }
-
-bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
 
 }  // namespace
 
@@ -80,7 +79,8 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
       }
       continue;
     }
-    if (gated(spec.activation())) add(m + "up.gate_weight", {f, h}, 0, kInitStd, l);
+    if (models::gated_activation(spec.activation()))
+      add(m + "up.gate_weight", {f, h}, 0, kInitStd, l);
     add(m + "up.weight", {f, h}, 0, kInitStd, l);
     if (bias) add(m + "up.bias", {f}, 0, 0, l);
     add(m + "down.weight", {h, f}, 1, out_std, l);

@@ -10,11 +10,10 @@
 #include <cmath>
 
 #include "layer_ops_build.hpp"
+#include "orrery/models/activation.hpp"
 
 namespace orrery::models::detail {
 namespace {
-
-bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
 
 // Arithmetic per output element (these kernels are bandwidth-bound; the count is for honesty).
 double activation_flops(pb::Activation a) {
@@ -49,7 +48,7 @@ void append_ffn(const View& v, const FfnShape& f, std::vector<LayerOp>& ops) {
   const auto& spec = v.spec;
   const double act = v.ctx.activation_bytes;
   const int64_t h = spec.hidden_size();
-  const int64_t up_width = (gated(spec.activation()) ? 2 : 1) * f.width;
+  const int64_t up_width = (models::gated_activation(spec.activation()) ? 2 : 1) * f.width;
   const double scale = f.rows_exact / static_cast<double>(std::max<int64_t>(f.rows, 1));
   // Keeps its input: for the dense MLP under SP the sequence-sharded copy (gathered again in
   // backward, Korthikanti et al. section 4.2.2); for experts the permuted tokens.
@@ -58,7 +57,8 @@ void append_ffn(const View& v, const FfnShape& f, std::vector<LayerOp>& ops) {
                     f.keep_input ? input_rows * h * act : 0, v.ctx);
   LayerOp a = pointwise(f.prefix + ".act", pb::OP_CLASS_ELEMENTWISE, f.rows * f.width,
                         activation_flops(spec.activation()), kPointwiseBackwardFactor,
-                        gated(spec.activation()) ? 2 : 1, f.rows_exact * up_width * act, v.ctx);
+                        models::gated_activation(spec.activation()) ? 2 : 1,
+                        f.rows_exact * up_width * act, v.ctx);
   LayerOp down = gemm(f.prefix + ".down", f.rows, h, f.width, spec.linear_bias(),
                       f.rows_exact * f.width * act, v.ctx);
   for (LayerOp* op : {&up, &a, &down}) {

@@ -1,4 +1,5 @@
 #include "orrery/plan/op_sac.hpp"
+#include "orrery/models/activation.hpp"
 
 #include <string>
 
@@ -6,8 +7,6 @@ namespace orrery::plan {
 namespace {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-bool gated(pb::Activation a) { return a == pb::ACTIVATION_SWIGLU || a == pb::ACTIVATION_GEGLU; }
 
 // The widths (output columns on this rank) of the matmuls a GEMM op stands for, in call order.
 std::vector<double> matmul_widths(const models::LayerOp& op, const pb::ModelSpec& model) {
@@ -18,7 +17,7 @@ std::vector<double> matmul_widths(const models::LayerOp& op, const pb::ModelSpec
     const double per_head = n / (heads + 2 * kv);
     return {heads * per_head, kv * per_head, kv * per_head};
   }
-  if (op.name == "mlp.up" && gated(model.activation())) return {n / 2, n / 2};
+  if (op.name == "mlp.up" && models::gated_activation(model.activation())) return {n / 2, n / 2};
   return {n};
 }
 
