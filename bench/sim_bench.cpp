@@ -10,6 +10,7 @@
 #include "orrery/sim/des_engine.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/memory_model.hpp"
+#include "orrery/sim/plan_run.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/topology.hpp"
 
@@ -124,6 +125,29 @@ void BM_Des(benchmark::State& state) {
       r.wall_time_s() > 0 ? static_cast<double>(r.events()) / r.wall_time_s() : 0;
 }
 
+// `orrery goodput`'s work on one plan, from the plan file's contents to the Monte Carlo: resolve,
+// the analytic step, the failure and checkpoint models, the optimal interval and `trials` seeded
+// runs to `days` failure-free days (the goal: 16K GPUs over 30 days in <= 5 s).
+template <Case (*Make)()>
+void BM_Goodput(benchmark::State& state) {
+  const Case c = Make();
+  const double days = 30;
+  const int64_t trials = state.range(0);
+  sim::MonteCarloResult mc;
+  for (auto _ : state) {
+    const plan::ResolvedPlan plan = plan::resolve_plan(c.plan, c.model, c.cluster);
+    const topologies::Topology topology(c.cluster);
+    const sim::CostModels costs(topology, plan.precision.dtype);
+    const double step_s = sim::simulate_analytic(plan, costs).result.step_time_s();
+    const sim::PlanRun run = sim::plan_run(plan, topology, step_s, c.cluster.name());
+    const sim::CheckpointInterval every = sim::optimal_interval(run.run);
+    mc = sim::monte_carlo(run.run, every.steps, days * 86400, trials, 1);
+    benchmark::DoNotOptimize(mc.goodput);
+  }
+  state.counters["goodput"] = mc.goodput;
+  state.counters["interruptions"] = mc.mean_interruptions;
+}
+
 template <Case (*Make)()>
 void BM_Resolve(benchmark::State& state) {
   const Case c = Make();
@@ -212,6 +236,10 @@ BENCHMARK(BM_Des<llama405b_seq128k_cp16, false>)
     ->Name("des/llama3-405b/seq128k/cp16/8192xH100/unfolded")
     ->Unit(benchmark::kSecond)
     ->Iterations(1);
+BENCHMARK(BM_Goodput<llama405b_16384>)
+    ->Arg(1000)
+    ->Name("goodput/llama3-405b/16384xH100/30d/1000-trials")
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Resolve<llama405b_16384>)
     ->Name("resolve_plan/llama3-405b/16384xH100")
     ->Unit(benchmark::kMillisecond);
