@@ -34,6 +34,7 @@ struct GoodputArgs {
   int64_t trials = 1000;
   std::string html_file;
   std::string calibration_file;
+  std::string restart_scope = "job";
   bool force = false;
 };
 
@@ -81,8 +82,13 @@ GoodputFigures figures(const GoodputArgs& a) {
   f.cluster = plan.cluster.name();
   f.analytic_step_s = step.step_time_s();
   f.tokens_per_step = step.tokens_per_s() * step.step_time_s();
-  const sim::PlanRun run = sim::plan_run(plan, topology, f.analytic_step_s, job.plan.cluster(),
-                                         measured_storage(calibration, a.calibration_file));
+  const bool replicas = parse_restart_scope(a.restart_scope);
+  const sim::PlanRun run =
+      sim::plan_run(plan, topology, f.analytic_step_s, job.plan.cluster(),
+                    measured_storage(calibration, a.calibration_file), replicas);
+  if (replicas && !run.run.replicas.possible()) {
+    throw base::InputError("", 0, "--restart-scope", "replica: " + run.run.replicas.why_not);
+  }
   f.footprint = run.footprint;
   f.straggler_factor = run.straggler_factor;
   f.run = run.run;
@@ -129,6 +135,10 @@ void add_goodput_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Monte Carlo seed (same seed, same output)");
   cmd->add_option("--trials", a->trials, "Monte Carlo runs")
       ->check(CLI::Range(int64_t{1}, kMaxTrials));
+  cmd->add_option("--restart-scope", a->restart_scope,
+                  "job (a failure restarts the job from its checkpoint; default) or replica (only "
+                  "the failed data-parallel replica restarts and copies its state from a live "
+                  "one; sharding none or hsdp; docs/goodput.md)");
   cmd->add_option("--calibration", a->calibration_file,
                   "Calibration profile (YAML/JSON): its compute and collective curves price the "
                   "step, its checkpoint_storage each storage field the cluster file leaves out");

@@ -5,6 +5,7 @@
 // summary (with its wall time) go to stderr.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -55,6 +56,7 @@ struct PlanCommandArgs {
   bool force = false, quiet = false;
   std::string rerank = "des";
   std::string objective = "step";
+  std::string restart_scope = "job";
   int64_t rerank_k = 0;
   double rerank_budget = 60000;
 };
@@ -255,6 +257,7 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
   if (!goodput.empty()) {
     columns.insert(columns.begin() + 4, "goodput");
     columns.insert(columns.begin() + 5, "tokens/day");
+    columns.insert(columns.begin() + 6, "restarts");
   }
   Table table(columns);
   const auto& best = r.ranked.front();
@@ -272,6 +275,9 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
     if (!goodput.empty()) {
       row.insert(row.begin() + 4, percent(goodput[i].goodput));
       row.insert(row.begin() + 5, base::units::number(std::round(goodput[i].tokens_per_day)));
+      row.insert(row.begin() + 6, goodput[i].replicas > 1
+                                      ? "1 of " + std::to_string(goodput[i].replicas)
+                                      : std::string("job"));
     }
     table.add_row(row);
   }
@@ -280,6 +286,11 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
     out +=
         "\nranked by tokens per day (--objective goodput): failure-free tokens/s, stragglers, "
         "then the goodput at each plan's optimal checkpoint interval (orrery goodput)";
+    if (std::any_of(goodput.begin(), goodput.end(), [](const auto& g) { return g.replicas > 1; })) {
+      out +=
+          "; restarts: a failure restarts only its replica (1 of R) where a plan's replicas "
+          "each hold the whole state (--restart-scope replica), the job elsewhere";
+    }
   }
   out +=
       "\nwhy #1: " + planner::why_best(best, r.ranked.size() > 1 ? &r.ranked[1] : nullptr) + "\n";
@@ -337,7 +348,8 @@ nlohmann::ordered_json render_json(const planner::PlanningJob& job, const planne
     if (!goodput.empty()) {
       plans.back()["goodput"] = {{"goodput", goodput[i].goodput},
                                  {"checkpoint_interval_steps", goodput[i].interval_steps},
-                                 {"tokens_per_day", goodput[i].tokens_per_day}};
+                                 {"tokens_per_day", goodput[i].tokens_per_day},
+                                 {"replicas", goodput[i].replicas}};
     }
   }
   j["plans"] = plans;
@@ -380,6 +392,7 @@ std::string render_csv(const planner::SearchResult& r, const std::vector<PlanGoo
   if (!goodput.empty()) {
     header.insert(header.begin() + 5, "goodput");
     header.insert(header.begin() + 6, "tokens_per_day");
+    header.insert(header.begin() + 7, "replicas");
   }
   std::string out = csv_line(header);
   for (size_t i = 0; i < r.ranked.size(); ++i) {
@@ -399,6 +412,7 @@ std::string render_csv(const planner::SearchResult& r, const std::vector<PlanGoo
     if (!goodput.empty()) {
       row.insert(row.begin() + 5, csv_number(goodput[i].goodput));
       row.insert(row.begin() + 6, csv_number(goodput[i].tokens_per_day));
+      row.insert(row.begin() + 7, std::to_string(goodput[i].replicas));
     }
     out += csv_line(row);
   }
@@ -434,6 +448,11 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
     throw base::InputError("", 0, "--objective",
                            "got '" + a.objective + "', expected step or goodput");
   }
+  if (parse_restart_scope(a.restart_scope) && !by_goodput) {
+    throw base::InputError(
+        "", 0, "--restart-scope",
+        "replica changes how plans rank by goodput: it needs --objective goodput");
+  }
   // Tokens per day can reorder plans whose steps are close: the objective ranks more candidates
   // than it shows, every one of them timed by the same engines.
   o.top_k = by_goodput ? std::max<int64_t>(kGoodputCandidates, 4 * a.top) : a.top;
@@ -449,7 +468,8 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   if (r.ranked.empty()) throw base::InputError("", 0, "plan", no_plan_reason(job, r));
   if (by_goodput)
     goodput = rank_by_goodput(job, topology, a.cluster, r, static_cast<size_t>(a.top),
-                              measured_storage(calibration, a.calibration_file));
+                              measured_storage(calibration, a.calibration_file),
+                              parse_restart_scope(a.restart_scope));
   if (!a.quiet) {
     std::fprintf(stderr, "planned in %.2f s on %d threads: %lld plans checked, %lld timed (%s)\n",
                  r.stats.seconds, o.threads, static_cast<long long>(r.stats.checked),
@@ -515,6 +535,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--objective", a->objective,
                   "step (the shortest step; default) or goodput (the most tokens per day once "
                   "failures, checkpoints and restarts are counted; docs/goodput.md)");
+  cmd->add_option("--restart-scope", a->restart_scope,
+                  "With --objective goodput: job (a failure restarts the job from its checkpoint; "
+                  "default) or replica (only the failed data-parallel replica restarts, where the "
+                  "plan's replicas each hold the whole state; docs/goodput.md)");
   cmd->add_option(
       "--rerank", a->rerank,
       "Engine that ranks the best plans the analytic search found: des (default) or none");

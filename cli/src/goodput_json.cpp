@@ -36,6 +36,19 @@ Json checkpoint_json(const sim::CheckpointModel& c) {
           {"process_group_init_s", c.process_group_init_s}};
 }
 
+Json restarts_json(const sim::RunModel& run) {
+  const sim::ReplicaRestarts& r = run.replicas;
+  const bool replica = run.restart_replicas && r.possible();
+  return {{"scope", replica ? "replica" : "job"},
+          {"replicas", r.replicas},
+          {"ranks_per_replica", r.ranks_per_replica},
+          {"replicas_per_node", r.replicas_per_node},
+          {"recovery_s", r.recovery_s},
+          {"regroup_s", r.regroup_s},
+          {"why_not", r.possible() ? Json(nullptr) : Json(r.why_not)},
+          {"job_failure_rate_per_s", sim::job_failure_rate_per_s(run)}};
+}
+
 Json interval_json(const sim::CheckpointInterval& i) {
   return {{"steps", i.steps}, {"interval_s", i.interval_s}, {"goodput", i.goodput}};
 }
@@ -53,7 +66,8 @@ Json monte_carlo_json(const GoodputFigures& f) {
           {"goodput", mc.goodput},
           {"mean_interruptions", mc.mean_interruptions},
           {"mean_lost_work_s", mc.mean_lost_work_s},
-          {"mean_spares_missed", mc.mean_spares_missed}};
+          {"mean_spares_missed", mc.mean_spares_missed},
+          {"mean_replica_restarts", mc.mean_replica_restarts}};
 }
 
 Json settings_json(const GoodputFigures& f) {
@@ -85,6 +99,7 @@ Json goodput_json(const GoodputFigures& f) {
           {"failures", failures_json(f.run.failures)},
           {"checkpoint", checkpoint_json(f.run.checkpoint)},
           {"mean_restart_s", sim::mean_restart_s(f.run)},
+          {"restarts", restarts_json(f.run)},
           {"interval", interval_json(f.chosen)},
           {"optimal_interval", interval_json(f.optimal)},
           {"monte_carlo", monte_carlo_json(f)},

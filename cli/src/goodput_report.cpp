@@ -71,9 +71,42 @@ std::string checkpoint_fields(const GoodputFigures& f) {
   });
 }
 
+// How a failure restarts: the job from its checkpoint, or (--restart-scope replica) only the
+// failed replica, and what that costs.
+std::string restart_fields(const GoodputFigures& f) {
+  const sim::ReplicaRestarts& r = f.run.replicas;
+  if (!(f.run.restart_replicas && r.possible())) {
+    return render_fields(
+        {{"scope", "job: every failure restarts the job from its checkpoint"},
+         {"replicas", r.possible() ? std::to_string(r.replicas) + " could restart alone "
+                                                                  "(--restart-scope replica)"
+                                   : "1 (" + r.why_not + ")"}});
+  }
+  const sim::CheckpointModel& c = f.run.checkpoint;
+  return render_fields({
+      {"scope",
+       "replica: a failure restarts its replica, the others train on (switch failures "
+       "restart the job)"},
+      {"replicas", std::to_string(r.replicas) + " of " + std::to_string(r.ranks_per_replica) +
+                       " ranks, " + count(r.replicas_per_node) + " per node"},
+      {"replica downtime",
+       "in place " +
+           base::units::seconds(
+               sim::replica_downtime_after_s(f.run, false, c.restart_s(false, false))) +
+           ", node lost " +
+           base::units::seconds(
+               sim::replica_downtime_after_s(f.run, true, c.restart_s(true, c.spare_nodes > 0))) +
+           " (state from a live replica " + base::units::seconds(r.recovery_s) + ")"},
+      {"survivors wait",
+       base::units::seconds(r.regroup_s) + " to regroup, then redo the step in flight"},
+      {"job restarts", per_day(sim::job_failure_rate_per_s(f.run)) + " per day"},
+  });
+}
+
 std::string goodput_fields(const GoodputFigures& f) {
   const auto& mc = f.monte_carlo;
-  const double mtbf = 1 / f.run.failures.total_rate_per_s;
+  // The checkpoint interval trades checkpoints against the failures that roll the job back.
+  const double mtbf = 1 / sim::job_failure_rate_per_s(f.run);
   const double tokens_per_s = f.tokens_per_step / f.run.step_s;
   return render_fields({
       {"interval", std::to_string(f.chosen.steps) +
@@ -97,7 +130,10 @@ std::string goodput_fields(const GoodputFigures& f) {
                              duration(sim::quantile(mc.wall_s, 0.9))},
       {"per run (mean)", count(mc.mean_interruptions) + " interruptions, " +
                              duration(mc.mean_lost_work_s) + " of training lost, " +
-                             count(mc.mean_spares_missed) + " node losses without a spare"},
+                             count(mc.mean_spares_missed) + " node losses without a spare" +
+                             (f.run.restart_replicas && f.run.replicas.possible()
+                                  ? ", " + count(mc.mean_replica_restarts) + " replica restarts"
+                                  : std::string())},
   });
 }
 
@@ -121,7 +157,8 @@ std::string render_goodput(const GoodputFigures& f) {
       << count(f.straggler_factor) << "), " << count(f.tokens_per_step) << " tokens/step\n\n"
       << "Failures\n"
       << failures_table(f) << "\nCheckpoint\n"
-      << checkpoint_fields(f) << "\nGoodput\n"
+      << checkpoint_fields(f) << "\nRestarts\n"
+      << restart_fields(f) << "\nGoodput\n"
       << goodput_fields(f) << "\nInputs (every default applied is listed)\n"
       << settings_table(f);
   return out.str();

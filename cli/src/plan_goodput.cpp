@@ -3,25 +3,35 @@
 #include <algorithm>
 #include <numeric>
 
+#include "orrery/base/error.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/plan_run.hpp"
 
 namespace orrery::cli {
 
+bool parse_restart_scope(const std::string& text) {
+  if (text == "job") return false;
+  if (text == "replica") return true;
+  throw base::InputError("", 0, "--restart-scope", "got '" + text + "', expected job or replica");
+}
+
 std::vector<PlanGoodput> rank_by_goodput(const planner::PlanningJob& job,
                                          const topologies::Topology& topology,
                                          const std::string& where, planner::SearchResult& r,
-                                         size_t top, const sim::MeasuredStorage& measured) {
+                                         size_t top, const sim::MeasuredStorage& measured,
+                                         bool restart_replicas) {
   std::vector<PlanGoodput> figures;
   for (const auto& p : r.ranked) {
     const plan::ResolvedPlan resolved = plan::resolve_plan(p.plan, job.model, job.cluster);
     const double step = p.eval.result.step_time_s();
-    const sim::PlanRun run = sim::plan_run(resolved, topology, step, where, measured);
+    const sim::PlanRun run =
+        sim::plan_run(resolved, topology, step, where, measured, restart_replicas);
     const sim::CheckpointInterval best = sim::optimal_interval(run.run);
     PlanGoodput g;
     g.goodput = best.goodput;
     g.interval_steps = best.steps;
     g.tokens_per_day = p.eval.result.tokens_per_s() / run.straggler_factor * best.goodput * 86400;
+    g.replicas = restart_replicas ? run.run.replicas.replicas : 1;
     figures.push_back(g);
   }
   std::vector<size_t> order(r.ranked.size());

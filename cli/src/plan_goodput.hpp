@@ -17,7 +17,11 @@ struct PlanGoodput {
   double goodput = 0;          // closed form at the optimal checkpoint interval
   int64_t interval_steps = 0;  // that interval
   double tokens_per_day = 0;   // failure-free tokens/s, stragglers, then goodput
+  int64_t replicas = 1;        // replicas that restart alone (1: every failure restarts the job)
 };
+
+// --restart-scope: "job" (false) or "replica" (true); anything else is refused.
+bool parse_restart_scope(const std::string& text);
 
 // A calibration profile's measured checkpoint storage for the goodput model (none when no
 // --calibration was given or it measured none).
@@ -29,9 +33,12 @@ inline sim::MeasuredStorage measured_storage(const pb::CalibrationProfile& profi
 
 // Reorders r.ranked by tokens per day (ties keep the step order), keeps the first `top`, and
 // returns each kept plan's figures in the new order. `where` names the cluster in errors.
+// `restart_replicas`: plans whose replicas each hold a whole copy of the state restart only the
+// failed replica (the others restart the job, as without it).
 std::vector<PlanGoodput> rank_by_goodput(const planner::PlanningJob& job,
                                          const topologies::Topology& topology,
                                          const std::string& where, planner::SearchResult& r,
-                                         size_t top, const sim::MeasuredStorage& measured = {});
+                                         size_t top, const sim::MeasuredStorage& measured = {},
+                                         bool restart_replicas = false);
 
 }  // namespace orrery::cli

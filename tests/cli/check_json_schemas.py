@@ -41,6 +41,7 @@ def commands(root, work):
         f"plan {job} --rerank none --quiet --json",
         f"plan {job} --rerank des --objective goodput --top 2 --quiet --json",
         f"goodput {job} --tp 4 --json",
+        f"goodput {job} --tp 4 --restart-scope replica --json",
         f"sweep {job} --tp 4 --vary nic-bandwidth=1,2 --vary micro-batch=1,2 --json",
         f"validate --trace {traces / 't1-gpt1.3b-s2048-m1.json'} --json",
         f"calibrate --traces {kineto} --device x86-64-AVX512-core --min-samples 2 "

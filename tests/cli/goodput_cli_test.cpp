@@ -84,6 +84,35 @@ TEST(GoodputCli, CalibrationsMeasuredStoragePricesTheSave) {
   EXPECT_TRUE(named) << measured.out;
 }
 
+// --restart-scope replica: two full replicas (tp8 on each of 2 nodes, no sharding) ride out each
+// other's failures; a ZeRO plan has no whole replica and is refused with the reason.
+TEST(GoodputCli, ReplicaRestartsKeepTheOthersTraining) {
+  const auto job = run_command(kJob + " --json");
+  const auto replica = run_command(kJob + " --json --restart-scope replica");
+  ASSERT_EQ(replica.exit_code, 0) << replica.err;
+  const auto a = nlohmann::json::parse(job.out), b = nlohmann::json::parse(replica.out);
+  EXPECT_EQ(a["restarts"]["scope"], "job");
+  EXPECT_EQ(b["restarts"]["scope"], "replica");
+  EXPECT_EQ(b["restarts"]["replicas"], 2);
+  EXPECT_EQ(b["restarts"]["ranks_per_replica"], 8);
+  EXPECT_TRUE(b["restarts"]["why_not"].is_null());
+  EXPECT_GT(b["monte_carlo"]["goodput"].get<double>(), a["monte_carlo"]["goodput"].get<double>());
+  EXPECT_GT(b["monte_carlo"]["mean_replica_restarts"].get<double>(), 0);
+  EXPECT_EQ(a["monte_carlo"]["mean_replica_restarts"].get<double>(), 0);
+  const auto text = run_command(kJob + " --restart-scope replica");
+  EXPECT_NE(text.out.find("replica: a failure restarts its replica"), std::string::npos)
+      << text.out;
+  const auto zero = run_command(kJob + " --sharding zero1 --restart-scope replica");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--restart-scope: replica: sharding zero1 spreads the training state"),
+            std::string::npos)
+      << zero.err;
+  const auto bad = run_command(kJob + " --restart-scope node");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--restart-scope: got 'node', expected job or replica"), std::string::npos)
+      << bad.err;
+}
+
 TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
   const fs::path dir = fs::temp_directory_path() / ("orrery_goodput_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -131,6 +160,23 @@ TEST(GoodputCli, PlanRanksByTokensPerDay) {
   const auto step = nlohmann::json::parse(testing::run_command(job + " --json").out);
   EXPECT_EQ(step["objective"], "step");
   EXPECT_TRUE(step["plans"][0]["goodput"].is_null());
+  // Replica restarts: the plans that can restart a replica say how many they have.
+  const auto replica =
+      testing::run_command(job + " --objective goodput --restart-scope replica --json");
+  ASSERT_EQ(replica.exit_code, 0) << replica.err;
+  for (const auto& p : nlohmann::json::parse(replica.out)["plans"]) {
+    const auto replicas = p["goodput"]["replicas"].get<int64_t>();
+    if (p["plan"]["sharding"] == "none") {
+      EXPECT_EQ(replicas, p["plan"]["parallel"]["dp"].get<int64_t>()) << p.dump();
+    } else if (p["plan"]["sharding"] != "hsdp") {
+      EXPECT_EQ(replicas, 1) << p.dump();
+    }
+  }
+  const auto needs = testing::run_command(job + " --restart-scope replica");
+  EXPECT_EQ(needs.exit_code, 2);
+  EXPECT_NE(needs.err.find("--restart-scope: replica changes how plans rank by goodput"),
+            std::string::npos)
+      << needs.err;
   const auto bad = testing::run_command(job + " --objective speed");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--objective: got 'speed', expected step or goodput"), std::string::npos)

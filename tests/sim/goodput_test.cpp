@@ -110,6 +110,61 @@ TEST(GoodputStragglers, SlowestMemberPacesTheStep) {
   EXPECT_DOUBLE_EQ(straggler_step_factor(1, 3, 8), 3);
 }
 
+// simple_run() whose failures restart one of 4 replicas (one per node, state copied from a live
+// one in 5 s, survivors regroup in 10 s), plus job-wide switch failures every 1e6 s.
+RunModel replica_run() {
+  RunModel run = simple_run();
+  run.failures.components.push_back(
+      {"switch", 1, 1e6, 1e-6, FailureCost::kRestartInPlace, /*job_wide=*/true});
+  run.failures.total_rate_per_s += 1e-6;
+  run.replicas.replicas = 4;
+  run.replicas.ranks_per_replica = 8;
+  run.replicas.replicas_per_node = 1;
+  run.replicas.recovery_s = 5;
+  run.replicas.regroup_s = 10;
+  run.restart_replicas = true;
+  return run;
+}
+
+TEST(GoodputReplicaRestarts, ClosedFormByHand) {
+  const RunModel run = replica_run();
+  const ComponentFailures& gpu = run.failures.components[0];
+  // Downtime: restart in place 100 s without its 30 s load, plus the 5 s copy = 75 s.
+  EXPECT_DOUBLE_EQ(replica_downtime_s(run, gpu), 75);
+  // Cost to the job: regroup 10 + half a step 0.5 + 1/4 of the downtime 18.75 = 29.25 s.
+  EXPECT_DOUBLE_EQ(replica_restart_cost_s(run, gpu, 0.5, 75), 29.25);
+  EXPECT_FALSE(restarts_job(run, gpu));
+  EXPECT_TRUE(restarts_job(run, run.failures.components[1]));
+  EXPECT_DOUBLE_EQ(job_failure_rate_per_s(run), 1e-6);
+  EXPECT_DOUBLE_EQ(mean_restart_s(run), 100);  // the switch's, restarted in place
+  // (1 - 1e-4 x 29.25) x tau / (M e^(R/M) (e^((tau+C)/M) - 1)) with M = 1e6, R = 100, C = 100.
+  const double m = 1e6, tau = 1000;
+  const double daly = tau / (m * std::exp(100 / m) * std::expm1((tau + 100) / m));
+  EXPECT_NEAR(closed_form_goodput(run, tau), (1 - 1e-4 * 29.25) * daly, 1e-12);
+  // Without --restart-scope replica the same run restarts the job on every failure.
+  RunModel job = run;
+  job.restart_replicas = false;
+  EXPECT_DOUBLE_EQ(job_failure_rate_per_s(job), 1e-4 + 1e-6);
+  EXPECT_GT(closed_form_goodput(run, optimal_interval(run).interval_s),
+            closed_form_goodput(job, optimal_interval(job).interval_s) + 0.05);
+  // Checkpoints guard only against the rare job-wide failures: the optimum interval grows.
+  EXPECT_GT(optimal_interval(run).interval_s, 10 * optimal_interval(job).interval_s);
+}
+
+TEST(GoodputReplicaRestarts, MonteCarloAgreesWithTheClosedForm) {
+  const RunModel run = replica_run();
+  const int64_t steps = optimal_interval(run).steps;
+  const MonteCarloResult mc = monte_carlo(run, steps, 2e6, 200, 5);
+  EXPECT_NEAR(mc.goodput, closed_form_goodput(run, static_cast<double>(steps)), 0.003);
+  // Nearly every failure is ridden out by the other replicas.
+  EXPECT_GT(mc.mean_replica_restarts, 0.95 * mc.mean_interruptions);
+  EXPECT_LE(mc.mean_replica_restarts, mc.mean_interruptions);
+  // Two replicas per node: a node's failure takes out half the job, and it costs more.
+  RunModel shared = run;
+  shared.replicas.replicas_per_node = 2;
+  EXPECT_LT(monte_carlo(shared, steps, 2e6, 200, 5).goodput, mc.goodput);
+}
+
 plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding, pb::ClusterSpec cluster) {
   pb::Plan p;
   p.set_model("llama3-8b");
@@ -150,6 +205,52 @@ TEST(GoodputCheckpoint, SizeIsTheMemoryModelsOptimizerStateWrittenOnce) {
   const topologies::Topology topology(tp2.cluster);
   const CheckpointModel c = checkpoint_model(tp2, footprint(tp2, topology));
   EXPECT_DOUBLE_EQ(c.total_bytes, 2 * memory_per_stage(tp2)[0].optimizer_bytes());
+}
+
+plan::ResolvedPlan hsdp_llama8b(int64_t tp, int64_t dp, int64_t shard_group) {
+  pb::Plan p;
+  p.mutable_job()->set_global_batch_size(dp * 2);
+  p.mutable_job()->set_seq_len(2048);
+  p.mutable_job()->set_precision(pb::PRECISION_BF16);
+  p.set_micro_batch_size(1);
+  p.mutable_parallel()->set_tp(tp);
+  p.mutable_parallel()->set_dp(dp);
+  p.set_sharding(pb::SHARDING_HSDP);
+  p.set_shard_group_size(shard_group);
+  return plan::resolve_plan(p, models::load_model("llama3-8b"),
+                            topologies::load_cluster("dgx-h100", tp * dp / 8));
+}
+
+TEST(GoodputReplicaRestarts, ReplicasAreTheCopiesOfTheWholeState) {
+  struct Case {
+    plan::ResolvedPlan plan;
+    int64_t replicas;
+    double per_node;
+  };
+  const std::vector<Case> cases = {
+      {llama8b(8, 2, pb::SHARDING_NONE), 2, 1},  // a replica per node
+      {llama8b(4, 4, pb::SHARDING_NONE), 4, 2},  // two replicas share each node
+      {hsdp_llama8b(8, 4, 2), 2, 1},             // shard groups of 2 nodes, 2 of them
+      {llama8b(8, 2, pb::SHARDING_ZERO1), 1, 1},
+      {llama8b(8, 2, pb::SHARDING_FSDP), 1, 1},
+  };
+  for (const auto& c : cases) {
+    const topologies::Topology topology(c.plan.cluster);
+    const CheckpointModel ck = checkpoint_model(c.plan, footprint(c.plan, topology));
+    const ReplicaRestarts r = replica_restarts(c.plan, topology, ck);
+    SCOPED_TRACE(pb::Sharding_Name(c.plan.sharding()) + " dp " + std::to_string(c.plan.degrees.dp));
+    EXPECT_EQ(r.replicas, c.replicas);
+    EXPECT_EQ(r.ranks_per_replica * r.replicas, c.plan.world_size());
+    if (c.replicas == 1) {
+      EXPECT_NE(r.why_not.find("no replica holds a whole copy"), std::string::npos) << r.why_not;
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(r.replicas_per_node, c.per_node);
+    // Each node fetches its 8 ranks' shards over 8 x 400 Gb/s NICs, then to its GPUs.
+    EXPECT_NEAR(r.recovery_s, 8 * ck.rank_bytes / (8 * 50e9) + ck.snapshot_s, 1e-9);
+    // Regrouped at the job's per-rank cost for R members: 30 s + 2 ms x R.
+    EXPECT_DOUBLE_EQ(r.regroup_s, 30 + 2e-3 * static_cast<double>(c.replicas));
+  }
 }
 
 TEST(GoodputCheckpoint, SavePathByHand) {

@@ -145,6 +145,8 @@ CheckpointModel checkpoint_model(const plan::ResolvedPlan& plan, const Footprint
       st.take("process_group_init_per_rank_s", s.has_process_group_init_per_rank_s(),
               s.process_group_init_per_rank_s(), 2e-3, sec, kAssumed);
   c.process_group_init_s = pg + pg_rank * static_cast<double>(fp.gpus);
+  c.process_group_init_fixed_s = pg;
+  c.process_group_init_per_rank_s = pg_rank;
   c.warmup_s = st.take("warmup_s", s.has_warmup_s(), s.warmup_s(), 120, sec, kAssumed);
   return c;
 }

@@ -23,11 +23,11 @@ struct Collector {
   }
 
   void component(const char* name, int64_t count, bool has, double value, double fallback,
-                 const char* source, FailureCost cost) {
+                 const char* source, FailureCost cost, bool job_wide = false) {
     const double mtbf = take(std::string(name) + "_mtbf_s", has, value, fallback,
                              base::units::Unit::kSeconds, source);
     const double rate = static_cast<double>(count) / mtbf;
-    out.components.push_back({name, count, mtbf, rate, cost});
+    out.components.push_back({name, count, mtbf, rate, cost, job_wide});
     out.total_rate_per_s += rate;
   }
 };
@@ -59,7 +59,7 @@ FailureRates failure_rates(const pb::ClusterSpec& cluster, const Footprint& fp,
   c.component("link", fp.links, s.has_link_mtbf_s(), s.link_mtbf_s(), d::kLinkMtbfS,
               "default: Alibaba HPN, 0.057% of links a month", in_place);
   c.component("switch", fp.switches, s.has_switch_mtbf_s(), s.switch_mtbf_s(), d::kSwitchMtbfS,
-              "default: Alibaba HPN, 0.051% of switches a month", in_place);
+              "default: Alibaba HPN, 0.051% of switches a month", in_place, true);
   c.component("software", fp.hosts, s.has_software_mtbf_s(), s.software_mtbf_s(), d::kSoftwareMtbfS,
               kNodeStudy, in_place);
   c.component("hang", fp.hosts, s.has_hang_mtbf_s(), s.hang_mtbf_s(), d::kHangMtbfS, kNodeStudy,

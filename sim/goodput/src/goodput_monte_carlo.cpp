@@ -27,6 +27,7 @@ struct Trial {
   double lost_work = 0;
   int64_t interruptions = 0;
   int64_t spares_missed = 0;
+  int64_t replica_restarts = 0;
   std::vector<double> spare_back;  // when each spare is available again
 };
 
@@ -40,12 +41,18 @@ class Simulation {
     tr.spare_back.assign(static_cast<size_t>(run_.checkpoint.spare_nodes), 0.0);
     while (tr.saved_work < target_work_s) {
       const double work = std::min(interval_s_, target_work_s - tr.saved_work);
-      const double end = tr.t + work + run_.checkpoint.blocking_s;
-      const double failure = next_failure(tr.t);
+      double end = tr.t + work + run_.checkpoint.blocking_s;
+      double failure = next_failure(tr.t);
+      // Replica restarts push the interval's end back; a job restart ends the interval.
+      const ComponentFailures* cause = nullptr;
+      while (failure < end && !restarts_job(run_, *(cause = &pick_cause()))) {
+        end += ride_out(*cause, tr, failure);
+        failure = next_failure(failure);
+      }
       if (failure >= end) {
         checkpoint(tr, work, end);
       } else {
-        interrupt(tr, failure);
+        interrupt(tr, failure, *cause);
       }
     }
     // The last checkpoint counts once it is persisted.
@@ -68,16 +75,16 @@ class Simulation {
 
   // A failure at `when`: roll back to the last persisted checkpoint and restart, as often as
   // failures interrupt the restart itself.
-  void interrupt(Trial& tr, double when) {
+  void interrupt(Trial& tr, double when, const ComponentFailures& first) {
     if (tr.saved_at <= when) tr.durable_work = tr.saved_work;
     // This interval's training so far, and a snapshot that had not yet persisted.
     tr.lost_work += std::min(when - tr.t, interval_s_) + (tr.saved_work - tr.durable_work);
     tr.saved_work = tr.durable_work;
     tr.saved_at = when;
     tr.t = when;
-    for (;;) {
+    for (const ComponentFailures* cause = &first;; cause = &pick_cause()) {
       ++tr.interruptions;
-      const double restart = restart_after(pick_cause(), tr);
+      const double restart = restart_after(*cause, tr);
       const double failure = next_failure(tr.t);
       if (failure >= tr.t + restart) {
         tr.t += restart;
@@ -96,16 +103,32 @@ class Simulation {
     return run_.failures.components.back();
   }
 
-  // Restart time after a failure of `cause`; a lost node takes the spare back soonest, which
-  // returns to the pool after repair.
+  // A failure the surviving replicas ride out at `when`: the wall time it costs the job, with
+  // the step in flight drawn uniformly.
+  double ride_out(const ComponentFailures& cause, Trial& tr, double when) {
+    ++tr.interruptions;
+    ++tr.replica_restarts;
+    const bool lost = cause.cost == FailureCost::kNodeLost;
+    const double downtime = replica_downtime_after_s(run_, lost, node_restart_s(cause, tr, when));
+    const double in_flight = draws_.uniform() * run_.step_s;
+    tr.lost_work += in_flight;
+    return replica_restart_cost_s(run_, cause, in_flight, downtime);
+  }
+
+  // Restart time after a failure of `cause` at tr.t; hangs first wait for the watchdog.
   double restart_after(const ComponentFailures& cause, Trial& tr) {
+    const double detect = cause.cost == FailureCost::kHang ? run_.failures.hang_detection_s : 0;
+    return detect + node_restart_s(cause, tr, tr.t);
+  }
+
+  // The restart's own time at `when`; a lost node takes the spare back soonest, which returns to
+  // the pool after repair.
+  double node_restart_s(const ComponentFailures& cause, Trial& tr, double when) {
     const CheckpointModel& ck = run_.checkpoint;
-    double detect = 0;
-    if (cause.cost == FailureCost::kHang) detect = run_.failures.hang_detection_s;
-    if (cause.cost != FailureCost::kNodeLost) return detect + ck.restart_s(false, false);
+    if (cause.cost != FailureCost::kNodeLost) return ck.restart_s(false, false);
     auto spare = std::min_element(tr.spare_back.begin(), tr.spare_back.end());
-    if (spare != tr.spare_back.end() && *spare <= tr.t) {
-      *spare = tr.t + ck.repair_s;
+    if (spare != tr.spare_back.end() && *spare <= when) {
+      *spare = when + ck.repair_s;
       return ck.restart_s(true, true);
     }
     ++tr.spares_missed;
@@ -125,7 +148,7 @@ MonteCarloResult monte_carlo(const RunModel& run, int64_t steps, double target_w
   r.trials = trials;
   r.target_work_s = target_work_s;
   Simulation sim(run, static_cast<double>(steps) * run.step_s, seed);
-  double lost = 0, interruptions = 0, missed = 0, wall = 0;
+  double lost = 0, interruptions = 0, missed = 0, wall = 0, replica = 0;
   for (int64_t i = 0; i < trials; ++i) {
     const Trial tr = sim.run_to(target_work_s);
     r.wall_s.push_back(tr.t);
@@ -133,6 +156,7 @@ MonteCarloResult monte_carlo(const RunModel& run, int64_t steps, double target_w
     lost += tr.lost_work;
     interruptions += static_cast<double>(tr.interruptions);
     missed += static_cast<double>(tr.spares_missed);
+    replica += static_cast<double>(tr.replica_restarts);
   }
   std::sort(r.wall_s.begin(), r.wall_s.end());
   const double n = static_cast<double>(std::max<int64_t>(1, trials));
@@ -141,6 +165,7 @@ MonteCarloResult monte_carlo(const RunModel& run, int64_t steps, double target_w
   r.mean_interruptions = interruptions / n;
   r.mean_lost_work_s = lost / n;
   r.mean_spares_missed = missed / n;
+  r.mean_replica_restarts = replica / n;
   return r;
 }
 

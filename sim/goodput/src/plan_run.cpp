@@ -6,7 +6,8 @@
 namespace orrery::sim {
 
 PlanRun plan_run(const plan::ResolvedPlan& plan, const topologies::Topology& topology,
-                 double step_s, const std::string& where, const MeasuredStorage& measured) {
+                 double step_s, const std::string& where, const MeasuredStorage& measured,
+                 bool restart_replicas) {
   PlanRun p;
   p.footprint = footprint(plan, topology);
   p.run.failures = failure_rates(plan.cluster, p.footprint, where);
@@ -14,6 +15,8 @@ PlanRun plan_run(const plan::ResolvedPlan& plan, const topologies::Topology& top
                                              p.run.failures.straggler_slowdown, p.footprint.gpus);
   p.run.step_s = step_s * p.straggler_factor;
   p.run.checkpoint = checkpoint_model(plan, p.footprint, measured);
+  p.run.replicas = replica_restarts(plan, topology, p.run.checkpoint);
+  p.run.restart_replicas = restart_replicas;
   return p;
 }
 

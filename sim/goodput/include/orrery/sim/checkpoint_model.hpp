@@ -27,6 +27,7 @@ struct CheckpointModel {
   int64_t spare_nodes = 0;
   double spare_swap_s = 0, requeue_s = 0, repair_s = 0;
   double process_group_init_s = 0;  // at this plan's rank count
+  double process_group_init_fixed_s = 0, process_group_init_per_rank_s = 0;  // its two terms
   double warmup_s = 0;
   std::vector<Setting> settings;
 

@@ -32,6 +32,9 @@ struct ComponentFailures {
   double mtbf_s = 0;      // of one component
   double rate_per_s = 0;  // count / mtbf_s
   FailureCost cost = FailureCost::kRestartInPlace;
+  // Takes out nodes of several data-parallel replicas at once (a fabric switch): the whole job
+  // restarts from its checkpoint even when replicas can restart alone.
+  bool job_wide = false;
 };
 
 struct FailureRates {

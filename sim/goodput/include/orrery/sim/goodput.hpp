@@ -12,6 +12,7 @@
 
 #include "orrery/sim/checkpoint_model.hpp"
 #include "orrery/sim/failure_model.hpp"
+#include "orrery/sim/replica_restart.hpp"
 
 namespace orrery::sim {
 
@@ -19,10 +20,29 @@ struct RunModel {
   double step_s = 0;  // including the straggler factor
   FailureRates failures;
   CheckpointModel checkpoint;
+  ReplicaRestarts replicas;
+  // Restart only the failed replica (`--restart-scope replica`) when the plan's replicas allow it.
+  bool restart_replicas = false;
 };
 
-// Expected restart time over the causes, weighted by their rates (hangs add their detection; a
-// lost node takes a spare whenever the cluster has any).
+// Whether a failure of `c` restarts the whole job from its checkpoint (always, unless replicas
+// restart alone and `c` is not job-wide).
+bool restarts_job(const RunModel& run, const ComponentFailures& c);
+// Rate of the failures that restart the whole job.
+double job_failure_rate_per_s(const RunModel& run);
+// A replica's downtime after a failure of `c`, once detected: the usual restart (a spare when the
+// cluster has any) without the checkpoint load, plus the copy of its state from a live peer.
+double replica_downtime_s(const RunModel& run, const ComponentFailures& c);
+// The same after a restart of `restart_s` (CheckpointModel::restart_s, the spare decided).
+double replica_downtime_after_s(const RunModel& run, bool node_lost, double restart_s);
+// Wall time one replica restart costs the job: the survivors wait for a hang's watchdog, the
+// regrouping and redo the step in flight (`in_flight_s` of it done; half a step on average), and
+// k of the R replicas stay out for `downtime_s` (the job trains at (R - k) / R meanwhile).
+double replica_restart_cost_s(const RunModel& run, const ComponentFailures& c, double in_flight_s,
+                              double downtime_s);
+
+// Expected restart time over the causes that restart the job, weighted by their rates (hangs add
+// their detection; a lost node takes a spare whenever the cluster has any).
 double mean_restart_s(const RunModel& run);
 
 // Expected fraction of wall time spent on useful steps when checkpointing every `interval_s` of
@@ -49,8 +69,9 @@ struct MonteCarloResult {
   double mean_wall_s = 0;
   double goodput = 0;  // target_work_s / mean_wall_s
   double mean_interruptions = 0;
-  double mean_lost_work_s = 0;    // training redone after rollbacks
-  double mean_spares_missed = 0;  // node losses that found no spare (requeued)
+  double mean_lost_work_s = 0;       // training redone after rollbacks
+  double mean_spares_missed = 0;     // node losses that found no spare (requeued)
+  double mean_replica_restarts = 0;  // failures that restarted one replica, not the job
 };
 
 // Runs `trials` runs to `target_work_s` of training, checkpointing every `steps` (the run ends

@@ -19,8 +19,10 @@ struct PlanRun {
 };
 
 // `step_s`: the plan's failure-free step (a simulation's); `where` names the cluster in errors
-// about its failure fields.
+// about its failure fields. `restart_replicas`: a failure restarts only its replica where the
+// plan's replicas allow it (RunModel::restart_replicas; the replicas are computed either way).
 PlanRun plan_run(const plan::ResolvedPlan& plan, const topologies::Topology& topology,
-                 double step_s, const std::string& where, const MeasuredStorage& measured = {});
+                 double step_s, const std::string& where, const MeasuredStorage& measured = {},
+                 bool restart_replicas = false);
 
 }  // namespace orrery::sim
