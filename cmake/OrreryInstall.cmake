@@ -51,6 +51,13 @@ install(DIRECTORY ${PROJECT_BINARY_DIR}/traces/gen/orrery/pb/
 
 set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/orrery)
 install(EXPORT orreryTargets NAMESPACE orrery:: DESTINATION ${config_dir} COMPONENT library)
+# Where an installed program looks for orrery-des and orrery-run: the prefix installed to (known
+# only now: `cmake --install --prefix` may differ from the configured one), written into a source
+# the package config compiles into the user's program (base/CMakeLists.txt says why).
+install(CODE "set(ORRERY_INSTALLED_HELPER_DIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBEXECDIR}/orrery\")
+  configure_file(\"${PROJECT_SOURCE_DIR}/cmake/helper_dirs_installed.cpp.in\"
+                 \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${config_dir}/helper_dirs.cpp\" @ONLY)"
+  COMPONENT library)
 set(ORRERY_PACKAGE_HAS_SIMULATOR ${ORRERY_SIMULATOR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/orreryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/orreryConfig.cmake INSTALL_DESTINATION ${config_dir})

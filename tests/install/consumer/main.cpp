@@ -1,9 +1,12 @@
 // Simulates llama3-8b with tp 8 on one DGX H100 node (analytic engine) through the installed
 // library, and prints the step time as the CLI's --json does (the shortest text that reads back
-// as the same double): the ctest compares the two.
+// as the same double): the ctest compares the two. Then the folders it would look for orrery's
+// helper programs in, one per line: the ctest checks that the installed libexec/orrery is one
+// and the build tree the package came from is none.
 #include <charconv>
 #include <cstdio>
 
+#include "orrery/base/helper_programs.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/plan/plan_defaults.hpp"
 #include "orrery/plan/resolved_plan.hpp"
@@ -29,5 +32,6 @@ int main() {
   char text[64];
   const auto end = std::to_chars(text, text + sizeof text, out.result.step_time_s()).ptr;
   std::printf("%.*s\n", static_cast<int>(end - text), text);
+  for (const std::string& dir : base::helper_directories()) std::printf("%s\n", dir.c_str());
   return 0;
 }

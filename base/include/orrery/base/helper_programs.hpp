@@ -10,8 +10,10 @@ namespace orrery::base {
 
 // The directories searched for a helper, in order: the running executable's own directory
 // (/proc/self/exe: the build tree's cli/ and an installed bin/ beside an orrery there), its
-// ../libexec/orrery (the installed tree), the install prefix's libexec/orrery and the build
-// tree's cli/ (for test programs and library users elsewhere).
+// ../libexec/orrery (the installed tree), then the build tree's cli/ for code running from inside
+// the build tree (test programs, the Python module there), or, in a program built against the
+// installed package, that install's libexec/orrery. An installed orrery never falls back to the
+// build tree it came from.
 std::vector<std::string> helper_directories();
 
 // The absolute path of helper `name` (an executable file in one of helper_directories());
