@@ -1,7 +1,10 @@
 // `orrery goodput`: what a plan trains per day once failures, checkpoints and restarts are
 // counted (docs/goodput.md): the closed form, the optimal checkpoint interval and a seeded
 // Monte Carlo simulation of whole runs.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -24,6 +27,10 @@ namespace orrery::cli {
 namespace {
 
 constexpr int64_t kMaxTrials = 100000;
+// Checkpoint intervals and failures the Monte Carlo simulation may draw in all (about 25 million
+// a second on the development machine, docs/benchmarks.md): a bound on its time and no hang on
+// an absurd target.
+constexpr double kMaxMonteCarloEvents = 2e8;
 
 struct GoodputArgs {
   PlanArgs plan;
@@ -67,6 +74,29 @@ void check_async_interval(const sim::RunModel& run, const sim::CheckpointInterva
   }
 }
 
+std::string three_digits(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
+}
+
+// Refuses a Monte Carlo simulation too large to finish in seconds, naming the flags that size it.
+void check_monte_carlo_size(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
+                            double target_work_s, int64_t trials) {
+  const double wall_s = target_work_s / std::max(chosen.goodput, 1e-3);
+  const double per_trial =
+      target_work_s / chosen.interval_s + wall_s * run.failures.total_rate_per_s;
+  const double events = static_cast<double>(trials) * per_trial;
+  if (!(events <= kMaxMonteCarloEvents)) {
+    throw base::InputError(
+        "", 0, "--trials",
+        std::to_string(trials) + " runs of " + three_digits(per_trial) +
+            " checkpoint intervals and failures each (" + three_digits(events) +
+            " in all) is over the Monte Carlo limit of " + three_digits(kMaxMonteCarloEvents) +
+            ": lower --trials, --days or --tokens, or checkpoint less often (--checkpoint-every)");
+  }
+}
+
 GoodputFigures figures(const GoodputArgs& a) {
   const LoadedJob job = load_job(a.plan);
   const plan::ResolvedPlan plan =
@@ -100,6 +130,13 @@ GoodputFigures figures(const GoodputArgs& a) {
   const double tokens_per_s = f.tokens_per_step / f.run.step_s;
   f.target_tokens = a.tokens ? *a.tokens : a.days * 86400 * tokens_per_s;
   f.seed = a.seed;
+  if (!std::isfinite(f.target_tokens / tokens_per_s)) {
+    throw base::InputError(
+        "", 0, a.tokens ? "--tokens" : "--days",
+        (a.tokens ? three_digits(*a.tokens) + " tokens" : three_digits(a.days) + " days") +
+            " of training do not fit in a finite number of seconds");
+  }
+  check_monte_carlo_size(f.run, f.chosen, f.target_tokens / tokens_per_s, a.trials);
   f.monte_carlo =
       sim::monte_carlo(f.run, f.chosen.steps, f.target_tokens / tokens_per_s, a.trials, a.seed);
   return f;

@@ -84,6 +84,20 @@ TEST(GoodputCli, CalibrationsMeasuredStoragePricesTheSave) {
   EXPECT_TRUE(named) << measured.out;
 }
 
+// Targets too large to simulate are refused at once, naming the flag, instead of running for
+// ever: an overflowing --days, and a Monte Carlo over its event limit.
+TEST(GoodputCli, AbsurdTargetsAreRefusedNotRun) {
+  const auto days = run_command(kJob + " --days 1e308");
+  EXPECT_EQ(days.exit_code, 2);
+  EXPECT_NE(days.err.find("--days: 1e+308 days of training do not fit"), std::string::npos)
+      << days.err;
+  const auto every = run_command(kJob + " --days 3000 --checkpoint-every 1");
+  EXPECT_EQ(every.exit_code, 2);
+  EXPECT_NE(every.err.find("is over the Monte Carlo limit of 2e+08: lower --trials"),
+            std::string::npos)
+      << every.err;
+}
+
 // --restart-scope replica: two full replicas (tp8 on each of 2 nodes, no sharding) ride out each
 // other's failures; a ZeRO plan has no whole replica and is refused with the reason.
 TEST(GoodputCli, ReplicaRestartsKeepTheOthersTraining) {
