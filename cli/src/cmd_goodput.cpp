@@ -80,6 +80,21 @@ std::string three_digits(double v) {
   return text;
 }
 
+// A run whose expected wall time is over 1000 times its training never reaches its target (the
+// Monte Carlo simulation would not end): refused, naming what makes it so.
+void check_run_finishes(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
+                        const std::string& cluster) {
+  if (chosen.goodput >= 1e-3) return;
+  throw base::InputError(
+      cluster, 0, "storage",
+      "the expected goodput is " + three_digits(chosen.goodput) + " at " +
+          std::to_string(chosen.steps) + " steps per checkpoint: with training stopped " +
+          three_digits(run.checkpoint.blocking_s) + " s per checkpoint, a mean restart of " +
+          three_digits(sim::mean_restart_s(run)) + " s and a job MTBF of " +
+          three_digits(1 / sim::job_failure_rate_per_s(run)) +
+          " s the run never reaches its target; check the storage and failures fields");
+}
+
 // Refuses a Monte Carlo simulation too large to finish in seconds, naming the flags that size it.
 void check_monte_carlo_size(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
                             double target_work_s, int64_t trials) {
@@ -127,6 +142,7 @@ GoodputFigures figures(const GoodputArgs& a) {
   f.auto_interval = !every;
   f.chosen = every ? sim::interval_of(f.run, *every) : f.optimal;
   check_async_interval(f.run, f.chosen);
+  check_run_finishes(f.run, f.chosen, job.plan.cluster());
   const double tokens_per_s = f.tokens_per_step / f.run.step_s;
   f.target_tokens = a.tokens ? *a.tokens : a.days * 86400 * tokens_per_s;
   f.seed = a.seed;

@@ -59,10 +59,15 @@ void add_attention_variants(const pb::ModelSpec& spec,
                             std::vector<std::pair<std::string, std::string>>& f) {
   if (spec.sliding_window() > 0) {
     const int64_t p = spec.sliding_window_pattern();
-    f.emplace_back("sliding window", std::to_string(spec.sliding_window()) + " tokens, " +
-                                         (p > 0 ? "global every " + std::to_string(p) +
-                                                      " layers from layer " + std::to_string(p - 1)
-                                                : std::string("every layer")));
+    const int64_t from = spec.sliding_window_from_layer();
+    std::string layers =
+        p > 0 ? "global every " + std::to_string(p) + " layers from layer " + std::to_string(p - 1)
+              : std::string("every layer");
+    if (from > 0) {
+      layers = p > 0 ? layers + " and every layer before " + std::to_string(from)
+                     : "layers " + std::to_string(from) + " and up (the ones before global)";
+    }
+    f.emplace_back("sliding window", std::to_string(spec.sliding_window()) + " tokens, " + layers);
   }
   if (spec.attn_logit_softcapping() > 0 || spec.final_logit_softcapping() > 0) {
     f.emplace_back("soft-capping",

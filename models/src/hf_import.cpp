@@ -37,6 +37,10 @@ enum class Family {
 
 bool is_deepseek(Family f) { return f == Family::kDeepseekV2 || f == Family::kDeepseekV3; }
 bool is_gemma(Family f) { return f == Family::kGemma2 || f == Family::kGemma3Text; }
+bool is_qwen(Family f) {
+  return f == Family::kQwen2 || f == Family::kQwen2Moe || f == Family::kQwen3 ||
+         f == Family::kQwen3Moe;
+}
 
 const std::map<std::string, Family>& architectures() {
   static const std::map<std::string, Family> kArchitectures = {
@@ -146,17 +150,60 @@ void read_sliding_window(const HfConfig& c, Family f, pb::ModelSpec& spec) {
   }
 }
 
-void reject_sliding_window(const HfConfig& c, Family f) {
-  // Qwen's windowed layers are those from max_window_layers on: a layout ModelSpec has no field
-  // for.
-  if (f == Family::kQwen2 || f == Family::kQwen2Moe || f == Family::kQwen3 ||
-      f == Family::kQwen3Moe) {
-    if (c.optional_bool("use_sliding_window").value_or(false)) {
-      c.fail("use_sliding_window",
-             "got true, Qwen's sliding window (layers from max_window_layers on) is not modelled");
-    }
-    return;
+// The first layer of a `layer_types` list that is windowed when all before it are global and all
+// after it windowed (Qwen's layout); refused otherwise.
+int64_t first_windowed_layer(const HfConfig& c, int64_t layers) {
+  const auto& types = c.json().at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
+    c.fail("layer_types", "expected a list of num_hidden_layers (" + std::to_string(layers) +
+                              ") entries, each sliding_attention or full_attention");
   }
+  int64_t first = layers;
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto& t = types.at(static_cast<size_t>(l));
+    if (t != "full_attention" && t != "sliding_attention") {
+      c.fail("layer_types", "entry " + std::to_string(l) + " is " + t.dump() +
+                                ", expected sliding_attention or full_attention");
+    }
+    if (t == "sliding_attention" && first == layers) first = l;
+    if (t == "full_attention" && first < layers) {
+      c.fail("layer_types",
+             "layer " + std::to_string(l) + " is full_attention after windowed layer " +
+                 std::to_string(first) +
+                 ": Qwen's layout windows every layer from the first windowed one on");
+    }
+  }
+  return first;
+}
+
+// Qwen2/3 (Qwen2Config): with use_sliding_window, the layers from max_window_layers on attend
+// within sliding_window, the ones before it to the whole sequence; `layer_types`, when given,
+// says the same per layer. Both keys are required: the transformers defaults (4096, 28) are
+// those of one checkpoint, not of the family.
+void read_qwen_window(const HfConfig& c, pb::ModelSpec& spec) {
+  if (!c.optional_bool("use_sliding_window").value_or(false)) return;
+  const std::optional<int64_t> window = c.optional_non_negative("sliding_window");
+  if (!window || *window == 0) {
+    c.fail("sliding_window", "use_sliding_window is true: expected the window in tokens (> 0)");
+  }
+  int64_t from = 0;
+  if (c.has("layer_types")) {
+    from = first_windowed_layer(c, spec.num_layers());
+  } else {
+    const std::optional<int64_t> layers = c.optional_non_negative("max_window_layers");
+    if (!layers) {
+      c.fail("max_window_layers",
+             "use_sliding_window is true: expected the number of layers before the windowed ones");
+    }
+    from = *layers;
+  }
+  if (from >= spec.num_layers()) return;  // no layer reaches the window: full attention
+  spec.set_sliding_window(*window);
+  spec.set_sliding_window_from_layer(from);
+}
+
+void reject_sliding_window(const HfConfig& c, Family f) {
+  if (is_qwen(f)) return;  // read_qwen_window
   if (c.has("sliding_window")) {
     c.fail("sliding_window", "got " + c.json().at("sliding_window").dump() + ", " +
                                  c.architecture() +
@@ -285,6 +332,7 @@ void read_llama_family(const HfConfig& c, Family f, pb::ModelSpec& spec) {
   const bool windowed =
       f == Family::kMistral || f == Family::kMixtral || f == Family::kPhi3 || is_gemma(f);
   windowed ? read_sliding_window(c, f, spec) : reject_sliding_window(c, f);
+  if (is_qwen(f)) read_qwen_window(c, spec);
   if (f == Family::kQwen2 || f == Family::kQwen2Moe) {
     spec.set_qkv_bias(true);  // hard-wired in Qwen2's attention
   } else if (!is_deepseek(f)) {

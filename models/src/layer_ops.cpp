@@ -158,7 +158,8 @@ bool is_moe_layer(const pb::ModelSpec& spec, int64_t layer) {
 
 bool is_local_attention_layer(const pb::ModelSpec& spec, int64_t layer) {
   const int64_t period = spec.sliding_window_pattern();
-  return spec.sliding_window() > 0 && (period == 0 || (layer + 1) % period != 0);
+  return spec.sliding_window() > 0 && layer >= spec.sliding_window_from_layer() &&
+         (period == 0 || (layer + 1) % period != 0);
 }
 
 std::vector<LayerOp> layer_ops(const pb::ModelSpec& spec, LayerPart part, int64_t layer,

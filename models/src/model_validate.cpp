@@ -60,6 +60,15 @@ void check_attention_variants(const pb::ModelSpec& spec, const SourceMap& where)
     where.fail("sliding_window_pattern", "got " + str(spec.sliding_window_pattern()) +
                                              ", but sliding_window is 0 (no layer is local)");
   }
+  if (spec.sliding_window_from_layer() > 0 && spec.sliding_window() == 0) {
+    where.fail("sliding_window_from_layer", "got " + str(spec.sliding_window_from_layer()) +
+                                                ", but sliding_window is 0 (no layer is local)");
+  }
+  if (spec.sliding_window_from_layer() >= spec.num_layers() && spec.sliding_window() > 0) {
+    where.fail("sliding_window_from_layer",
+               "got " + str(spec.sliding_window_from_layer()) + ", at or past the last of " +
+                   str(spec.num_layers()) + " layers: no layer would use the window");
+  }
   if (spec.sliding_window_pattern() == 1) {
     where.fail("sliding_window_pattern",
                "got 1, which makes every layer global: leave sliding_window out instead");

@@ -127,6 +127,24 @@ TEST(GoodputCli, ReplicaRestartsKeepTheOthersTraining) {
       << bad.err;
 }
 
+// Storage so slow that no checkpoint interval ever completes between failures: refused with the
+// figures that make it so, instead of a Monte Carlo simulation that never ends.
+TEST(GoodputCli, ARunThatNeverFinishesIsRefused) {
+  const fs::path dir = fs::temp_directory_path() / ("orrery_goodput_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto shown = run_command(std::string(ORRERY_BIN) + " topo show dgx-h100 --nodes 2 --yaml");
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  const fs::path file = dir / "slow.yaml";
+  std::ofstream(file) << shown.out << "storage:\n  warmup_s: 1e300\n";
+  const auto r = run_command(std::string(ORRERY_BIN) + " goodput --model llama3-8b --cluster " +
+                             file.string() + " --tp 8 --global-batch 16 --seq 2048 --trials 10");
+  fs::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("slow.yaml: storage: the expected goodput is 0 at"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the run never reaches its target"), std::string::npos) << r.err;
+}
+
 TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
   const fs::path dir = fs::temp_directory_path() / ("orrery_goodput_" + std::to_string(::getpid()));
   fs::create_directories(dir);

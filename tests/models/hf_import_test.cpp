@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "orrery/base/error.hpp"
 #include "orrery/models/hf_import.hpp"
@@ -177,6 +178,62 @@ TEST(HfImport, DeepseekV2LiteHasMlaAndMoe) {
   EXPECT_EQ(spec.moe().num_shared_experts(), 2);
   EXPECT_EQ(spec.moe().first_dense_layers(), 1);
   EXPECT_DOUBLE_EQ(model_stats(spec, 4096).parameters, 15706484224);
+}
+
+// Qwen3-235B-A22B's config with its window turned on: layers from max_window_layers on attend
+// within sliding_window, the ones before to the whole sequence; layer_types says the same per
+// layer; a layout Qwen's code cannot produce, or a missing key, is refused naming the key.
+std::string qwen_with(const std::string& edits) {
+  std::ifstream in(kHf + "qwen3-235b-a22b/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config.merge_patch(nlohmann::json::parse("{" + edits + "}"));
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("orrery_qwen_window_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << config.dump(2);
+  return file.string();
+}
+
+std::string layer_types(int64_t full, int64_t windowed, bool full_after = false) {
+  std::string list;
+  for (int64_t l = 0; l < full + windowed + (full_after ? 1 : 0); ++l) {
+    const bool global = l < full || l == full + windowed;
+    list += std::string(list.empty() ? "" : ", ") +
+            (global ? "\"full_attention\"" : "\"sliding_attention\"");
+  }
+  return "[" + list + "]";
+}
+
+TEST(HfImport, QwenWindowsTheLayersFromMaxWindowLayersOn) {
+  const pb::ModelSpec spec = import_hf_config(
+      qwen_with(R"("use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 90)"));
+  EXPECT_EQ(spec.sliding_window(), 4096);
+  EXPECT_EQ(spec.sliding_window_from_layer(), 90);
+  EXPECT_FALSE(is_local_attention_layer(spec, 89));
+  EXPECT_TRUE(is_local_attention_layer(spec, 90));
+  EXPECT_TRUE(is_local_attention_layer(spec, 93));
+  const pb::ModelSpec typed = import_hf_config(
+      qwen_with(R"("use_sliding_window": true, "sliding_window": 4096, "layer_types": )" +
+                layer_types(88, 6)));
+  EXPECT_EQ(typed.sliding_window_from_layer(), 88);
+  // Every layer before max_window_layers: full attention, as transformers builds it.
+  const pb::ModelSpec none = import_hf_config(
+      qwen_with(R"("use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 94)"));
+  EXPECT_EQ(none.sliding_window(), 0);
+  const auto refused = [](const std::string& edits) {
+    try {
+      import_hf_config(qwen_with(edits));
+    } catch (const base::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("imported");
+  };
+  EXPECT_NE(refused(R"("use_sliding_window": true, "sliding_window": null)")
+                .find("sliding_window: use_sliding_window is true: expected the window"),
+            std::string::npos);
+  EXPECT_NE(refused(R"("use_sliding_window": true, "sliding_window": 4096, "layer_types": )" +
+                    layer_types(80, 13, true))
+                .find("layer 93 is full_attention after windowed layer 80"),
+            std::string::npos);
 }
 
 TEST(HfImport, NameOverridesTheFolder) {

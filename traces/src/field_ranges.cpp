@@ -110,6 +110,7 @@ const std::map<std::string, FieldRange, std::less<>>& field_ranges() {
       {"ModelSpec.rotary_fraction", {kNoMin, 1, kFraction}},
       {"ModelSpec.sliding_window", {kNoMin, 1000000000, kSeq}},
       {"ModelSpec.sliding_window_pattern", {kNoMin, 100000, kLayers}},
+      {"ModelSpec.sliding_window_from_layer", {kNoMin, 100000, kLayers}},
       {"PeakFlops.fp64", {kNoMin, 1e18, kFlops}},
       {"PeakFlops.fp32", {kNoMin, 1e18, kFlops}},
       {"PeakFlops.tf32", {kNoMin, 1e18, kFlops}},

@@ -256,6 +256,7 @@ void read_attention_variants(const CaseReader& m, pb::ModelSpec& s) {
   s.set_post_block_norm(m.flag_or("post_block_norm", false));
   s.set_sliding_window(m.integer_or("sliding_window", 0));
   s.set_sliding_window_pattern(m.count_or("sliding_window_pattern", 0));
+  s.set_sliding_window_from_layer(m.count_or("sliding_window_from_layer", 0));
   s.set_attn_logit_softcapping(cap_or_zero(m, "attn_logit_softcapping"));
   s.set_final_logit_softcapping(cap_or_zero(m, "final_logit_softcapping"));
 }
