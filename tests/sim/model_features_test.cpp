@@ -96,6 +96,40 @@ TEST(ModelFeaturesSim, LocalAndGlobalLayersGetTheirOwnTables) {
   EXPECT_DOUBLE_EQ(core_flops(3), square / 2);
 }
 
+// Qwen's layout (sliding_window_from_layer): layers before it global, the ones after local; the
+// step lies between all-global and all-local, and both engines price it alike.
+TEST(ModelFeaturesSim, WindowFromALayerOnKeepsTheLayersBeforeGlobal) {
+  Job j;
+  j.feature = [](pb::ModelSpec& m) {
+    m.set_sliding_window(1024);
+    m.set_sliding_window_from_layer(3);
+  };
+  const plan::ResolvedPlan r = resolve(j);
+  const plan::detail::OpTables t = plan::detail::make_op_tables(r);
+  auto core_flops = [&](int64_t l) {
+    for (const auto& op : t.layer(r.model, l)) {
+      if (op.name == "attn.core") return op.forward_flops;
+    }
+    return 0.0;
+  };
+  const double square = 32.0 * 4096 * 4096 * 512;
+  for (int64_t l = 0; l < 3; ++l) EXPECT_DOUBLE_EQ(core_flops(l), square / 2) << l;
+  EXPECT_DOUBLE_EQ(core_flops(3), square * 7 / 32);
+  auto step = [](const Job& job, EngineKind engine) {
+    const plan::ResolvedPlan p = resolve(job);
+    const topologies::Topology topology(p.cluster);
+    const CostModels costs(topology, p.precision.dtype);
+    return simulate(p, costs, engine).result.step_time_s();
+  };
+  Job global = j, local = j;
+  global.feature = [](pb::ModelSpec&) {};
+  local.feature = [](pb::ModelSpec& m) { m.set_sliding_window(1024); };
+  const double mixed = step(j, EngineKind::kAnalytic);
+  EXPECT_LT(mixed, step(global, EngineKind::kAnalytic));
+  EXPECT_GT(mixed, step(local, EngineKind::kAnalytic));
+  EXPECT_NEAR(step(j, EngineKind::kDes), mixed, 0.02 * mixed);
+}
+
 TEST(ModelFeaturesSim, MemoryModelCountsEachFeaturesSavedBytes) {
   auto activations = [](const Job& j) {
     return memory_per_stage(resolve(j)).at(0).activations_bytes();
