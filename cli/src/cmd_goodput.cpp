@@ -16,6 +16,7 @@
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/plan_run.hpp"
+#include "orrery/sim/straggler_step.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
@@ -42,6 +43,9 @@ struct GoodputArgs {
   std::string html_file;
   std::string calibration_file;
   std::string restart_scope = "job";
+  std::string engine = "analytic";
+  std::vector<std::string> stragglers;
+  int64_t des_budget = sim::DesOptions::kDefaultDesBudget;
   bool force = false;
 };
 
@@ -113,29 +117,41 @@ void check_monte_carlo_size(const sim::RunModel& run, const sim::CheckpointInter
 }
 
 GoodputFigures figures(const GoodputArgs& a) {
-  const LoadedJob job = load_job(a.plan);
+  const LoadedJob job = load_job(a.plan, straggler_adjust(a.stragglers));
   const plan::ResolvedPlan plan =
       plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   const topologies::Topology topology(plan.cluster);
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  const sim::CostModels costs(topology, plan.precision.dtype,
-                              a.calibration_file.empty() ? nullptr : &calibration);
-  const pb::SimResult step = sim::simulate_analytic(plan, costs).result;
+  const pb::CalibrationProfile* profile = a.calibration_file.empty() ? nullptr : &calibration;
+  const sim::CostModels costs(topology, plan.precision.dtype, profile);
+  const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
+  sim::DesOptions options;
+  options.timeline = false;
+  options.max_nodes = a.des_budget;
+  const pb::SimResult step = sim::simulate(plan, costs, engine, options).result;
   GoodputFigures f;
   f.model = plan.model.name();
   f.cluster = plan.cluster.name();
+  f.engine = sim::to_string(engine);
   f.analytic_step_s = step.step_time_s();
   f.tokens_per_step = step.tokens_per_s() * step.step_time_s();
+  sim::SimulateStraggler simulate;
+  if (engine == sim::EngineKind::kDes) {
+    simulate = [&](double slowdown) {
+      return sim::des_straggler_ratio(plan, profile, f.analytic_step_s, slowdown, options);
+    };
+  }
   const bool replicas = parse_restart_scope(a.restart_scope);
   const sim::PlanRun run =
       sim::plan_run(plan, topology, f.analytic_step_s, job.plan.cluster(),
-                    measured_storage(calibration, a.calibration_file), replicas);
+                    measured_storage(calibration, a.calibration_file), simulate, replicas);
   if (replicas && !run.run.replicas.possible()) {
     throw base::InputError("", 0, "--restart-scope", "replica: " + run.run.replicas.why_not);
   }
   f.footprint = run.footprint;
   f.straggler_factor = run.straggler_factor;
+  f.straggler_source = run.straggler_source;
   f.run = run.run;
   f.optimal = sim::optimal_interval(f.run);
   const auto every = parse_every(a.checkpoint_every);
@@ -195,6 +211,13 @@ void add_goodput_command(CLI::App& app) {
   cmd->add_option("--calibration", a->calibration_file,
                   "Calibration profile (YAML/JSON): its compute and collective curves price the "
                   "step, its checkpoint_storage each storage field the cluster file leaves out");
+  cmd->add_option("--engine", a->engine,
+                  "The step's engine: analytic (the default) or des; des also simulates what a "
+                  "straggler (straggler_fraction, straggler_slowdown) does to the step");
+  add_straggler_flag(cmd, a->stragglers);
+  cmd->add_option("--des-budget", a->des_budget,
+                  "des: refuse a run whose estimate exceeds this many graph nodes (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--html", a->html_file,
                   "Write an HTML page with charts: failures per component and the run's figures "
                   "(docs/report.md)");

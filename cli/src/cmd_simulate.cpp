@@ -31,6 +31,7 @@ struct SimulateArgs {
   std::string chakra_prefix;
   std::string graph_file;
   std::string html_file;
+  std::vector<std::string> stragglers;
   bool force = false;
   bool all_ranks = false;
   bool allow_oom = false;
@@ -38,7 +39,7 @@ struct SimulateArgs {
 };
 
 void simulate(const SimulateArgs& a, const OutputFlags& out) {
-  const LoadedJob job = load_job(a.plan);
+  const LoadedJob job = load_job(a.plan, straggler_adjust(a.stragglers));
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
   const sim::EngineKind engine = sim::parse_engine(a.engine, "--engine");
@@ -138,6 +139,7 @@ void add_simulate_command(CLI::App& app) {
                   "events, contention)");
   cmd->add_flag("--all-ranks", a->all_ranks,
                 "des: simulate every rank instead of exploiting symmetry");
+  add_straggler_flag(cmd, a->stragglers);
   cmd->add_option("--des-budget", a->des_budget,
                   "des: refuse a run whose estimate exceeds this many graph nodes (about 640 "
                   "bytes of memory each; 0: no limit; default 12000000)")

@@ -152,9 +152,10 @@ std::string render_goodput(const GoodputFigures& f) {
   const auto& fp = f.footprint;
   out << f.model << " on " << f.cluster << ": " << fp.gpus << " GPUs, " << fp.hosts << " hosts, "
       << fp.nics << " NICs, " << fp.switches << " switches\n"
-      << "step " << base::units::seconds(f.run.step_s) << " (analytic "
+      << "step " << base::units::seconds(f.run.step_s) << " (" << f.engine << " "
       << base::units::seconds(f.analytic_step_s) << " x straggler factor "
-      << count(f.straggler_factor) << "), " << count(f.tokens_per_step) << " tokens/step\n\n"
+      << count(f.straggler_factor) << "), " << count(f.tokens_per_step) << " tokens/step\n"
+      << "stragglers: " << f.straggler_source << "\n\n"
       << "Failures\n"
       << failures_table(f) << "\nCheckpoint\n"
       << checkpoint_fields(f) << "\nRestarts\n"

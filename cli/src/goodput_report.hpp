@@ -14,8 +14,10 @@ namespace orrery::cli {
 struct GoodputFigures {
   std::string model, cluster;
   sim::Footprint footprint;
-  double analytic_step_s = 0;
+  std::string engine = "analytic";  // the engine analytic_step_s comes from
+  double analytic_step_s = 0;       // the failure-free step, by `engine`
   double straggler_factor = 1;
+  std::string straggler_source = "none";  // PlanRun::straggler_source
   double tokens_per_step = 0;
   sim::RunModel run;
   sim::CheckpointInterval chosen, optimal;

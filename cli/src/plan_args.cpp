@@ -14,6 +14,7 @@
 #include "orrery/plan/plan_defaults.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/stragglers.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -242,6 +243,20 @@ std::string path_for_plan_file(const std::string& out_file, const std::string& n
   namespace fs = std::filesystem;
   const fs::path dir = fs::absolute(fs::path(out_file)).parent_path();
   return fs::absolute(fs::path(name_or_file)).lexically_normal().lexically_relative(dir).string();
+}
+
+void add_straggler_flag(CLI::App* cmd, std::vector<std::string>& stragglers) {
+  cmd->add_option("--straggler", stragglers,
+                  "des: a slow GPU (gpu=N:F, its compute F times as long) or a degraded NIC "
+                  "link (nic=NODE.I:F, F of its bandwidth), added to the cluster's stragglers; "
+                  "repeatable (docs/simulator.md#stragglers)");
+}
+
+std::function<void(pb::ClusterSpec&)> straggler_adjust(const std::vector<std::string>& stragglers) {
+  if (stragglers.empty()) return {};
+  return [stragglers](pb::ClusterSpec& cluster) {
+    for (const std::string& s : stragglers) topologies::add_straggler(cluster, s, "--straggler");
+  };
 }
 
 LoadedJob load_job(const PlanArgs& a, const std::function<void(pb::ClusterSpec&)>& adjust_cluster) {

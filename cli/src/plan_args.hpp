@@ -53,6 +53,12 @@ struct LoadedJob {
 LoadedJob load_job(const PlanArgs& a,
                    const std::function<void(pb::ClusterSpec&)>& adjust_cluster = {});
 
+// `--straggler gpu=N:F|nic=NODE.I:F` (repeatable; simulate and goodput): stragglers added to the
+// cluster's own list (ClusterSpec.stragglers), for the des engine.
+void add_straggler_flag(CLI::App* cmd, std::vector<std::string>& stragglers);
+// The load_job adjustment that appends them (empty: none given, the cluster as loaded).
+std::function<void(pb::ClusterSpec&)> straggler_adjust(const std::vector<std::string>& stragglers);
+
 // A model or cluster path as a plan file written to `out_file` must store it: relative to that
 // file's folder (a preset name stays a name).
 std::string path_for_plan_file(const std::string& out_file, const std::string& name_or_file);

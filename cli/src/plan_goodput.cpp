@@ -25,7 +25,7 @@ std::vector<PlanGoodput> rank_by_goodput(const planner::PlanningJob& job,
     const plan::ResolvedPlan resolved = plan::resolve_plan(p.plan, job.model, job.cluster);
     const double step = p.eval.result.step_time_s();
     const sim::PlanRun run =
-        sim::plan_run(resolved, topology, step, where, measured, restart_replicas);
+        sim::plan_run(resolved, topology, step, where, measured, {}, restart_replicas);
     const sim::CheckpointInterval best = sim::optimal_interval(run.run);
     PlanGoodput g;
     g.goodput = best.goodput;

@@ -161,6 +161,39 @@ TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
       << r.err;
 }
 
+// Random stragglers: the closed form multiplies the whole step; --engine des simulates one slow
+// GPU; either way the report says which. A known straggler (--straggler) is refused by the
+// analytic engine and simulated by des.
+TEST(GoodputCli, DesEngineSimulatesTheStragglerAndSaysSo) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("orrery_straggle_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto shown = run_command(std::string(ORRERY_BIN) + " topo show dgx-h100 --nodes 2 --yaml");
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  const fs::path file = dir / "c.yaml";
+  std::ofstream(file) << shown.out
+                      << "failures:\n  straggler_fraction: 0.01\n  straggler_slowdown: 1.5\n";
+  const std::string job = std::string(ORRERY_BIN) + " goodput --model llama3-8b --cluster " +
+                          file.string() + " --tp 8 --global-batch 16 --seq 2048 --trials 10";
+  const auto closed = run_command(job);
+  const auto des = run_command(job + " --engine des");
+  const auto known = run_command(job + " --straggler gpu=3:1.2");
+  const auto known_des = run_command(job + " --engine des --straggler gpu=3:1.2");
+  fs::remove_all(dir);
+  ASSERT_EQ(closed.exit_code, 0) << closed.err;
+  EXPECT_NE(closed.out.find("stragglers: closed form: the whole step 1.5x slower"),
+            std::string::npos)
+      << closed.out;
+  ASSERT_EQ(des.exit_code, 0) << des.err;
+  EXPECT_NE(des.out.find("stragglers: des: GPU 0 at 1.5x makes the step "), std::string::npos)
+      << des.out;
+  EXPECT_EQ(known.exit_code, 2);
+  EXPECT_NE(known.err.find("cluster.stragglers: the analytic engine does not simulate stragglers"),
+            std::string::npos)
+      << known.err;
+  EXPECT_EQ(known_des.exit_code, 0) << known_des.err;
+}
+
 }  // namespace
 }  // namespace orrery
 

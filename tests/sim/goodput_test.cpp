@@ -12,6 +12,8 @@
 #include "orrery/sim/footprint.hpp"
 #include "orrery/sim/goodput.hpp"
 #include "orrery/sim/memory_model.hpp"
+#include "orrery/sim/plan_run.hpp"
+#include "orrery/sim/straggler_step.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/traces/spec_io.hpp"
 
@@ -181,6 +183,52 @@ plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding, pb::Cl
 
 plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding) {
   return llama8b(tp, dp, sharding, topologies::load_cluster("dgx-h100", tp * dp / 8));
+}
+
+pb::ClusterSpec always_straggling() {
+  pb::ClusterSpec c = topologies::load_cluster("dgx-h100", 1);
+  c.mutable_failures()->set_straggler_fraction(1);  // a straggler in every step
+  c.mutable_failures()->set_straggler_slowdown(1.5);
+  return c;
+}
+
+TEST(GoodputStragglers, SimulatedStepRatioReplacesTheWholeStepMultiplier) {
+  // With a straggler in every step, the factor is what it does to the step: the closed form's
+  // 1.5 (the whole step), or the simulation's ratio when one is given.
+  const plan::ResolvedPlan plan = llama8b(1, 8, pb::SHARDING_NONE, always_straggling());
+  const topologies::Topology topology(plan.cluster);
+  const PlanRun closed = plan_run(plan, topology, 10, "c.yaml");
+  EXPECT_DOUBLE_EQ(closed.straggler_factor, 1.5);
+  EXPECT_EQ(closed.straggler_source, "closed form: the whole step 1.5x slower");
+  double asked = 0;
+  const PlanRun simulated = plan_run(plan, topology, 10, "c.yaml", {}, [&](double slowdown) {
+    asked = slowdown;
+    return StepRatio{1.2, "des: test"};
+  });
+  EXPECT_EQ(asked, 1.5);
+  EXPECT_DOUBLE_EQ(simulated.straggler_factor, 1.2);
+  EXPECT_DOUBLE_EQ(simulated.run.step_s, 12);
+  EXPECT_EQ(simulated.straggler_source, "des: test");
+}
+
+TEST(GoodputStragglers, DesStragglerRaisesADataParallelStepByLessThanItsSlowdown) {
+  // dp 8, nothing overlapped: the slow GPU (rank 0's, GPU 0) computes 1.5x as long and the
+  // others wait at the gradient all-reduce, which keeps its pace: 1 < ratio < 1.5.
+  const plan::ResolvedPlan plan = llama8b(1, 8, pb::SHARDING_NONE, always_straggling());
+  EXPECT_EQ(straggler_device(plan), 0);
+  const topologies::Topology topology(plan.cluster);
+  const CostModels costs(topology, plan.precision.dtype);
+  DesOptions o;
+  o.timeline = false;
+  const double step_s = simulate_des(plan, costs, o).result.step_time_s();
+  const StepRatio r = des_straggler_ratio(plan, nullptr, step_s, 1.5, o);
+  EXPECT_GT(r.ratio, 1.05);
+  EXPECT_LT(r.ratio, 1.45);
+  EXPECT_EQ(r.source.rfind("des: GPU 0 at 1.5x makes the step ", 0), 0u) << r.source;
+  o.max_nodes = 1000;  // the all-ranks run no longer fits: the closed form, and why
+  const StepRatio over = des_straggler_ratio(plan, nullptr, step_s, 1.5, o);
+  EXPECT_DOUBLE_EQ(over.ratio, 1.5);
+  EXPECT_NE(over.source.find("is over its budget"), std::string::npos) << over.source;
 }
 
 TEST(GoodputCheckpoint, SizeIsTheMemoryModelsOptimizerStateWrittenOnce) {

@@ -8,6 +8,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/stragglers.hpp"
 #include "orrery/topologies/transport.hpp"
 #include "orrery/traces/field_ranges.hpp"
 #include "orrery/traces/spec_io.hpp"
@@ -261,6 +262,7 @@ void validate_cluster(const pb::ClusterSpec& cluster, const SourceMap& where) {
   check_node_types(cluster, where);
   check_node_groups(cluster, where);
   check_fabric(cluster, where);
+  check_stragglers(cluster, where);
 }
 
 }  // namespace orrery::topologies

@@ -3,8 +3,12 @@
 // fabric_layout.cpp and fabric_build.cpp.
 #include "orrery/topologies/topology.hpp"
 
+#include <map>
+#include <vector>
+
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/stragglers.hpp"
 #include "topology_builder.hpp"
 
 namespace orrery::topologies {
@@ -61,6 +65,29 @@ void GraphBuilder::link(Vertex a, Vertex b, LinkKind kind, double bandwidth_byte
 
 }  // namespace detail
 
+namespace {
+
+// A NIC straggler: the NIC's network links (to and from its leaf or rail switch) carry
+// bandwidth_factor of their bandwidth. NICs are numbered in each node as they were built.
+void degrade_nic_links(const pb::ClusterSpec& cluster, Graph& graph) {
+  if (!has_stragglers(cluster)) return;
+  std::map<int64_t, std::vector<Vertex>> nics_of_node;
+  for (Vertex v = 0; v < boost::num_vertices(graph); ++v)
+    if (graph[v].kind == VertexKind::kNic) nics_of_node[graph[v].node].push_back(v);
+  for (const pb::Straggler& s : cluster.stragglers()) {
+    if (!s.has_nic()) continue;
+    const Vertex nic = nics_of_node.at(s.node()).at(static_cast<size_t>(s.nic()));
+    for (auto [e, end] = boost::out_edges(nic, graph); e != end; ++e)
+      if (graph[*e].kind == LinkKind::kNetwork)
+        graph[*e].bandwidth_bytes_per_s *= s.bandwidth_factor();
+    for (auto [e, end] = boost::in_edges(nic, graph); e != end; ++e)
+      if (graph[*e].kind == LinkKind::kNetwork)
+        graph[*e].bandwidth_bytes_per_s *= s.bandwidth_factor();
+  }
+}
+
+}  // namespace
+
 Topology::Topology(const pb::ClusterSpec& cluster) : spec_(cluster) {
   // A spec made in code has not been through a file reader: check it here so that expansion
   // can trust it.
@@ -70,6 +97,7 @@ Topology::Topology(const pb::ClusterSpec& cluster) : spec_(cluster) {
   const auto nodes = detail::build_nodes(spec_, builder, devices_);
   num_nodes_ = static_cast<int64_t>(nodes.size());
   detail::build_fabric(spec_.fabric(), detail::plan_fabric(spec_, where), nodes, builder);
+  degrade_nic_links(spec_, graph_);
 }
 
 }  // namespace orrery::topologies

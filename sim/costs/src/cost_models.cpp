@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "orrery/topologies/stragglers.hpp"
+
 namespace orrery::sim {
 
 CostModels::CostModels(const topologies::Topology& topology, std::string dtype,
@@ -18,6 +20,10 @@ double CostModels::host_sharing(const plan::ResolvedPlan& plan, int64_t rank) co
   int64_t ranks = 0;
   for (int64_t d : plan.device_of_rank) ranks += topology.device(d).node == node ? 1 : 0;
   return host_sharing_factor(*h, ranks);
+}
+
+double CostModels::straggler_factor(int64_t device) const {
+  return topologies::compute_factor(collectives_.topology().spec(), device);
 }
 
 double CostModels::overlap_slowdown() const {

@@ -30,6 +30,7 @@
 #include <optional>
 
 #include "dp_tail.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/plan/buckets.hpp"
 #include "orrery/plan/fp8.hpp"
 #include "orrery/plan/layer_program.hpp"
@@ -39,6 +40,7 @@
 #include "orrery/sim/analytic_engine.hpp"
 #include "orrery/sim/memory_model.hpp"
 #include "orrery/sim/sim_output.hpp"
+#include "orrery/topologies/stragglers.hpp"
 #include "rank_coster.hpp"
 
 namespace orrery::sim {
@@ -634,6 +636,16 @@ SimOutput AnalyticStep::result(double step, const std::vector<double>& recv_s) c
 }  // namespace
 
 SimOutput simulate_analytic(const plan::ResolvedPlan& plan, const CostModels& costs) {
+  // A straggler breaks the symmetry every closed form here rests on (one rank stands for its
+  // stage): refused, never priced as if absent.
+  if (topologies::has_stragglers(plan.cluster)) {
+    throw base::InputError(
+        "", 0, "cluster.stragglers",
+        "the analytic engine does not simulate stragglers (" +
+            std::to_string(plan.cluster.stragglers_size()) +
+            " listed); use the des engine (--engine des), which slows the GPU or link and lets "
+            "every collective wait for it");
+  }
   return AnalyticStep(plan, costs).run();
 }
 

@@ -43,7 +43,7 @@ class Runner {
       rs.dispatch_s = costs.compute().dispatch_s(*rs.spec);
       if (const pb::RankSkew* k = costs.compute().rank_skew(*rs.spec))
         rs.skew_cv = k->cv(), rs.skew_jitter_s = k->jitter_s();
-      rs.sharing = costs.host_sharing(plan, rg.rank());
+      rs.sharing = costs.host_sharing(plan, rg.rank()) * costs.straggler_factor(rg.device());
       std::map<int32_t, size_t> by_stream;
       for (int j = 0; j < rg.nodes_size(); ++j) {
         const int32_t s = rg.nodes(j).stream();
@@ -99,9 +99,9 @@ class Runner {
     double dispatch_total_s = 0;  // slept so far
     double skew_cv = 0;           // ComputeCostModel::rank_skew
     double skew_jitter_s = 0;
-    double sharing = 1;          // CostModels::host_sharing: on every compute node
-    double computed_s = 0;       // compute run so far
-    bool computing = false;      // an op of the rank runs now
+    double sharing = 1;      // host_sharing x straggler_factor (CostModels): on every compute node
+    double computed_s = 0;   // compute run so far
+    bool computing = false;  // an op of the rank runs now
     std::vector<size_t> flying;  // the actors whose transfer the rank is a member of, in flight
     std::unordered_map<int64_t, double>
         waited_at;  // per group: computed_s when it last waited on it

@@ -110,7 +110,7 @@ SimOutput decode(const std::string& data, int status) {
 int64_t des_simulated_ranks(const plan::ResolvedPlan& plan, const CostModels& costs,
                             const DesOptions& options) {
   if (options.graph != nullptr) return options.graph->ranks_size();
-  if (options.all_ranks || !plan.uniform_stages()) return plan.world_size();  // see build_model
+  if (des::every_rank(plan, costs, options)) return plan.world_size();
   return static_cast<int64_t>(des::representatives(plan, costs, options.fold_cp).ranks.size());
 }
 

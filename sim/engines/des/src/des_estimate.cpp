@@ -19,7 +19,7 @@ DesEstimate des_estimate(const plan::ResolvedPlan& plan, const CostModels& costs
     for (const auto& r : options.graph->ranks()) out.nodes += r.nodes_size();
   } else {
     out.simulated_ranks = des_simulated_ranks(plan, costs, options);
-    const bool every_rank = options.all_ranks || !plan.uniform_stages();
+    const bool all = des::every_rank(plan, costs, options);
     plan::LowerOptions lo;
     lo.ranks = plan::representative_ranks(plan);
     const pb::ExecGraph sample = plan::lower(plan, lo);
@@ -27,7 +27,7 @@ DesEstimate des_estimate(const plan::ResolvedPlan& plan, const CostModels& costs
     for (int64_t p = 0; p < pp && p < sample.ranks_size(); ++p) {
       const plan::Degrees& d = plan.stage(p);
       // A symmetric run simulates the same number of ranks on every stage.
-      const int64_t ranks = every_rank ? d.tp * d.cp * d.dp : out.simulated_ranks / pp;
+      const int64_t ranks = all ? d.tp * d.cp * d.dp : out.simulated_ranks / pp;
       out.nodes += static_cast<int64_t>(sample.ranks(static_cast<int>(p)).nodes_size()) * ranks;
     }
   }

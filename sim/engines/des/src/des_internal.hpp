@@ -104,6 +104,11 @@ struct Representatives {
 };
 Representatives representatives(const plan::ResolvedPlan& plan, const CostModels& costs,
                                 bool fold_cp);
+// Whether a run of the plan's own graph simulates every rank: asked to (all_ranks), stages
+// with their own degrees (no grid to translate), or a straggler on a device or node the plan
+// uses (a slow GPU or a degraded NIC breaks the symmetry of its class, so no rank may stand
+// for it and its mirrors).
+bool every_rank(const plan::ResolvedPlan& plan, const CostModels& costs, const DesOptions& options);
 
 // Lowers (or takes, options.graph) the graph, picks the simulated ranks, plans and routes every
 // operation and decides its mirrors. options.all_ranks disables the symmetry.

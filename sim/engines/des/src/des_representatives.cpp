@@ -16,7 +16,9 @@
 //     does not map them onto each other.
 // Contention the ring meets is kept: its flows still run on their real routes, and the other
 // rings' flows are mirror copies on the links they share with simulated traffic (des_symmetry.cpp).
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "des_internal.hpp"
 #include "orrery/plan/rank_layout.hpp"
@@ -61,6 +63,21 @@ Representatives representatives(const plan::ResolvedPlan& plan, const CostModels
     if (c.tp == 0 && c.dp == 0 && (c.cp == 0 || !out.fold_cp)) out.ranks.push_back(r);
   }
   return out;
+}
+
+bool every_rank(const plan::ResolvedPlan& plan, const CostModels& costs,
+                const DesOptions& options) {
+  if (options.all_ranks || !plan.uniform_stages()) return true;
+  const auto& topology = costs.topology();
+  std::set<int64_t> nodes;
+  for (int64_t d : plan.device_of_rank) nodes.insert(topology.device(d).node);
+  for (const pb::Straggler& s : topology.spec().stragglers()) {
+    if (s.has_gpu() && std::find(plan.device_of_rank.begin(), plan.device_of_rank.end(), s.gpu()) !=
+                           plan.device_of_rank.end())
+      return true;
+    if (s.has_nic() && nodes.contains(s.node())) return true;
+  }
+  return false;
 }
 
 }  // namespace orrery::sim::des

@@ -427,9 +427,8 @@ Model build_model(const plan::ResolvedPlan& plan, const CostModels& costs,
   Model m;
   m.world_size = plan.world_size();
   const pb::ExecGraph* given = options.graph;
-  // Symmetry translates (tp, dp) inside a grid all stages share; stages with their own degrees
-  // have no such grid, so every rank is simulated.
-  const bool symmetric = given == nullptr && !options.all_ranks && plan.uniform_stages();
+  // Symmetry translates (tp, dp) inside a grid all stages share (every_rank says when not).
+  const bool symmetric = given == nullptr && !every_rank(plan, costs, options);
   if (given != nullptr) {
     m.graph = *given;
   } else {

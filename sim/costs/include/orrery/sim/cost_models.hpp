@@ -32,6 +32,9 @@ class CostModels {
   // (ComputeCostModel::host_sharing of its device; 1 without one). Both engines and validate
   // multiply every compute op of the rank by it.
   double host_sharing(const plan::ResolvedPlan& plan, int64_t rank) const;
+  // Compute of global device `device` takes this many times as long: the cluster's GPU
+  // stragglers (ClusterSpec.stragglers; 1 without one). Only the des engine applies it.
+  double straggler_factor(int64_t device) const;
 
  private:
   ComputeCostModel compute_;

@@ -52,7 +52,9 @@ FailureRates failure_rates(const pb::ClusterSpec& cluster, const Footprint& foot
 
 // Expected step-time factor (>= 1) when each of `gpus` synchronous members is independently a
 // straggler with probability `fraction`: the step runs at the slowest member's pace, so it is
-// `slowdown` times longer whenever any member straggles.
+// `slowdown` times longer whenever any member straggles. Given a simulated step ratio instead of
+// the GPU's slowdown (the des engine's step with one slow GPU over its step without), the same
+// expectation prices what the step really feels (PlanRun::straggler_source).
 double straggler_step_factor(double fraction, double slowdown, int64_t gpus);
 
 }  // namespace orrery::sim
