@@ -49,7 +49,7 @@ struct PlanCommandArgs {
   int64_t global_batch = 0;
   std::optional<std::string> precision;
   std::string grad_reduce_dtype;  // empty: the precision table's
-  std::string tp, pp, cp, ep, vp, micro_batch, sharding, recompute;
+  std::string tp, pp, cp, ep, etp, vp, micro_batch, sharding, recompute;
   int64_t max_micro_batch = 8, top = 5, exhaustive_limit = 4000, beam = 16;
   int threads = 0;
   bool exhaustive = false, all_variants = false, tp_across_nvlink = false, sp_both_ways = false;
@@ -177,6 +177,7 @@ planner::SpaceOptions space_options(const PlanCommandArgs& a) {
   o.pp = int_list("--pp", a.pp, pb::Parallelism::descriptor(), "pp");
   o.cp = int_list("--cp", a.cp, pb::Parallelism::descriptor(), "cp");
   o.ep = int_list("--ep", a.ep, pb::Parallelism::descriptor(), "ep");
+  o.etp = int_list("--etp", a.etp, pb::Parallelism::descriptor(), "etp");
   o.vp = int_list("--vp", a.vp, pb::Parallelism::descriptor(), "vp");
   o.micro_batch =
       int_list("--micro-batch", a.micro_batch, pb::Plan::descriptor(), "micro_batch_size");
@@ -245,7 +246,8 @@ std::string engines(const planner::SearchResult& r, const planner::SearchOptions
 }
 
 std::string render_text(const planner::PlanningJob& job, const planner::SearchResult& r,
-                        const planner::SearchOptions& o, const std::vector<PlanGoodput>& goodput) {
+                        const planner::SearchOptions& o, const std::vector<PlanGoodput>& goodput,
+                        const planner::SpaceOptions& space) {
   std::string out;
   out += job.model.name() + " on " + job.cluster.name() + " (" +
          std::to_string(topologies::total_nodes(job.cluster)) + " nodes, " +
@@ -300,6 +302,7 @@ std::string render_text(const planner::PlanningJob& job, const planner::SearchRe
          "): " + std::to_string(s.checked) + " checked, " + std::to_string(s.invalid) +
          " broke a rule, " + std::to_string(s.out_of_memory) + " out of memory, " +
          std::to_string(s.timed) + " timed\n";
+  if (auto note = planner::expert_layouts_note(job.model, space); !note.empty()) out += note + "\n";
   if (!r.closest_oom_plan.empty()) {
     out += "closest plan over memory: " + r.closest_oom_plan + " (OOM at " +
            base::units::bytes(r.closest_oom_peak_bytes) + " of " +
@@ -482,7 +485,7 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
   } else if (flags.csv) {
     std::cout << render_csv(r, goodput);
   } else {
-    std::cout << render_text(job, r, o, goodput);
+    std::cout << render_text(job, r, o, goodput, space.options());
   }
   if (!a.html_file.empty()) write_plan_page(a, job, r, o, costs, json);
   if (!a.out_file.empty()) {
@@ -521,6 +524,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--pp", a->pp, "Only these PP degrees");
   cmd->add_option("--cp", a->cp, "Only these CP degrees");
   cmd->add_option("--ep", a->ep, "Only these EP degrees");
+  cmd->add_option("--etp", a->etp,
+                  "MoE: only folded plans (parallel.etp), with these expert TP degrees (default: "
+                  "unfolded plans and folded ones with etp 1 or tp)");
   cmd->add_option("--vp", a->vp, "Only these virtual-stage counts");
   cmd->add_option("--micro-batch", a->micro_batch, "Only these micro-batch sizes");
   cmd->add_option("--max-micro-batch", a->max_micro_batch, "Largest micro-batch tried (default 8)")

@@ -70,6 +70,7 @@ void check_number_flags(const PlanArgs& a) {
                                            {"--dp", "dp", a.dp},
                                            {"--cp", "cp", a.cp},
                                            {"--ep", "ep", a.ep},
+                                           {"--etp", "etp", a.etp},
                                            {"--vp", "vp", a.vp}}) {
     check_flag(flag, par, field, value);
   }
@@ -100,6 +101,10 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--cp", a.cp, "Context-parallel degree (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--ep", a.ep, "Expert-parallel degree (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--etp", a.etp,
+                  "MoE parallel folding: the experts' tensor-parallel degree; ep then comes from "
+                  "tp x cp x dp (default: no folding)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--vp", a.vp, "Virtual pipeline stages per rank (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag(
@@ -175,6 +180,7 @@ void apply_parallel_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.pp) q->set_pp(*a.pp);
   if (a.cp) q->set_cp(*a.cp);
   if (a.ep) q->set_ep(*a.ep);
+  if (a.etp) q->set_etp(*a.etp);
   if (a.vp) q->set_vp(*a.vp);
   if (a.dp) q->set_dp(*a.dp);
   if (a.sp) q->set_sequence_parallel(true);

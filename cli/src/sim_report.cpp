@@ -38,6 +38,7 @@ std::string plan_summary(const plan::ResolvedPlan& r) {
   }
   if (d.cp > 1) s += " cp" + std::to_string(d.cp);
   if (d.ep > 1) s += " ep" + std::to_string(d.ep);
+  if (d.folded()) s += " etp" + std::to_string(d.etp);
   if (d.vp > 1) s += " vp" + std::to_string(d.vp);
   if (r.sequence_parallel()) s += " sp";
   s += " mbs" + std::to_string(r.micro_batch_size) + " x" + std::to_string(r.num_micro_batches);

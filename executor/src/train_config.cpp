@@ -82,6 +82,10 @@ std::string plan_problem(const pb::Plan& plan) {
   }
   if (plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16)
     return "grad_reduce_dtype bf16: the executor reduces gradients in fp32";
+  if (plan.parallel().has_etp()) {
+    return "parallel.etp: MoE parallel folding (expert tensor parallelism) is simulated, not "
+           "implemented in the executor yet";
+  }
   return precision_problem(plan);
 }
 

@@ -224,6 +224,19 @@ void read_llama_biases(const HfConfig& c, pb::ModelSpec& spec) {
   spec.set_linear_bias(attention && mlp);
 }
 
+// Group-limited routing: DeepSeek-V3 always routes within topk_group of n_group groups;
+// DeepSeek-V2 only with topk_method "group_limited_greedy" (its "greedy" ignores the groups).
+void read_group_limit(const HfConfig& c, Family f, pb::MoeSpec& moe) {
+  if (f == Family::kDeepseekV2) {
+    const bool grouped = c.has("topk_method") && c.json().at("topk_method").is_string() &&
+                         c.json().at("topk_method").get<std::string>() == "group_limited_greedy";
+    if (!grouped) return;
+  }
+  if (!c.has("n_group") && !c.has("topk_group")) return;
+  moe.set_n_group(c.positive("n_group"));
+  moe.set_topk_group(c.positive("topk_group"));
+}
+
 void read_moe(const HfConfig& c, Family f, pb::ModelSpec& spec) {
   pb::MoeSpec& moe = *spec.mutable_moe();
   moe.set_top_k(c.positive("num_experts_per_tok"));
@@ -239,6 +252,7 @@ void read_moe(const HfConfig& c, Family f, pb::ModelSpec& spec) {
     if (moe.num_shared_experts() > 0)
       moe.set_shared_expert_ffn_hidden_size(moe.expert_ffn_hidden_size());
     moe.set_first_dense_layers(c.optional_non_negative("first_k_dense_replace").value_or(0));
+    read_group_limit(c, f, moe);
     if (c.optional_non_negative("moe_layer_freq").value_or(1) != 1) {
       c.fail("moe_layer_freq", "got " + c.json().at("moe_layer_freq").dump() +
                                    ", only every layer after first_k_dense_replace being MoE (1) "
@@ -402,6 +416,8 @@ SourceMap source_map(const HfConfig& c, Family f) {
       {"max_seq_len", gpt2 ? "n_positions" : "max_position_embeddings"},
       {"moe.top_k", "num_experts_per_tok"},
       {"moe.first_dense_layers", "first_k_dense_replace"},
+      {"moe.n_group", "n_group"},
+      {"moe.topk_group", "topk_group"},
       {"hidden_dropout", gpt2 || f == Family::kPhi3 ? "resid_pdrop" : "hidden_dropout"},
       {"rotary_fraction", f == Family::kPhi3 ? "partial_rotary_factor" : "rotary_pct"},
       {"sliding_window", "sliding_window"},

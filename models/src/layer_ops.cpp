@@ -24,6 +24,10 @@ std::string degree_problem(const ShardContext& ctx) {
     return "activation_bytes and param_bytes must be > 0";
   }
   if (!(ctx.moe_imbalance >= 1)) return "moe_imbalance must be >= 1";
+  if (ctx.etp < 0 || ctx.ep_node_reach < 0) return "etp and ep_node_reach must be >= 0";
+  // Folded experts route each rank's own tokens: TP ranks must hold different ones.
+  if (ctx.etp > 0 && ctx.tp > 1 && !ctx.sequence_parallel)
+    return "etp with tp > 1 needs sequence parallelism";
   if (ctx.cp > 1 && !ctx.flash_attention)
     return "context parallelism (ring attention) needs flash attention";
   // Causal CP balances work by giving each rank two chunks of the sequence (Megatron-Core).
@@ -42,7 +46,9 @@ std::string ffn_problem(const pb::ModelSpec& spec, const ShardContext& ctx) {
   }
   const auto& moe = spec.moe();
   if (auto p = divides("moe.num_experts", moe.num_experts(), "ep", ctx.ep); !p.empty()) return p;
-  if (auto p = divides("moe.expert_ffn_hidden_size", moe.expert_ffn_hidden_size(), "tp", ctx.tp);
+  const bool folded = ctx.etp > 0;
+  if (auto p = divides("moe.expert_ffn_hidden_size", moe.expert_ffn_hidden_size(),
+                       folded ? "etp" : "tp", folded ? ctx.etp : ctx.tp);
       !p.empty()) {
     return p;
   }

@@ -87,6 +87,13 @@ void append_dense(const View& v, std::vector<LayerOp>& ops) {
   append_ffn(v, f, ops);
 }
 
+// Copies of a token the dispatch all-to-all carries: top_k, or the nodes it can reach when
+// group-limited routing bounds them (ShardContext::ep_node_reach).
+double dispatch_copies(const pb::MoeSpec& moe, const ShardContext& ctx) {
+  const int64_t k = moe.top_k();
+  return static_cast<double>(ctx.ep_node_reach > 0 ? std::min(k, ctx.ep_node_reach) : k);
+}
+
 LayerOp router(const View& v) {
   const auto& moe = v.spec.moe();
   const auto& ctx = v.ctx;
@@ -110,10 +117,15 @@ LayerOp router(const View& v) {
   // In a parallel block that input is the attention's, kept by attn.qkv (or attn.q/q_down).
   if (v.spec.parallel_block()) op.saved_activation_bytes -= rows * h * ctx.activation_bytes;
   // Dispatch: each routed copy of a token goes to the rank holding its expert; (ep - 1) / ep of
-  // them leave this rank.
+  // them leave this rank. Group-limited routing sends a token once per node it reaches.
   if (ctx.ep > 1) {
-    op.ep_alltoall_bytes = rows * moe.top_k() * h * ctx.activation_bytes *
+    op.ep_alltoall_bytes = rows * dispatch_copies(moe, ctx) * h * ctx.activation_bytes *
                            static_cast<double>(ctx.ep - 1) / static_cast<double>(ctx.ep);
+  }
+  // Folded experts split over etp ranks: each gathers the tokens its etp peers received.
+  if (ctx.etp > 1) {
+    op.etp_comm_bytes =
+        static_cast<double>(ctx.etp) * rows * moe.top_k() * h * ctx.activation_bytes;
   }
   return op;
 }
@@ -122,7 +134,7 @@ void append_moe(const View& v, std::vector<LayerOp>& ops) {
   const auto& moe = v.spec.moe();
   const auto& ctx = v.ctx;
   LayerOp r = router(v);
-  const double alltoall = r.ep_alltoall_bytes;
+  const double alltoall = r.ep_alltoall_bytes, r_etp_bytes = r.etp_comm_bytes;
   ops.push_back(r);
   if (moe.num_shared_experts() > 0) {
     // All shared experts run on every token: one FFN of their combined width.
@@ -132,15 +144,29 @@ void append_moe(const View& v, std::vector<LayerOp>& ops) {
     append_ffn(v, {"moe.shared", v.tokens, static_cast<double>(v.tokens), width / ctx.tp, 1, false},
                ops);
   }
-  const double pairs = static_cast<double>(v.tokens) * moe.top_k() * ctx.moe_imbalance;
+  // Folded: the etp group holds the tokens its etp ranks routed (each its own sp_tokens).
+  const bool folded = ctx.etp > 0;
+  const double routed_tokens =
+      folded ? static_cast<double>(ctx.etp * v.sp_tokens) : static_cast<double>(v.tokens);
+  const double pairs = routed_tokens * moe.top_k() * ctx.moe_imbalance;
   append_ffn(v,
              {"moe.experts", static_cast<int64_t>(std::llround(pairs)), pairs,
-              moe.expert_ffn_hidden_size() / ctx.tp, moe.num_experts() / ctx.ep, true},
+              moe.expert_ffn_hidden_size() / (folded ? ctx.etp : ctx.tp),
+              moe.num_experts() / ctx.ep, true},
              ops);
   // Combine (the reverse all-to-all) and the TP reduction of routed + shared outputs follow the
-  // routed experts' down projection.
+  // routed experts' down projection. Folded, the etp group reduce-scatters the routed outputs
+  // and the TP reduction serves the shared experts alone.
   LayerOp& down = ops.back();
   down.ep_alltoall_bytes = alltoall;
+  down.etp_comm_bytes = r_etp_bytes;
+  if (folded) {
+    if (ctx.tp > 1 && moe.num_shared_experts() > 0 && !v.spec.parallel_block()) {
+      ops[ops.size() - 4].tp_comm_bytes =  // the shared experts' down projection
+          static_cast<double>(v.tokens) * v.spec.hidden_size() * ctx.activation_bytes;
+    }
+    return;
+  }
   if (ctx.tp > 1 && !v.spec.parallel_block()) {
     down.tp_comm_bytes =
         static_cast<double>(v.tokens) * v.spec.hidden_size() * ctx.activation_bytes;

@@ -87,6 +87,28 @@ void check_attention_variants(const pb::ModelSpec& spec, const SourceMap& where)
   }
 }
 
+// Group-limited routing: a token's top_k experts must fit in its topk_group groups.
+void check_moe_groups(const pb::MoeSpec& moe, const SourceMap& where) {
+  if (moe.n_group() == 0 && moe.topk_group() == 0) return;
+  if (moe.n_group() == 0 || moe.topk_group() == 0) {
+    where.fail(moe.n_group() == 0 ? "moe.n_group" : "moe.topk_group",
+               "moe.n_group and moe.topk_group come together (got n_group " + str(moe.n_group()) +
+                   ", topk_group " + str(moe.topk_group()) + ")");
+  }
+  if (moe.num_experts() % moe.n_group() != 0) {
+    where.fail("moe.n_group", "got " + str(moe.n_group()) + ", must divide moe.num_experts (" +
+                                  str(moe.num_experts()) + ")");
+  }
+  if (moe.topk_group() > moe.n_group()) {
+    where.fail("moe.topk_group", "got " + str(moe.topk_group()) + ", must be <= moe.n_group (" +
+                                     str(moe.n_group()) + ")");
+  }
+  if (moe.topk_group() * (moe.num_experts() / moe.n_group()) < moe.top_k()) {
+    where.fail("moe.topk_group", "got " + str(moe.topk_group()) + ": its groups hold fewer than " +
+                                     "moe.top_k (" + str(moe.top_k()) + ") experts");
+  }
+}
+
 void check_moe(const pb::ModelSpec& spec, const SourceMap& where) {
   if (!spec.has_moe()) return;
   const pb::MoeSpec& moe = spec.moe();
@@ -101,6 +123,7 @@ void check_moe(const pb::ModelSpec& spec, const SourceMap& where) {
                                              ", must be < num_layers (" + str(spec.num_layers()) +
                                              ") or the model has no MoE layer");
   }
+  check_moe_groups(moe, where);
   if (moe.shared_expert_ffn_hidden_size() > 0 && moe.num_shared_experts() == 0) {
     where.fail(
         "moe.shared_expert_ffn_hidden_size",

@@ -1,5 +1,7 @@
 #include "orrery/plan/layer_program.hpp"
 
+#include <algorithm>
+
 #include "orrery/plan/fp8.hpp"
 #include "orrery/plan/op_sac.hpp"
 
@@ -10,14 +12,57 @@ bool is_block_norm(const models::LayerOp& op) {
   return op.name == "attn.norm" || op.name == "mlp.norm" || op.name == "head.norm";
 }
 
-Step collective(std::string name, pb::CollectiveKind kind, double bytes, bool expert = false) {
+Step collective(std::string name, pb::CollectiveKind kind, double bytes,
+                Step::Group group = Step::Group::kTp) {
   Step s;
   s.kind = Step::Kind::kCollective;
   s.name = std::move(name);
   s.collective = kind;
   s.bytes = bytes;
-  s.expert_group = expert;
+  s.group = group;
   return s;
+}
+
+// Folded MoE layers without shared experts feed the router the rank's own sequence-parallel
+// tokens: nothing gathers them after mlp.norm (nor reduces them in backward).
+bool gathers_after(const models::LayerOp& op, const std::vector<models::LayerOp>& ops,
+                   const ResolvedPlan& p) {
+  if (!is_block_norm(op)) return false;
+  if (op.name != "mlp.norm" || !p.degrees.folded()) return true;
+  const auto has = [&](const char* prefix) {
+    return std::any_of(ops.begin(), ops.end(),
+                       [&](const models::LayerOp& o) { return o.name.rfind(prefix, 0) == 0; });
+  };
+  return !has("moe.router") || has("moe.shared");
+}
+
+// The expert collectives around one op, in forward order: the dispatch all-to-all then the etp
+// all-gather after the router; the etp reduce-scatter then the combine all-to-all after the
+// routed experts' down projection. Backward runs their mirrors in reverse.
+std::vector<Step> expert_collectives(const models::LayerOp& op, bool backward) {
+  std::vector<Step> out;
+  const bool router = op.op_class == pb::OP_CLASS_ROUTER;
+  const std::string grad = backward ? ".grad" : "";
+  auto a2a = [&] {
+    if (op.ep_alltoall_bytes > 0)
+      out.push_back(collective(op.name + grad + ".all_to_all", pb::COLLECTIVE_KIND_ALL_TO_ALL,
+                               op.ep_alltoall_bytes, Step::Group::kEp));
+  };
+  auto etp = [&](bool gather) {
+    if (op.etp_comm_bytes <= 0) return;
+    out.push_back(
+        collective(op.name + grad + (gather ? ".etp.all_gather" : ".etp.reduce_scatter"),
+                   gather ? pb::COLLECTIVE_KIND_ALL_GATHER : pb::COLLECTIVE_KIND_REDUCE_SCATTER,
+                   op.etp_comm_bytes, Step::Group::kEtp));
+  };
+  if (!backward) {
+    if (router) a2a(), etp(true);
+    if (!router) etp(false), a2a();
+  } else {
+    if (router) etp(false), a2a();  // the all-gather's mirror, then the dispatch's
+    if (!router) a2a(), etp(true);
+  }
+  return out;
 }
 
 Step compute(const models::LayerOp& op, pb::Phase phase) {
@@ -70,7 +115,7 @@ std::vector<Step> overlap_tp(const std::vector<Step>& in, int64_t chunks) {
   std::vector<Step> out;
   for (size_t i = 0; i < in.size(); ++i) {
     const Step& s = in[i];
-    const bool tp = s.kind == Step::Kind::kCollective && !s.expert_group;
+    const bool tp = s.kind == Step::Kind::kCollective && s.group == Step::Group::kTp;
     const bool gather = tp && s.collective == pb::COLLECTIVE_KIND_ALL_GATHER;
     const bool scatter = tp && s.collective == pb::COLLECTIVE_KIND_REDUCE_SCATTER;
     Step* gemm = gather && i + 1 < in.size() && overlappable_gemm(in[i + 1])
@@ -147,12 +192,11 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
     for (const auto& op : ops) {
       if (is_fp8_grad_cast(op)) continue;  // quantizes dY: backward only
       add_core(out, op, p, phase);
-      if (sp && is_block_norm(op)) {
+      if (sp && gathers_after(op, ops, p)) {
         out.push_back(collective(op.name + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, full));
       }
-      if (ep && op.ep_alltoall_bytes > 0) {
-        out.push_back(collective(op.name + ".all_to_all", pb::COLLECTIVE_KIND_ALL_TO_ALL,
-                                 op.ep_alltoall_bytes, true));
+      if (ep || op.etp_comm_bytes > 0) {
+        for (auto& s : expert_collectives(op, false)) out.push_back(std::move(s));
       }
       if (tp && op.tp_comm_bytes > 0 && op.name == "head.loss") {
         // The loss's statistics stay all-reduces under SP, two of them as the executor issues
@@ -184,11 +228,10 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
       out.push_back(collective(op.name + ".grad.all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
                                op.tp_comm_bytes));
     }
-    if (ep && op.ep_alltoall_bytes > 0) {
-      out.push_back(collective(op.name + ".grad.all_to_all", pb::COLLECTIVE_KIND_ALL_TO_ALL,
-                               op.ep_alltoall_bytes, true));
+    if (ep || op.etp_comm_bytes > 0) {
+      for (auto& s : expert_collectives(op, true)) out.push_back(std::move(s));
     }
-    if (tp && is_block_norm(op)) {
+    if (tp && gathers_after(op, ops, p)) {
       out.push_back(collective(
           op.name + (sp ? ".grad.reduce_scatter" : ".grad.all_reduce"),
           sp ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE, full));

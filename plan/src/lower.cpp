@@ -4,6 +4,7 @@
 #include "lower_rank.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/plan/fp8.hpp"
+#include "orrery/plan/moe_routing.hpp"
 #include "orrery/plan/pipeline_schedule.hpp"
 
 namespace orrery::plan {
@@ -17,6 +18,8 @@ models::ShardContext shard_context(const ResolvedPlan& plan) {
   ctx.sequence_parallel = plan.sequence_parallel();
   ctx.cp = plan.degrees.cp;
   ctx.ep = plan.degrees.ep;
+  ctx.etp = plan.degrees.etp;
+  ctx.ep_node_reach = ep_node_reach(plan);
   ctx.activation_bytes = plan.precision.activation_bytes;
   ctx.param_bytes = plan.precision.param_bytes;
   ctx.moe_imbalance = plan.plan.moe_imbalance();
@@ -74,6 +77,7 @@ RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, c
   tp_group_ = layout.group_id(GroupKind::kTp, rank);
   cp_group_ = layout.group_id(GroupKind::kCp, rank);
   ep_group_ = d.ep > 1 ? layout.group_id(GroupKind::kEp, rank) : -1;
+  etp_group_ = d.folded() ? layout.group_id(GroupKind::kEtp, rank) : -1;
   // Dense gradients are reduced over every replica of the weights: dp, and cp ranks (which hold
   // the same weights and see different tokens).
   grad_group_ = layout.group_id(d.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, rank);

@@ -58,7 +58,9 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
         break;
       }
       case Step::Kind::kCollective: {
-        const int64_t group = step.expert_group ? ep_group_ : tp_group_;
+        const int64_t group = step.group == Step::Group::kEp    ? ep_group_
+                              : step.group == Step::Group::kEtp ? etp_group_
+                                                                : tp_group_;
         if (group >= 0) {
           last =
               b_.collective(site, kCompute, step.name, step.collective, group, step.bytes, {last});

@@ -92,7 +92,7 @@ class RankLowering {
   GraphBuilder b_;
   int64_t stages_;
   // Process-group ids of this rank (-1 when the group has one member).
-  int64_t tp_group_, cp_group_, ep_group_, grad_group_, expert_grad_group_, fsdp_group_;
+  int64_t tp_group_, cp_group_, ep_group_, etp_group_, grad_group_, expert_grad_group_, fsdp_group_;
   int64_t replica_group_ = -1;    // HSDP: across shard groups
   std::vector<GradReady> grads_;  // in the order they become final
   // Stages with their own degrees (stage_redistribution.hpp): activations from the previous

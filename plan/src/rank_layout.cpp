@@ -26,6 +26,8 @@ const char* to_string(GroupKind kind) {
       return "dp_shard";
     case GroupKind::kDpReplica:
       return "dp_replica";
+    case GroupKind::kEtp:
+      return "etp";
   }
   return "?";
 }
@@ -116,7 +118,12 @@ std::vector<int64_t> RankLayout::group(GroupKind kind, int64_t r) const {
     x.cp = pos % d.cp;
     return rank(x);
   };
+  if (d.folded() && (kind == GroupKind::kEp || kind == GroupKind::kEdp || kind == GroupKind::kEtp))
+    return folded_group(kind, c, d);
   switch (kind) {
+    case GroupKind::kEtp:
+      out.push_back(r);  // not folded: the experts use the TP group
+      break;
     case GroupKind::kTp:
       for (int64_t i = 0; i < d.tp; ++i) out.push_back(rank({i, c.cp, c.dp, c.pp}));
       break;
@@ -163,15 +170,40 @@ std::vector<int64_t> RankLayout::group(GroupKind kind, int64_t r) const {
   return out;
 }
 
+std::vector<int64_t> RankLayout::folded_group(GroupKind kind, const RankCoord& c,
+                                              const Degrees& d) const {
+  const int64_t pos = (c.dp * d.cp + c.cp) * d.tp + c.tp;
+  auto at = [&](int64_t p) {
+    RankCoord x = c;
+    x.tp = p % d.tp;
+    x.cp = p / d.tp % d.cp;
+    x.dp = p / (d.tp * d.cp);
+    return rank(x);
+  };
+  const int64_t e = d.etp, i_etp = pos % e, i_ep = pos / e % d.ep, i_edp = pos / (e * d.ep);
+  std::vector<int64_t> out;
+  switch (kind) {
+    case GroupKind::kEtp:
+      for (int64_t i = 0; i < e; ++i) out.push_back(at(i + e * (i_ep + d.ep * i_edp)));
+      break;
+    case GroupKind::kEp:
+      for (int64_t i = 0; i < d.ep; ++i) out.push_back(at(i_etp + e * (i + d.ep * i_edp)));
+      break;
+    default:  // kEdp
+      for (int64_t i = 0; i < d.edp(); ++i) out.push_back(at(i_etp + e * (i_ep + d.ep * i)));
+  }
+  return out;
+}
+
 int64_t RankLayout::index_in_group(GroupKind kind, int64_t r) const {
   const auto g = group(kind, r);
   return std::find(g.begin(), g.end(), r) - g.begin();
 }
 
 namespace {
-constexpr GroupKind kAllKinds[] = {GroupKind::kTp,   GroupKind::kCp,      GroupKind::kDp,
-                                   GroupKind::kDpCp, GroupKind::kPp,      GroupKind::kEp,
-                                   GroupKind::kEdp,  GroupKind::kDpShard, GroupKind::kDpReplica};
+constexpr GroupKind kAllKinds[] = {
+    GroupKind::kTp, GroupKind::kCp,  GroupKind::kDp,      GroupKind::kDpCp,      GroupKind::kPp,
+    GroupKind::kEp, GroupKind::kEdp, GroupKind::kDpShard, GroupKind::kDpReplica, GroupKind::kEtp};
 }
 
 bool RankLayout::active(GroupKind kind) const {

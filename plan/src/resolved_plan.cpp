@@ -44,7 +44,8 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where,
     ffns.emplace_back("the FFN hidden size", m.ffn_hidden_size());
   if (m.has_moe()) {
     const auto& moe = m.moe();
-    ffns.emplace_back("moe.expert_ffn_hidden_size", moe.expert_ffn_hidden_size());
+    // Folded plans split the routed experts by etp instead (check_folding).
+    if (!d.folded()) ffns.emplace_back("moe.expert_ffn_hidden_size", moe.expert_ffn_hidden_size());
     const int64_t shared_width = moe.shared_expert_ffn_hidden_size() > 0
                                      ? moe.shared_expert_ffn_hidden_size()
                                      : moe.expert_ffn_hidden_size();
@@ -79,7 +80,7 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where,
       broken(where, "parallel.ep", "ep-divides-experts",
              "ep " + str(d.ep) + " must divide moe.num_experts " + str(m.moe().num_experts()));
     }
-    if ((d.dp * d.cp) % d.ep != 0) {
+    if (!d.folded() && (d.dp * d.cp) % d.ep != 0) {
       broken(where, "parallel.ep", "ep-divides-dp-cp",
              "ep " + str(d.ep) + " must divide dp x cp = " + str(d.dp * d.cp));
     }
@@ -88,6 +89,32 @@ void check_model_split(const ResolvedPlan& r, const SourceMap& where,
     broken(
         where, "job.seq_len", "seq-fits-model",
         "seq_len " + str(r.seq_len) + " exceeds the model's max_seq_len " + str(m.max_seq_len()));
+  }
+}
+
+// MoE parallel folding (parallel.etp): the experts' etp x ep ranks come out of tp x cp x dp.
+void check_folding(const ResolvedPlan& r, const SourceMap& where) {
+  const auto& m = r.model;
+  const auto& d = r.degrees;
+  if (!d.folded()) return;
+  if (!m.has_moe()) {
+    broken(where, "parallel.etp", "etp-needs-moe", "etp " + str(d.etp) + " on a dense model");
+  }
+  if (m.moe().expert_ffn_hidden_size() % d.etp != 0) {
+    broken(where, "parallel.etp", "etp-divides-expert-ffn",
+           "etp " + str(d.etp) + " must divide moe.expert_ffn_hidden_size " +
+               str(m.moe().expert_ffn_hidden_size()));
+  }
+  if ((d.tp * d.cp * d.dp) % (d.ep * d.etp) != 0) {
+    broken(where, "parallel.etp", "ep-etp-divide-tp-cp-dp",
+           "ep x etp = " + str(d.ep * d.etp) +
+               " must divide tp x cp x dp = " + str(d.tp * d.cp * d.dp));
+  }
+  // Megatron needs sequence parallelism for MoE with tp > 1: each TP rank routes its own
+  // sequence shard, so the folded groups carry distinct tokens.
+  if (d.tp > 1 && !r.sequence_parallel()) {
+    broken(where, "parallel.etp", "etp-needs-sequence-parallel",
+           "folding with tp " + str(d.tp) + " needs parallel.sequence_parallel");
   }
 }
 
@@ -262,6 +289,9 @@ void resolve_stages(ResolvedPlan& r, const SourceMap& where) {
   if (d.ep > 1)
     broken(where, "parallel.ep", "stage-degrees-need-uniform",
            "stages with their own tp/dp need ep 1, got " + str(d.ep));
+  if (d.folded())
+    broken(where, "parallel.etp", "stage-degrees-need-uniform",
+           "stages with their own tp/dp need no expert folding, got etp " + str(d.etp));
   if (d.vp > 1)
     broken(where, "parallel.vp", "stage-degrees-need-uniform",
            "stages with their own tp/dp need vp 1, got " + str(d.vp));
@@ -405,6 +435,7 @@ Degrees degrees_of(const pb::Parallelism& p) {
   d.cp = p.has_cp() ? p.cp() : 1;
   d.ep = p.has_ep() ? p.ep() : 1;
   d.vp = p.has_vp() ? p.vp() : 1;
+  d.etp = p.has_etp() ? p.etp() : 0;
   return d;
 }
 
@@ -486,7 +517,7 @@ int64_t ResolvedPlan::dense_shard_degree() const {
 int64_t ResolvedPlan::expert_shard_degree() const {
   if (sharding() == pb::SHARDING_NONE) return 1;
   if (sharding() == pb::SHARDING_HSDP) return plan.shard_group_size();
-  return std::max<int64_t>(1, degrees.dp * degrees.cp / degrees.ep);
+  return std::max<int64_t>(1, degrees.edp());
 }
 
 int64_t ResolvedPlan::world_size() const {
@@ -573,6 +604,7 @@ ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
     for (int64_t s = 0; s < r.degrees.pp; ++s)
       check_model_split(r.for_stage(s), where, "stage_tp[" + str(s) + "]");
   }
+  check_folding(r, where);
   check_pipeline(r, where);
   check_sharding(r, where);
   resolve_tp_overlap(r, where);

@@ -73,6 +73,7 @@ std::string plan_label(const RankedPlan& p) {
                                            " dp" + per_stage(k.stage_dp);
   if (k.cp > 1) s += " cp" + std::to_string(k.cp);
   if (k.ep > 1) s += " ep" + std::to_string(k.ep);
+  if (k.etp > 0) s += " etp" + std::to_string(k.etp);
   if (k.vp > 1) s += " vp" + std::to_string(k.vp);
   if (k.sp) s += " sp";
   if (k.tp_overlap) s += " tp-overlap";
@@ -143,6 +144,18 @@ std::string what_limits(const RankedPlan& plan, const RankedPlan& best) {
   s += describe(limit);
   if (!limit.name.empty() && &plan != &best) s += " (winner " + percent(winner) + ")";
   return s;
+}
+
+std::string expert_layouts_note(const pb::ModelSpec& model, const SpaceOptions& options) {
+  if (!model.has_moe()) return "";
+  std::string etps;
+  for (int64_t e : options.etp) etps += (etps.empty() ? "" : ",") + std::to_string(e);
+  if (!etps.empty()) {
+    return "expert layouts: folded only (--etp " + etps +
+           "), ep drawn from tp x cp x dp, expert TP as listed";
+  }
+  return "expert layouts: unfolded (ep from dp x cp, experts split by tp) and folded "
+         "(parallel.etp 1 or tp, ep drawn from tp x cp x dp)";
 }
 
 }  // namespace orrery::planner

@@ -127,13 +127,15 @@ void MoveGenerator::shape_moves(const Knobs& from, std::vector<Move>& out) const
     if (s == here) continue;
     const int changed =
         (s.tp != here.tp) + (s.pp != here.pp) + (s.dp != here.dp) + (s.cp != here.cp);
-    const bool degrees_alike = changed == 0 && s.ep == here.ep && s.vp == here.vp;
+    // ep and etp move together: one expert layout of the same ranks for another.
+    const bool same_experts = s.ep == here.ep && s.etp == here.etp;
+    const bool degrees_alike = changed == 0 && same_experts && s.vp == here.vp;
     const bool staged = !s.stage_tp.empty() || !here.stage_tp.empty();
     // Per-stage degrees: any re-sharding of the same stages on the same node groups is one move
     // (the stage groups trade tp for dp, or a stage group's dp for another's).
     const bool neighbour = staged ? s.pp == here.pp && s.stage_groups == here.stage_groups
-                                  : (changed == 2 && s.ep == here.ep && s.vp == here.vp) ||
-                                        (changed == 0 && (s.ep != here.ep) != (s.vp != here.vp) &&
+                                  : (changed == 2 && same_experts && s.vp == here.vp) ||
+                                        (changed == 0 && !same_experts != (s.vp != here.vp) &&
                                          s.stage_groups == here.stage_groups) ||
                                         (degrees_alike && s.stage_groups != here.stage_groups);
     if (!neighbour) continue;
@@ -142,7 +144,7 @@ void MoveGenerator::shape_moves(const Knobs& from, std::vector<Move>& out) const
     if (s.pp < here.pp) targets.push_back("exposed pp");
     if (s.tp < here.tp) targets.push_back("exposed tp");
     if (s.cp < here.cp) targets.push_back("exposed cp");
-    if (s.ep != here.ep) targets.push_back("exposed ep");
+    if (!same_experts) targets.push_back("exposed ep");
     if (s.dp < here.dp) targets.push_back("exposed dp"), targets.push_back("optimizer");
     if (s.tp > here.tp || s.pp > here.pp || s.cp > here.cp) targets.push_back("recompute");
     if (s.stage_groups != here.stage_groups || staged) targets.push_back("bubble");

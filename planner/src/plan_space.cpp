@@ -72,7 +72,7 @@ struct PlanSpace::Cache {
 };
 
 Shape shape_of(const Knobs& k) {
-  return {k.tp, k.pp, k.dp, k.cp, k.ep, k.vp, k.stage_groups, k.stage_tp, k.stage_dp};
+  return {k.tp, k.pp, k.dp, k.cp, k.ep, k.vp, k.stage_groups, k.stage_tp, k.stage_dp, k.etp};
 }
 
 std::string precision_dtype(pb::Precision p) { return plan::precisions_of(p).dtype; }
@@ -181,21 +181,43 @@ std::vector<Shape> PlanSpace::shapes() const {
                                    pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) == o.schedules.end())) {
             continue;
           }
-          std::vector<int64_t> eps = {1};
-          if (m.has_moe()) eps = divisors(m.moe().num_experts());
-          for (int64_t ep : eps) {
-            if (!allowed(o.ep, ep) || (dp * cp) % ep != 0) continue;
+          for (const auto& [ep, etp] : expert_layouts(tp, cp, dp)) {
             models::ShardContext ctx;
-            ctx.seq_len = seq, ctx.tp = tp, ctx.cp = cp, ctx.ep = ep;
+            ctx.seq_len = seq, ctx.tp = tp, ctx.cp = cp, ctx.ep = ep, ctx.etp = etp;
             ctx.sequence_parallel = tp > 1;
             if (!models::shard_problem(m, ctx).empty()) continue;
-            for (const auto& a : assignments) out.push_back({tp, pp, dp, cp, ep, vp, a});
+            for (const auto& a : assignments)
+              out.push_back({tp, pp, dp, cp, ep, vp, a, {}, {}, etp});
           }
         }
       }
     }
   }
   if (heterogeneous() && options_.stage_degrees) staged_shapes(out);
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> PlanSpace::expert_layouts(int64_t tp, int64_t cp,
+                                                                   int64_t dp) const {
+  const auto& m = job_.model;
+  const auto& o = options_;
+  if (!m.has_moe()) return {{1, 0}};
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const auto eps = divisors(m.moe().num_experts());
+  if (o.etp.empty()) {  // unfolded: ep from dp x cp, experts split by tp
+    for (int64_t ep : eps)
+      if (allowed(o.ep, ep) && (dp * cp) % ep == 0) out.emplace_back(ep, 0);
+  }
+  std::vector<int64_t> etps = o.etp;
+  if (etps.empty()) etps = tp > 1 ? std::vector<int64_t>{1, tp} : std::vector<int64_t>{1};
+  for (int64_t etp : etps) {
+    for (int64_t ep : eps) {
+      if (!allowed(o.ep, ep) || (tp * cp * dp) % (ep * etp) != 0) continue;
+      // With tp 1 and ep inside dp x cp, folding at etp 1 is the unfolded plan again.
+      if (o.etp.empty() && tp == 1 && etp == 1 && (dp * cp) % ep == 0) continue;
+      out.emplace_back(ep, etp);
+    }
+  }
   return out;
 }
 
@@ -289,7 +311,7 @@ std::vector<int64_t> PlanSpace::micro_batches(const Shape& s) const {
 Knobs PlanSpace::seed(const Shape& s, int64_t micro_batch, pb::Sharding sharding,
                       int64_t shard_group, pb::Recompute recompute) const {
   Knobs k;
-  k.tp = s.tp, k.pp = s.pp, k.dp = s.dp, k.cp = s.cp, k.ep = s.ep, k.vp = s.vp;
+  k.tp = s.tp, k.pp = s.pp, k.dp = s.dp, k.cp = s.cp, k.ep = s.ep, k.vp = s.vp, k.etp = s.etp;
   k.stage_groups = s.stage_groups;
   k.stage_tp = s.stage_tp, k.stage_dp = s.stage_dp;
   k.sp =
@@ -409,6 +431,7 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   par->set_dp(k.dp);
   par->set_cp(k.cp);
   if (k.ep > 1) par->set_ep(k.ep);
+  if (k.etp > 0) par->set_etp(k.etp);
   if (k.vp > 1) par->set_vp(k.vp);
   par->set_sequence_parallel(k.sp);
   par->set_schedule(k.schedule);
@@ -454,6 +477,7 @@ std::string knob_key(const Knobs& k) {
   if (k.balanced_split) s += " balanced";
   if (!k.overlap) s += " no-overlap";
   if (k.tp_overlap) s += " tp-overlap";
+  if (k.etp > 0) s += " etp" + std::to_string(k.etp);
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "orrery/models/model_catalog.hpp"
@@ -71,6 +72,36 @@ TEST(PlanSpace, SmallSpaceIsEnumerable) {
   EXPECT_GT(points.size(), 500u);
   EXPECT_LT(points.size(), 6000u);
   for (const auto& k : points) EXPECT_EQ(k.tp * k.pp * k.dp * k.cp, 16);
+}
+
+// MoE models: the shapes hold unfolded layouts (ep inside dp x cp, etp 0) and folded ones
+// (etp 1 or tp, ep x etp dividing tp x cp x dp), and each folded shape's plan file says its etp.
+// mixtral-8x7b on one DGX H100: tp 2, dp 4 may fold ep 8 at etp 1 (unfolded, ep stops at 4) and
+// ep 4 at etp 2; a dense model gets no etp.
+TEST(PlanSpace, MoeShapesIncludeFoldedExpertLayouts) {
+  SpaceOptions o = small_space();
+  o.pp = {1};
+  o.cp = {1};
+  Fixture f("mixtral-8x7b", "dgx-h100", 1, 8, 4096, o);
+  std::set<std::tuple<int64_t, int64_t, int64_t>> tp2;  // (ep, etp, dp) at tp 2
+  for (const auto& s : f.space.shapes()) {
+    if (s.etp > 0) EXPECT_EQ(s.tp * s.cp * s.dp % (s.ep * s.etp), 0);
+    if (s.etp == 0) EXPECT_EQ(s.dp * s.cp % s.ep, 0);
+    if (s.tp == 2) tp2.insert({s.ep, s.etp, s.dp});
+  }
+  EXPECT_TRUE(tp2.count({4, 0, 4}));
+  EXPECT_FALSE(tp2.count({8, 0, 4}));
+  EXPECT_TRUE(tp2.count({8, 1, 4}));
+  EXPECT_TRUE(tp2.count({4, 2, 4}));
+  Knobs k =
+      f.space.seed({2, 1, 4, 1, 8, 1, {}, {}, {}, 1}, 1, pb::SHARDING_NONE, 0, pb::RECOMPUTE_NONE);
+  const pb::Plan plan = f.space.plan(k);
+  EXPECT_EQ(plan.parallel().etp(), 1);
+  EXPECT_EQ(plan.parallel().ep(), 8);
+  Fixture dense("llama3-8b", "dgx-h100", 1, 8, 4096, o);
+  for (const auto& s : dense.space.shapes()) EXPECT_EQ(s.etp, 0);
+  EXPECT_EQ(expert_layouts_note(dense.job.model, o), "");
+  EXPECT_NE(expert_layouts_note(f.job.model, o).find("folded"), std::string::npos);
 }
 
 TEST(Search, ExhaustiveEqualsBruteForce) {

@@ -48,7 +48,10 @@ int count_tp_collectives(const plan::ResolvedPlan& r, pb::Phase phase) {
   const plan::detail::OpTables t = plan::detail::make_op_tables(r);
   int n = 0;
   for (const auto& s : plan::detail::layer_program(t.layer(r.model, 0), r, phase)) {
-    n += s.kind == plan::detail::Step::Kind::kCollective && !s.expert_group ? 1 : 0;
+    n +=
+        s.kind == plan::detail::Step::Kind::kCollective && s.group == plan::detail::Step::Group::kTp
+            ? 1
+            : 0;
   }
   return n;
 }

@@ -199,6 +199,38 @@ TEST(RankLayout, EpAndEdpPartitionTheDpCpPlane) {
   }
 }
 
+TEST(RankLayout, FoldedExpertGroupsDrawOnTp) {
+  // MoE folding, tp 2, dp 4, pp 2 with ep 4, etp 1 (Megatron-core's EP over TP x DP): a stage's
+  // 8 ranks are positions (dp x cp + cp) x tp + tp index = its ranks in order, split as
+  // etp index + etp x (ep index + ep x edp index): EP groups {0..3}, {4..7}, EDP {0, 4} ...,
+  // and etp groups the rank alone. edp = tp x cp x dp / (ep x etp) = 2.
+  plan::Degrees d = degrees(2, 1, 4, 2, /*ep=*/4);
+  d.etp = 1;
+  ASSERT_EQ(d.edp(), 2);
+  plan::RankLayout layout(d, kMegatron);
+  EXPECT_EQ(layout.group(plan::GroupKind::kEp, 0), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEp, 13), (std::vector<int64_t>{12, 13, 14, 15}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEdp, 1), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEdp, 14), (std::vector<int64_t>{10, 14}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kEtp, 5), (std::vector<int64_t>{5}));
+  // The attention's groups stay as they were.
+  EXPECT_EQ(layout.group(plan::GroupKind::kTp, 5), (std::vector<int64_t>{4, 5}));
+  // etp 2, ep 2: etp groups are rank pairs, EP groups pair positions 2 apart, edp 2.
+  d.etp = 2, d.ep = 2;
+  plan::RankLayout two(d, kMegatron);
+  EXPECT_EQ(two.group(plan::GroupKind::kEtp, 3), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(two.group(plan::GroupKind::kEp, 1), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(two.group(plan::GroupKind::kEdp, 3), (std::vector<int64_t>{3, 7}));
+  // The folded EP group rank 0 sits in is not the unfolded one (ranks 0, 2, 4, 6 with tp 2).
+  plan::RankLayout unfolded(degrees(2, 1, 4, 2, /*ep=*/4), kMegatron);
+  EXPECT_EQ(unfolded.group(plan::GroupKind::kEp, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(unfolded.group(plan::GroupKind::kEtp, 0), (std::vector<int64_t>{0}));
+  // Every kind still partitions the ranks; etp groups show up in the process groups.
+  int64_t etp_groups = 0;
+  for (const auto& g : two.process_groups()) etp_groups += g.dim() == "etp" ? 1 : 0;
+  EXPECT_EQ(etp_groups, 8);
+}
+
 TEST(RankLayout, HsdpShardAndReplicaGroups) {
   // dp 8 split into shard groups of 4: shards {0..3}, {4..7}; replicas {0, 4}, {1, 5}, ...
   plan::RankLayout layout(degrees(1, 1, 8, 1), kMegatron, 4);

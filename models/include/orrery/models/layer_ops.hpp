@@ -21,8 +21,19 @@ struct ShardContext {
   bool sequence_parallel = false;  // Megatron SP: norms/dropout on seq_len / tp tokens
   int64_t cp = 1;                  // context parallel: this rank holds seq_len / cp tokens
   int64_t ep = 1;                  // expert parallel: this rank holds num_experts / ep experts
-  double activation_bytes = 2;     // bytes per activation element (bf16: 2)
-  double param_bytes = 2;          // bytes per parameter element as the kernels read it
+  // MoE parallel folding (plan parallel.etp): the routed experts' own tensor-parallel degree;
+  // each rank routes its own tokens (sp_tokens) and the experts' etp group gathers what the
+  // all-to-all brought before the experts and reduce-scatters after. 0: no folding (the experts
+  // are split by tp and routed from the tp ranks' common tokens).
+  int64_t etp = 0;
+  // Group-limited routing (MoeSpec.topk_group) over an EP group spanning several nodes: the most
+  // nodes one token's top_k copies reach (plan::ep_node_reach). The dispatch then sends a token
+  // once per node it reaches (DeepEP's deduplicated inter-node dispatch, forwarded inside the
+  // node over NVLink), so the all-to-all carries min(top_k, this) copies instead of top_k.
+  // 0: no limit.
+  int64_t ep_node_reach = 0;
+  double activation_bytes = 2;  // bytes per activation element (bf16: 2)
+  double param_bytes = 2;       // bytes per parameter element as the kernels read it
   // MoE: tokens routed to this rank's experts over the mean (>= 1, from the plan).
   double moe_imbalance = 1.0;
   // Fused flash attention (one attn.core op) or materialized scores (attn.scores, attn.softmax,
@@ -65,6 +76,10 @@ struct LayerOp {
   // MoE dispatch (on moe.router) and combine (on moe.experts.down) all-to-all volume per rank
   // (bytes sent to other ranks), when ep > 1.
   double ep_alltoall_bytes = 0;
+  // MoE folding with etp > 1: the gathered bytes (etp ranks' dispatched tokens) of the all-gather
+  // in the experts' etp group after the dispatch (on the router) and of the reduce-scatter before
+  // the combine (on the routed experts' down projection).
+  double etp_comm_bytes = 0;
   // CP: KV bytes passed around the ring per step, when cp > 1.
   double cp_kv_bytes = 0;
   // The precision the op runs in when it differs from the plan's ("fp8": set by the plan's fp8

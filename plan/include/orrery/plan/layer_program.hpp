@@ -10,6 +10,11 @@
 //     block norm; backward mirrors them (all-gather before a row-parallel op's backward,
 //     reduce-scatter before the block norm's backward).
 //   EP: all-to-all after the router (dispatch) and after the experts (combine); backward mirrors.
+//   MoE folding (parallel.etp): with etp > 1 an all-gather in the experts' etp group after the
+//     dispatch and a reduce-scatter before the combine; the TP all-gather after mlp.norm and the
+//     reduce-scatter after the FFN only serve shared experts (none when the model has none),
+//     since each rank routes its own sequence-parallel tokens (Megatron-core's alltoall
+//     dispatcher with expert tensor parallelism).
 //   CP: the attention core as a ring: cp pieces, KV blocks passed on while each piece computes.
 //   tp_comm_overlap (Megatron-core / Transformer Engine userbuffers, needs SP): a decoder layer's
 //     all-gather before a GEMM and reduce-scatter after one become one kOverlapped step: the
@@ -36,7 +41,10 @@ struct Step {
   double work_fraction = 1;
   // kCollective, kOverlapped: which group, what, how much (the whole collective's bytes), and a
   // readable name ("attn.out.all_reduce").
-  bool expert_group = false;  // EP group instead of TP
+  // The group it runs in: TP, EP (the dispatch and combine all-to-alls) or, with MoE folding,
+  // the routed experts' etp group.
+  enum class Group { kTp, kEp, kEtp };
+  Group group = Group::kTp;
   pb::CollectiveKind collective = pb::COLLECTIVE_KIND_UNSPECIFIED;
   double bytes = 0;
   std::string name;

@@ -26,7 +26,15 @@ enum class GroupKind {
   kEdp,        // MoE: expert-data-parallel, same expert shard: reduces expert gradients
   kDpShard,    // HSDP: shard_group_size consecutive members of the dp group
   kDpReplica,  // HSDP: the members of the dp group holding the same shard
+  // MoE parallel folding (Degrees::folded): the routed experts' tensor-parallel group. Without
+  // folding the experts use the TP group and this group is the rank alone.
+  kEtp,
 };
+// Folded plans regroup each stage's (tp, cp, dp) grid for the MoE layers as Megatron's expert
+// rank generator does: position p = (dp x cp + cp) x tp + tp index (tp fastest, then cp, then
+// dp), split as p = etp index + etp x (ep index + ep x edp index). kEtp groups are etp
+// consecutive positions, kEp groups the positions with the same etp and edp index, kEdp those
+// with the same etp and ep index.
 const char* to_string(GroupKind kind);
 
 class RankLayout {
@@ -60,6 +68,8 @@ class RankLayout {
   bool active(GroupKind kind) const;
   // Degrees of pipeline rank p (degrees_ unless the stages differ).
   const Degrees& at(int64_t p) const;
+  // kEp, kEdp, kEtp of a folded plan (see Degrees::folded).
+  std::vector<int64_t> folded_group(GroupKind kind, const RankCoord& c, const Degrees& d) const;
   // Stride and extent of `dim` in the grid of `d` (with stages: inside one stage, pp excluded).
   int64_t stride(Dim dim, const Degrees& d) const;
   int64_t extent(Dim dim, const Degrees& d) const;

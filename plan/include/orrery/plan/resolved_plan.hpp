@@ -20,6 +20,15 @@ const char* to_string(Dim dim);
 
 struct Degrees {
   int64_t tp = 1, cp = 1, dp = 1, pp = 1, ep = 1, vp = 1;
+  // MoE parallel folding (plan parallel.etp): the routed experts' tensor-parallel degree, and the
+  // MoE layers regroup a stage's tp x cp x dp ranks as etp x ep x edp (RankLayout). 0: no
+  // folding (the experts are split by tp, ep is carved out of dp x cp).
+  int64_t etp = 0;
+  bool folded() const { return etp > 0; }
+  // The degree the routed experts' FFN width is split by.
+  int64_t expert_tp() const { return folded() ? etp : tp; }
+  // Expert-data-parallel degree: ranks of a stage holding the same expert shard.
+  int64_t edp() const { return folded() ? tp * cp * dp / (ep * etp) : dp * cp / ep; }
   // Ranks of a grid where every pipeline stage has these degrees (see ResolvedPlan::world_size
   // for plans whose stages differ).
   int64_t world_size() const { return tp * cp * dp * pp; }
@@ -83,8 +92,8 @@ struct ResolvedPlan {
   // The ranks a ZeRO/FSDP shard is spread over, the group its gradients are reduced over (the
   // lowering's): for dense weights dp x cp (context-parallel ranks hold the same weights, and
   // Megatron's distributed optimizer and torchtitan's FSDP shard over both), or HSDP's shard
-  // group; for routed experts' weights the expert-data-parallel group, dp x cp / ep. 1 without
-  // sharding.
+  // group; for routed experts' weights the expert-data-parallel group, Degrees::edp() (dp x cp /
+  // ep, or tp x cp x dp / (ep x etp) when folded). 1 without sharding.
   int64_t dense_shard_degree() const;
   int64_t expert_shard_degree() const;
 

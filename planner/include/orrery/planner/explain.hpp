@@ -30,4 +30,8 @@ std::string why_best(const RankedPlan& best, const RankedPlan* second);
 // One line on what limits `plan` relative to `best`: "+4.1%: exposed dp 9% (winner 2%)".
 std::string what_limits(const RankedPlan& plan, const RankedPlan& best);
 
+// For MoE models, which expert layouts the space held: unfolded (ep from dp x cp, experts split
+// by tp) and folded (parallel.etp, ep from tp x cp x dp); "" for dense models.
+std::string expert_layouts_note(const pb::ModelSpec& model, const SpaceOptions& options);
+
 }  // namespace orrery::planner

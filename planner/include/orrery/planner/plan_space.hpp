@@ -50,6 +50,9 @@ struct Knobs {
   // tp_comm_overlap (only with sp, stage 0's tp > 1): on in the seed, as NeMo's recipes for
   // large models ship it; settings and local search also try it off.
   bool tp_overlap = false;
+  // MoE parallel folding: the experts' tensor-parallel degree (plan parallel.etp), ep then
+  // drawn from tp x cp x dp; 0: not folded (ep from dp x cp, experts split by tp).
+  int64_t etp = 0;
 
   auto operator<=>(const Knobs&) const = default;
 };
@@ -59,6 +62,10 @@ struct Knobs {
 // zero3: costed as fsdp; materialized attention).
 struct SpaceOptions {
   std::vector<int64_t> tp, pp, cp, ep, vp, micro_batch;
+  // MoE models: folded shapes (parallel.etp) are searched with these expert TP degrees, besides
+  // the unfolded ones; empty: etp 1 and etp = tp (Megatron-core's folding recipes run expert TP
+  // 1 with attention TP > 1). Given, only folded shapes with these degrees are searched.
+  std::vector<int64_t> etp;
   std::vector<pb::Sharding> sharding = {pb::SHARDING_NONE, pb::SHARDING_ZERO1, pb::SHARDING_ZERO2,
                                         pb::SHARDING_FSDP, pb::SHARDING_HSDP};
   std::vector<pb::Recompute> recompute = {pb::RECOMPUTE_NONE, pb::RECOMPUTE_SELECTIVE,
@@ -93,6 +100,7 @@ struct Shape {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vp = 1;
   std::vector<std::string> stage_groups;
   std::vector<int64_t> stage_tp, stage_dp;  // as in Knobs
+  int64_t etp = 0;                          // as in Knobs
   auto operator<=>(const Shape&) const = default;
 };
 
@@ -130,6 +138,8 @@ class PlanSpace {
   pb::Plan plan(const Knobs& k) const;
 
  private:
+  // (ep, etp) pairs a (tp, cp, dp) shape may use: unfolded (etp 0) and folded.
+  std::vector<std::pair<int64_t, int64_t>> expert_layouts(int64_t tp, int64_t cp, int64_t dp) const;
   struct NodeGroupInfo {
     std::string name;
     int64_t devices = 0;

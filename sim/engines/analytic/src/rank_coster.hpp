@@ -87,6 +87,7 @@ class RankCoster {
     };
     tp_ = devices(plan::GroupKind::kTp);
     if (plan.degrees.ep > 1) ep_ = devices(plan::GroupKind::kEp);
+    if (plan.degrees.folded()) etp_ = devices(plan::GroupKind::kEtp);
     if (plan.degrees.cp > 1) {
       const auto ring = layout.group(plan::GroupKind::kCp, rank);
       const int64_t me = layout.index_in_group(plan::GroupKind::kCp, rank);
@@ -170,9 +171,12 @@ class RankCoster {
           break;
         }
         case Step::Kind::kCollective: {
-          const auto& devs = s.expert_group ? ep_ : tp_;
+          // The folded experts' etp collectives count as expert communication.
+          const auto& devs = s.group == Step::Group::kEp    ? ep_
+                             : s.group == Step::Group::kEtp ? etp_
+                                                            : tp_;
           if (devs.size() < 2) break;
-          double& term = s.expert_group ? c.ep_s : c.tp_s;
+          double& term = s.group == Step::Group::kTp ? c.tp_s : c.ep_s;
           // Issued in line with compute: the calibrated blocking overhead too
           // (collective_cost.hpp).
           term += costs_.collectives().estimate(s.collective, devs, s.bytes).seconds +
@@ -239,7 +243,7 @@ class RankCoster {
   const pb::DeviceSpec& device_;
   int64_t my_device_;
   double sharing_;
-  std::vector<int64_t> tp_, ep_;
+  std::vector<int64_t> tp_, ep_, etp_;
   int64_t cp_next_ = -1;
 };
 

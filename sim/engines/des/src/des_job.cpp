@@ -12,10 +12,11 @@ void put(const plan::Degrees& d, pb::DesJob::Degrees& out) {
   out.set_pp(d.pp);
   out.set_ep(d.ep);
   out.set_vp(d.vp);
+  out.set_etp(d.etp);
 }
 
 plan::Degrees get(const pb::DesJob::Degrees& d) {
-  return plan::Degrees{d.tp(), d.cp(), d.dp(), d.pp(), d.ep(), d.vp()};
+  return plan::Degrees{d.tp(), d.cp(), d.dp(), d.pp(), d.ep(), d.vp(), d.etp()};
 }
 
 void put(const plan::Precisions& p, pb::DesJob::Precisions& out) {

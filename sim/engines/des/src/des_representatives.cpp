@@ -12,8 +12,8 @@
 //   - every hop (cp rank c to c + 1, on every pipeline stage) costs what the first one costs on
 //     an idle fabric (the collective model's point-to-point time, compared at 1 KiB, 1 MiB and
 //     1 GiB: same route class, latency and bandwidth), and the ring's devices are of one kind;
-//   - no expert parallelism: expert groups are carved from the (dp, cp) plane and a cp shift
-//     does not map them onto each other.
+//   - no expert parallelism nor MoE folding: expert groups are carved from the (dp, cp) plane
+//     (or the folded tp x cp x dp grid) and a cp shift does not map them onto each other.
 // Contention the ring meets is kept: its flows still run on their real routes, and the other
 // rings' flows are mirror copies on the links they share with simulated traffic (des_symmetry.cpp).
 #include <algorithm>
@@ -56,8 +56,8 @@ Representatives representatives(const plan::ResolvedPlan& plan, const CostModels
                                 bool fold_cp) {
   const plan::RankLayout layout = plan::rank_layout(plan);
   Representatives out;
-  out.fold_cp =
-      fold_cp && plan.degrees.cp > 1 && plan.degrees.ep == 1 && uniform_rings(plan, costs, layout);
+  out.fold_cp = fold_cp && plan.degrees.cp > 1 && plan.degrees.ep == 1 && !plan.degrees.folded() &&
+                uniform_rings(plan, costs, layout);
   for (int64_t r = 0; r < plan.world_size(); ++r) {
     const plan::RankCoord c = layout.coord(r);
     if (c.tp == 0 && c.dp == 0 && (c.cp == 0 || !out.fold_cp)) out.ranks.push_back(r);

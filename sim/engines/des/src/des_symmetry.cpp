@@ -37,6 +37,7 @@ namespace {
 
 std::string breakdown_dim(const std::string& dim) {
   if (dim == "tp" || dim == "cp" || dim == "ep" || dim == "pp") return dim;
+  if (dim == "etp") return "ep";  // the folded experts' TP collectives: expert communication
   return "dp";
 }
 

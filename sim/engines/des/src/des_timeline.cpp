@@ -17,7 +17,7 @@ constexpr std::array<const char*, 5> kCommNames{"tp", "ep", "cp", "pp", "dp"};
 
 Class comm_class(const std::string& dim) {
   if (dim == "tp") return kTp;
-  if (dim == "ep") return kEp;
+  if (dim == "ep" || dim == "etp") return kEp;  // etp: the folded experts' TP collectives
   if (dim == "cp") return kCp;
   if (dim == "pp") return kPp;
   return kDp;
