@@ -44,6 +44,7 @@ class Runner {
       if (const pb::RankSkew* k = costs.compute().rank_skew(*rs.spec))
         rs.skew_cv = k->cv(), rs.skew_jitter_s = k->jitter_s();
       rs.sharing = costs.host_sharing(plan, rg.rank()) * costs.straggler_factor(rg.device());
+      mark_chains(rs, rg);
       std::map<int32_t, size_t> by_stream;
       for (int j = 0; j < rg.nodes_size(); ++j) {
         const int32_t s = rg.nodes(j).stream();
@@ -59,9 +60,10 @@ class Runner {
     }
   }
 
-  RunStats run(const Router& router) {
+  RunStats run(const Router& router, bool chain_compute) {
     Platform platform(m_, router, costs_.overlap_slowdown(), streams_.size());
     platform_ = &platform;
+    chains_ = chain_compute && !platform.slowed() && comm_slowdown_ == 1.0;
     flights_.resize(streams_.size());
     for (size_t a = 0; a < streams_.size(); ++a) {
       wake_.push_back(s4u::Semaphore::create(0));
@@ -103,6 +105,8 @@ class Runner {
     double computed_s = 0;   // compute run so far
     bool computing = false;  // an op of the rank runs now
     std::vector<size_t> flying;  // the actors whose transfer the rank is a member of, in flight
+    std::vector<char> observed;  // per node: another stream of the rank waits for it
+    bool chains = false;         // its compute runs in chains (mark_chains)
     std::unordered_map<int64_t, double>
         waited_at;  // per group: computed_s when it last waited on it
   };
@@ -161,6 +165,10 @@ class Runner {
       double op_start = start, op_end;
       switch (node(st.rank, j).kind()) {
         case pb::NODE_KIND_COMPUTE:
+          if (chains_ && rs.chains) {
+            compute_chain(st);
+            continue;
+          }
           op_end = compute(st.rank, j);
           break;
         case pb::NODE_KIND_COLLECTIVE:
@@ -181,6 +189,71 @@ class Runner {
       rs.done[static_cast<size_t>(j)] = 1;
       wake(rs.waiters[static_cast<size_t>(j)]);
     }
+  }
+
+  // Which of the rank's compute nodes no other stream waits for (a run of them ends only at the
+  // first one another stream needs); a rank with compute on several streams shares its host's
+  // CPU among them, so its compute stays one SimGrid execution per node.
+  void mark_chains(RankState& rs, const pb::RankGraph& rg) {
+    rs.observed.assign(static_cast<size_t>(rg.nodes_size()), 0);
+    rs.chains = true;
+    for (const pb::ExecNode& n : rg.nodes()) {
+      if (n.kind() == pb::NODE_KIND_COMPUTE && n.stream() != plan::kCompute) rs.chains = false;
+      for (int64_t d : n.data_deps()) {
+        if (d >= 0 && d < rg.nodes_size() && rg.nodes(static_cast<int>(d)).stream() != n.stream())
+          rs.observed[static_cast<size_t>(d)] = 1;
+      }
+    }
+  }
+
+  // Whether the stream's next node continues the compute chain ending at its current node: a
+  // compute node that only the stream itself waits for, followed by a compute node whose inputs
+  // are all earlier nodes of the same stream.
+  bool chain_continues(const StreamRun& st) {
+    if (st.next + 1 >= st.nodes.size()) return false;
+    const int32_t j = st.nodes[st.next], k = st.nodes[st.next + 1];
+    if (ranks_[st.rank].observed[static_cast<size_t>(j)]) return false;
+    const pb::ExecNode& n = node(st.rank, k);
+    if (n.kind() != pb::NODE_KIND_COMPUTE) return false;
+    for (int64_t d : n.data_deps()) {
+      if (d < 0 || d >= k || node(st.rank, static_cast<int32_t>(d)).stream() != st.stream)
+        return false;
+    }
+    return true;
+  }
+
+  // Runs a chain of compute nodes with one SimGrid activity: nothing outside the stream sees the
+  // nodes inside it, and without slowdowns or skew a node's time depends on nothing else, so
+  // their boundaries are those SimGrid gives one execution per node (an Exec of s x 1e12 flops
+  // at 1e12 flop/s ends (s x 1e12) / 1e12 after it starts; the dispatch sleep before each).
+  void compute_chain(StreamRun& st) {
+    RankState& rs = ranks_[st.rank];
+    const size_t first = st.next;
+    double t = s4u::Engine::get_clock();
+    for (;; ++st.next) {
+      pb::ExecNode& n = node(st.rank, st.nodes[st.next]);
+      if (st.next > first && rs.dispatch_s > 0) {
+        t += std::max(rs.dispatch_s, kSleepPrecisionS);
+        rs.dispatch_total_s += rs.dispatch_s;
+        ++events_;
+      }
+      const double seconds = rs.sharing * costs_.compute().seconds(*rs.spec, n);
+      rs.computed_s += seconds;
+      n.set_start_s(t);
+      if (seconds > 0) {
+        t += seconds * kFlopsPerSecond / kFlopsPerSecond;
+        ++events_;
+      }
+      n.set_duration_s(t - n.start_s());
+      if (!chain_continues(st)) break;
+    }
+    if (t > s4u::Engine::get_clock()) s4u::this_actor::sleep_until(t);
+    for (size_t i = first; i <= st.next; ++i) {
+      const auto j = static_cast<size_t>(st.nodes[i]);
+      rs.done[j] = 1;
+      wake(rs.waiters[j]);
+    }
+    makespan_ = std::max(makespan_, t);
   }
 
   std::string where(size_t rank, int32_t j) const {
@@ -345,6 +418,8 @@ class Runner {
   const CostModels& costs_;
   Platform* platform_ = nullptr;
   const double comm_slowdown_ = costs_.overlap_comm_slowdown();
+  // Compute chains (compute_chain) need compute that nothing else slows or delays.
+  bool chains_ = false;
   std::vector<Flight> flights_;  // by actor: the transfer it runs (one at a time)
   std::vector<StreamRun> streams_;
   std::vector<RankState> ranks_;
@@ -361,14 +436,14 @@ class Runner {
 }  // namespace
 
 RunStats run_engine(Model& model, const CostModels& costs, const plan::ResolvedPlan& plan,
-                    Router& router) {
+                    Router& router, bool chain_compute) {
   int argc = 1;
   char name[] = "orrery-des";
   char* argv[] = {name, nullptr};
   // Never destroyed: this runs in a child process that exits right after (des_engine.cpp), and
   // tearing down an engine whose actors deadlocked is not worth the risk.
   new s4u::Engine(&argc, argv);
-  return Runner(model, costs, plan).run(router);
+  return Runner(model, costs, plan).run(router, chain_compute);
 }
 
 }  // namespace orrery::sim::des

@@ -123,8 +123,9 @@ struct RunStats {
 };
 // Runs the SimGrid engine on the model (once per process) and writes start_s/duration_s into
 // model.graph. Throws InputError naming the stuck nodes when the graph cannot complete.
+// `chain_compute`: DesOptions::chain_compute.
 RunStats run_engine(Model& model, const CostModels& costs, const plan::ResolvedPlan& plan,
-                    Router& router);
+                    Router& router, bool chain_compute);
 
 // Fills step time, breakdown (critical rank), memory and throughput.
 pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model,

@@ -92,6 +92,7 @@ pb::DesJob to_job(const plan::ResolvedPlan& plan, const CostModels& costs,
   if (costs.calibration() != nullptr) *job.mutable_calibration() = *costs.calibration();
   job.set_all_ranks(options.all_ranks);
   job.set_fold_cp(options.fold_cp);
+  job.set_node_by_node(!options.chain_compute);
   if (options.graph != nullptr) *job.mutable_graph() = *options.graph;
   job.set_timeline(options.timeline);
   job.set_max_nodes(options.max_nodes);
@@ -105,6 +106,7 @@ RebuiltJob::RebuiltJob(pb::DesJob j) : job(std::move(j)), plan(get_plan(job)) {
                                        job.has_calibration() ? &job.calibration() : nullptr);
   options.all_ranks = job.all_ranks();
   options.fold_cp = job.fold_cp();
+  options.chain_compute = !job.node_by_node();
   options.graph = job.has_graph() ? &job.graph() : nullptr;
   options.timeline = job.timeline();
   options.time_limit_s = 0;  // the caller enforces it, and the budget was checked before

@@ -11,6 +11,9 @@ namespace orrery::sim::des {
 // (SimGrid's work-amount precision is absolute, 1e-5, so seconds would be lost).
 inline constexpr double kFlopsPerSecond = 1e12;
 
+// SimGrid's precision/timing (its default): a sleep lasts at least this long.
+inline constexpr double kSleepPrecisionS = 1e-9;
+
 class FlowZone;
 
 // Hosts (one per simulated rank, with a slowed-down pstate for compute under overlapping

@@ -54,6 +54,11 @@ struct DesOptions {
   bool all_ranks = false;
   // Let cp = 0 stand for a uniform cp ring (see above); false: one rank per (cp, pp) index.
   bool fold_cp = true;
+  // Run a rank's consecutive compute nodes that no other stream waits for as one engine
+  // activity when nothing slows its compute (no overlap slowdowns in the calibration); false:
+  // one activity per node. Same step time; node times may differ in the last bits, where
+  // SimGrid's clock rounds differently (docs/simulator.md, "Compute chains").
+  bool chain_compute = true;
   // Run this graph instead of lowering the plan (hand-made cases, imported traces). Its ranks
   // are all simulated; their devices come from RankGraph.device and their process groups from
   // ExecGraph.process_groups. The plan still gives the device specs, memory and throughput.
