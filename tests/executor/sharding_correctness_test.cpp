@@ -348,13 +348,14 @@ TEST(ShardingWithModelParallelism, Zero1Dp2Pp2TiedEmbeddings) {
 // Each rank's gradient is rounded to bf16 once before the reduction (relative error <= 2^-9, bf16
 // keeps 8 significant bits) and, in an all-reduce, the fp32 sum once more before its all-gather:
 // every reduced gradient, and so the norm, is within 2^-8 relative of the fp32 reduction's. The
-// first step's loss comes before any update (the same as fp32 to kLossTolerance); after it AdamW
-// normalizes each gradient by its own running magnitude, so the rounding moves a parameter by a
-// small fraction of its step (lr 1e-3). The loss and parameter bounds below are about 10x the
-// largest differences measured on these plans (see docs/executor.md).
+// first step's loss comes before any update (the same as fp32 to kLossTolerance). A parameter can
+// move further: AdamW's step is about lr (1e-3) whatever the gradient's size, and a gradient whose
+// ranks' parts nearly cancel can change sign under the rounding, so a parameter is bounded only by
+// 2 lr per step. Measured (tiny, 3 steps, Debian libtorch 1.13 CPU): gradient norms within 1.6e-4
+// relative, losses within 5.8e-5, parameters within 2.6e-3 (embed.tokens.weight).
 constexpr double kBf16GradNormTolerance = 1.0 / 256;
-constexpr double kBf16LossTolerance = 1e-4;
-constexpr double kBf16ParamTolerance = 1e-4;
+constexpr double kBf16LossTolerance = 5e-4;  // about 10x the measured differences
+constexpr double kBf16ParamTolerance = 2 * 1e-3 * kSteps;
 
 class GradReduceBf16 : public ::testing::TestWithParam<Plan> {};
 
