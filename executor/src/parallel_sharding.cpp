@@ -8,14 +8,17 @@ namespace orrery::executor {
 
 namespace {
 
+// ZeRO-3, FSDP and HSDP (FSDP inside each shard group): the parameters live only as chunks.
+bool fully_sharded(pb::Sharding s) {
+  return s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP;
+}
+
 std::unique_ptr<ShardingStrategy> make_strategy(Transformer& model, const RankGroups& groups,
                                                 const TrainConfig& c, int64_t ep_size) {
   const auto sharding = c.plan.sharding();
-  ORRERY_CHECK(sharding != pb::SHARDING_HSDP,
-               "hsdp reached the executor (unsupported_reason rejects it)");
   // Without a DP group there is nothing to shard: the lowering has no data-parallel collectives.
   if (!groups.dp) return make_replicated_strategy(model, groups, c, ep_size);
-  if (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP) {
+  if (fully_sharded(sharding)) {
     return make_fsdp_strategy(model, groups, c);
   }
   if (sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2) {
@@ -31,8 +34,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
     : model_(model),
       opt_{c.learning_rate, c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_grad_norm},
       strategy_(make_strategy(model, groups, c, ep_size)),
-      parameters_are_chunks_(groups.dp && (c.plan.sharding() == pb::SHARDING_ZERO3 ||
-                                           c.plan.sharding() == pb::SHARDING_FSDP)) {
+      parameters_are_chunks_(groups.dp && fully_sharded(c.plan.sharding())) {
   if (strategy_->uses_part_hooks()) model_.set_part_hooks(this);
   adamw_ = std::make_unique<torch::optim::AdamW>(strategy_->optimized(),
                                                  torch::optim::AdamWOptions(opt_.learning_rate)

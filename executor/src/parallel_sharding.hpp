@@ -32,6 +32,13 @@
 //                   before a bucket's own gather is waited for. Tied embeddings with the head on
 //                   the same rank: the embedding's bucket stays gathered from its forward to its
 //                   backward (the LM head reads it), with no backward gather.
+//   hsdp:           zero3/fsdp inside each shard group (shard_group_size consecutive dp ranks,
+//                   the plan's rank layout's dp_shard groups, as the lowering's): the chunks are
+//                   1/shard_group_size of each bucket, gathered and reduce-scattered over the
+//                   shard group; after the step's last reduce-scatter the chunks' gradients are
+//                   all-reduced across the replica group (the dp ranks holding the same chunk) in
+//                   one collective, "opt.hsdp.replica_all_reduce", as the lowering has it, so
+//                   they are averaged over all of dp.
 //
 // Gloo 1.13 has no reduce-scatter: each one runs as alltoall_base (row j of a [dp, n] buffer to
 // rank j) followed by a local sum of the dp rows received, which moves the same bytes as a direct

@@ -92,7 +92,7 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
           make_group(backend, g.store, name, g.coord.pp == 0 ? 0 : 1, 2, env.master_addr, timeout);
     }
     // MoE groups (the layout's ep and edp), created after the others in the same order on
-    // every rank.
+    // every rank (a group with the dp group's members is the dp group).
     const auto ep_members = grid.group(plan::GroupKind::kEp, env.rank);
     const auto edp_members = grid.group(plan::GroupKind::kEdp, env.rank);
     auto moe_group = [&](const char* kind, const std::vector<int64_t>& members) -> GroupPtr {
@@ -107,6 +107,10 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
     g.ep = moe_group("ep", ep_members);
     g.ep_index = std::find(ep_members.begin(), ep_members.end(), env.rank) - ep_members.begin();
     g.edp = moe_group("edp", edp_members);
+    // HSDP's shard and replica groups, last (without HSDP the layout's shard group is dp and its
+    // replica group this rank alone: no new group).
+    g.dp_shard = moe_group("dp_shard", grid.group(plan::GroupKind::kDpShard, env.rank));
+    g.dp_replica = moe_group("dp_replica", grid.group(plan::GroupKind::kDpReplica, env.rank));
   } catch (const c10::Error& e) {
     throw base::EnvironmentError(rendezvous_failed(env, e.what_without_backtrace()));
   } catch (const std::runtime_error& e) {  // Gloo's own errors

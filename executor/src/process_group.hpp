@@ -48,6 +48,10 @@ struct RankGroups {
   // cp == 1; null when it has one rank).
   GroupPtr ep, edp;
   int64_t ep_index = 0;
+  // HSDP (sharding hsdp): the layout's shard group (shard_group_size consecutive dp ranks, which
+  // FSDP shards over) and replica group (the dp ranks holding the same shard, which all-reduce
+  // its gradients). Without HSDP the shard group is dp and the replica group null.
+  GroupPtr dp_shard, dp_replica;
   plan::RankCoord coord;
 };
 

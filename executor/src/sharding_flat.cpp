@@ -20,11 +20,42 @@ void wait_timed(Pending& p, const std::string& name, const std::function<void()>
   if (then) then();
 }
 
-void start_reduce_scatter(Pending& p, const GroupPtr& group, const torch::Tensor& input) {
-  p.inputs = {input};
-  p.outputs = {{torch::empty_like(input)}};
+void start_reduce_scatter(Pending& p, const GroupPtr& group, const torch::Tensor& input,
+                          bool bf16) {
+  p.inputs = {bf16 ? input.to(torch::kBFloat16).contiguous() : input};
+  p.outputs = {{torch::empty_like(p.inputs[0])}};
   std::vector<int64_t> equal_splits;
-  p.work = group->alltoall_base(p.outputs[0][0], p.inputs[0], equal_splits, equal_splits);
+  auto out = gloo_view(p.outputs[0][0]), in = gloo_view(p.inputs[0]);
+  p.work = group->alltoall_base(out, in, equal_splits, equal_splits);
+}
+
+torch::Tensor received_rows(const Pending& p) { return p.outputs[0][0].to(torch::kFloat); }
+
+void start_all_reduce(Pending& p, const GroupPtr& group, const torch::Tensor& input, bool bf16) {
+  if (!bf16) {
+    p.inputs = {input};
+    p.work = group->allreduce(p.inputs);
+    return;
+  }
+  const int64_t n = group->getSize(), numel = input.numel(), piece = (numel + n - 1) / n;
+  auto flat = input.reshape({-1});
+  if (piece * n > numel)
+    flat = torch::cat({flat, torch::zeros({piece * n - numel}, flat.options())});
+  start_reduce_scatter(p, group, flat.view({n, piece}), true);
+}
+
+torch::Tensor all_reduced(Pending& p, const GroupPtr& group, int64_t numel, bool bf16) {
+  if (!bf16) return p.inputs[0];
+  const torch::Tensor mine = received_rows(p).sum(0).to(torch::kBFloat16);
+  std::vector<std::vector<torch::Tensor>> out(1);
+  std::vector<torch::Tensor> pieces;
+  for (int64_t i = 0; i < group->getSize(); ++i) {
+    pieces.push_back(torch::empty_like(mine));
+    out[0].push_back(gloo_view(pieces.back()));
+  }
+  std::vector<torch::Tensor> in{gloo_view(mine)};
+  group->allgather(out, in)->wait();
+  return torch::cat(pieces).narrow(0, 0, numel).to(torch::kFloat);
 }
 
 torch::Tensor Flat::padded_grad(const std::vector<ShardedParam>& all) const {

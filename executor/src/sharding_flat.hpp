@@ -42,10 +42,30 @@ struct Pending {
 // then the wait and `then` as a scope (which pauses an open backward segment).
 void wait_timed(Pending& p, const std::string& name, const std::function<void()>& then = {});
 
-// Starts a reduce-scatter of `input` (contiguous [size, width], row j to rank j) as alltoall_base
-// into `p` (Gloo 1.13 has no reduce-scatter): the caller sums the size rows received once it
-// finished, which moves the same bytes as a direct reduce-scatter. Stamps and watches nothing.
-void start_reduce_scatter(Pending& p, const GroupPtr& group, const torch::Tensor& input);
+// What a bf16 gradient all-reduce runs on Gloo 1.13 (recorded in the measured trace).
+inline constexpr const char* kBf16AllReduceAlgorithm = "alltoall+sum+allgather";
+
+// Starts a reduce-scatter of `input` (contiguous fp32 [size, width], row j to rank j) as
+// alltoall_base into `p` (Gloo 1.13 has no reduce-scatter): the caller sums the size rows
+// received (received_rows) once it finished, which moves the same bytes as a direct
+// reduce-scatter. `bf16` (grad_reduce_dtype bf16): the rows travel as bf16 copies (carried as fp16
+// bytes, mixed_precision.hpp), half the bytes, as the lowering's grad_reduce_bytes 2 has it.
+// Stamps and watches nothing.
+void start_reduce_scatter(Pending& p, const GroupPtr& group, const torch::Tensor& input,
+                          bool bf16 = false);
+// The [size, width] rows a finished reduce-scatter received, in fp32 (bf16 ones upcast): summed
+// in fp32, so bf16 reduction rounds each rank's contribution once and accumulates in fp32.
+torch::Tensor received_rows(const Pending& p);
+
+// Starts an all-reduce (sum) of the flat fp32 vector `input` over `group` into `p`: Gloo's
+// all-reduce, or (`bf16`) a ring all-reduce's two halves on bf16 copies, of which this starts the
+// first (an alltoall of `input` padded to size equal pieces). all_reduced finishes it.
+void start_all_reduce(Pending& p, const GroupPtr& group, const torch::Tensor& input, bool bf16);
+// The finished all-reduce's sum in fp32. bf16: the pieces received summed in fp32, this rank's
+// piece rounded to bf16 once and all-gathered (the second half, 2 (n - 1) / n of the bf16 bytes in
+// all, as NCCL's bf16 ring), upcast.
+// `numel`: the input's.
+torch::Tensor all_reduced(Pending& p, const GroupPtr& group, int64_t numel, bool bf16);
 
 // One flat vector of parameters, padded to a multiple of the group size; this rank owns chunk
 // `rank` of it (a leaf the AdamW updates).

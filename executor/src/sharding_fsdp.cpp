@@ -59,12 +59,19 @@ struct PreBackward : torch::autograd::Function<PreBackward> {
 // ---- Set-up and the step ----
 
 FsdpStrategy::FsdpStrategy(Transformer& model, const RankGroups& groups, const TrainConfig& c)
-    : params_(model.mutable_parameters()), tp_(groups.tp), pp_(groups.pp), ep_(groups.ep) {
+    : params_(model.mutable_parameters()),
+      tp_(groups.tp),
+      pp_(groups.pp),
+      ep_(groups.ep),
+      replica_(groups.dp_replica) {
   ORRERY_CHECK(!ep_, "fsdp with ep > 1 reached the executor (unsupported_reason rejects it)");
+  ORRERY_CHECK(groups.dp_shard, "fsdp without a shard group reached the executor");
   bf16_ = c.plan.job().precision() == pb::PRECISION_BF16;
+  bf16_grads_ = c.plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16;
   prefetch_ = c.plan.prefetch_buckets();
-  shards_.group = groups.dp;
-  shards_.divisor = static_cast<double>(group_size(groups.dp));
+  // The layout's shard group: dp itself without HSDP.
+  shards_.group = groups.dp_shard;
+  shards_.divisor = static_cast<double>(group_size(groups.dp_shard));
   add_buckets(c);
   // From here the parameters exist only as chunks; each forward gathers them.
   for (const Flat& f : shards_.flats) {
@@ -107,6 +114,7 @@ void FsdpStrategy::zero_grad() {
 
 void FsdpStrategy::reduce_gradients() {
   finish_reduce();  // the last backward's reduce-scatter, still in flight
+  replica_all_reduce();
   // Megatron's finalize-gradients all-reduces, which the simulator folds into the optimizer node
   // (they are small): SP/router gradients over TP, on the chunks.
   OpTrace::Scope scope(current_trace(), "opt.adamw");
@@ -268,9 +276,12 @@ torch::Tensor FsdpStrategy::reduce_scatter(int64_t bucket, int64_t instance,
   // left in flight beside the next layers' backward, as the lowering has it on its own stream.
   Pending& p = rs->pending;
   p.launched = Clock::now();
-  start_reduce_scatter(p, shards_.group, input);
+  start_reduce_scatter(p, shards_.group, input, bf16_grads_);
   p.watch_work();
-  if (OpTrace* t = current_trace()) t->set_algorithm(rs->name, kReduceScatterAlgorithm);
+  if (OpTrace* t = current_trace()) {
+    t->set_algorithm(rs->name, kReduceScatterAlgorithm);
+    if (bf16_grads_) t->set_dtype(rs->name, "bf16");
+  }
   reduce_ = std::move(rs);
   // The shard's gradient comes from finish_reduce, not through autograd.
   return torch::Tensor();
@@ -283,7 +294,7 @@ void FsdpStrategy::finish_reduce() {
   // The reduce-scatter's own reduction: the size rows received, summed in rank order, averaged,
   // and accumulated into the shard's gradient (over the step's micro-batches).
   wait_timed(rs.pending, rs.name, [&] {
-    auto reduced = rs.pending.outputs[0][0].view({f.size, f.chunk}).sum(0).div_(shards_.divisor);
+    auto reduced = received_rows(rs.pending).view({f.size, f.chunk}).sum(0).div_(shards_.divisor);
     if (f.shard.grad().defined()) {
       f.shard.mutable_grad().add_(reduced);
     } else {
@@ -291,6 +302,35 @@ void FsdpStrategy::finish_reduce() {
     }
   });
   reduce_.reset();
+}
+
+void FsdpStrategy::replica_all_reduce() {
+  if (!replica_) return;
+  // Every chunk's gradient in one flat vector (zeros for a chunk that got none), all-reduced and
+  // averaged over the replicas: each shard group's reduce-scatter averaged over its own ranks,
+  // so the result is the mean over dp.
+  std::vector<torch::Tensor> pieces;
+  for (const Flat& f : shards_.flats) {
+    pieces.push_back(f.shard.grad().defined() ? f.shard.grad() : torch::zeros_like(f.shard));
+  }
+  const std::string name = "opt.hsdp.replica_all_reduce";
+  const torch::Tensor flat = torch::cat(pieces);
+  Pending p;
+  p.launched = Clock::now();
+  start_all_reduce(p, replica_, flat, bf16_grads_);
+  wait_timed(p, name, [&] {
+    const torch::Tensor sum = all_reduced(p, replica_, flat.numel(), bf16_grads_)
+                                  .div_(static_cast<double>(group_size(replica_)));
+    int64_t at = 0;
+    for (Flat& f : shards_.flats) {
+      f.shard.mutable_grad() = sum.narrow(0, at, f.shard.numel()).view_as(f.shard);
+      at += f.shard.numel();
+    }
+  });
+  if (OpTrace* t = current_trace(); t != nullptr && bf16_grads_) {
+    t->set_algorithm(name, kBf16AllReduceAlgorithm);
+    t->set_dtype(name, "bf16");
+  }
 }
 
 std::unique_ptr<ShardingStrategy> make_fsdp_strategy(Transformer& model, const RankGroups& groups,

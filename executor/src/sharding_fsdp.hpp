@@ -4,7 +4,8 @@
 // copied out into the parameters' tensors, which are freed after its last part's forward; it is
 // gathered again into the same storages (saved by autograd) before its last part's backward, and
 // its gradients are copied in and reduce-scattered after its first part's backward, in every
-// micro-batch, one reduce-scatter in flight at a time.
+// micro-batch, one reduce-scatter in flight at a time. HSDP: the same over its shard group, then
+// one all-reduce of every chunk's gradient across the replica group.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +64,8 @@ class FsdpStrategy final : public ShardingStrategy {
   void launch(FsdpInstance& inst, size_t bucket, bool backward);
   // Waits for (and times) a bucket's gather; returns it, for the copy-out.
   std::unique_ptr<Pending> finish(FsdpInstance& inst, size_t bucket, bool backward);
-  void finish_reduce();  // waits for the reduce-scatter in flight, into its shard's gradient
+  void finish_reduce();       // waits for the reduce-scatter in flight, into its shard's gradient
+  void replica_all_reduce();  // HSDP: the chunks' gradients averaged across the replica group
   torch::Tensor copy_in(const FsdpInstance& inst, size_t bucket,
                         const std::vector<torch::Tensor>& grads);
   // The lowering's node name of FSDP node `op` ("fsdp.all_gather", "fsdp.copy_out", ...) of a
@@ -74,9 +76,11 @@ class FsdpStrategy final : public ShardingStrategy {
 
   std::vector<ShardedParam>& params_;
   GroupPtr tp_, pp_, ep_;
+  GroupPtr replica_;   // HSDP: the ranks holding the same chunks (null: FSDP, or one shard group)
   bool bf16_ = false;  // parameters gathered and computed with as bf16 copies
+  bool bf16_grads_ = false;  // grad_reduce_dtype bf16: gradients reduced as bf16 copies
   int64_t prefetch_ = 0;
-  FlatGroup shards_;  // one flat per bucket, over dp
+  FlatGroup shards_;  // one flat per bucket, over dp (HSDP: over the shard group)
   // Parts of this stage in forward order, their bucket, and per-micro-batch state.
   std::vector<ModelPart> parts_;
   std::map<std::string, size_t> part_index_;

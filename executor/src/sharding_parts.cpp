@@ -155,6 +155,25 @@ std::vector<DataParallelCollective> fsdp_collectives(const std::vector<ShardedPa
   return out;
 }
 
+// HSDP: FSDP's gathers over the shard group, then the replica all-reduce of this rank's chunks
+// (the parameters over the shard group's size, unpadded, as the lowering counts them).
+std::vector<DataParallelCollective> hsdp_collectives(const std::vector<ShardedParam>& params,
+                                                     const pb::Plan& plan,
+                                                     const plan::RankLayout& grid, int64_t rank) {
+  const auto shard = static_cast<int64_t>(grid.group(plan::GroupKind::kDpShard, rank).size());
+  const auto replicas = grid.group(plan::GroupKind::kDpReplica, rank).size();
+  std::vector<DataParallelCollective> out;
+  if (shard > 1) out = fsdp_collectives(params, plan);
+  if (replicas > 1) {
+    const auto parts = parts_of(params, [](const ShardedParam&) { return true; });
+    std::vector<const ModelPart*> members;
+    for (const auto& p : parts) members.push_back(&p);
+    out.push_back(collective("opt.hsdp.replica_all_reduce", members));
+    out.back().params = (out.back().params + shard / 2) / shard;
+  }
+  return out;
+}
+
 // ZeRO's parameter gathers: every part's, in forward order, dense before experts.
 void append_zero_gathers(const std::vector<std::pair<bool, std::vector<ModelPart>>>& subsets,
                          std::vector<DataParallelCollective>& out) {
@@ -181,6 +200,7 @@ std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig&
   if (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP) {
     return dp < 2 ? std::vector<DataParallelCollective>{} : fsdp_collectives(params, c.plan);
   }
+  if (sharding == pb::SHARDING_HSDP) return hsdp_collectives(params, c.plan, grid, rank);
   const bool zero = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
   const double bucket_params = plan::gradient_bucket_params(
       c.plan, dp, plan::precisions_of(c.plan.job().precision()).grad_bytes);

@@ -16,6 +16,7 @@ BucketReduction::BucketReduction(Transformer& model, const RankGroups& groups, c
       dp_(groups.dp),
       sharded_(sharded) {
   drop_grads_ = c.plan.sharding() == pb::SHARDING_ZERO2;
+  bf16_grads_ = c.plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16;
   overlap_grad_ = c.plan.overlap_grad_reduce();
   const int64_t dp = group_size(groups.dp);
   last_micro_batch_ = c.plan.job().global_batch_size() / (dp * c.plan.micro_batch_size()) - 1;
@@ -188,7 +189,7 @@ void BucketReduction::launch_reduce_scatter(Reduction& r, const GradBucket& b, P
     const Flat& f = r.flats[part];
     columns.push_back(f.padded_grad(params_).view({size, f.chunk}));
   }
-  start_reduce_scatter(p, r.group, torch::cat(columns, 1).contiguous());
+  start_reduce_scatter(p, r.group, torch::cat(columns, 1).contiguous(), bf16_grads_);
 }
 
 void BucketReduction::launch_all_reduce(Reduction& r, const GradBucket& b, Pending& p) {
@@ -196,8 +197,7 @@ void BucketReduction::launch_all_reduce(Reduction& r, const GradBucket& b, Pendi
   for (size_t part : b.parts) {
     for (size_t i : r.parts[part].params) pieces.push_back(flat_grad(params_[i]));
   }
-  p.inputs = {torch::cat(pieces)};
-  p.work = r.group->allreduce(p.inputs);
+  start_all_reduce(p, r.group, torch::cat(pieces), bf16_grads_);
 }
 
 void BucketReduction::finish_bucket(Reduction& r, size_t k) {
@@ -206,7 +206,7 @@ void BucketReduction::finish_bucket(Reduction& r, size_t k) {
   if (sharded_) {
     torch::Tensor reduced;
     // The reduce-scatter's own reduction: the size rows received, summed in rank order.
-    wait_timed(p, b.name, [&] { reduced = p.outputs[0][0].sum(0).div_(r.divisor); });
+    wait_timed(p, b.name, [&] { reduced = received_rows(p).sum(0).div_(r.divisor); });
     if (OpTrace* t = current_trace()) t->set_algorithm(b.name, kReduceScatterAlgorithm);
     int64_t at = 0;
     for (size_t part : b.parts) {
@@ -217,7 +217,7 @@ void BucketReduction::finish_bucket(Reduction& r, size_t k) {
   } else {
     // The averaged bucket back into the gradients: the collective's local part, timed with it.
     wait_timed(p, b.name, [&] {
-      const torch::Tensor& flat = p.inputs[0];
+      const torch::Tensor flat = all_reduced(p, r.group, b.numel, bf16_grads_);
       flat.div_(r.divisor);
       int64_t at = 0;
       for (size_t part : b.parts) {
@@ -231,6 +231,10 @@ void BucketReduction::finish_bucket(Reduction& r, size_t k) {
         }
       }
     });
+  }
+  if (OpTrace* t = current_trace(); t != nullptr && bf16_grads_) {
+    t->set_dtype(b.name, "bf16");
+    if (!sharded_) t->set_algorithm(b.name, kBf16AllReduceAlgorithm);
   }
   r.inflight[k].reset();
 }

@@ -64,6 +64,7 @@ class BucketReduction {
   std::vector<ShardedParam>& params_;
   GroupPtr tp_, embedding_, dp_;
   bool sharded_ = false;
+  bool bf16_grads_ = false;       // grad_reduce_dtype bf16: buckets reduced as bf16 copies
   bool drop_grads_ = false;       // zero2: gradients dropped rather than zeroed between steps
   bool overlap_grad_ = false;     // buckets launched during the last backward (grad_ready.hpp)
   int64_t last_micro_batch_ = 0;  // that backward's micro-batch

@@ -22,14 +22,15 @@ std::string lower_name(const std::string& full, size_t prefix) {
 // fp32, or bf16 mixed precision (mixed_precision.hpp) with every parallelism the executor runs:
 // bf16 activations cross ranks as the lowering's activation_bytes 2 say (Gloo 1.13's missing bf16
 // support worked around, mixed_precision.hpp), gradients are reduced in fp32 and ZeRO/FSDP gather
-// bf16 copies of fp32 masters (parallel_sharding.hpp). fp16 needs loss scaling (and libtorch
-// 1.13's CPU autocast has no fp16).
+// bf16 copies of fp32 masters (parallel_sharding.hpp). fp16 needs dynamic loss scaling, and on
+// the CPU it could only be emulated (docs/executor.md).
 std::string precision_problem(const pb::Plan& plan) {
   const auto precision = plan.job().precision();
   if (precision == pb::PRECISION_FP32 || precision == pb::PRECISION_BF16) return "";
   if (precision == pb::PRECISION_FP16) {
     return "job.precision fp16: needs loss scaling, not implemented in the executor yet (fp32 and "
-           "bf16 are)";
+           "bf16 are); on a CPU, libtorch 1.13 has no fp16 matmul, linear or softmax kernels and "
+           "its CPU autocast no fp16, so fp16 could only be emulated there";
   }
   return "job.precision " + lower_name(pb::Precision_Name(precision), 10) +
          ": not implemented in the executor (fp32 and bf16 are)";
@@ -46,9 +47,10 @@ std::string virtual_stage_problem(const pb::Plan& plan) {
            "rank itself; not implemented in the executor (vp with pp >= 2 is)";
   }
   const auto s = plan.sharding();
-  if (s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP) {
+  if (s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP) {
     return name +
-           " with sharding zero3/fsdp: the lowering buckets FSDP parameters per model chunk, the "
+           " with sharding zero3/fsdp/hsdp: the lowering buckets FSDP parameters per model chunk, "
+           "the "
            "executor over the whole stage; not implemented in the executor yet";
   }
   return "";
@@ -69,10 +71,12 @@ std::string plan_problem(const pb::Plan& plan) {
     return "recompute selective_op: torchtitan's op-level selective checkpointing is simulated, "
            "not run by the executor yet (none, selective and full are)";
   }
-  if (plan.sharding() == pb::SHARDING_HSDP) {
-    return "sharding hsdp: shard and replica groups are not implemented in the executor yet (none, "
-           "zero1, zero2, "
-           "zero3 and fsdp are)";
+  if (plan.sharding() == pb::SHARDING_HSDP && plan.shard_group_size() == 1) {
+    // The lowering then has no FSDP collectives at all, only the replica all-reduce of whole
+    // gradients; the planner never proposes it (its shard groups are 2 ..dp/2).
+    return "sharding hsdp with shard_group_size 1: shards of one rank are plain data "
+           "parallelism; not implemented in the executor (use sharding none, or a shard group of "
+           "2 or more)";
   }
   // overlap_grad_reduce and overlap_param_gather run as the lowering models them
   // (parallel_sharding.hpp).
@@ -80,8 +84,8 @@ std::string plan_problem(const pb::Plan& plan) {
     return "tp_comm_overlap: TP collectives pipelined with their GEMMs in chunks are not "
            "implemented in the executor yet";
   }
-  if (plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16)
-    return "grad_reduce_dtype bf16: the executor reduces gradients in fp32";
+  // grad_reduce_dtype bf16 runs: the data-parallel reductions carry bf16 copies of the gradients
+  // and sum them in fp32 (sharding_flat.hpp).
   if (plan.parallel().has_etp()) {
     return "parallel.etp: MoE parallel folding (expert tensor parallelism) is simulated, not "
            "implemented in the executor yet";
@@ -118,11 +122,12 @@ std::string model_problem(const pb::ModelSpec& m) {
   return "";
 }
 
-// ZeRO-3/FSDP (parallel_sharding.hpp) gathers and reduces each part's flat chunks over dp.
+// ZeRO-3/FSDP (parallel_sharding.hpp) gathers and reduces each part's flat chunks over dp (HSDP
+// over its shard group).
 std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
   const auto s = plan.sharding();
-  if (s != pb::SHARDING_ZERO3 && s != pb::SHARDING_FSDP) return "";
-  const std::string name = "sharding " + std::string(s == pb::SHARDING_FSDP ? "fsdp" : "zero3");
+  if (s != pb::SHARDING_ZERO3 && s != pb::SHARDING_FSDP && s != pb::SHARDING_HSDP) return "";
+  const std::string name = "sharding " + lower_name(pb::Sharding_Name(s), 9);
   if (plan.recompute() == pb::RECOMPUTE_FULL) {
     // The lowering gathers a bucket for the recomputation instead of the backward; the executor's
     // FSDP gathers it for the backward pass (recompute.hpp re-runs the layer inside it).

@@ -259,7 +259,8 @@ RankLayout rank_layout(const ResolvedPlan& plan) {
 }
 
 RankLayout layout_of(const pb::Plan& plan) {
-  return RankLayout(degrees_of(plan.parallel()), parse_placement(plan.placement_order()));
+  return RankLayout(degrees_of(plan.parallel()), parse_placement(plan.placement_order()),
+                    plan.sharding() == pb::SHARDING_HSDP ? plan.shard_group_size() : 0);
 }
 
 }  // namespace orrery::plan

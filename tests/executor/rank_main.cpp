@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   // `orrery run` does (re-executing once), so the ranks compute what launched ranks compute.
   if (executor::rank_env_from_environment()) executor::reexec_with_blas_kernels();
   std::string model = "tiny", placement, out, schedule = "1f1b", sharding = "none";
-  int64_t prefetch = 0;
+  int64_t prefetch = 0, shard_group = 0;
+  std::string grad_reduce_dtype;
   int64_t tp = 1, dp = 1, pp = 1, vp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
   double bucket = 0;
   bool sp = false, overlap_grad = false, overlap_gather = false;
@@ -45,7 +46,10 @@ int main(int argc, char** argv) {
   app.add_option("--global-batch", gbs);
   app.add_option("--seq", seq);
   app.add_option("--bucket-bytes", bucket);
-  app.add_option("--sharding", sharding, "none | zero1 | zero2 | zero3 | fsdp");
+  app.add_option("--sharding", sharding, "none | zero1 | zero2 | zero3 | fsdp | hsdp");
+  app.add_option("--shard-group", shard_group, "hsdp: ranks a parameter is sharded over");
+  app.add_option("--grad-reduce-dtype", grad_reduce_dtype,
+                 "fp32 | bf16 (default: the precision's)");
   app.add_option("--prefetch", prefetch, "FSDP buckets gathered ahead");
   app.add_option("--placement", placement);
   app.add_flag("--overlap-grad-reduce", overlap_grad, "DP buckets reduced during backward");
@@ -105,6 +109,13 @@ int main(int argc, char** argv) {
     }
     c.plan.set_sharding(s);
     c.plan.set_prefetch_buckets(prefetch);
+    c.plan.set_shard_group_size(shard_group);
+    if (!grad_reduce_dtype.empty()) {
+      pb::GradReduceDtype g = pb::GRAD_REDUCE_DTYPE_UNSPECIFIED;
+      if (!pb::GradReduceDtype_Parse("GRAD_REDUCE_DTYPE_" + upper_case(grad_reduce_dtype), &g))
+        throw std::runtime_error("--grad-reduce-dtype " + grad_reduce_dtype + ": fp32 or bf16");
+      c.plan.set_grad_reduce_dtype(g);
+    }
     c.plan.set_placement_order(placement);
     const auto env = executor::rank_env_from_environment().value_or(executor::RankEnv{});
     if (!inject.empty()) checkpoint.inject = executor::parse_failure_injection(inject);

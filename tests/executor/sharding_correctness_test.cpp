@@ -135,6 +135,7 @@ std::vector<DataParallelCollective> lowered(const TrainConfig& c, int64_t rank) 
                              n.micro_batch() == 0 && n.phase() == pb::PHASE_FORWARD;
     const bool optimizer = n.name().rfind("opt.dp.", 0) == 0 ||
                            n.name().rfind("opt.edp.", 0) == 0 ||
+                           n.name().rfind("opt.hsdp.", 0) == 0 ||
                            n.name().find("param_all_gather") != std::string::npos;
     if (!fsdp_gather && !optimizer) continue;
     out.push_back({n.name(), {}, static_cast<int64_t>(std::llround(n.comm_bytes() / 4))});
@@ -171,6 +172,35 @@ TEST(DataParallelLayout, SameCollectivesAsTheLowering) {
   EXPECT_GT(compared, 100);
 }
 
+TEST(DataParallelLayout, HsdpCollectivesAsTheLowering) {
+  // dp 4 in shard groups of 2: FSDP's gathers over the shard group, then the replica all-reduce of
+  // the chunks (half the rank's parameters) over the two ranks holding the same chunks.
+  int compared = 0;
+  for (const std::string& model : {std::string("tiny"), gpt()}) {
+    for (const double bucket : {0.0, 200000.0}) {
+      for (const int64_t tp : {1, 2}) {
+        Layout l{model, tp, 4, 1, pb::SHARDING_HSDP, bucket};
+        auto c = config(l);
+        c.plan.set_shard_group_size(2);
+        ASSERT_EQ(unsupported_reason(c), "");
+        for (int64_t rank = 0; rank < tp * 4; ++rank) {
+          SCOPED_TRACE(c.model.name() + " bucket " + std::to_string(bucket) + " tp " +
+                       std::to_string(tp) + " rank " + std::to_string(rank));
+          const auto mine = data_parallel_collectives(c, rank);
+          const auto theirs = lowered(c, rank);
+          ASSERT_EQ(names(mine), names(theirs));
+          ASSERT_FALSE(mine.empty());
+          EXPECT_EQ(mine.back().name, "opt.hsdp.replica_all_reduce");
+          for (size_t i = 0; i < mine.size(); ++i)
+            EXPECT_EQ(mine[i].params, theirs[i].params) << mine[i].name;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 2 * (4 + 8));
+}
+
 TEST(DataParallelLayout, ExpertBucketsAsTheLowering) {
   // tiny-moe: routed experts in buckets of their own over the expert-data-parallel group
   // ("opt.edp.bucket<i>"), and their parameter gathers after the dense ones of each layer.
@@ -200,7 +230,13 @@ TEST(DataParallelLayout, ExpertBucketsAsTheLowering) {
 TEST(DataParallelLayout, UnsupportedShardingIsRejectedWithAReason) {
   Layout l;
   l.sharding = pb::SHARDING_HSDP;
-  EXPECT_NE(unsupported_reason(config(l)).find("hsdp"), std::string::npos);
+  // No shard group: the plan's rule (shard_group_size dividing dp), as `simulate` words it.
+  EXPECT_NE(unsupported_reason(config(l)).find("shard_group_size"), std::string::npos);
+  auto c = config(l);
+  c.plan.set_shard_group_size(1);
+  EXPECT_NE(unsupported_reason(c).find("shard_group_size 1"), std::string::npos);
+  c.plan.set_shard_group_size(2);
+  EXPECT_EQ(unsupported_reason(c), "");
   l = {gpt(), 1, 2, 2, pb::SHARDING_FSDP, 0};
   EXPECT_NE(unsupported_reason(config(l)).find("tied embeddings"), std::string::npos);
   for (const auto s : {pb::SHARDING_ZERO1, pb::SHARDING_ZERO2, pb::SHARDING_ZERO3}) {
@@ -259,6 +295,18 @@ TEST_P(ShardingMatchesSingleProcess, Zero3Dp2Bucketed) {
       train(model(), {"zero3", 1, 2, 1, {"--sharding", "zero3", "--bucket-bytes", "200000"}}));
 }
 
+TEST_P(ShardingMatchesSingleProcess, HsdpDp4ShardGroup2) {
+  // Two shard groups of two ranks: each bucket's chunks are halves, gathered and reduce-scattered
+  // within the shard group, then all-reduced across the two replicas; 200,000-byte buckets.
+  expect_matches(reference(model()),
+                 train(model(), {"hsdp",
+                                 1,
+                                 4,
+                                 1,
+                                 {"--sharding", "hsdp", "--shard-group", "2", "--prefetch", "1",
+                                  "--bucket-bytes", "200000"}}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ShardingMatchesSingleProcess, ::testing::Values("llama", "gpt"));
 
 // Sharding combined with tensor and pipeline parallelism (4 ranks).
@@ -294,6 +342,40 @@ TEST(ShardingWithModelParallelism, Zero1Dp2Pp2TiedEmbeddings) {
       reference(gpt()),
       train(gpt(), {"zero1-dp2-pp2", 1, 2, 2, {"--sharding", "zero1", "--bucket-bytes", "65536"}}));
 }
+
+// ---- grad_reduce_dtype bf16: gradients reduced as bf16 copies, summed in fp32 ----
+
+// Each rank's gradient is rounded to bf16 once before the reduction (relative error <= 2^-9, bf16
+// keeps 8 significant bits) and, in an all-reduce, the fp32 sum once more before its all-gather:
+// every reduced gradient, and so the norm, is within 2^-8 relative of the fp32 reduction's. The
+// first step's loss comes before any update (the same as fp32 to kLossTolerance). A parameter can
+// move further: AdamW's step is about lr (1e-3) whatever the gradient's size, and a gradient whose
+// ranks' parts nearly cancel can change sign under the rounding, so a parameter is bounded only by
+// 2 lr per step. Measured (tiny, 3 steps, Debian libtorch 1.13 CPU): gradient norms within 1.6e-4
+// relative, losses within 5.8e-5, parameters within 2.6e-3 (embed.tokens.weight).
+constexpr double kBf16GradNormTolerance = 1.0 / 256;
+constexpr double kBf16LossTolerance = 5e-4;  // about 10x the measured differences
+constexpr double kBf16ParamTolerance = 2 * 1e-3 * kSteps;
+
+class GradReduceBf16 : public ::testing::TestWithParam<Plan> {};
+
+TEST_P(GradReduceBf16, MatchesFp32WithinBf16Rounding) {
+  Plan plan = GetParam();
+  plan.extra.insert(plan.extra.end(), {"--grad-reduce-dtype", "bf16"});
+  const Outcome& ref = reference("tiny");
+  const Outcome got = train("tiny", plan);
+  ASSERT_FALSE(got.steps.empty());
+  EXPECT_NEAR(got.steps[0].loss, ref.steps[0].loss, kLossTolerance);
+  test::expect_matches(ref, got, kBf16LossTolerance, kBf16ParamTolerance, kBf16GradNormTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shardings, GradReduceBf16,
+    ::testing::Values(Plan{"bf16-none", 1, 2, 1, {"--bucket-bytes", "65536"}},
+                      Plan{"bf16-zero1", 1, 2, 1, {"--sharding", "zero1"}},
+                      Plan{"bf16-fsdp", 1, 2, 1, {"--sharding", "fsdp"}},
+                      Plan{"bf16-hsdp", 1, 4, 1, {"--sharding", "hsdp", "--shard-group", "2"}}),
+    [](const auto& info) { return info.param.name.substr(5); });
 
 // ---- `orrery run` times every data-parallel collective under the lowering's names ----
 
@@ -353,6 +435,74 @@ TEST(ShardingTrace, EveryCollectiveIsTimedUnderItsNodeName) {
     }
     std::filesystem::remove_all(dir);
   }
+}
+
+TEST(ShardingTrace, Bf16GradientReductionsCarryHalfTheBytes) {
+  // The same plans with grad_reduce_dtype fp32 and bf16: every gradient reduction is marked bf16
+  // (set where the executor really cast the gradients), with half the lowering's bytes; the
+  // parameter gathers are unchanged.
+  struct Case {
+    std::string flags;
+    std::vector<std::string> reductions;
+    std::string algorithm;  // of the first reduction
+  };
+  const std::vector<Case> cases = {
+      {"--dp 2 --global-batch 4 --bucket '64 KiB'",
+       {"opt.dp.bucket0.all_reduce", "opt.dp.bucket3.all_reduce"},
+       "alltoall+sum+allgather"},
+      {"--dp 4 --global-batch 8 --sharding hsdp --shard-group 2",
+       {"L0.mb1.bwd.fsdp.reduce_scatter", "opt.hsdp.replica_all_reduce"},
+       "alltoall+sum"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.flags);
+    std::map<std::string, std::map<std::string, nlohmann::json>> runs;
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      const std::string dir = test::fresh_dir("shard-trace-reduce-" + dtype);
+      std::filesystem::remove_all(dir);
+      const Ran r = run_cli("--model tiny --cluster local --seq 32 --steps 2 --seed 1 " + c.flags +
+                            " --grad-reduce-dtype " + dtype + " --out " + dir);
+      ASSERT_EQ(r.status, 0) << r.out;
+      runs[dtype] = rank0_nodes(dir + "/trace.json");
+      std::filesystem::remove_all(dir);
+    }
+    for (const auto& name : c.reductions) {
+      ASSERT_TRUE(runs["bf16"].count(name) && runs["fp32"].count(name)) << name;
+      const auto& fp32 = runs["fp32"].at(name);
+      const auto& bf16 = runs["bf16"].at(name);
+      EXPECT_EQ(bf16.value("dtype", ""), "bf16") << name;
+      EXPECT_EQ(fp32.value("dtype", ""), "") << name;
+      EXPECT_GT(fp32.value("comm_bytes", 0.0), 0) << name;
+      EXPECT_DOUBLE_EQ(bf16.value("comm_bytes", 0.0), fp32.value("comm_bytes", 0.0) / 2) << name;
+    }
+    EXPECT_EQ(runs["bf16"].at(c.reductions.front()).value("algorithm", ""), c.algorithm);
+    if (runs["bf16"].count("mb0.fwd.embed.fsdp.all_gather")) {
+      EXPECT_EQ(runs["bf16"].at("mb0.fwd.embed.fsdp.all_gather").value("dtype", ""), "");
+    }
+  }
+}
+
+TEST(ShardingTrace, HsdpCollectivesAreTheLoweringsNodes) {
+  // dp 4 in shard groups of 2: the FSDP collectives (over the shard group) and the replica
+  // all-reduce are timed under the lowering's names; the run fails if any op the executor ran is
+  // not a node of the predicted graph, or a node never ran.
+  const std::string dir = test::fresh_dir("shard-trace-hsdp");
+  std::filesystem::remove_all(dir);
+  const Ran r = run_cli(
+      "--model tiny --cluster local --dp 4 --global-batch 8 --seq 32 --steps 2 --seed 1 "
+      "--sharding hsdp --shard-group 2 --prefetch 1 --out " +
+      dir);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto nodes = rank0_nodes(dir + "/trace.json");
+  for (const std::string name : {"mb0.fwd.embed.fsdp.all_gather", "L1.mb1.fwd.fsdp.all_gather",
+                                 "mb1.bwd.head.fsdp.all_gather", "L0.mb1.bwd.fsdp.reduce_scatter",
+                                 "opt.hsdp.replica_all_reduce"}) {
+    ASSERT_TRUE(nodes.count(name)) << name;
+    EXPECT_GT(nodes.at(name).value("duration_s", 0.0), 0) << name;
+  }
+  // The replica all-reduce carries this rank's chunks: half of tiny's 106,816 parameters, fp32.
+  EXPECT_DOUBLE_EQ(nodes.at("opt.hsdp.replica_all_reduce").value("comm_bytes", 0.0), 53408.0 * 4);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

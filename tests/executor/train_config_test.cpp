@@ -99,15 +99,32 @@ TEST(UnsupportedReason, Bf16WithEveryParallelism) {
 }
 
 TEST(UnsupportedReason, Fp16AndFp8AreRefused) {
-  // fp16 needs loss scaling (and libtorch 1.13's CPU autocast has no fp16); fp8 is not there.
+  // fp16 needs loss scaling (and libtorch 1.13's CPU has no fp16 kernels); fp8 is not there.
   TrainConfig c = tiny_pp2();
   c.plan.mutable_job()->set_precision(pb::PRECISION_FP16);
   EXPECT_EQ(unsupported_reason(c),
             "job.precision fp16: needs loss scaling, not implemented in the executor yet (fp32 and "
-            "bf16 are)");
+            "bf16 are); on a CPU, libtorch 1.13 has no fp16 matmul, linear or softmax kernels and "
+            "its CPU autocast no fp16, so fp16 could only be emulated there");
   c.plan.mutable_job()->set_precision(pb::PRECISION_FP8);
   EXPECT_EQ(unsupported_reason(c),
             "job.precision fp8: not implemented in the executor (fp32 and bf16 are)");
+}
+
+TEST(UnsupportedReason, HsdpAndBf16GradientReductionRun) {
+  // dp 4 in shard groups of 2, with bf16 gradient reductions; a shard group of 1 is refused.
+  TrainConfig c = tiny_pp2();
+  c.plan.mutable_parallel()->set_pp(1);
+  c.plan.mutable_parallel()->set_dp(4);
+  c.plan.mutable_job()->set_global_batch_size(8);
+  c.plan.set_sharding(pb::SHARDING_HSDP);
+  c.plan.set_shard_group_size(2);
+  c.plan.set_grad_reduce_dtype(pb::GRAD_REDUCE_DTYPE_BF16);
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.plan.set_shard_group_size(1);
+  EXPECT_NE(unsupported_reason(c).find("sharding hsdp with shard_group_size 1"), std::string::npos);
+  c.plan.set_shard_group_size(3);
+  EXPECT_NE(unsupported_reason(c).find("shard_group_size"), std::string::npos);
 }
 
 TEST(UnsupportedReason, OverlapFlagsRun) {

@@ -270,6 +270,28 @@ TEST(LayoutOf, DefaultPlacementPutsTpInnermost) {
   EXPECT_EQ(layout.group(plan::GroupKind::kDp, 1), (std::vector<int64_t>{1, 3, 5}));
 }
 
+TEST(LayoutOf, HsdpGroupsAreTheLoweringsUnderSharding) {
+  // tp 2 x dp 4 with shard groups of 2: the executor's shard and replica groups are the resolved
+  // plan's (what the lowering uses); without sharding hsdp the plan's shard_group_size is unused.
+  pb::Plan p;
+  p.mutable_parallel()->set_tp(2);
+  p.mutable_parallel()->set_dp(4);
+  p.set_shard_group_size(2);
+  p.set_sharding(pb::SHARDING_HSDP);
+  const plan::RankLayout hsdp = plan::layout_of(p);
+  const plan::RankLayout resolved(degrees(2, 1, 4, 1), kMegatron, 2);
+  for (int64_t r = 0; r < 8; ++r) {
+    for (const auto kind : {plan::GroupKind::kDpShard, plan::GroupKind::kDpReplica}) {
+      EXPECT_EQ(hsdp.group(kind, r), resolved.group(kind, r));
+      EXPECT_EQ(hsdp.group_id(kind, r), resolved.group_id(kind, r));
+    }
+  }
+  EXPECT_EQ(hsdp.group(plan::GroupKind::kDpShard, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(hsdp.group(plan::GroupKind::kDpReplica, 5), (std::vector<int64_t>{1, 5}));
+  p.set_sharding(pb::SHARDING_FSDP);
+  for (const auto& g : plan::layout_of(p).process_groups()) EXPECT_NE(g.dim(), "dp_replica");
+}
+
 TEST(LayoutOf, ExpertGroupsOfTwoByFour) {
   // tp 2 x dp 4 with ep 2: EP pairs of consecutive dp replicas, EDP the replicas with the same
   // experts.

@@ -17,6 +17,8 @@
 //   - FSDP buckets (zero3/fsdp): consecutive parts in forward order, closed once they hold at least
 //     bucket_bytes / (gathered bytes per parameter) parameters (one part each when bucket_bytes is
 //     0), filled by the same plan::gradient_buckets.
+//   - HSDP: the FSDP buckets over the shard group, then one "opt.hsdp.replica_all_reduce" of the
+//     rank's chunks across the replica group.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +43,9 @@ struct DataParallelCollective {
 };
 
 // The data-parallel collectives rank `rank` of `config` runs in a step, in order: gradient
-// buckets then (zero1/zero2) parameter gathers, or (fsdp) the forward gathers of micro-batch 0.
+// buckets then (zero1/zero2) parameter gathers, or (fsdp) the forward gathers of micro-batch 0
+// (hsdp: followed by the replica all-reduce, its params the chunks': the rank's over the shard
+// group's size).
 // Builds the rank's model shard (no process groups) to count its parameters.
 std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig& config,
                                                               int64_t rank);

@@ -83,9 +83,10 @@ class RankLayout {
 // The layout of a resolved plan (its degrees, placement, HSDP group and stages).
 RankLayout rank_layout(const ResolvedPlan& plan);
 
-// The layout of a plan as written, before resolution: its degrees and placement order, without
-// HSDP groups or per-stage degrees. What the executor forms its process groups from (it runs
-// neither; train_config.cpp refuses them), so that both sides place ranks by one rule.
+// The layout of a plan as written, before resolution: its degrees, placement order and HSDP
+// groups (shard_group_size under sharding hsdp), without per-stage degrees. What the executor
+// forms its process groups from (it refuses per-stage degrees, train_config.cpp), so that both
+// sides place ranks and HSDP's shard and replica groups by one rule.
 RankLayout layout_of(const pb::Plan& plan);
 
 }  // namespace orrery::plan
