@@ -167,7 +167,9 @@ TEST(GoodputReplicaRestarts, MonteCarloAgreesWithTheClosedForm) {
   EXPECT_LT(monte_carlo(shared, steps, 2e6, 200, 5).goodput, mc.goodput);
 }
 
-plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding, pb::ClusterSpec cluster) {
+// Llama 3 8B at seq 2048, micro-batch 1, two sequences per replica; `shard_group` for HSDP.
+plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding, pb::ClusterSpec cluster,
+                           int64_t shard_group = 0) {
   pb::Plan p;
   p.set_model("llama3-8b");
   p.set_cluster("dgx-h100");
@@ -178,6 +180,7 @@ plan::ResolvedPlan llama8b(int64_t tp, int64_t dp, pb::Sharding sharding, pb::Cl
   p.mutable_parallel()->set_tp(tp);
   p.mutable_parallel()->set_dp(dp);
   p.set_sharding(sharding);
+  if (shard_group > 0) p.set_shard_group_size(shard_group);
   return plan::resolve_plan(p, models::load_model("llama3-8b"), cluster);
 }
 
@@ -256,17 +259,8 @@ TEST(GoodputCheckpoint, SizeIsTheMemoryModelsOptimizerStateWrittenOnce) {
 }
 
 plan::ResolvedPlan hsdp_llama8b(int64_t tp, int64_t dp, int64_t shard_group) {
-  pb::Plan p;
-  p.mutable_job()->set_global_batch_size(dp * 2);
-  p.mutable_job()->set_seq_len(2048);
-  p.mutable_job()->set_precision(pb::PRECISION_BF16);
-  p.set_micro_batch_size(1);
-  p.mutable_parallel()->set_tp(tp);
-  p.mutable_parallel()->set_dp(dp);
-  p.set_sharding(pb::SHARDING_HSDP);
-  p.set_shard_group_size(shard_group);
-  return plan::resolve_plan(p, models::load_model("llama3-8b"),
-                            topologies::load_cluster("dgx-h100", tp * dp / 8));
+  return llama8b(tp, dp, pb::SHARDING_HSDP, topologies::load_cluster("dgx-h100", tp * dp / 8),
+                 shard_group);
 }
 
 TEST(GoodputReplicaRestarts, ReplicasAreTheCopiesOfTheWholeState) {

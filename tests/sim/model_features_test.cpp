@@ -56,6 +56,15 @@ int count_tp_collectives(const plan::ResolvedPlan& r, pb::Phase phase) {
   return n;
 }
 
+// Forward FLOPs of layer l's attention core (attn.core) in the plan's op tables.
+double attention_core_flops(const plan::ResolvedPlan& r, const plan::detail::OpTables& t,
+                            int64_t l) {
+  for (const auto& op : t.layer(r.model, l)) {
+    if (op.name == "attn.core") return op.forward_flops;
+  }
+  return 0.0;
+}
+
 TEST(ModelFeaturesSim, ParallelBlockHalvesTheLayersTpCollectives) {
   Job j;
   j.tp = 2;
@@ -84,12 +93,7 @@ TEST(ModelFeaturesSim, LocalAndGlobalLayersGetTheirOwnTables) {
   };
   const plan::ResolvedPlan r = resolve(j);
   const plan::detail::OpTables t = plan::detail::make_op_tables(r);
-  auto core_flops = [&](int64_t l) {
-    for (const auto& op : t.layer(r.model, l)) {
-      if (op.name == "attn.core") return op.forward_flops;
-    }
-    return 0.0;
-  };
+  auto core_flops = [&](int64_t l) { return attention_core_flops(r, t, l); };
   // s = 4096, w = 1024: (4096 x 1024 - 1024^2 / 2) / 4096^2 = 7/32 of the square on layers 0
   // and 2, 1/2 on layers 1 and 3; 32 heads x 2 x (128 + 128) FLOPs per pair.
   const double square = 32.0 * 4096 * 4096 * 512;
@@ -109,12 +113,7 @@ TEST(ModelFeaturesSim, WindowFromALayerOnKeepsTheLayersBeforeGlobal) {
   };
   const plan::ResolvedPlan r = resolve(j);
   const plan::detail::OpTables t = plan::detail::make_op_tables(r);
-  auto core_flops = [&](int64_t l) {
-    for (const auto& op : t.layer(r.model, l)) {
-      if (op.name == "attn.core") return op.forward_flops;
-    }
-    return 0.0;
-  };
+  auto core_flops = [&](int64_t l) { return attention_core_flops(r, t, l); };
   const double square = 32.0 * 4096 * 4096 * 512;
   for (int64_t l = 0; l < 3; ++l) EXPECT_DOUBLE_EQ(core_flops(l), square / 2) << l;
   EXPECT_DOUBLE_EQ(core_flops(3), square * 7 / 32);
