@@ -1,22 +1,14 @@
 #include "orrery/sim/replica_restart.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <set>
 
 #include "orrery/plan/rank_layout.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::sim {
 namespace {
-
-// "zero1" for SHARDING_ZERO1: the name plan files and flags use.
-std::string sharding_word(pb::Sharding sharding) {
-  std::string name = pb::Sharding_Name(sharding);
-  name = name.substr(name.find('_') + 1);
-  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return name;
-}
 
 // dp indices per complete copy of the state, or 0 with the reason when there is none.
 int64_t replica_width(const plan::ResolvedPlan& plan, std::string& why_not) {
@@ -36,7 +28,8 @@ int64_t replica_width(const plan::ResolvedPlan& plan, std::string& why_not) {
     case pb::SHARDING_HSDP:
       return plan.plan.shard_group_size();
     default:
-      why_not = "sharding " + sharding_word(plan.sharding()) +
+      why_not = "sharding " +
+                enum_value_name(*pb::Sharding_descriptor()->FindValueByNumber(plan.sharding())) +
                 " spreads the training state over all " + std::to_string(dp * plan.degrees.cp) +
                 " data-parallel ranks: no replica holds a whole copy (sharding none or hsdp do)";
       return 0;
