@@ -238,23 +238,18 @@ std::string to_yaml(const Message& message) {
 }
 
 namespace detail {
-namespace {
 
-// A run killed while it wrote `file` (SIGKILL, a power cut: nothing could clean up) left its
-// temporary beside it; it is removed, and named so the user knows why the output was missing.
 void remove_stale_temporaries(const std::filesystem::path& file, const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const auto pid = base::stale_writer(file, entry.path());
     if (!pid) continue;
-    fs::remove(entry.path(), ec);
+    fs::remove_all(entry.path(), ec);  // a temporary folder (a Chakra export's) goes whole
     std::cerr << "note: removed " << entry.path().string() << ", the partial " << file.string()
               << " of an earlier run (pid " << *pid << ") that was killed while writing it\n";
   }
 }
-
-}  // namespace
 
 std::unique_ptr<base::TempPath> write_temporary(const std::filesystem::path& file,
                                                 std::string_view text, bool overwrite) {
