@@ -102,6 +102,7 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
               << result.result.wall_time_s() << " s\n";
   }
   result.result.clear_wall_time_s();
+  *result.result.mutable_framework() = profile_message(job.profile);
   const nlohmann::ordered_json json = result_json("orrery.simulate", result.result);
   if (!a.html_file.empty()) {
     const bool timed = engine == sim::EngineKind::kDes;
@@ -115,7 +116,7 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   } else if (out.csv) {
     std::cout << csv_line(sim_csv_header()) << csv_line(sim_csv_row(plan, result.result));
   } else {
-    std::cout << render_result(plan, result.result);
+    std::cout << render_result(plan, result.result) << render_profile(job.profile);
   }
   // The report is printed either way (it shows where the memory goes); the status says the plan
   // cannot run, so that a script does not take its step time for one.
