@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -373,6 +374,49 @@ TEST(GoodputFootprint, CountsThePlansComponents) {
   EXPECT_DOUBLE_EQ(r.components[0].rate_per_s, 16 / r.components[0].mtbf_s);
   for (const auto& s : r.settings)
     EXPECT_NE(s.source.find("default"), std::string::npos) << s.field;
+}
+
+// Expected failures per day of the kinds in `kinds`.
+double per_day(const FailureRates& r, const std::vector<std::string>& kinds) {
+  double rate = 0;
+  for (const auto& c : r.components) {
+    for (const auto& k : kinds) rate += c.component == k ? c.rate_per_s : 0;
+  }
+  return rate * 86400;
+}
+
+// docs/goodput.md, "Beyond Llama 3". OPT-175B (Zhang et al., arXiv 2205.01068, section 2.5): 992
+// A100s (124 DGX A100 nodes; 130 switches is the footprint `orrery goodput` computes for them),
+// hardware failures caused at least 35 manual restarts and an estimated 70+ automatic ones over
+// two months. orrery's defaults predict 124 nodes x 4.42 / 1000 per node-day x 321 / 384 (the
+// hardware share) x 60 days = 27.49 node losses, plus 992 links x 0.057% and 130 switches x
+// 0.051% a month for two months = 1.26: 28.75 hardware restarts, and 41.7 with RSC-1's node rate.
+// Nothing is fitted: the test pins that orrery falls short of OPT's 105+ (the gap the docs
+// discuss), so a change that moves it shows here.
+TEST(GoodputPublished, OptLogbookFootprintFallsShortOfItsHardwareRestarts) {
+  const pb::ClusterSpec cluster = topologies::load_cluster("dgx-a100", 124);
+  const FailureRates r = failure_rates(cluster, Footprint{992, 124, 992, 992, 130}, "dgx-a100");
+  const std::vector<std::string> node_lost = {"gpu", "hbm", "host", "nic"};
+  EXPECT_NEAR(per_day(r, node_lost) * 60, 27.49, 0.01);
+  const double fabric = per_day(r, {"link", "switch"}) * 60;
+  EXPECT_NEAR(fabric, 1.26, 0.01);
+  const double rsc1 = per_day(r, node_lost) * 60 * 6.50 / 4.42 + fabric;
+  EXPECT_NEAR(rsc1, 41.69, 0.01);
+  EXPECT_LT(rsc1, 35 + 70);
+}
+
+// Meta's RSC study (arXiv 2410.21680) projects a job's MTTF as 1 / (nodes x r_f): at 16,384
+// GPUs (2,048 nodes) 1.80 h with RSC-1's 6.50 and 5.01 h with RSC-2's 2.34 failures per 1000
+// node-days. orrery's job MTBF for that footprint (its node rate is the two clusters' mean, plus
+// links and switches from Alibaba HPN) lies between them, at 2.56 h.
+TEST(GoodputPublished, RscJobMttfAtSixteenThousandGpusLiesInsideTheTwoClusters) {
+  const pb::ClusterSpec cluster = topologies::load_cluster("dgx-h100", 2048);
+  const FailureRates r =
+      failure_rates(cluster, Footprint{16384, 2048, 16384, 16384, 1056}, "dgx-h100");
+  const double mtbf_h = 1 / r.total_rate_per_s / 3600;
+  EXPECT_NEAR(mtbf_h, 2.56, 0.01);
+  EXPECT_GT(mtbf_h, 24 / (2048 * 6.50 / 1000));
+  EXPECT_LT(mtbf_h, 24 / (2048 * 2.34 / 1000));
 }
 
 // The dgx-h100 preset with `fields` added as YAML, read and used; the error, or "".
