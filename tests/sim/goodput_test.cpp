@@ -376,6 +376,39 @@ TEST(GoodputFootprint, CountsThePlansComponents) {
     EXPECT_NE(s.source.find("default"), std::string::npos) << s.field;
 }
 
+// A throttled GPU without a detector: an episode every 1e5 s on average, lasting 600 s of wall
+// time at 1.5x the step; and a degraded link that a detector drains after 10 slow steps.
+TEST(GoodputDegradation, SlowStepsAndDrainsByHand) {
+  RunModel run = simple_run();
+  run.degradations.push_back({"gpu", 1e-5, 1.5, 0, 600});
+  // 600 s x (1 - 1 / 1.5) = 200 s lost per episode; 1e-5 x 200 = 0.2% of the wall time.
+  EXPECT_NEAR(degradation_slow_s(run, run.degradations[0]), 200, 1e-9);
+  EXPECT_NEAR(degradation_loss_fraction(run), 0.002, 1e-12);
+  EXPECT_NEAR(closed_form_goodput(run, 1000) / closed_form_goodput(simple_run(), 1000), 0.998,
+              1e-12);
+  // 10 slow steps of 1 s at 1.5x: 5 s, then the drain: a checkpoint (100 s) and the restart
+  // after a lost node.
+  const Degradation link{"link", 1e-5, 1.5, 10, 0};
+  EXPECT_NEAR(degradation_slow_s(run, link), 5, 1e-12);
+  EXPECT_NEAR(degradation_drain_s(run, link, 700), 800, 1e-12);
+}
+
+TEST(GoodputDegradation, MonteCarloAgreesWithTheClosedForm) {
+  RunModel run = simple_run();
+  run.degradations.push_back({"gpu", 2e-5, 1.5, 0, 3000});  // 1000 s lost each: 2%
+  run.degradations.push_back({"link", 1e-5, 2, 20, 0});     // 20 s slow, then a drain
+  const MonteCarloResult mc = monte_carlo(run, 1000, 1e6, 400, 7);
+  EXPECT_NEAR(mc.goodput / closed_form_goodput(run, 1000), 1, 0.005);
+  EXPECT_NEAR(mc.mean_degradations / (mc.mean_wall_s * 3e-5), 1, 0.03);
+  // Episodes start while training: (2e-5 x 1000 + 1e-5 x 20) s lost per second of it.
+  EXPECT_NEAR(mc.mean_slow_s / (mc.mean_wall_s * 0.0202), 1, 0.03);
+  const double drain = run.checkpoint.blocking_s + run.checkpoint.restart_s(true, false);
+  EXPECT_NEAR(mc.mean_drain_s / (mc.mean_wall_s * 1e-5 * drain), 1, 0.05);
+  const MonteCarloResult healthy = monte_carlo(simple_run(), 1000, 1e6, 400, 7);
+  EXPECT_EQ(healthy.mean_degradations, 0);
+  EXPECT_LT(mc.goodput, healthy.goodput * 0.985);
+}
+
 // Expected failures per day of the kinds in `kinds`.
 double per_day(const FailureRates& r, const std::vector<std::string>& kinds) {
   double rate = 0;
