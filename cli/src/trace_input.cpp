@@ -6,7 +6,9 @@
 #include "orrery/base/error.hpp"
 #include "orrery/base/input_file.hpp"
 #include "orrery/base/units.hpp"
+#include "orrery/traces/json_stream.hpp"
 #include "orrery/traces/kineto.hpp"
+#include "orrery/traces/kineto_file.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::cli {
@@ -17,10 +19,14 @@ double trace_peak_bytes(const std::string& file) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(file, ec);
   if (ec) return 0;  // the reader names the file's problem
-  const bool kineto = is_kineto_trace_file(file);
-  const bool streamed = !kineto && std::filesystem::path(file).extension() == ".json";
-  // A YAML trace goes through yaml-cpp's tree, as a Kineto one through nlohmann's.
-  const double per_byte = streamed ? kStreamedTraceBytesPerFileByte : kKinetoTraceBytesPerFileByte;
+  // How each format is read decides what it holds: a Kineto trace as text and nlohmann's tree,
+  // a YAML one as text and yaml-cpp's tree, an orrery JSON trace as the message alone.
+  double per_byte = kStreamedTraceBytesPerFileByte;
+  if (is_kineto_trace_file(file)) {
+    per_byte = kKinetoTraceBytesPerFileByte;
+  } else if (std::filesystem::path(file).extension() != ".json") {
+    per_byte = kYamlTraceBytesPerFileByte;
+  }
   return static_cast<double>(size) * per_byte;
 }
 

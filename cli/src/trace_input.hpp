@@ -13,10 +13,16 @@
 
 namespace orrery::cli {
 
-// Bytes of memory per byte of file while a trace is read and used, measured on a 175 MB trace
-// of `orrery_trace_gen` (docs/benchmarks.md, "Large traces"), with room.
-inline constexpr double kStreamedTraceBytesPerFileByte = 4.0;
-inline constexpr double kKinetoTraceBytesPerFileByte = 12.0;
+// Peak memory (the process's peak RSS) per byte of file while a trace is read and used, measured
+// with /usr/bin/time on the 2-core Debian VM (docs/benchmarks.md, "Large traces"), rounded up by
+// about a tenth. JSON, streamed: `validate --trace` of the 175 MB `orrery_trace_gen` trace peaked
+// at 2.76 bytes per file byte (calibrate 1.74). YAML (text, yaml-cpp's tree, the message): that
+// generator's trace of 96 micro-batches as YAML (15.9 MB) peaked at 50.0 in `validate --trace`
+// and `calibrate`. PyTorch profiler (text, nlohmann's tree, the import): 3,300 steps of
+// tests/inputs/traces/kineto/cpu_gloo_rank0.json (18.1 MB) peaked at 12.1 in `calibrate`.
+inline constexpr double kStreamedTraceBytesPerFileByte = 3.0;
+inline constexpr double kYamlTraceBytesPerFileByte = 54.0;
+inline constexpr double kKinetoTraceBytesPerFileByte = 13.0;
 
 // Refuses (InputError naming `flag`'s field "--traces"/"--trace" and --host-memory) when reading
 // `files` one after another would need more than `limit` bytes (host_memory_limit); 0: no limit.

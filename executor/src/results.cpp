@@ -63,7 +63,7 @@ void write_parameters(const std::string& path, const std::vector<NamedArray>& ar
     bytes += "\n";
     bytes.append(reinterpret_cast<const char*>(a.values.data()), a.values.size() * sizeof(double));
   }
-  write_atomically(path, bytes);
+  write_file_atomically(path, bytes, true);
 }
 
 std::vector<NamedArray> read_parameters(const std::string& path) {

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "run_command.hpp"
+#include "test_paths.hpp"
 
 namespace orrery {
 namespace {

@@ -11,6 +11,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/plan.pb.h"
+#include "orrery/traces/json_stream.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery {
@@ -99,7 +100,7 @@ TEST_F(JsonStream, RefusesBadFilesWithTheTreeReadersMessage) {
            replaced("\"steps\": 3", "\"steps\": {}"),                    // a mapping
            replaced("\"steps\": 3", "\"steps\": 99999999999999999999"),  // too large
            replaced("\"world_size\": 2", "\"world_size\": 0"),           // positive
-           replaced("\"world_size\": 2", "\"world_size\": 3000000000"),  // int32? no: int64 ok
+           replaced("\"world_size\": 2", "\"world_size\": 3000000000"),  // past int32
            replaced("0.25,", "-0.25,"),                                  // non-negative
            replaced("\"measured_step_s\": 0.25", "\"measured_step_s\": \"1 ms\""),
            replaced("\"measured_step_s\": 0.25", "\"measured_step_s\": 1e999"),
@@ -111,7 +112,7 @@ TEST_F(JsonStream, RefusesBadFilesWithTheTreeReadersMessage) {
            replaced("\"nodes\": [", "\"nodes\": [7, "),  // scalar for a message
            replaced("\"ranks\": [", "\"ranks\": {\"a\": 1}, \"x\": ["),
            replaced("\"model\": \"m\",", "\"model\": \"m\",,"),  // syntax
-           replaced("\"stepz", "\"steps"),                       // unchanged text
+           t,                                                    // unchanged text
            t + " trailing",
            replaced("\"model\": \"m\"", "\"modl\": \"m\"") + "}",  // field error, then syntax
            std::string("[1, 2]"),

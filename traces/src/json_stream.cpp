@@ -18,6 +18,7 @@
 #include "orrery/base/error.hpp"
 #include "orrery/base/input_file.hpp"
 #include "orrery/pb/options.pb.h"
+#include "orrery/traces/json_stream.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "spec_fields.hpp"
 

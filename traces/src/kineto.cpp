@@ -2,6 +2,7 @@
 // outermost op orrery knows in each nest, attach GPU kernels through "External id", and write
 // one ExecGraph rank.
 #include "orrery/traces/kineto.hpp"
+#include "orrery/traces/kineto_file.hpp"
 
 #include <algorithm>
 #include <fstream>

@@ -22,7 +22,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -40,8 +39,6 @@ struct KinetoImport {
 
 // Whether `text` is a Chrome-trace JSON object with "traceEvents" (rather than an orrery file).
 bool is_kineto_trace(std::string_view text);
-// The same for a file, read in pieces (a measured trace need not be held to tell what it is).
-bool is_kineto_trace_file(const std::filesystem::path& file);
 
 // Throws InputError naming `file`, the event index and the field when the trace is malformed
 // (no traceEvents, an X event without a numeric ts or dur, Input Dims that contradict the op).

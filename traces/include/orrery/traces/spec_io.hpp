@@ -47,12 +47,6 @@ void parse_spec(std::string_view text, std::string_view file, SpecFormat format,
 void read_spec_file(const std::filesystem::path& file, google::protobuf::Message* out,
                     SourceMap* where = nullptr);
 
-// The same for a JSON file read as a stream of parser events, each value going straight into its
-// field: memory for the message alone, never the file's text or a tree of it (measured traces
-// reach hundreds of MB). Same checks, messages and result as read_spec_file.
-void read_json_file_streaming(const std::filesystem::path& file, google::protobuf::Message* out,
-                              SourceMap* where = nullptr);
-
 // Deterministic text in the file format: fields in declaration order, defaults left out, enums
 // by their short lower-case names, numbers in SI as the shortest text that reads back exactly.
 std::string to_json(const google::protobuf::Message& message, int indent = 2);
