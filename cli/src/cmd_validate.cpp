@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "csv.hpp"
 #include "holdout_report.hpp"
+#include "host_memory_guard.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/traces/perfetto.hpp"
@@ -26,6 +28,7 @@
 #include "sim_report.hpp"
 #include "table.hpp"
 #include "text.hpp"
+#include "trace_input.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -40,7 +43,8 @@ struct ValidateArgs {
   std::string holdout_by;  // --runs: leave one family out ("" for none)
   std::string html_file;
   bool force = false;
-  bool no_framework_profiles = false;  // --runs: read cases without their framework's profile
+  bool no_framework_profiles = false;      // --runs: read cases without their framework's profile
+  std::optional<std::string> host_memory;  // --trace: --host-memory
 };
 
 // Skipped cases or tables are listed and counted and the status stays 0; a file of which nothing
@@ -341,8 +345,8 @@ void report_trace(const ValidateArgs& a, const OutputFlags& out) {
   }
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  pb::ExecGraph trace;
-  read_spec_file(a.trace_file, &trace);
+  check_trace_memory({a.trace_file}, "--trace", host_memory_limit(a.host_memory));
+  const pb::ExecGraph trace = read_orrery_trace(a.trace_file);
   const validation::TraceValidation v = validation::validate_trace(
       trace, a.trace_file, engine, a.calibration_file.empty() ? nullptr : &calibration);
   if (!a.timeline_file.empty()) {
@@ -434,6 +438,9 @@ void add_validate_command(CLI::App& app) {
       "--runs, --collectives: write an HTML page with charts (predicted against measured; "
       "docs/report.md)");
   cmd->add_flag("--force", a->force, "Replace --timeline or --html if it exists");
+  cmd->add_option("--host-memory", a->host_memory,
+                  "--trace: memory the trace may take while read (a size, \"8 GiB\"; default: "
+                  "what /proc/meminfo calls available)");
   add_output_flags(cmd, *out, false);
   add_csv_flag(cmd, *out,
                "--runs: one row per case (with --holdout-by: per case and family); --collectives: "
