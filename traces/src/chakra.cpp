@@ -136,13 +136,11 @@ std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
   std::vector<std::pair<std::string, std::string>> contents;
   std::vector<std::filesystem::path> files;
   for (const auto& rank : graph.ranks()) {
-    contents.emplace_back(chakra_rank_path(folder, rank.rank()).filename().string(),
-                          rank_bytes(graph, rank, groups));
     files.push_back(chakra_rank_path(folder, rank.rank()));
+    contents.emplace_back(files.back().filename().string(), rank_bytes(graph, rank, groups));
   }
-  contents.emplace_back(chakra_comm_groups_path(folder).filename().string(),
-                        comm_groups_json(groups));
   files.push_back(chakra_comm_groups_path(folder));
+  contents.emplace_back(files.back().filename().string(), comm_groups_json(groups));
   detail::remove_stale_temporaries(folder, folder.has_parent_path() ? folder.parent_path() : ".");
   base::write_folder_durably(folder, contents);
   return files;
