@@ -15,7 +15,8 @@
 // Each case runs in a child process of its own, so that its peak RSS (the child's and the des
 // engine's, which simulate_des forks) is its own: wait4 reports the largest of both. The
 // estimate is made before the fork, so the CPU time is what `simulate --engine des` spends
-// (which estimates once, for its budget). Each case is named on standard error when it
+// (which checks a symmetric run's budget on the graph its engine lowers, and lowers an
+// all-ranks run's one rank per stage for it). Each case is named on standard error when it
 // starts, and a case stopped by a limit says which one in its row: a run never stops silently.
 #include <sys/resource.h>
 #include <sys/wait.h>

@@ -1,5 +1,6 @@
 // DesOptions::max_nodes and des_estimate: a run whose estimate is over its budget is refused
-// before anything forks, naming the estimate and the budget; the estimate counts what the run
+// before anything is simulated (a symmetric run's in the engine process, on the graph it lowers
+// once), naming the estimate and the budget; the estimate counts what the run
 // really simulates (checked against the engine's own node count) and scales with --all-ranks
 // without lowering every rank.
 #include <gtest/gtest.h>

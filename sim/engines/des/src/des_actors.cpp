@@ -116,6 +116,7 @@ class Runner {
     bool done = false;
     double start = 0, end = 0;
     std::vector<size_t> ranks, waiters;
+    int64_t left = 0;     // members that have taken its start and end
     double launched = 0;  // the latest member's launch (its data dependencies met)
     double lag_s = 0;  // sum over the members of cv x compute since they last waited on the group
   };
@@ -328,7 +329,8 @@ class Runner {
       if (since > 0) rv.lag_s += rs.skew_jitter_s + rs.skew_cv * since;
       rv.launched = std::max(rv.launched, launched);
     }
-    if (++rv.arrived < m_.sites[static_cast<size_t>(site)].simulated_members) {
+    const int64_t members = m_.sites[static_cast<size_t>(site)].simulated_members;
+    if (++rv.arrived < members) {
       while (!rv.done && errors_.empty()) block(rv.waiters, a);
     } else {
       rv.start = s4u::Engine::get_clock();  // the wait for the slowest member is the collective's
@@ -348,7 +350,11 @@ class Runner {
       rv.done = true;
       wake(rv.waiters);
     }
-    return {rv.start, rv.end};
+    const std::pair<double, double> span{rv.start, rv.end};
+    // The last member to leave forgets the occurrence: a run keeps only those in progress, not
+    // one entry per collective and transfer of the step (3 million on the longest pipelines).
+    if (rv.done && ++rv.left == members) rendezvous_.erase(key);
+    return span;
   }
 
   void set_active(size_t rank, int delta) {

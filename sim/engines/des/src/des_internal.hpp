@@ -137,8 +137,14 @@ pb::SimResult make_result(const plan::ResolvedPlan& plan, const Model& model,
 double memory_limit_bytes(const DesOptions& options);
 void limit_memory(const DesOptions& options, int fd);
 
-// Throws DesOverBudget when des_estimate exceeds options.max_nodes (des_estimate.cpp).
+// Throws DesOverBudget when des_estimate exceeds options.max_nodes (des_estimate.cpp). A
+// symmetric run is left to the engine process, which counts the graph it lowers anyway
+// (check_lowered_budget, from build_model), so its graph is lowered once, not twice.
 void check_budget(const plan::ResolvedPlan& plan, const CostModels& costs,
                   const DesOptions& options);
+// Throws DesOverBudget when the graph's nodes exceed max_nodes (0: no limit), with
+// check_budget's message.
+void check_lowered_budget(const pb::ExecGraph& graph, int64_t max_nodes);
+void refuse_over_budget(const DesEstimate& e, int64_t max_nodes);
 
 }  // namespace orrery::sim::des

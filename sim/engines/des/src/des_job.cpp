@@ -109,8 +109,10 @@ RebuiltJob::RebuiltJob(pb::DesJob j) : job(std::move(j)), plan(get_plan(job)) {
   options.chain_compute = !job.node_by_node();
   options.graph = job.has_graph() ? &job.graph() : nullptr;
   options.timeline = job.timeline();
-  options.time_limit_s = 0;  // the caller enforces it, and the budget was checked before
-  options.max_nodes = 0;
+  options.time_limit_s = 0;  // the caller enforces it
+  // The caller checked the budget, except for a symmetric run's: build_model counts the graph
+  // it lowers (check_budget).
+  options.max_nodes = job.max_nodes();
 }
 
 }  // namespace orrery::sim::des

@@ -3,8 +3,8 @@
 // and writes one reply on standard output, which simulate_des (des_engine.cpp) decodes:
 //   'O' <u64 size> <SimResult> <ExecGraph timeline>      success (serialized protobufs)
 //   'I' <field> '\n' <reason>                            InputError (deadlock, bad graph)
-//   'B' <reason>                                         out of its memory limit (the budget's)
-//   'E' <message> / 'X' <message>                        EnvironmentError / anything else
+//   'B' <reason>                                         over the budget, or out of its memory
+//   limit 'E' <message> / 'X' <message>                        EnvironmentError / anything else
 // Not a command for users: it takes no arguments and its input is orrery's internal message.
 #include <unistd.h>
 
@@ -49,6 +49,8 @@ std::string run(const std::string& input, int reply) {
     return out + r + t;
   } catch (const std::bad_alloc&) {
     return "Bthe des engine ran out of memory (an allocation failed) before it finished";
+  } catch (const sim::DesOverBudget& e) {
+    return "B" + e.reason();  // a symmetric run's budget, checked on its lowered graph
   } catch (const base::InputError& e) {
     return "I" + e.field() + "\n" + e.reason();
   } catch (const base::EnvironmentError& e) {

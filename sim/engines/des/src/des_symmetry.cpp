@@ -440,6 +440,9 @@ Model build_model(const plan::ResolvedPlan& plan, const CostModels& costs,
       m.cp_folded = r.fold_cp;
     }
     m.graph = plan::lower(plan, lo);
+    // The budget of a symmetric run, checked here on the graph the estimate would count
+    // (check_budget leaves it to this process), before the model grows from it.
+    if (symmetric) check_lowered_budget(m.graph, options.max_nodes);
   }
   ModelBuilder(plan, costs, symmetric, m.cp_folded, router, m).build();
   return m;

@@ -67,8 +67,10 @@ struct DesOptions {
   bool timeline = true;
   // Stop the engine after this many seconds of wall time (0: no limit) and throw DesTimedOut.
   double time_limit_s = 0;
-  // Refuse (DesOverBudget) before anything runs when the estimate (des_estimate) exceeds this
-  // many graph nodes (0: no limit). The default keeps the engine's process under about 8 GiB.
+  // Refuse (DesOverBudget) before anything is simulated when the estimate (des_estimate)
+  // exceeds this many graph nodes (0: no limit): before the engine process starts, or for a
+  // symmetric run in it, on the graph it lowers (the nodes des_estimate counts), so that the
+  // graph is lowered once. The default keeps the engine's process under about 8 GiB.
   int64_t max_nodes = kDefaultDesBudget;
   static constexpr int64_t kDefaultDesBudget = 12'000'000;
   // The backstop behind the estimate: the engine process may grow its address space by this
