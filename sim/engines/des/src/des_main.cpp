@@ -3,8 +3,8 @@
 // and writes one reply on standard output, which simulate_des (des_engine.cpp) decodes:
 //   'O' <u64 size> <SimResult> <ExecGraph timeline>      success (serialized protobufs)
 //   'I' <field> '\n' <reason>                            InputError (deadlock, bad graph)
-//   'B' <reason>                                         over the budget, or out of its memory
-//   limit 'E' <message> / 'X' <message>                        EnvironmentError / anything else
+//   'B' <reason>                                         over budget, or out of memory
+//   'E' <message> / 'X' <message>                        EnvironmentError / anything else
 // Not a command for users: it takes no arguments and its input is orrery's internal message.
 #include <unistd.h>
 
