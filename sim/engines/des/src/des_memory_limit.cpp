@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <new>
@@ -56,7 +57,8 @@ double memory_limit_bytes(const DesOptions& options) {
   if (sanitized()) return 0;
   if (options.memory_limit_bytes > 0) return options.memory_limit_bytes;
   if (options.max_nodes <= 0) return 0;
-  return kDesMemoryHeadroom * static_cast<double>(options.max_nodes) * kDesBytesPerNode;
+  return std::max(kDesMemoryFloor,
+                  kDesMemoryHeadroom * static_cast<double>(options.max_nodes) * kDesBytesPerNode);
 }
 
 void limit_memory(const DesOptions& options, int fd) {

@@ -75,9 +75,9 @@ struct DesOptions {
   static constexpr int64_t kDefaultDesBudget = 12'000'000;
   // The backstop behind the estimate: the engine process may grow its address space by this
   // many bytes past what it has when forked (RLIMIT_AS); running out throws DesOverBudget
-  // instead of a crash or an OOM kill. 0: kDesMemoryHeadroom x max_nodes x kDesBytesPerNode
-  // (none when max_nodes is 0). Not applied in sanitizer builds, whose shadow memory is
-  // address space.
+  // instead of a crash or an OOM kill. 0: kDesMemoryHeadroom x max_nodes x kDesBytesPerNode,
+  // at least kDesMemoryFloor (none when max_nodes is 0). Not applied in sanitizer builds, whose
+  // shadow memory is address space.
   double memory_limit_bytes = 0;
 };
 
@@ -98,6 +98,10 @@ inline constexpr double kDesBytesPerNode = 640;
 // resident memory (reserved actor stacks, allocator arenas), and a misestimate by up to this
 // factor still completes.
 inline constexpr double kDesMemoryHeadroom = 2;
+// The least address space a budget-derived limit allows: a symmetric run lowers its graph in the
+// engine process and only then checks the budget on it, so a small budget must leave room for
+// that lowering (and SimGrid's start-up) for the refusal to name the budget, not the memory.
+inline constexpr double kDesMemoryFloor = 1024.0 * 1024 * 1024;
 
 // A des run refused by DesOptions::max_nodes: the reason names the estimate and the budget.
 class DesOverBudget : public base::InputError {
