@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include <algorithm>
 #include <cmath>
@@ -69,9 +70,19 @@ const char* to_string(CollectiveProtocol p) {
 }
 
 struct CollectiveCostModel::GroupCache {
+  // A hash of the whole device list: a group can hold 16,384 devices, and an ordered map's
+  // lexicographic comparisons walked the long common prefixes of similar groups.
+  struct DevicesHash {
+    size_t operator()(const std::vector<int64_t>& v) const noexcept {
+      uint64_t h = 1469598103934665603ULL;  // FNV-1a over the device ids
+      for (int64_t d : v) h = (h ^ static_cast<uint64_t>(d)) * 1099511628211ULL;
+      return static_cast<size_t>(h);
+    }
+  };
   std::mutex mutex;
-  // std::map: references to its values stay valid as it grows.
-  std::map<std::vector<int64_t>, detail::CollectiveGroup> groups;
+  // Node-based: references to its values stay valid as it grows.
+  std::unordered_map<std::vector<int64_t>, detail::CollectiveGroup, DevicesHash> groups;
+  detail::HopLatencyCache latencies;
 };
 
 CollectiveCostModel::CollectiveCostModel(const topologies::Topology& topology,
@@ -84,7 +95,9 @@ const detail::CollectiveGroup& CollectiveCostModel::group(
   auto it = cache_->groups.find(devices);
   if (it == cache_->groups.end()) {
     check_devices(topology_, devices);  // once per distinct group
-    it = cache_->groups.emplace(devices, detail::describe_group(topology_, devices)).first;
+    it = cache_->groups
+             .emplace(devices, detail::describe_group(topology_, devices, &cache_->latencies))
+             .first;
   }
   return it->second;
 }

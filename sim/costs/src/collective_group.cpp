@@ -67,13 +67,22 @@ HopLatency hop_latency(const topologies::Topology& topology, int64_t src, int64_
 }
 
 CollectiveGroup describe_group(const topologies::Topology& topology,
-                               const std::vector<int64_t>& devices) {
+                               const std::vector<int64_t>& devices, HopLatencyCache* latencies) {
+  const auto latency = [&](int64_t src, int64_t dst) {
+    if (latencies == nullptr) return hop_latency(topology, src, dst);
+    const auto [it, added] = latencies->try_emplace({src, dst});
+    if (added) it->second = hop_latency(topology, src, dst);
+    return it->second;
+  };
   CollectiveGroup g;
   g.ranks = static_cast<int64_t>(devices.size());
-  std::map<int64_t, int64_t> per_island, per_node;
+  // Per node: how many of the group's ranks it holds, and the island of the first of them.
+  std::map<int64_t, int64_t> per_island, per_node, node_island;
   for (int64_t d : devices) {
-    ++per_island[island_of(topology, d)];
+    const int64_t island = island_of(topology, d);
+    ++per_island[island];
     ++per_node[topology.device(d).node];
+    node_island.try_emplace(topology.device(d).node, island);
   }
   g.islands = static_cast<int64_t>(per_island.size());
   int64_t fullest = per_island.begin()->first;
@@ -109,7 +118,7 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
   }
   g.nvls = intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH && g.ranks_per_island >= 2 &&
            nvls_family(type.device());
-  if (b >= 0) g.intra_hop_latency_s = hop_latency(topology, a, b).intra_s;
+  if (b >= 0) g.intra_hop_latency_s = latency(a, b).intra_s;
 
   // The transport's network devices (a p5 GPU's four EFA NICs striped as one); without a
   // transport, the NICs as written.
@@ -120,17 +129,14 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
   g.rank_nic_bytes_per_s = static_cast<double>(std::min(nics, g.ranks_per_node)) * nic_bw /
                            static_cast<double>(g.ranks_per_node);
   for (const auto& [node, count] : per_node) {
-    const int64_t device_of_node =
-        *std::find_if(devices.begin(), devices.end(),
-                      [&, n = node](int64_t d) { return topology.device(d).node == n; });
-    if (island_of(topology, device_of_node) != fullest) continue;
+    if (node_island.at(node) != fullest) continue;
     g.island_nic_bytes_per_s += static_cast<double>(std::min(nics, count)) * nic_bw;
   }
   if (g.islands > 1) {
     const auto other = std::find_if(devices.begin(), devices.end(), [&](int64_t d) {
       return island_of(topology, d) != island_of(topology, first);
     });
-    g.network_hop_latency_s = hop_latency(topology, first, *other).network_s;
+    g.network_hop_latency_s = latency(first, *other).network_s;
   }
   return g;
 }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "orrery/topologies/topology.hpp"
@@ -35,10 +37,6 @@ struct CollectiveGroup {
 // Island id of a device: its NVLink domain, or -(node + 1) when it has none.
 int64_t island_of(const topologies::Topology& topology, int64_t device);
 
-// InputError-free: the caller has checked `devices` (non-empty, valid, distinct).
-CollectiveGroup describe_group(const topologies::Topology& topology,
-                               const std::vector<int64_t>& devices);
-
 // Latency of the route from `src` to `dst` split into its in-node part (NVLink, PCIe, host)
 // and its network part.
 struct HopLatency {
@@ -46,5 +44,16 @@ struct HopLatency {
   double network_s = 0;
 };
 HopLatency hop_latency(const topologies::Topology& topology, int64_t src, int64_t dst);
+
+// Hop latencies already routed, by (src, dst): a route across a large fabric is a breadth-first
+// search of the whole graph (131,072 GPUs: about 1 ms), and the planner's thousands of distinct
+// groups share a few dozen such pairs (their first rank and the first rank of another island).
+using HopLatencyCache = std::map<std::pair<int64_t, int64_t>, HopLatency>;
+
+// InputError-free: the caller has checked `devices` (non-empty, valid, distinct). `latencies`,
+// when given, serves and keeps the hop latencies the description needs.
+CollectiveGroup describe_group(const topologies::Topology& topology,
+                               const std::vector<int64_t>& devices,
+                               HopLatencyCache* latencies = nullptr);
 
 }  // namespace orrery::sim::detail
