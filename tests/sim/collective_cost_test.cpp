@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "orrery/sim/collective_cost.hpp"
+#include "orrery/sim/collective_group.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
@@ -167,6 +168,36 @@ TEST(CollectiveCost, CalibrationReplacesExactlyTheCurveItNames) {
   EXPECT_EQ(calibrated.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, both, kGiB).seconds,
             plain.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, both, kGiB).seconds);
   EXPECT_EQ(calibrated.p2p_seconds(0, 1, kGiB), plain.p2p_seconds(0, 1, kGiB));
+}
+
+}  // namespace
+}  // namespace orrery::sim
+
+namespace orrery::sim {
+namespace {
+
+// The hop-latency cache the cost model passes describe_group serves the latencies it would have
+// routed: every field of a group's description is the same with and without it, for groups that
+// share their (first, other island) and in-island pairs and for groups that do not.
+TEST(CollectiveGroupDescription, HopLatencyCacheChangesNothing) {
+  const topologies::Topology topology(topologies::load_cluster("dgx-h100", 4));
+  detail::HopLatencyCache cache;
+  const std::vector<std::vector<int64_t>> groups = {{0, 8, 16, 24}, {0, 1, 8, 9}, {0, 8, 16},
+                                                    {3, 11},        {0, 1, 2, 3}, {5, 13, 21, 29}};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& devices : groups) {
+      const detail::CollectiveGroup a = detail::describe_group(topology, devices);
+      const detail::CollectiveGroup b = detail::describe_group(topology, devices, &cache);
+      EXPECT_EQ(a.islands, b.islands);
+      EXPECT_EQ(a.ranks_per_island, b.ranks_per_island);
+      EXPECT_EQ(a.island_nic_bytes_per_s, b.island_nic_bytes_per_s);
+      EXPECT_EQ(a.intra_hop_latency_s, b.intra_hop_latency_s);
+      EXPECT_EQ(a.network_hop_latency_s, b.network_hop_latency_s);
+      EXPECT_GT(a.network_hop_latency_s + a.intra_hop_latency_s, 0);
+    }
+  }
+  EXPECT_FALSE(cache.empty());
+  EXPECT_LT(cache.size(), 2 * groups.size());  // one entry per distinct pair, none per pass
 }
 
 }  // namespace
