@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "orrery/topologies/device_db.hpp"
 #include "orrery/validation/collective_validation.hpp"
 #include "orrery/validation/run_validation.hpp"
 #include "test_paths.hpp"
@@ -160,6 +161,27 @@ TEST(AssembledValidationSet, AnA800RunRunsOnHgxA800) {
     EXPECT_EQ(run.cluster.node_types(0).device(), "A800-SXM-80GB") << run.id;
   }
   EXPECT_GE(a800, 1);
+}
+
+// torchtitan's Grand Teton H100s state HBM2e at 2.4 TB/s: those runs get that bandwidth on a
+// device of their own, every other run keeps its preset part's.
+TEST(AssembledValidationSet, AStatedMemoryBandwidthIsTheDevicesBandwidth) {
+  const auto runs = validation::published_runs(kData / "runs.json");
+  int stated = 0;
+  for (const auto& run : runs) {
+    if (!run.skipped.empty()) continue;
+    const std::string device = run.cluster.node_types(0).device();
+    const double bandwidth =
+        topologies::find_device(run.cluster, device).memory_bandwidth_bytes_per_s();
+    if (run.gpu.find("Grand Teton") == std::string::npos) {
+      EXPECT_EQ(device.find("TBps"), std::string::npos) << run.id << ": " << device;
+      continue;
+    }
+    ++stated;
+    EXPECT_EQ(device, "H100-SXM-96GB-2.4TBps") << run.id;
+    EXPECT_DOUBLE_EQ(bandwidth, 2.4e12) << run.id;
+  }
+  EXPECT_EQ(stated, 24);
 }
 
 TEST(AssembledValidationSet, EveryTableIsComparedOrSkippedWithFieldAndReason) {

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "orrery/base/error.hpp"
 #include "orrery/base/input_file.hpp"
+#include "orrery/base/units.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/engine.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -58,6 +60,15 @@ int64_t stated_memory_gb(const std::string& gpu) {
   return 0;
 }
 
+// `type` runs on the variant `d` of its device, added to the cluster's devices once.
+void use_device(const pb::DeviceSpec& d, pb::NodeType& type, pb::ClusterSpec& cluster) {
+  type.set_device(d.name());
+  for (const auto& have : cluster.devices()) {
+    if (have.name() == d.name()) return;
+  }
+  *cluster.add_devices() = d;
+}
+
 // The preset's GPU where the case names a variant of it, its memory decides the verdict: A100
 // 40GB; a part whose stated memory differs from the preset device's (an H100 of 94 or 96 GB)
 // gets that memory, exposed in the same proportion as the preset's part (an H100 80GB exposes
@@ -76,10 +87,29 @@ void set_device_variant(const std::string& gpu, pb::ClusterSpec& cluster) {
     if (nominal_gib <= 0 || static_cast<double>(stated) == nominal_gib) continue;
     d.set_memory_bytes(d.memory_bytes() * static_cast<double>(stated) / nominal_gib);
     d.set_name(d.name() + "-" + std::to_string(stated) + "GB");
-    type.set_device(d.name());
-    bool known = false;
-    for (const auto& have : cluster.devices()) known = known || have.name() == d.name();
-    if (!known) *cluster.add_devices() = d;
+    use_device(d, type, cluster);
+  }
+}
+
+// The HBM bandwidth the source states for its part (`hardware.memory_bandwidth`, "2.4 TB/s"):
+// torchtitan's Grand Teton H100s carry HBM2e at 2.4 TB/s, not the 3.35 TB/s of the HBM3 part
+// the preset holds, and every memory-bound kernel (norms, activations, RoPE, residual adds, FSDP's
+// copies, the optimizer) runs at the part's bandwidth. Absent: the preset part's.
+void set_stated_bandwidth(const CaseReader& hw, pb::ClusterSpec& cluster) {
+  if (!hw.has("memory_bandwidth")) return;
+  double bandwidth = 0;
+  try {
+    bandwidth = base::units::parse(hw.text("memory_bandwidth"), base::units::Unit::kBytesPerSecond);
+  } catch (const std::invalid_argument& e) {
+    hw.fail("memory_bandwidth", e.what());
+  }
+  if (!(bandwidth > 0)) hw.fail("memory_bandwidth", "expected a bandwidth > 0 (\"2.4 TB/s\")");
+  for (auto& type : *cluster.mutable_node_types()) {
+    pb::DeviceSpec d = topologies::find_device(cluster, type.device());
+    if (d.memory_bandwidth_bytes_per_s() == bandwidth) continue;
+    d.set_memory_bandwidth_bytes_per_s(bandwidth);
+    d.set_name(d.name() + "-" + base::units::number(bandwidth / 1e12) + "TBps");
+    use_device(d, type, cluster);
   }
 }
 
@@ -163,6 +193,7 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   const int64_t nodes = (gpus + per_node - 1) / per_node;
   out.cluster = topologies::load_cluster(preset, nodes);
   set_device_variant(hw.text("gpu"), out.cluster);
+  set_stated_bandwidth(hw, out.cluster);
   out.cluster_label = preset + " x" + std::to_string(topologies::total_nodes(out.cluster));
   out.model = detail::model_of(r, out.model_label);
   const CaseReader par = r.child("parallel");
