@@ -2,12 +2,14 @@
 // model's alpha-beta terms (constants in sim/costs/src/collective_algorithms.cpp):
 //   launch 4.6 us; ring Simple base 37.2 us + 2.2 us per NVLink step (0.6 us hop x 2.2/0.6);
 //   ring Simple bus bandwidth = min(0.69 x NVLink, 0.648 x the island's NICs);
-//   all-to-all network share 0.414 x a rank's NIC bandwidth.
+//   all-to-all network share 0.414 x a rank's NIC bandwidth;
+//   p2p in an NVSwitch node min(0.80 x NVLink, NCCL's channels for the size x 21 GB/s).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
+#include "orrery/sim/collective_algorithms.hpp"
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/collective_group.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -124,11 +126,39 @@ TEST(CollectiveCost, AllToAllAcrossNodesIsNicBound) {
 
 TEST(CollectiveCost, PointToPointInsideAndAcrossNodes) {
   Cluster h100("dgx-h100", 2);
-  // Same node: 4.6 + 4.9 + 0.6 us + S / (0.69 x 450 GB/s).
-  EXPECT_NEAR(h100.model.p2p_seconds(0, 1, kGiB), 10.1e-6 + kGiB / (0.69 * 450e9), 1e-12);
+  // Same node, a two-rank communicator: 32 channels at 1 GiB, so the link binds:
+  // 4.6 + 4.9 + 0.6 us + S / (0.80 x 450 GB/s).
+  EXPECT_NEAR(h100.model.p2p_seconds(0, 1, kGiB), 10.1e-6 + kGiB / (0.80 * 450e9), 1e-12);
   // Across nodes one NIC at 0.414 x 50 GB/s.
   const double across = h100.model.p2p_seconds(0, 8, 2 * kGiB) - h100.model.p2p_seconds(0, 8, kGiB);
   EXPECT_NEAR(across, kGiB / (0.414 * 50e9), 1e-12);
+}
+
+// NCCL's p2p channel steps as nccl-tests' send/recv shows them on 8 H100s or B200s: 4 channels
+// up to 64 MiB, then 8, 16, 32; a 4-rank communicator starts at 8; across nodes the parts are
+// one 128 KiB chunk, so a few MiB already use every channel of the peer.
+TEST(CollectiveCost, NvlinkP2pChannelsFollowNcclSplitting) {
+  constexpr double kMiB = 1024.0 * 1024;
+  const detail::P2pCommunicator eight{8, false};
+  EXPECT_EQ(detail::nvlink_p2p_channels(32 * kMiB, eight), 4);
+  EXPECT_EQ(detail::nvlink_p2p_channels(64 * kMiB, eight), 4);
+  EXPECT_EQ(detail::nvlink_p2p_channels(128 * kMiB, eight), 8);
+  EXPECT_EQ(detail::nvlink_p2p_channels(256 * kMiB, eight), 16);
+  EXPECT_EQ(detail::nvlink_p2p_channels(512 * kMiB, eight), 32);
+  EXPECT_EQ(detail::nvlink_p2p_channels(kGiB, eight), 32);
+  EXPECT_EQ(detail::nvlink_p2p_channels(32 * kMiB, {4, false}), 8);
+  EXPECT_EQ(detail::nvlink_p2p_channels(128 * kMiB, {4, false}), 8);
+  EXPECT_EQ(detail::nvlink_p2p_channels(64 * 1024, eight), 1);
+  EXPECT_EQ(detail::nvlink_p2p_channels(4 * kMiB, {16, true}), 16);
+
+  // In the 8-rank communicator 64 and 128 MiB take the same time (16 MiB per channel), as
+  // measured; 32 MiB moves at 4 x 21 GB/s.
+  Cluster h100("dgx-h100", 1);
+  const auto all = first_devices(8);
+  EXPECT_NEAR(h100.model.p2p_seconds(0, 1, 64 * kMiB, all),
+              h100.model.p2p_seconds(0, 1, 128 * kMiB, all), 1e-12);
+  EXPECT_NEAR(h100.model.p2p_seconds(0, 1, 32 * kMiB, all), 10.1e-6 + 32 * kMiB / (4 * 21e9),
+              1e-12);
 }
 
 TEST(CollectiveCost, MonotonicInBytes) {

@@ -41,8 +41,9 @@ CollectiveValidationRow predict_sendrecv(const sim::CollectiveCostModel& model,
                                          const std::vector<int64_t>& devices, double bytes) {
   CollectiveValidationRow row;
   for (size_t r = 0; r < devices.size(); ++r) {
-    row.predicted_s = std::max(
-        row.predicted_s, model.p2p_seconds(devices[r], devices[(r + 1) % devices.size()], bytes));
+    row.predicted_s =
+        std::max(row.predicted_s,
+                 model.p2p_seconds(devices[r], devices[(r + 1) % devices.size()], bytes, devices));
   }
   row.algorithm = to_string(sim::CollectiveAlgorithm::kDirect);
   row.protocol = to_string(sim::CollectiveProtocol::kSimple);

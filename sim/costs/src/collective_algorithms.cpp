@@ -33,6 +33,28 @@ constexpr double kNetworkFraction = 0.648;
 // Fraction of a NIC's line rate one peer-to-peer stream sustains (fit: B200 send/recv 19.6 and
 // all-to-all 22.6 of 50 GB/s per NIC).
 constexpr double kP2pNetworkFraction = 0.414;
+// NCCL's point-to-point path inside an NVSwitch island (src/enqueue.cc, src/graph/paths.cc,
+// src/init.cc; read, not copied): a transfer is split over channels, each a thread block copying
+// at a fixed rate, and how many depends on the size and the communicator. A pool of 32 p2p
+// channels, at most 32 per peer; the per-peer count is halved until count x ranks fits the pool;
+// NVLink chunks of 512 KiB (128 KiB when the communicator spans nodes), a part per channel of at
+// least chunk/8 (chunk/2 across nodes), and channels doubled while a part exceeds 32 chunks (one
+// chunk across nodes). nccl-tests' send/recv shows the steps: 8 H100s or B200s move 32-64 MiB on
+// 4 channels, 128 MiB on 8, 256 MiB on 16, 512 MiB on 32, each step doubling the bandwidth.
+constexpr int kP2pChannelPool = 32;
+constexpr double kP2pNvlChunkBytes = 512.0 * 1024;
+constexpr double kP2pNetChunkBytes = 128.0 * 1024;
+// NCCL packs at most 8 peers' transfers into one batch of work (NCCL_MAX_DEV_WORK_P2P_PER_BATCH).
+constexpr int64_t kP2pPeersPerBatch = 8;
+// What one p2p channel copies per second (fit on the B200 send/recv table only, vultr-b200-sr-8,
+// 32-256 MiB where it is channel-bound: 82.7/4, 84.7/4, 168/8, 332/16 GB/s; the H100 tables of
+// validation/data, never fitted on, step at the same sizes at 20-20.5 GB/s per channel). It is
+// the same on Hopper and Blackwell: a channel is a thread block, not a link.
+constexpr double kP2pChannelBytesPerS = 21.0e9;
+// What a p2p copy reaches of an NVLink device link once enough channels run: NCCL's topology
+// model rates an NVLink at 20 of 25 GB/s (Ampere), 20.6 of 25 (Hopper) and 40.1 of 50
+// (Blackwell) per direction (src/graph/topo.h): 0.80-0.82; the lowest, not fitted.
+constexpr double kNvlinkP2pLinkFraction = 0.80;
 // Protocol efficiencies (NCCL): LL moves 8 bytes of data per 16-byte line and NCCL rates its
 // ring LL at 1/4 of the link for all-reduce and multi-node (1/3 otherwise); LL128 carries 120
 // of 128 bytes (0.92); tree all-reduce runs at 0.9 x 1/2 of the ring's bus bandwidth.
@@ -238,7 +260,31 @@ std::vector<CollectiveCandidate> collective_candidates(pb::CollectiveKind kind,
   return out;
 }
 
-CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island, double bytes) {
+int nvlink_p2p_channels(double bytes, const P2pCommunicator& communicator) {
+  const int64_t ranks = std::max<int64_t>(2, communicator.ranks);
+  int per_peer = kP2pChannelPool;
+  if (communicator.multi_island) {
+    // Across nodes every peer of a round must fit the pool.
+    const int64_t rounds = (ranks + kP2pPeersPerBatch - 1) / kP2pPeersPerBatch;
+    while (per_peer * rounds > kP2pChannelPool && per_peer > 1) per_peer /= 2;
+  }
+  int least = per_peer;
+  while (static_cast<int64_t>(least) * ranks > kP2pChannelPool && least > 1) least /= 2;
+  const double chunk = communicator.multi_island ? kP2pNetChunkBytes : kP2pNvlChunkBytes;
+  const double min_part = communicator.multi_island ? chunk / 2 : chunk / 8;
+  const double max_part = communicator.multi_island ? chunk : chunk * 32;
+  int channels = static_cast<int>(std::min<double>(least, std::ceil(bytes / min_part)));
+  channels = std::max(channels, 1);
+  double part = std::max(min_part, std::ceil(bytes / channels));
+  while (part > max_part && channels <= per_peer / 2) {
+    channels *= 2;
+    part = std::ceil(bytes / channels);
+  }
+  return channels;
+}
+
+CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island, double bytes,
+                                  const P2pCommunicator& communicator) {
   CollectiveCandidate c;
   c.algorithm = CollectiveAlgorithm::kDirect;
   c.protocol = CollectiveProtocol::kSimple;
@@ -247,6 +293,11 @@ CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island
   if (same_island) {
     c.latency_s = kP2pBaseS + group.intra_hop_latency_s;
     c.bandwidth_bytes_per_s = group.intra_pair_bytes_per_s * kIntraLinkFraction;
+    if (group.nvswitch) {
+      c.channels = nvlink_p2p_channels(bytes, communicator);
+      c.bandwidth_bytes_per_s = std::min(group.intra_pair_bytes_per_s * kNvlinkP2pLinkFraction,
+                                         static_cast<double>(c.channels) * kP2pChannelBytesPerS);
+    }
   } else {
     c.latency_s =
         kP2pBaseS + group.intra_hop_latency_s + kP2pNetworkHops * group.network_hop_latency_s;

@@ -201,6 +201,11 @@ bool CollectiveCostModel::nvls_available(const std::vector<int64_t>& devices) co
 
 double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device,
                                         double bytes) const {
+  return p2p_seconds(src_device, dst_device, bytes, {src_device, dst_device});
+}
+
+double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device, double bytes,
+                                        const std::vector<int64_t>& communicator) const {
   ORRERY_CHECK(bytes >= 0, "a transfer cannot move a negative number of bytes");
   if (bytes == 0) return 0;
   const detail::CollectiveGroup& group = this->group({src_device, dst_device});
@@ -209,7 +214,10 @@ double CollectiveCostModel::p2p_seconds(int64_t src_device, int64_t dst_device,
   }
   const bool same_island =
       detail::island_of(topology_, src_device) == detail::island_of(topology_, dst_device);
-  return detail::launch_overhead_s() + detail::p2p_candidate(group, same_island, bytes).seconds();
+  const detail::P2pCommunicator comm{static_cast<int64_t>(communicator.size()),
+                                     this->group(communicator).islands > 1};
+  return detail::launch_overhead_s() +
+         detail::p2p_candidate(group, same_island, bytes, comm).seconds();
 }
 
 }  // namespace orrery::sim

@@ -116,8 +116,8 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
       g.intra_rank_bytes_per_s = g.intra_pair_bytes_per_s;
       break;
   }
-  g.nvls = intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH && g.ranks_per_island >= 2 &&
-           nvls_family(type.device());
+  g.nvswitch = intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH;
+  g.nvls = g.nvswitch && g.ranks_per_island >= 2 && nvls_family(type.device());
   if (b >= 0) g.intra_hop_latency_s = latency(a, b).intra_s;
 
   // The transport's network devices (a p5 GPU's four EFA NICs striped as one); without a

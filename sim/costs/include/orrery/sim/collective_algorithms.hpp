@@ -27,8 +27,19 @@ struct CollectiveCandidate {
 std::vector<CollectiveCandidate> collective_candidates(pb::CollectiveKind kind,
                                                        const CollectiveGroup& group, double bytes);
 
+// The NCCL communicator a point-to-point transfer runs in: how many ranks it has and whether it
+// spans several islands (NCCL splits a transfer over channels by both).
+struct P2pCommunicator {
+  int64_t ranks = 2;
+  bool multi_island = false;
+};
+
 // One transfer between two ranks, `same_island` over NVLink/PCIe, else through one NIC.
-CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island, double bytes);
+CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island, double bytes,
+                                  const P2pCommunicator& communicator);
+
+// Channels NCCL splits one in-island NVLink transfer of `bytes` over (exposed for tests).
+int nvlink_p2p_channels(double bytes, const P2pCommunicator& communicator);
 
 // nccl-tests' bus-bandwidth factor of a collective on n ranks: all_reduce 2(n-1)/n, all_gather,
 // reduce_scatter and all_to_all (n-1)/n, broadcast and reduce 1.

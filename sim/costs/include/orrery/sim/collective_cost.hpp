@@ -70,8 +70,15 @@ class CollectiveCostModel {
   // without one (uncalibrated, the simulator assumes an idle communication engine).
   double blocking_overhead_s(pb::CollectiveKind kind, const std::vector<int64_t>& devices) const;
 
-  // One point-to-point transfer (pipeline send/recv, ring-attention KV exchange).
+  // One point-to-point transfer (pipeline send/recv, ring-attention KV exchange), in a
+  // communicator of the two devices alone (what PyTorch's ProcessGroupNCCL creates for a pair's
+  // send/recv).
   double p2p_seconds(int64_t src_device, int64_t dst_device, double bytes) const;
+  // The same inside an NCCL communicator of `communicator` (which holds both devices; nccl-tests'
+  // sendrecv runs in one of all its ranks): NCCL splits the transfer over fewer channels the
+  // more ranks the communicator has (docs/collectives.md).
+  double p2p_seconds(int64_t src_device, int64_t dst_device, double bytes,
+                     const std::vector<int64_t>& communicator) const;
 
   // The CommCurve scope a calibration must name to replace this group's costs: "intra_node"
   // when the group stays inside one NVLink domain or node (every group of a single-host cluster,

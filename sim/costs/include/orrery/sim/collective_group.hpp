@@ -23,7 +23,8 @@ struct CollectiveGroup {
   // mesh links together, or its PCIe path (bytes/s); and to one peer of the island.
   double intra_rank_bytes_per_s = 0;
   double intra_pair_bytes_per_s = 0;
-  bool nvls = false;  // NVSwitch SHARP (NVLink multicast/reduction) available in the island
+  bool nvls = false;      // NVSwitch SHARP (NVLink multicast/reduction) available in the island
+  bool nvswitch = false;  // the island is an NVSwitch fabric (NCCL's NVLink p2p chunking applies)
   // Scale-out, over the transport's network devices (topologies/transport.hpp: port rate x
   // efficiency x NICs striped per GPU): the bandwidth one island can use (each node's devices,
   // at most one per rank of the group on that node), and one rank's share of its node's.
