@@ -161,20 +161,25 @@ TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
       << r.err;
 }
 
+// The dgx-h100 preset on 2 nodes as a cluster file in a fresh folder `dir`, with `degradation`
+// (one YAML list entry) under failures.degradations; the `goodput` command on it.
+std::string goodput_on_degraded_cluster(const fs::path& dir, const std::string& degradation) {
+  fs::create_directories(dir);
+  const auto shown = run_command(std::string(ORRERY_BIN) + " topo show dgx-h100 --nodes 2 --yaml");
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  const fs::path file = dir / "c.yaml";
+  std::ofstream(file) << shown.out << "failures:\n  degradations:\n    - " << degradation << "\n";
+  return std::string(ORRERY_BIN) + " goodput --model llama3-8b --cluster " + file.string() +
+         " --tp 8 --global-batch 16 --seq 2048 --trials 200";
+}
+
 // Degradation episodes: none unless stated (and the output says so); stated in the cluster file
 // or by --degradation, which replaces only its component's entry; a table row and a JSON entry
 // each, their share of wall time in the closed form.
 TEST(GoodputCli, DegradationsFromTheClusterFileAndTheFlag) {
   const fs::path dir = fs::temp_directory_path() / ("orrery_degrade_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const auto shown = run_command(std::string(ORRERY_BIN) + " topo show dgx-h100 --nodes 2 --yaml");
-  ASSERT_EQ(shown.exit_code, 0) << shown.err;
-  const fs::path file = dir / "c.yaml";
-  std::ofstream(file) << shown.out << "failures:\n  degradations:\n"
-                      << "    - {component: gpu, mean_interval_s: 2000 h, step_ratio: 1.3, "
-                         "detect_steps: 20}\n";
-  const std::string job = std::string(ORRERY_BIN) + " goodput --model llama3-8b --cluster " +
-                          file.string() + " --tp 8 --global-batch 16 --seq 2048 --trials 200";
+  const std::string job = goodput_on_degraded_cluster(
+      dir, "{component: gpu, mean_interval_s: 2000 h, step_ratio: 1.3, detect_steps: 20}");
   const std::string link = " --degradation link:mean_interval_s=1000h,step_ratio=1.1,duration_s=1h";
   const auto none = run_command(kJob);
   const auto table = run_command(job + link);
@@ -222,14 +227,8 @@ TEST(GoodputCli, DegradationsFromTheClusterFileAndTheFlag) {
 
 TEST(GoodputCli, BadDegradationNamesFileOrFlagFieldAndReason) {
   const fs::path dir = fs::temp_directory_path() / ("orrery_baddeg_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const auto shown = run_command(std::string(ORRERY_BIN) + " topo show dgx-h100 --nodes 2 --yaml");
-  ASSERT_EQ(shown.exit_code, 0) << shown.err;
-  const fs::path file = dir / "c.yaml";
-  std::ofstream(file) << shown.out << "failures:\n  degradations:\n"
-                      << "    - {component: gpu, mean_interval_s: 2000 h, step_ratio: 1.3}\n";
-  const auto r = run_command(std::string(ORRERY_BIN) + " goodput --model llama3-8b --cluster " +
-                             file.string() + " --tp 8 --global-batch 16 --seq 2048 --trials 10");
+  const auto r = run_command(goodput_on_degraded_cluster(
+      dir, "{component: gpu, mean_interval_s: 2000 h, step_ratio: 1.3}"));
   const auto flag = run_command(kJob +
                                 " --degradation gpu:mean_interval_s=2000h,step_ratio=0.9,"
                                 "detect_steps=20");
