@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/plan_run.hpp"
 #include "orrery/sim/straggler_step.hpp"
+#include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
@@ -45,6 +47,7 @@ struct GoodputArgs {
   std::string restart_scope = "job";
   std::string engine = "analytic";
   std::vector<std::string> stragglers;
+  std::vector<std::string> degradations;
   int64_t des_budget = sim::DesOptions::kDefaultDesBudget;
   bool force = false;
 };
@@ -103,8 +106,10 @@ void check_run_finishes(const sim::RunModel& run, const sim::CheckpointInterval&
 void check_monte_carlo_size(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
                             double target_work_s, int64_t trials) {
   const double wall_s = target_work_s / std::max(chosen.goodput, 1e-3);
+  double episodes_per_s = 0;
+  for (const auto& d : run.degradations) episodes_per_s += d.rate_per_s;
   const double per_trial =
-      target_work_s / chosen.interval_s + wall_s * run.failures.total_rate_per_s;
+      target_work_s / chosen.interval_s + wall_s * (run.failures.total_rate_per_s + episodes_per_s);
   const double events = static_cast<double>(trials) * per_trial;
   if (!(events <= kMaxMonteCarloEvents)) {
     throw base::InputError(
@@ -116,8 +121,19 @@ void check_monte_carlo_size(const sim::RunModel& run, const sim::CheckpointInter
   }
 }
 
+// --straggler appends to the cluster's stragglers; --degradation replaces the cluster file's entry
+// for its component (or adds one). Without either flag the cluster is used as loaded.
+std::function<void(pb::ClusterSpec&)> cluster_adjust(const GoodputArgs& a) {
+  auto stragglers = straggler_adjust(a.stragglers);
+  if (a.degradations.empty()) return stragglers;
+  return [stragglers, list = a.degradations](pb::ClusterSpec& cluster) {
+    if (stragglers) stragglers(cluster);
+    for (const std::string& d : list) topologies::set_degradation(cluster, d, "--degradation");
+  };
+}
+
 GoodputFigures figures(const GoodputArgs& a) {
-  const LoadedJob job = load_job(a.plan, straggler_adjust(a.stragglers));
+  const LoadedJob job = load_job(a.plan, cluster_adjust(a));
   const plan::ResolvedPlan plan =
       plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where);
   const topologies::Topology topology(plan.cluster);
@@ -153,6 +169,8 @@ GoodputFigures figures(const GoodputArgs& a) {
   f.straggler_factor = run.straggler_factor;
   f.straggler_source = run.straggler_source;
   f.run = run.run;
+  for (const std::string& d : a.degradations)
+    f.degradation_flags.push_back(d.substr(0, d.find(':')));
   f.optimal = sim::optimal_interval(f.run);
   const auto every = parse_every(a.checkpoint_every);
   f.auto_interval = !every;
@@ -215,6 +233,10 @@ void add_goodput_command(CLI::App& app) {
                   "The step's engine: analytic (the default) or des; des also simulates what a "
                   "straggler (straggler_fraction, straggler_slowdown) does to the step");
   add_straggler_flag(cmd, a->stragglers);
+  cmd->add_option("--degradation", a->degradations,
+                  "A degradation episode kind, COMPONENT:mean_interval_s=T,step_ratio=R,"
+                  "detect_steps=N (or duration_s=D): replaces the cluster file's entry for that "
+                  "component (gpu, host, nic, link, switch); repeatable (docs/goodput.md)");
   cmd->add_option("--des-budget", a->des_budget,
                   "des: refuse a run whose estimate exceeds this many graph nodes (0: no limit)")
       ->check(CLI::NonNegativeNumber);

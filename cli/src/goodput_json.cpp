@@ -19,6 +19,28 @@ Json failures_json(const sim::FailureRates& r) {
           {"hang_detection_s", r.hang_detection_s}};
 }
 
+Json degradations_json(const GoodputFigures& f) {
+  Json episodes = Json::array();
+  for (const auto& d : f.run.degradations) {
+    const double cost = degradation_cost_s(f.run, d);
+    episodes.push_back({{"component", d.component},
+                        {"count", d.count},
+                        {"mean_interval_s", d.mean_interval_s},
+                        {"rate_per_s", d.rate_per_s},
+                        {"step_ratio", d.step_ratio},
+                        {"detect_steps", d.detect_steps > 0 ? Json(d.detect_steps) : Json(nullptr)},
+                        {"duration_s", d.detect_steps > 0 ? Json(nullptr) : Json(d.duration_s)},
+                        {"cost_s", cost},
+                        {"loss_fraction", d.rate_per_s * cost},
+                        {"source", degradation_source(f, d.component)}});
+  }
+  const bool none = f.run.degradations.empty();
+  return {{"modelled", !none},
+          {"why_none", none ? Json(kNoDegradations) : Json(nullptr)},
+          {"loss_fraction", sim::degradation_loss_fraction(f.run)},
+          {"episodes", episodes}};
+}
+
 Json checkpoint_json(const sim::CheckpointModel& c) {
   return {{"total_bytes", c.total_bytes},
           {"rank_bytes", c.rank_bytes},
@@ -67,7 +89,10 @@ Json monte_carlo_json(const GoodputFigures& f) {
           {"mean_interruptions", mc.mean_interruptions},
           {"mean_lost_work_s", mc.mean_lost_work_s},
           {"mean_spares_missed", mc.mean_spares_missed},
-          {"mean_replica_restarts", mc.mean_replica_restarts}};
+          {"mean_replica_restarts", mc.mean_replica_restarts},
+          {"mean_degradations", mc.mean_degradations},
+          {"mean_slow_s", mc.mean_slow_s},
+          {"mean_drain_s", mc.mean_drain_s}};
 }
 
 Json settings_json(const GoodputFigures& f) {
@@ -99,6 +124,7 @@ Json goodput_json(const GoodputFigures& f) {
           {"step_s", f.run.step_s},
           {"tokens_per_step", f.tokens_per_step},
           {"failures", failures_json(f.run.failures)},
+          {"degradations", degradations_json(f)},
           {"checkpoint", checkpoint_json(f.run.checkpoint)},
           {"mean_restart_s", sim::mean_restart_s(f.run)},
           {"restarts", restarts_json(f.run)},

@@ -1,5 +1,6 @@
 #include "goodput_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -45,6 +46,28 @@ std::string failures_table(const GoodputFigures& f) {
   t.add_separator();
   t.add_row({"total", "", duration(1 / f.run.failures.total_rate_per_s) + " (job MTBF)",
              per_day(f.run.failures.total_rate_per_s)});
+  return t.render();
+}
+
+std::string degradation_end(const sim::Degradation& d) {
+  if (d.detect_steps > 0) return "drained after " + std::to_string(d.detect_steps) + " slow steps";
+  return "lasts " + duration(d.duration_s);
+}
+
+// Each stated degradation: how often, how much slower, how it ends and the share of wall time it
+// costs (the closed form's first-order term); or why none is modelled.
+std::string degradations_table(const GoodputFigures& f) {
+  if (f.run.degradations.empty()) return std::string(kNoDegradations) + "\n";
+  Table t({"component", "count", "between episodes", "episodes/day", "step", "ends", "lost each",
+           "wall time lost", "source"});
+  for (const auto& d : f.run.degradations) {
+    const double cost = degradation_cost_s(f.run, d);
+    t.add_row({d.component, std::to_string(d.count), duration(d.mean_interval_s),
+               per_day(d.rate_per_s), count(d.step_ratio) + "x", degradation_end(d), duration(cost),
+               percent(d.rate_per_s * cost), degradation_source(f, d.component)});
+  }
+  t.add_separator();
+  t.add_row({"total", "", "", "", "", "", "", percent(sim::degradation_loss_fraction(f.run)), ""});
   return t.render();
 }
 
@@ -133,7 +156,12 @@ std::string goodput_fields(const GoodputFigures& f) {
                              count(mc.mean_spares_missed) + " node losses without a spare" +
                              (f.run.restart_replicas && f.run.replicas.possible()
                                   ? ", " + count(mc.mean_replica_restarts) + " replica restarts"
-                                  : std::string())},
+                                  : std::string()) +
+                             (f.run.degradations.empty()
+                                  ? std::string()
+                                  : ", " + count(mc.mean_degradations) + " degradation episodes (" +
+                                        duration(mc.mean_slow_s) + " of slow steps, " +
+                                        duration(mc.mean_drain_s) + " draining)")},
   });
 }
 
@@ -147,6 +175,18 @@ std::string settings_table(const GoodputFigures& f) {
 
 }  // namespace
 
+std::string degradation_source(const GoodputFigures& f, const std::string& component) {
+  const auto& flags = f.degradation_flags;
+  return std::find(flags.begin(), flags.end(), component) != flags.end() ? "--degradation"
+                                                                         : "cluster file";
+}
+
+double degradation_cost_s(const sim::RunModel& run, const sim::Degradation& d) {
+  // The same restart as sim::degradation_loss_fraction: a drained node is a lost node.
+  const double restart = run.checkpoint.restart_s(true, run.checkpoint.spare_nodes > 0);
+  return sim::degradation_slow_s(run, d) + sim::degradation_drain_s(run, d, restart);
+}
+
 std::string render_goodput(const GoodputFigures& f) {
   std::ostringstream out;
   const auto& fp = f.footprint;
@@ -157,7 +197,8 @@ std::string render_goodput(const GoodputFigures& f) {
       << count(f.straggler_factor) << "), " << count(f.tokens_per_step) << " tokens/step\n"
       << "stragglers: " << f.straggler_source << "\n\n"
       << "Failures\n"
-      << failures_table(f) << "\nCheckpoint\n"
+      << failures_table(f) << "\nDegradations\n"
+      << degradations_table(f) << "\nCheckpoint\n"
       << checkpoint_fields(f) << "\nRestarts\n"
       << restart_fields(f) << "\nGoodput\n"
       << goodput_fields(f) << "\nInputs (every default applied is listed)\n"

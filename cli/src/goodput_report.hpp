@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -25,7 +26,20 @@ struct GoodputFigures {
   sim::MonteCarloResult monte_carlo;
   uint64_t seed = 0;
   double target_tokens = 0;
+  // Components whose degradation entry a --degradation flag set (the rest: the cluster file).
+  std::vector<std::string> degradation_flags;
 };
+
+// Why no degradation is modelled when the cluster states none (printed and in --json).
+inline constexpr const char* kNoDegradations =
+    "none modelled: no published rate of degradation episodes (slow GPUs, degraded links) exists "
+    "to default them; state them in the cluster file (failures.degradations) or with "
+    "--degradation";
+
+// Where a degradation entry came from: "--degradation" or "cluster file".
+std::string degradation_source(const GoodputFigures& f, const std::string& component);
+// Wall time one episode of `d` costs (slow steps and, with a detector, the drain).
+double degradation_cost_s(const sim::RunModel& run, const sim::Degradation& d);
 
 std::string render_goodput(const GoodputFigures& f);
 nlohmann::ordered_json goodput_json(const GoodputFigures& f);

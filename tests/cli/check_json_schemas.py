@@ -42,6 +42,10 @@ def commands(root, work):
         f"plan {job} --rerank des --objective goodput --top 2 --quiet --json",
         f"goodput {job} --tp 4 --json",
         f"goodput {job} --tp 4 --restart-scope replica --json",
+        # Degradation episodes stated by flag: the degradations list is not empty.
+        f"goodput {job} --tp 4 --degradation gpu:mean_interval_s=7200000,step_ratio=1.3,"
+        f"detect_steps=20 --degradation link:mean_interval_s=3600000,step_ratio=1.1,"
+        f"duration_s=3600 --json",
         f"sweep {job} --tp 4 --vary nic-bandwidth=1,2 --vary micro-batch=1,2 --json",
         f"validate --trace {traces / 't1-gpt1.3b-s2048-m1.json'} --json",
         f"calibrate --traces {kineto} --device x86-64-AVX512-core --min-samples 2 "

@@ -161,6 +161,90 @@ TEST(GoodputCli, BadFailureFieldNamesFileFieldAndReason) {
       << r.err;
 }
 
+// The dgx-h100 preset on 2 nodes as a cluster file in a fresh folder `dir`, with `degradation`
+// (one YAML list entry) under failures.degradations; the `goodput` command on it.
+std::string goodput_on_degraded_cluster(const fs::path& dir, const std::string& degradation) {
+  fs::create_directories(dir);
+  const auto shown = run_command(std::string(ORRERY_BIN) + " topo show dgx-h100 --nodes 2 --yaml");
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  const fs::path file = dir / "c.yaml";
+  std::ofstream(file) << shown.out << "failures:\n  degradations:\n    - " << degradation << "\n";
+  return std::string(ORRERY_BIN) + " goodput --model llama3-8b --cluster " + file.string() +
+         " --tp 8 --global-batch 16 --seq 2048 --trials 200";
+}
+
+// Degradation episodes: none unless stated (and the output says so); stated in the cluster file
+// or by --degradation, which replaces only its component's entry; a table row and a JSON entry
+// each, their share of wall time in the closed form.
+TEST(GoodputCli, DegradationsFromTheClusterFileAndTheFlag) {
+  const fs::path dir = fs::temp_directory_path() / ("orrery_degrade_" + std::to_string(::getpid()));
+  const std::string job = goodput_on_degraded_cluster(
+      dir, "{component: gpu, mean_interval_s: 2000 h, step_ratio: 1.3, detect_steps: 20}");
+  const std::string link = " --degradation link:mean_interval_s=1000h,step_ratio=1.1,duration_s=1h";
+  const auto none = run_command(kJob);
+  const auto table = run_command(job + link);
+  const auto json = run_command(job + link + " --json");
+  const auto plain = run_command(job + " --json");
+  const auto replaced = run_command(
+      job + " --json --degradation gpu:mean_interval_s=500h,step_ratio=1.3,detect_steps=20");
+  fs::remove_all(dir);
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("Degradations\nnone modelled: no published rate"), std::string::npos)
+      << none.out;
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const char* text : {"wall time lost", "drained after 20 slow steps", "lasts 3600 s",
+                           "cluster file", "--degradation", "degradation episodes ("}) {
+    EXPECT_NE(table.out.find(text), std::string::npos) << text << "\n" << table.out;
+  }
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  const auto& d = j["degradations"];
+  EXPECT_TRUE(d["modelled"].get<bool>());
+  ASSERT_EQ(d["episodes"].size(), 2u);
+  EXPECT_EQ(d["episodes"][0]["component"], "gpu");
+  EXPECT_EQ(d["episodes"][0]["count"], 16);
+  EXPECT_EQ(d["episodes"][0]["source"], "cluster file");
+  EXPECT_DOUBLE_EQ(d["episodes"][0]["rate_per_s"].get<double>(), 16 / (2000 * 3600.0));
+  EXPECT_EQ(d["episodes"][1]["source"], "--degradation");
+  EXPECT_TRUE(d["episodes"][1]["detect_steps"].is_null());
+  // The link episode: 1 h at 1.1x loses 1 h x (1 - 1 / 1.1) of wall time.
+  EXPECT_NEAR(d["episodes"][1]["cost_s"].get<double>(), 3600 * (1 - 1 / 1.1), 1e-6);
+  double sum = 0;
+  for (const auto& e : d["episodes"]) sum += e["loss_fraction"].get<double>();
+  EXPECT_NEAR(d["loss_fraction"].get<double>(), sum, 1e-12);
+  EXPECT_GT(j["monte_carlo"]["mean_degradations"].get<double>(), 0);
+  // The flag adds a share of wall time: the closed-form goodput at the same interval is lower.
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto p = nlohmann::json::parse(plain.out);
+  EXPECT_EQ(p["degradations"]["episodes"].size(), 1u);
+  EXPECT_LT(j["interval"]["goodput"].get<double>(), p["interval"]["goodput"].get<double>());
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
+  const auto r = nlohmann::json::parse(replaced.out)["degradations"]["episodes"];
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_DOUBLE_EQ(r[0]["mean_interval_s"].get<double>(), 500 * 3600.0);
+  EXPECT_EQ(r[0]["source"], "--degradation");
+}
+
+TEST(GoodputCli, BadDegradationNamesFileOrFlagFieldAndReason) {
+  const fs::path dir = fs::temp_directory_path() / ("orrery_baddeg_" + std::to_string(::getpid()));
+  const auto r = run_command(goodput_on_degraded_cluster(
+      dir, "{component: gpu, mean_interval_s: 2000 h, step_ratio: 1.3}"));
+  const auto flag = run_command(kJob +
+                                " --degradation gpu:mean_interval_s=2000h,step_ratio=0.9,"
+                                "detect_steps=20");
+  fs::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("c.yaml:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("failures.degradations[0]: give exactly one of detect_steps"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_NE(flag.err.find("--degradation: got 'gpu:mean_interval_s=2000h,step_ratio=0.9,"
+                          "detect_steps=20': step_ratio: a degraded step is slower"),
+            std::string::npos)
+      << flag.err;
+}
+
 // Random stragglers: the closed form multiplies the whole step; --engine des simulates one slow
 // GPU; either way the report says which. A known straggler (--straggler) is refused by the
 // analytic engine and simulated by des.

@@ -7,6 +7,7 @@
 #include "fabric_layout.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/stragglers.hpp"
 #include "orrery/topologies/transport.hpp"
@@ -263,6 +264,7 @@ void validate_cluster(const pb::ClusterSpec& cluster, const SourceMap& where) {
   check_node_groups(cluster, where);
   check_fabric(cluster, where);
   check_stragglers(cluster, where);
+  check_degradations(cluster, where);
 }
 
 }  // namespace orrery::topologies

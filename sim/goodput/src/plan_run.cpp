@@ -27,6 +27,7 @@ PlanRun plan_run(const plan::ResolvedPlan& plan, const topologies::Topology& top
   p.run.checkpoint = checkpoint_model(plan, p.footprint, measured);
   p.run.replicas = replica_restarts(plan, topology, p.run.checkpoint);
   p.run.restart_replicas = restart_replicas;
+  p.run.degradations = degradations(plan.cluster, p.footprint);
   return p;
 }
 

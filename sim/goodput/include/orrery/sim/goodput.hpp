@@ -28,7 +28,13 @@ struct Degradation {
   // episode lasts duration_s of wall time and ends by itself.
   int64_t detect_steps = 0;
   double duration_s = 0;
+  int64_t count = 0;           // such components in the plan's footprint
+  double mean_interval_s = 0;  // between episodes of one of them (rate_per_s = count / this)
 };
+
+// The degradations a cluster states (FailureModel.degradations, checked at load), scaled by the
+// plan's footprint; empty when it states none (no published rate exists to default them).
+std::vector<Degradation> degradations(const pb::ClusterSpec& cluster, const Footprint& footprint);
 
 struct RunModel {
   double step_s = 0;  // including the straggler factor
