@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,37 @@ struct RunArgs {
   std::string data_file, data_dtype;       // --data, --data-dtype
   std::optional<std::string> host_memory;  // --host-memory
   bool force = false;
+  std::optional<double> loss_scale;          // --loss-scale
+  std::optional<int64_t> loss_scale_growth;  // --loss-scale-growth-interval
 };
+
+// fp16's loss scaling: plans have no field for it, so its flags are its only source (their
+// absence keeps GradScaler's defaults, printed with the run); refused on other precisions.
+void apply_loss_scaling(const RunArgs& a, executor::TrainConfig& config) {
+  if (!a.loss_scale && !a.loss_scale_growth) return;
+  if (config.plan.job().precision() != pb::PRECISION_FP16) {
+    throw base::InputError(
+        "", 0, a.loss_scale ? "--loss-scale" : "--loss-scale-growth-interval",
+        "loss scaling applies to job.precision fp16 only; this run's precision is " +
+            enum_value_name(
+                *pb::Precision_descriptor()->FindValueByNumber(config.plan.job().precision())));
+  }
+  if (a.loss_scale) config.loss_scaling.init_scale = *a.loss_scale;
+  if (a.loss_scale_growth) config.loss_scaling.growth_interval = *a.loss_scale_growth;
+}
+
+// The loss scaling an fp16 run trains with, every value stated (empty for other precisions).
+std::string loss_scaling_line(const executor::TrainConfig& config) {
+  if (config.plan.job().precision() != pb::PRECISION_FP16) return "";
+  const auto& s = config.loss_scaling;
+  std::ostringstream line;
+  line << "orrery run: fp16 dynamic loss scaling: initial scale " << s.init_scale << ", x"
+       << s.growth_factor << " after " << s.growth_interval << " steps without inf/nan, x"
+       << s.backoff_factor
+       << " and the step skipped on inf/nan (torch.cuda.amp.GradScaler's rule; on a CPU the "
+          "GEMMs run in fp32)\n";
+  return line.str();
+}
 
 // --data: the whole corpus checked once, before any rank starts (ranks check the rows they read).
 void check_corpus(const executor::TokenSource& data, const executor::TrainConfig& config) {
@@ -206,6 +237,7 @@ void run(RunArgs& a) {
   config.model = job.model;
   config.plan = job.plan;
   config.device_kind = cluster_device_kind(job.cluster);
+  apply_loss_scaling(a, config);
   const executor::TokenSource data{a.data_file, executor::parse_token_dtype(a.data_dtype)};
   if (const auto why = executor::unsupported_reason(config); !why.empty()) {
     throw base::InputError(a.plan.plan_file, 0, "plan", why);
@@ -250,7 +282,8 @@ void run(RunArgs& a) {
   std::cerr << "orrery run: " << launch.world_size << " local rank(s), model " << job.model.name()
             << ", " << config.steps << " step(s)"
             << (config.out_dir.empty() ? "" : ", results in " + config.out_dir) << "\n"
-            << "orrery run: " << run_shape(job) << "\n";
+            << "orrery run: " << run_shape(job) << "\n"
+            << loss_scaling_line(config);
   int64_t first = 1;
   try {
     first = launch_with_restarts(a, ExpectedRun{config, a.data_file, launch.world_size}, launch);
@@ -307,7 +340,8 @@ void add_run_command(CLI::App& app) {
           "per pipeline stage and replica, dp x micro-batch x pp)");
   cmd->get_option("--precision")
       ->description(
-          "fp32 | bf16 (default: the plan's job.precision, else bf16 on GPUs, fp32 on CPUs)");
+          "fp32 | bf16 | fp16 (default: the plan's job.precision, else bf16 on GPUs, fp32 on "
+          "CPUs)");
   auto& t = a->train;
   cmd->add_option("--steps", t.steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", t.seed, "Seed of the initial weights and of the synthetic tokens");
@@ -330,6 +364,13 @@ void add_run_command(CLI::App& app) {
       ->check(finite_non_negative());
   cmd->add_option("--clip-grad", t.clip_grad_norm, "Clip gradients to this global L2 norm (0: off)")
       ->check(finite_non_negative());
+  cmd->add_option("--loss-scale", a->loss_scale,
+                  "fp16: the initial loss scale (default 65536, torch.cuda.amp.GradScaler's)")
+      ->check(finite_positive());
+  cmd->add_option("--loss-scale-growth-interval", a->loss_scale_growth,
+                  "fp16: steps without inf/nan gradients before the loss scale doubles (default "
+                  "2000, GradScaler's)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--host-memory", a->host_memory,
                   "Host memory the local ranks may use together, e.g. '64 GiB' (default: what "
                   "/proc/meminfo calls available); a CPU plan the memory model puts above it is "

@@ -52,7 +52,7 @@ class Schedule {
     const int64_t v = s_.virtual_stage(chunk);
     auto& out = outputs_[slot(m, chunk)];
     if (s_.ends_model(chunk)) {
-      out.backward();
+      (s_.loss_scale == 1 ? out : out * s_.loss_scale).backward();
     } else {
       out.backward(
           receive(next(), tag(m, v, kBackward), site_name(-1, m, "bwd", transfer("recv.grad", v)))

@@ -1,5 +1,6 @@
 #include "parallel_sharding.hpp"
 
+#include "loss_scaler.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
 #include "sharding_strategy.hpp"
@@ -33,6 +34,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
                                              const TrainConfig& c, int64_t ep_size)
     : model_(model),
       opt_{c.learning_rate, c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_grad_norm},
+      world_(groups.world),
       strategy_(make_strategy(model, groups, c, ep_size)),
       parameters_are_chunks_(groups.dp && fully_sharded(c.plan.sharding())) {
   if (strategy_->uses_part_hooks()) model_.set_part_hooks(this);
@@ -49,15 +51,20 @@ DataParallelOptimizer::~DataParallelOptimizer() {
 
 void DataParallelOptimizer::zero_grad() { strategy_->zero_grad(); }
 
-double DataParallelOptimizer::step() {
+std::optional<double> DataParallelOptimizer::step(std::optional<double> loss_scale) {
   strategy_->reduce_gradients();
-  double norm = 0;
+  std::optional<double> norm;
   {
-    // Clipping, the norm's all-reduces and AdamW are timed together as the optimizer node.
+    // Unscaling and the inf/nan check (fp16), clipping, the norm's all-reduces and AdamW are
+    // timed together as the optimizer node: the lowering has no node of its own for the check.
     OpTrace::Scope scope(current_trace(), "opt.adamw");
-    norm = strategy_->clip(opt_.clip_grad_norm);
-    adamw_->step();
+    if (!loss_scale || !unscale_and_check(strategy_->optimized(), *loss_scale, world_)) {
+      norm = strategy_->clip(opt_.clip_grad_norm);
+      adamw_->step();
+    }
   }
+  // A skipped step still gathers the (unchanged) parameters, so every rank runs the same
+  // collectives whatever the flag said.
   strategy_->after_update();
   return norm;
 }

@@ -73,6 +73,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
@@ -106,8 +107,10 @@ class DataParallelOptimizer final : public PartHooks {
   // Before a step's first forward.
   void zero_grad();
   // After the step's last backward: gradient reduction, clipping, AdamW, parameter gathers.
-  // Returns the global gradient norm before clipping.
-  double step();
+  // Returns the global gradient norm before clipping. With `loss_scale` (fp16, loss_scaler.hpp)
+  // the reduced gradients are first divided by it and checked for inf/nan on every rank: when
+  // any has one, clipping and AdamW are skipped on every rank and the result is nullopt.
+  std::optional<double> step(std::optional<double> loss_scale = std::nullopt);
   // FSDP: puts the full parameters back into the model (every DP rank must call it), for saving.
   void gather_parameters();
 
@@ -126,6 +129,7 @@ class DataParallelOptimizer final : public PartHooks {
  private:
   Transformer& model_;
   OptimizerSettings opt_;
+  GroupPtr world_;  // every rank: where the loss scaler's inf/nan flag is summed
   std::unique_ptr<ShardingStrategy> strategy_;
   std::unique_ptr<torch::optim::AdamW> adamw_;
   bool parameters_are_chunks_ = false;  // FSDP/ZeRO-3: the model's tensors are freed between steps

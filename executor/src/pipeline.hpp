@@ -26,6 +26,9 @@ struct PipelineStage {
   // What activations and their gradients travel as (bf16 under mixed precision); the stage
   // computes on fp32 hidden states either way (mixed_precision.hpp).
   torch::ScalarType wire_dtype = torch::kFloat32;
+  // fp16's loss scale (loss_scaler.hpp): the last stage's backward starts from loss x this; the
+  // loss summed for the step stays unscaled.
+  double loss_scale = 1;
   c10::Device device = c10::kCPU;  // where received activations and gradients land
   bool first() const { return stage == 0; }
   bool last() const { return stage == stages - 1; }

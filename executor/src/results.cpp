@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -34,8 +35,14 @@ std::string trace_rank_file(const std::string& dir, int64_t rank) {
 }
 
 void write_step_result(const std::string& dir, const StepResult& r) {
-  const nlohmann::json j = {
+  nlohmann::json j = {
       {"step", r.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm}, {"seconds", r.seconds}};
+  // fp16 only, so fp32 and bf16 runs write what they always wrote. A skipped step's grad_norm is
+  // NaN, which JSON writes as null.
+  if (r.loss_scale > 0) {
+    j["loss_scale"] = r.loss_scale;
+    j["skipped"] = r.skipped;
+  }
   // Through the one atomic writer: a registered temporary (removed on a signal, named and removed
   // by the next run after a SIGKILL), fsync, rename.
   write_file_atomically(step_file(dir, r.step), j.dump(2) + "\n", true);
@@ -46,7 +53,10 @@ StepResult read_step_result(const std::string& path) {
   StepResult r;
   r.step = j.at("step").get<int64_t>();
   r.loss = j.at("loss").get<double>();
-  r.grad_norm = j.at("grad_norm").get<double>();
+  const auto& norm = j.at("grad_norm");
+  r.grad_norm = norm.is_null() ? std::numeric_limits<double>::quiet_NaN() : norm.get<double>();
+  r.loss_scale = j.value("loss_scale", 0.0);
+  r.skipped = j.value("skipped", false);
   r.seconds = j.at("seconds").get<double>();
   return r;
 }

@@ -19,21 +19,25 @@ std::string lower_name(const std::string& full, size_t prefix) {
   return name;
 }
 
-// fp32, or bf16 mixed precision (mixed_precision.hpp) with every parallelism the executor runs:
+// fp32, bf16 mixed precision (mixed_precision.hpp) with every parallelism the executor runs:
 // bf16 activations cross ranks as the lowering's activation_bytes 2 say (Gloo 1.13's missing bf16
 // support worked around, mixed_precision.hpp), gradients are reduced in fp32 and ZeRO/FSDP gather
-// bf16 copies of fp32 masters (parallel_sharding.hpp). fp16 needs dynamic loss scaling, and on
-// the CPU it could only be emulated (docs/executor.md).
-std::string precision_problem(const pb::Plan& plan) {
-  const auto precision = plan.job().precision();
+// bf16 copies of fp32 masters (parallel_sharding.hpp); or fp16 with dynamic loss scaling
+// (loss_scaler.hpp; on a CPU its GEMMs run in fp32, docs/executor.md).
+std::string precision_problem(const TrainConfig& c) {
+  const auto precision = c.plan.job().precision();
   if (precision == pb::PRECISION_FP32 || precision == pb::PRECISION_BF16) return "";
   if (precision == pb::PRECISION_FP16) {
-    return "job.precision fp16: needs loss scaling, not implemented in the executor yet (fp32 and "
-           "bf16 are); on a CPU, libtorch 1.13 has no fp16 matmul, linear or softmax kernels and "
-           "its CPU autocast no fp16, so fp16 could only be emulated there";
+    const auto& s = c.loss_scaling;
+    if (!(s.init_scale > 0) || !(s.growth_factor > 1) || !(s.backoff_factor > 0) ||
+        !(s.backoff_factor < 1) || s.growth_interval < 1) {
+      return "job.precision fp16: the loss scaling needs an initial scale > 0, a growth factor > "
+             "1, a backoff factor in (0, 1) and a growth interval >= 1";
+    }
+    return "";
   }
   return "job.precision " + lower_name(pb::Precision_Name(precision), 10) +
-         ": not implemented in the executor (fp32 and bf16 are)";
+         ": not implemented in the executor (fp32, bf16 and fp16 are)";
 }
 
 // Interleaved 1F1B (pipeline.hpp) runs with pp > 1 and every sharding but FSDP/ZeRO-3.
@@ -90,7 +94,7 @@ std::string plan_problem(const pb::Plan& plan) {
     return "parallel.etp: MoE parallel folding (expert tensor parallelism) is simulated, not "
            "implemented in the executor yet";
   }
-  return precision_problem(plan);
+  return "";
 }
 
 std::string model_problem(const pb::ModelSpec& m) {
@@ -153,6 +157,7 @@ std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
 
 std::string unsupported_reason(const TrainConfig& c) {
   if (auto p = plan_problem(c.plan); !p.empty()) return p;
+  if (auto p = precision_problem(c); !p.empty()) return p;
   if (auto p = model_problem(c.model); !p.empty()) return p;
   // The plan's rules (degrees against the model, batch, sequence, pipeline split, MoE), worded
   // as `simulate` and `plan` word them: one copy, in plan/. (The executor places EP groups inside

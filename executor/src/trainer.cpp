@@ -4,12 +4,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
 
 #include "keep_freed_memory.hpp"
+#include "loss_scaler.hpp"
 #include "measured_trace.hpp"
 #include "mixed_precision.hpp"
 #include "model.hpp"
@@ -88,6 +90,7 @@ struct Run {
   std::vector<double> untimed;                  // per step, when tracing (OpTrace::untimed_s)
   std::unique_ptr<TokenCorpus> corpus;          // --data; null: synthetic tokens
   std::vector<pb::CheckpointIo> checkpoint_io;  // this rank's saves and resume, timed
+  std::optional<LossScaler> scaler;             // fp16 only (loss_scaler.hpp)
 
   Run(const TrainConfig& config, const RankEnv& e, const plan::RankLayout& grid,
       const RunDevice& run_device)
@@ -112,7 +115,8 @@ struct Run {
     const int64_t seq = config.plan.job().seq_len() /
                         (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
     pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
-    pipe.wire_dtype = bf16() ? torch::kBFloat16 : torch::kFloat32;
+    pipe.wire_dtype = bf16() ? torch::kBFloat16 : autocast_fp16() ? torch::kHalf : torch::kFloat32;
+    if (fp16()) scaler.emplace(config.loss_scaling);
     pipe.device = device;
     model.set_materialized_attention(config.plan.attention_kernel() ==
                                      pb::ATTENTION_KERNEL_MATERIALIZED);
@@ -129,6 +133,10 @@ struct Run {
   }
 
   bool bf16() const { return c.plan.job().precision() == pb::PRECISION_BF16; }
+  bool fp16() const { return c.plan.job().precision() == pb::PRECISION_FP16; }
+  // fp16 GEMMs under autocast on a GPU; a CPU's libtorch 1.13 has neither fp16 GEMM kernels nor
+  // fp16 CPU autocast, so there an fp16 plan computes in fp32 (with the loss scaling all the same).
+  bool autocast_fp16() const { return fp16() && device.is_cuda(); }
 
   StepResult step(int64_t n) {
     if (OpTrace* t = current_trace()) t->begin_step();
@@ -137,10 +145,12 @@ struct Run {
     const auto mine = rank_rows(n, local).to(device);
     optimizer.zero_grad();
     auto forward = [&](int64_t m, int64_t chunk, const torch::Tensor& hidden) {
-      const AutocastScope autocast(bf16(), device.type());  // mixed_precision.hpp
+      const AutocastScope autocast(bf16() || autocast_fp16(), device.type(),
+                                   bf16() ? at::kBFloat16 : at::kHalf);  // mixed_precision.hpp
       auto out = model.forward(mine.narrow(0, m * mbs, mbs), hidden, chunk);
       return pipe.ends_model(chunk) ? out / static_cast<double>(micro_batches) : out;
     };
+    if (scaler) pipe.loss_scale = scaler->scale();
     // The last stage's summed loss, zero on the others (fp64, on the device).
     auto loss = run_pipeline(pipe, micro_batches, c.plan.parallel().schedule(), forward);
     StepResult r;
@@ -149,7 +159,14 @@ struct Run {
     // and last stage), the gradient reduction over DP (buckets; ZeRO reduce-scatters; FSDP's ran
     // in backward), the MoE experts' over the expert-data-parallel group, clipping and AdamW, all
     // timed under the lowering's names (parallel_sharding.hpp).
-    r.grad_norm = optimizer.step();
+    const auto norm =
+        optimizer.step(scaler ? std::optional<double>(scaler->scale()) : std::nullopt);
+    r.grad_norm = norm.value_or(std::numeric_limits<double>::quiet_NaN());
+    if (scaler) {
+      r.loss_scale = scaler->scale();
+      r.skipped = !norm;
+      scaler->update(r.skipped);
+    }
     if (OpTrace* t = current_trace()) {
       timings.push_back(t->end_step());
       untimed.push_back(t->untimed_s());
@@ -167,6 +184,7 @@ struct Run {
   std::string shard_bytes() const {
     torch::serialize::OutputArchive archive;
     optimizer.save(archive);
+    if (scaler) archive.write("loss_scaler", scaler->state());
     std::ostringstream bytes;
     archive.save_to(bytes);
     return bytes.str();
@@ -177,6 +195,11 @@ struct Run {
     torch::serialize::InputArchive archive;
     archive.load_from(in, device);
     optimizer.load(archive);
+    if (scaler) {
+      torch::Tensor state;
+      archive.read("loss_scaler", state);
+      scaler->load_state(state);
+    }
   }
 
   // Full parameters, written by rank 0: TP shards gathered (every TP rank takes part), other
@@ -416,13 +439,16 @@ std::vector<StepResult> train_rank(const TrainConfig& config, const RankEnv& env
       const StepResult r = run.step(step);
       // Both are all-reduced, so every rank stops at the same step, and nothing of this step is
       // written: the step files before it stay a consistent record of the run.
-      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+      if (!std::isfinite(r.loss) || (!r.skipped && !std::isfinite(r.grad_norm)))
         throw base::InputError("", 0, "", diverged(env, r));
       results.push_back(r);
       std::ostringstream line;
       line.precision(6);
-      line << "step " << r.step << " loss " << std::fixed << r.loss << " grad_norm " << r.grad_norm
-           << " time " << std::setprecision(3) << r.seconds << " s";
+      line << "step " << r.step << " loss " << std::fixed << r.loss << " grad_norm " << r.grad_norm;
+      if (r.loss_scale > 0)
+        line << " loss_scale " << std::defaultfloat << r.loss_scale << std::fixed
+             << (r.skipped ? " skipped (inf/nan gradients)" : "");
+      line << " time " << std::setprecision(3) << r.seconds << " s";
       out << line.str() << std::endl;
       if (!config.out_dir.empty() && env.rank == 0) write_step_result(config.out_dir, r);
       if (checkpoint.every > 0 && step % checkpoint.every == 0) {

@@ -200,6 +200,20 @@ TEST(MeasuredTrace, Bf16RecordsTheTypeEachOpRanIn) {
   EXPECT_EQ(dtype.at("opt.dp.bucket0.all_reduce"), "");
 }
 
+TEST(MeasuredTrace, Fp16KeepsTheLoweringsNodesAndRecordsFp32GemmsOnTheCpu) {
+  // fp16's unscaling and inf/nan check are timed inside the optimizer node (the lowering has no
+  // node of its own for them); on a CPU the GEMMs run in fp32, and the trace says so.
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering(
+      "fp16", "--model tiny --tp 2 --pp 2 --dp 1 --global-batch 4 --seq 32 --precision fp16",
+      &measured);
+  ASSERT_EQ(measured.ranks_size(), 4);
+  std::map<std::string, std::string> dtype;
+  for (const auto& n : measured.ranks(0).nodes()) dtype[n.name()] = n.dtype();
+  EXPECT_EQ(dtype.at("L0.mb0.fwd.mlp.up"), "fp32");
+  EXPECT_EQ(dtype.count("opt.adamw"), 1U);
+}
+
 TEST(MeasuredTrace, TensorParallel) {
   expect_trace_matches_lowering("tp2", "--model tiny --tp 2 --dp 1 --global-batch 2 --seq 32");
 }

@@ -55,7 +55,11 @@ int main(int argc, char** argv) {
   app.add_flag("--overlap-grad-reduce", overlap_grad, "DP buckets reduced during backward");
   app.add_flag("--overlap-param-gather", overlap_gather,
                "ZeRO-1/2 parameter gathers during the next forward");
-  app.add_option("--precision", precision, "fp32 | bf16");
+  app.add_option("--precision", precision, "fp32 | bf16 | fp16");
+  app.add_option("--loss-scale", c.loss_scaling.init_scale, "fp16: initial loss scale");
+  app.add_option("--loss-scale-growth-interval", c.loss_scaling.growth_interval,
+                 "fp16: clean steps before the scale grows");
+  app.add_option("--lr", c.learning_rate);
   std::string recompute = "none";
   app.add_option("--recompute", recompute, "none | selective | full");
   bool materialized = false;
@@ -77,10 +81,11 @@ int main(int argc, char** argv) {
     c.plan.set_model(model);
     c.plan.mutable_job()->set_global_batch_size(gbs);
     c.plan.mutable_job()->set_seq_len(seq);
-    if (precision != "fp32" && precision != "bf16")
-      throw std::runtime_error("--precision " + precision + ": fp32 or bf16");
-    c.plan.mutable_job()->set_precision(precision == "bf16" ? pb::PRECISION_BF16
-                                                            : pb::PRECISION_FP32);
+    if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+      throw std::runtime_error("--precision " + precision + ": fp32, bf16 or fp16");
+    c.plan.mutable_job()->set_precision(precision == "bf16"   ? pb::PRECISION_BF16
+                                        : precision == "fp16" ? pb::PRECISION_FP16
+                                                              : pb::PRECISION_FP32);
     pb::Recompute r = pb::RECOMPUTE_UNSPECIFIED;
     if (!pb::Recompute_Parse("RECOMPUTE_" + upper_case(recompute), &r) ||
         r == pb::RECOMPUTE_UNSPECIFIED)

@@ -119,13 +119,29 @@ TEST(RunCommand, AGpuClusterNeedsAGpu) {
   EXPECT_NE(r.out.find("the cluster's devices are GPUs, but "), std::string::npos) << r.out;
 }
 
-TEST(RunCommand, RejectsFp16) {
-  const Ran r =
+TEST(RunCommand, TrainsFp16WithStatedLossScaling) {
+  // GradScaler's defaults, printed; a stated initial scale is used, and the flag is refused on a
+  // precision it does not apply to.
+  Ran r =
       run_cli("--model tiny --cluster local --dp 1 --global-batch 2 --steps 1 --precision fp16");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("fp16 dynamic loss scaling: initial scale 65536, x2 after 2000 steps "
+                       "without inf/nan, x0.5"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("loss_scale 65536 time"), std::string::npos) << r.out;
+  r = run_cli(
+      "--model tiny --cluster local --dp 1 --global-batch 2 --steps 1 --precision fp16 "
+      "--loss-scale 1e60");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("loss_scale 1e+60 skipped (inf/nan gradients)"), std::string::npos) << r.out;
+  r = run_cli(
+      "--model tiny --cluster local --dp 1 --global-batch 2 --steps 1 --precision bf16 "
+      "--loss-scale 1024");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(
-      r.out.find("job.precision fp16: needs loss scaling, not implemented in the executor yet"),
-      std::string::npos)
+  EXPECT_NE(r.out.find("--loss-scale: loss scaling applies to job.precision fp16 only"),
+            std::string::npos)
       << r.out;
 }
 

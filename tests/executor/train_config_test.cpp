@@ -107,17 +107,19 @@ TEST(UnsupportedReason, Bf16WithEveryParallelism) {
   EXPECT_EQ(unsupported_reason(moe), "");
 }
 
-TEST(UnsupportedReason, Fp16AndFp8AreRefused) {
-  // fp16 needs loss scaling (and libtorch 1.13's CPU has no fp16 kernels); fp8 is not there.
+TEST(UnsupportedReason, Fp16RunsWithValidLossScalingAndFp8IsRefused) {
+  // fp16 runs with dynamic loss scaling (GradScaler's defaults); settings that could never
+  // rescale are refused; fp8 is not there.
   TrainConfig c = tiny_pp2();
   c.plan.mutable_job()->set_precision(pb::PRECISION_FP16);
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.loss_scaling.growth_interval = 0;
   EXPECT_EQ(unsupported_reason(c),
-            "job.precision fp16: needs loss scaling, not implemented in the executor yet (fp32 and "
-            "bf16 are); on a CPU, libtorch 1.13 has no fp16 matmul, linear or softmax kernels and "
-            "its CPU autocast no fp16, so fp16 could only be emulated there");
+            "job.precision fp16: the loss scaling needs an initial scale > 0, a growth factor > "
+            "1, a backoff factor in (0, 1) and a growth interval >= 1");
   c.plan.mutable_job()->set_precision(pb::PRECISION_FP8);
   EXPECT_EQ(unsupported_reason(c),
-            "job.precision fp8: not implemented in the executor (fp32 and bf16 are)");
+            "job.precision fp8: not implemented in the executor (fp32, bf16 and fp16 are)");
 }
 
 TEST(UnsupportedReason, HsdpAndBf16GradientReductionRun) {

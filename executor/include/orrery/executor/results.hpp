@@ -11,7 +11,8 @@
 
 namespace orrery::executor {
 
-// <dir>/step_000001.json: {"step":1,"loss":...,"grad_norm":...,"seconds":...}.
+// <dir>/step_000001.json: {"step":1,"loss":...,"grad_norm":...,"seconds":...}, fp16 runs adding
+// "loss_scale" and "skipped" (a skipped step's grad_norm is null).
 std::string step_file(const std::string& dir, int64_t step);
 void write_step_result(const std::string& dir, const StepResult& result);
 StepResult read_step_result(const std::string& path);

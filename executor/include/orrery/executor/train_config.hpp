@@ -15,6 +15,17 @@
 
 namespace orrery::executor {
 
+// fp16's dynamic loss scaling, torch.cuda.amp.GradScaler's rule with its published defaults: the
+// loss is multiplied by the scale before backward, the gradients divided by it before the
+// optimizer; a step whose gradients hold an inf or nan on any rank is skipped and the scale
+// multiplied by backoff_factor, and after growth_interval steps in a row without one it is
+// multiplied by growth_factor. Plans have no field for these; `orrery run` states them.
+struct LossScaling {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0, backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
 struct TrainConfig {
   pb::ModelSpec model;
   // Read: job (global batch, seq_len, precision), parallel (tp, dp, pp, cp, sp), micro_batch_size,
@@ -31,6 +42,7 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
   double weight_decay = 0.1;
   double clip_grad_norm = 1.0;  // 0: no clipping
+  LossScaling loss_scaling;     // read only when the plan's precision is fp16
   // A collective or rendezvous waiting longer than this fails the rank.
   double timeout_s = 60;
   // Per-step results (step_NNNNNN.json) and, with save_parameters, params.bin, go here (may be
@@ -58,8 +70,12 @@ std::vector<int64_t> layers_per_stage(const pb::Plan& plan, const pb::ModelSpec&
 struct StepResult {
   int64_t step = 0;      // 1-based
   double loss = 0;       // mean token cross-entropy over the global batch
-  double grad_norm = 0;  // global L2 norm of the gradients before clipping
-  double seconds = 0;    // wall time of the step on rank 0
+  double grad_norm = 0;  // global L2 norm of the gradients before clipping (NaN when skipped)
+  // fp16: the scale this step's loss was multiplied by (0 without loss scaling), and whether its
+  // gradients held an inf or nan, so that the optimizer skipped it.
+  double loss_scale = 0;
+  bool skipped = false;
+  double seconds = 0;  // wall time of the step on rank 0
 };
 
 }  // namespace orrery::executor
