@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>  // RENAME_EXCHANGE
 #include <cstring>
 #include <system_error>
 
@@ -29,9 +32,40 @@ std::array<Slot, kSlots> slots;
 std::array<struct sigaction, kSignals.size()> previous{};
 std::atomic<bool> installed{false};
 
+// Removes a temporary folder of plain files (write_folder_durably's) from a signal handler, where
+// opendir/readdir may not be called (they allocate): getdents64 into a stack buffer, unlinkat
+// each entry, and read again from the start until only "." and ".." remain.
+void remove_flat_folder(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  alignas(8) char buf[4096];
+  for (int pass = 0; pass < 100000; ++pass) {
+    ::lseek(fd, 0, SEEK_SET);
+    const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n <= 0) break;
+    bool removed = false;
+    for (long off = 0; off < n;) {
+      // linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+      unsigned short reclen = 0;
+      std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const char* name = buf + off + 19;
+      const bool dot = name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0));
+      if (!dot && ::unlinkat(fd, name, 0) == 0) removed = true;
+      off += reclen;
+    }
+    if (!removed) break;
+  }
+  ::close(fd);
+  ::rmdir(path);
+}
+
 void on_signal(int sig, siginfo_t* info, void* context) {
-  for (auto& s : slots)
-    if (s.state.load() == 2) ::unlink(s.path);
+  const int saved_errno = errno;
+  for (auto& s : slots) {
+    if (s.state.load() != 2) continue;
+    if (::unlink(s.path) != 0 && errno == EISDIR) remove_flat_folder(s.path);
+  }
+  errno = saved_errno;
   for (size_t i = 0; i < kSignals.size(); ++i) {
     if (kSignals[i] != sig) continue;
     const auto& old = previous[i];
@@ -80,7 +114,7 @@ TempPath::~TempPath() {
   if (slot_ >= 0) slots[slot_].state.store(0);
   if (path_.empty()) return;
   std::error_code ec;
-  std::filesystem::remove(path_, ec);
+  std::filesystem::remove_all(path_, ec);  // a temporary folder goes with its files
 }
 
 void TempPath::release() {
@@ -125,6 +159,17 @@ bool sync_fd(int fd) {
   return true;
 }
 
+// The folder holding `path` (".", for a bare name), fsynced so a rename in it is on disk.
+void sync_parent(const std::filesystem::path& path) {
+  const std::filesystem::path dir =
+      path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) durable_write_failed(path, "open its folder");
+  const bool dir_synced = sync_fd(dir_fd);
+  ::close(dir_fd);
+  if (!dir_synced) durable_write_failed(path, "fsync its folder");
+}
+
 }  // namespace
 
 void write_file_durably(const std::filesystem::path& final_path, std::string_view bytes) {
@@ -147,13 +192,47 @@ void write_file_durably(const std::filesystem::path& final_path, std::string_vie
   if (::rename(temp.path().c_str(), final_path.c_str()) != 0)
     durable_write_failed(final_path, "rename");
   temp.release();
-  const std::filesystem::path dir =
-      final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) durable_write_failed(final_path, "open its folder");
-  const bool dir_synced = sync_fd(dir_fd);
-  ::close(dir_fd);
-  if (!dir_synced) durable_write_failed(final_path, "fsync its folder");
+  sync_parent(final_path);
+}
+
+namespace {
+
+// Puts the complete temporary folder in place of `folder`. An existing one is swapped out in one
+// step (renameat2 RENAME_EXCHANGE: a reader sees the old set or the new, never neither) and then
+// removed with the temporary. File systems without the exchange get two renames, with a moment
+// in which `folder` is missing but never a mix.
+void swap_in(TempPath& temp, const std::filesystem::path& folder) {
+  std::error_code ec;
+  if (!std::filesystem::exists(folder, ec)) {
+    if (::rename(temp.path().c_str(), folder.c_str()) != 0) durable_write_failed(folder, "rename");
+    temp.release();
+    return;
+  }
+  if (::syscall(SYS_renameat2, AT_FDCWD, temp.path().c_str(), AT_FDCWD, folder.c_str(),
+                RENAME_EXCHANGE) == 0)
+    return;  // the temporary now holds the old set; its destructor removes it
+  if (errno != EINVAL && errno != ENOSYS) durable_write_failed(folder, "exchange");
+  TempPath old(temp_path_for(folder.string() + ".old"));
+  if (::rename(folder.c_str(), old.path().c_str()) != 0) durable_write_failed(folder, "rename");
+  if (::rename(temp.path().c_str(), folder.c_str()) != 0) {
+    const int err = errno;
+    ::rename(old.path().c_str(), folder.c_str());  // the previous set goes back where it was
+    errno = err;
+    durable_write_failed(folder, "rename");
+  }
+  temp.release();
+}
+
+}  // namespace
+
+void write_folder_durably(const std::filesystem::path& folder,
+                          const std::vector<std::pair<std::string, std::string>>& files) {
+  remove_temporaries_on_signals();
+  TempPath temp(temp_path_for(folder));
+  if (::mkdir(temp.path().c_str(), 0755) != 0) durable_write_failed(folder, "mkdir");
+  for (const auto& [name, bytes] : files) write_file_durably(temp.path() / name, bytes);
+  swap_in(temp, folder);
+  sync_parent(folder);
 }
 
 }  // namespace orrery::base

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "host_memory_guard.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/input_file.hpp"
 #include "orrery/base/units.hpp"
@@ -25,6 +26,7 @@
 #include "output.hpp"
 #include "table.hpp"
 #include "text.hpp"
+#include "trace_input.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -49,24 +51,8 @@ struct CalibrateArgs {
   std::string name;
   int64_t min_samples = 3;
   bool force = false;
+  std::optional<std::string> host_memory;  // --host-memory
 };
-
-std::string read_text(const std::string& file) { return base::read_input_file(file); }
-
-// A measured trace in any of the formats calibrate reads, as an ExecGraph.
-pb::ExecGraph read_trace(const std::string& file, std::vector<std::string>& notes) {
-  const std::string text = read_text(file);
-  pb::ExecGraph graph;
-  if (is_kineto_trace(text)) {
-    KinetoImport imported = import_kineto(text, file);
-    for (const auto& [why, count] : imported.skipped)
-      notes.push_back(file + ": " + std::to_string(count) + " x " + why);
-    return std::move(imported.graph);
-  }
-  const bool json = std::filesystem::path(file).extension() == ".json";
-  parse_spec(text, file, json ? SpecFormat::kJson : SpecFormat::kYaml, &graph);
-  return graph;
-}
 
 std::string plain(double v) {
   char buf[32];
@@ -463,9 +449,10 @@ void calibrate(const CalibrateArgs& a, const OutputFlags& out) {
   calibration::TraceSamples samples;
   std::vector<calibration::CheckpointSample> checkpoints;
   std::vector<std::string> notes;
+  check_trace_memory(a.traces, "--traces", host_memory_limit(a.host_memory));
   for (const auto& file : a.traces) {
     std::cerr << "calibrate: reading " << file << "\n";
-    const pb::ExecGraph trace = read_trace(file, notes);
+    const pb::ExecGraph trace = read_measured_trace(file, notes);
     calibration::add_trace_samples(trace, file, options, samples);
     calibration::add_checkpoint_samples(trace, file, checkpoints, notes);
   }
@@ -528,6 +515,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--min-samples", a->min_samples, "Samples a curve needs to be fitted (default 3)")
       ->check(CLI::Range(int64_t{2}, int64_t{1000000}));
   cmd->add_flag("--force", a->force, "Replace --out if it exists");
+  cmd->add_option("--host-memory", a->host_memory,
+                  "Memory the traces may take while read (a size, \"8 GiB\"; default: what "
+                  "/proc/meminfo calls available)");
   add_output_flags(cmd, *out, false);
   cmd->callback([a, out] { calibrate(*a, *out); });
 }

@@ -562,7 +562,8 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--sharding", a->sharding,
                   "Only these: none,zero1,zero2,zero3,fsdp,hsdp (default all but zero3)");
-  cmd->add_option("--recompute", a->recompute, "Only these: none,selective,full (default all)");
+  cmd->add_option("--recompute", a->recompute,
+                  "Only these: none,selective,selective_op,full (default all)");
   cmd->add_flag("--tp-across-nvlink", a->tp_across_nvlink,
                 "Allow TP groups beyond one NVLink domain");
   cmd->add_flag("--sp-both-ways", a->sp_both_ways, "Try TP without sequence parallelism too");

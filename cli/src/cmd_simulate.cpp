@@ -28,7 +28,7 @@ struct SimulateArgs {
   std::string engine = "analytic";
   std::string calibration_file;
   std::string trace_file;
-  std::string chakra_prefix;
+  std::string chakra_folder;
   std::string graph_file;
   std::string html_file;
   std::vector<std::string> stragglers;
@@ -48,13 +48,13 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
         "", 0, "--trace",
         "the analytic engine predicts no timeline; a timeline needs --engine des");
   }
-  if (!a.chakra_prefix.empty() && engine != sim::EngineKind::kDes) {
+  if (!a.chakra_folder.empty() && engine != sim::EngineKind::kDes) {
     // Files without durations would replay every compute node in 1 ns: refused, not written.
     throw base::InputError("", 0, "--chakra",
                            "Chakra files carry each node's duration, which only the des engine's "
                            "timeline has; add --engine des");
   }
-  if (!a.chakra_prefix.empty()) {
+  if (!a.chakra_folder.empty()) {
     // Checked before every rank is simulated (the export needs them all).
     const int64_t ranks =
         plan::resolve_plan(job.plan, job.model, job.cluster, job.plan_where).world_size();
@@ -67,9 +67,9 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   }
   sim::DesOptions options;
   // The export needs every rank's timeline, not the representatives'.
-  options.all_ranks = a.all_ranks || !a.chakra_prefix.empty();
+  options.all_ranks = a.all_ranks || !a.chakra_folder.empty();
   // The page draws the des engine's timeline when there is one.
-  options.timeline = !a.trace_file.empty() || !a.chakra_prefix.empty() || !a.html_file.empty();
+  options.timeline = !a.trace_file.empty() || !a.chakra_folder.empty() || !a.html_file.empty();
   options.max_nodes = a.des_budget;
   SimulatedJob simulated =
       simulate_job(job, engine, a.calibration_file.empty() ? nullptr : &calibration, options);
@@ -87,13 +87,14 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
     write_file_atomically(a.graph_file, to_json(plan::lower(plan, options)), a.force);
     std::cerr << "wrote " << a.graph_file << " (one representative rank per pipeline stage)\n";
   }
-  if (!a.chakra_prefix.empty()) {
-    const auto files = write_chakra(result.timeline, a.chakra_prefix, a.force);
-    std::cerr << "wrote " << files.size() - 1 << " Chakra files " << a.chakra_prefix
-              << ".<rank>.et and " << files.back().string()
-              << " (des timeline of every rank; ASTRA-sim: --workload-configuration="
-              << a.chakra_prefix << " --comm-group-configuration=" << files.back().string()
-              << ")\n";
+  if (!a.chakra_folder.empty()) {
+    const auto files = write_chakra(result.timeline, a.chakra_folder, a.force);
+    const auto folder = files.back().parent_path();
+    std::cerr << "wrote " << folder.string() << "/ (" << files.size() - 1
+              << " Chakra files, the des timeline of every rank, and comm_groups.json; ASTRA-sim: "
+                 "--workload-configuration="
+              << chakra_workload_prefix(folder).string()
+              << " --comm-group-configuration=" << files.back().string() << ")\n";
   }
   // The engine's own wall time varies from run to run: it goes to stderr, never into results.
   if (result.result.wall_time_s() > 0) {
@@ -101,6 +102,7 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
               << result.result.wall_time_s() << " s\n";
   }
   result.result.clear_wall_time_s();
+  *result.result.mutable_framework() = profile_message(job.profile);
   const nlohmann::ordered_json json = result_json("orrery.simulate", result.result);
   if (!a.html_file.empty()) {
     const bool timed = engine == sim::EngineKind::kDes;
@@ -114,7 +116,7 @@ void simulate(const SimulateArgs& a, const OutputFlags& out) {
   } else if (out.csv) {
     std::cout << csv_line(sim_csv_header()) << csv_line(sim_csv_row(plan, result.result));
   } else {
-    std::cout << render_result(plan, result.result);
+    std::cout << render_result(plan, result.result) << render_profile(job.profile);
   }
   // The report is printed either way (it shows where the memory goes); the status says the plan
   // cannot run, so that a script does not take its step time for one.
@@ -146,9 +148,9 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--calibration", a->calibration_file, "Calibration profile (YAML/JSON)");
   cmd->add_option("--trace", a->trace_file, "Write the timeline as Perfetto/Chrome trace JSON");
-  cmd->add_option("--chakra", a->chakra_prefix,
-                  "des: write Chakra ET files <prefix>.<rank>.et and <prefix>.comm_groups.json "
-                  "for ASTRA-sim (simulates every rank)");
+  cmd->add_option("--chakra", a->chakra_folder,
+                  "des: write the folder DIR of Chakra ET files trace.<rank>.et and "
+                  "comm_groups.json for ASTRA-sim (simulates every rank; written whole)");
   cmd->add_option("--graph", a->graph_file,
                   "Write the execution graph (representative ranks) as JSON");
   cmd->add_option("--html", a->html_file,

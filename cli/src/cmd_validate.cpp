@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "csv.hpp"
 #include "holdout_report.hpp"
+#include "host_memory_guard.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/traces/perfetto.hpp"
@@ -23,8 +25,10 @@
 #include "orrery/validation/trace_validation.hpp"
 #include "output.hpp"
 #include "report_pages.hpp"
+#include "sim_report.hpp"
 #include "table.hpp"
 #include "text.hpp"
+#include "trace_input.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -39,6 +43,8 @@ struct ValidateArgs {
   std::string holdout_by;  // --runs: leave one family out ("" for none)
   std::string html_file;
   bool force = false;
+  bool no_framework_profiles = false;      // --runs: read cases without their framework's profile
+  std::optional<std::string> host_memory;  // --trace: --host-memory
 };
 
 // Skipped cases or tables are listed and counted and the status stays 0; a file of which nothing
@@ -109,7 +115,9 @@ nlohmann::ordered_json runs_json(const ValidateArgs& a, const validation::RunVal
                      {"predicted_step_s", figure(c.predicted_s)},
                      {"error", figure(c.error)},
                      {"peak_memory_bytes", figure(c.peak_memory_bytes)},
-                     {"memory_capacity_bytes", figure(c.memory_capacity_bytes)}});
+                     {"memory_capacity_bytes", figure(c.memory_capacity_bytes)},
+                     {"framework_profile", nlohmann::ordered_json::parse(
+                                               to_json_every_field(profile_message(c.profile)))}});
   }
   nlohmann::ordered_json j = json_header("orrery.validate.runs");
   j["file"] = a.runs_file;
@@ -127,9 +135,9 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
   if (!a.holdout_by.empty()) return report_holdout(a, out);
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  const validation::RunValidation v =
-      validation::validate_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"),
-                                a.calibration_file.empty() ? nullptr : &calibration);
+  const validation::RunValidation v = validation::validate_runs(
+      a.runs_file, sim::parse_engine(a.engine, "--engine"),
+      a.calibration_file.empty() ? nullptr : &calibration, !a.no_framework_profiles);
   const nlohmann::ordered_json json = runs_json(a, v);
   // A file of which nothing ran draws nothing: the status says so below.
   if (v.simulated > 0) write_html_if_asked(a, validate_runs_page(json));
@@ -141,14 +149,16 @@ void report_runs(const ValidateArgs& a, const OutputFlags& out) {
     std::cout << runs_csv(v);
     return require_one_simulated(a.runs_file, v.simulated, v.skipped);
   }
-  Table t({"case", "model", "cluster", "plan", "measured", "predicted", "error", "memory"});
+  Table t(
+      {"case", "model", "cluster", "plan", "profile", "measured", "predicted", "error", "memory"});
   std::vector<std::pair<std::string, std::string>> skipped;
   for (const auto& c : v.cases) {
     if (!c.skipped.empty()) {
       skipped.emplace_back(c.id, c.skipped);
       continue;
     }
-    t.add_row({c.id, c.model, c.cluster, c.plan, base::units::seconds(c.measured_s),
+    const std::string profile = c.profile.framework.empty() ? "-" : c.profile.framework;
+    t.add_row({c.id, c.model, c.cluster, c.plan, profile, base::units::seconds(c.measured_s),
                base::units::seconds(c.predicted_s), signed_percent(c.error),
                memory_verdict(c.peak_memory_bytes, c.memory_capacity_bytes)});
   }
@@ -174,7 +184,8 @@ void report_holdout(const ValidateArgs& a, const OutputFlags& out) {
     if (done + 1 == total) std::fprintf(stderr, "\r\033[K");
   };
   const validation::RunHoldout h =
-      validation::holdout_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"), key, progress);
+      validation::holdout_runs(a.runs_file, sim::parse_engine(a.engine, "--engine"), key, progress,
+                               !a.no_framework_profiles);
   if (out.csv) {
     std::cout << holdout_csv(h);
     return;
@@ -334,8 +345,8 @@ void report_trace(const ValidateArgs& a, const OutputFlags& out) {
   }
   pb::CalibrationProfile calibration;
   if (!a.calibration_file.empty()) read_spec_file(a.calibration_file, &calibration);
-  pb::ExecGraph trace;
-  read_spec_file(a.trace_file, &trace);
+  check_trace_memory({a.trace_file}, "--trace", host_memory_limit(a.host_memory));
+  const pb::ExecGraph trace = read_orrery_trace(a.trace_file);
   const validation::TraceValidation v = validation::validate_trace(
       trace, a.trace_file, engine, a.calibration_file.empty() ? nullptr : &calibration);
   if (!a.timeline_file.empty()) {
@@ -427,11 +438,18 @@ void add_validate_command(CLI::App& app) {
       "--runs, --collectives: write an HTML page with charts (predicted against measured; "
       "docs/report.md)");
   cmd->add_flag("--force", a->force, "Replace --timeline or --html if it exists");
+  cmd->add_option("--host-memory", a->host_memory,
+                  "--trace: memory the trace may take while read (a size, \"8 GiB\"; default: "
+                  "what /proc/meminfo calls available)");
   add_output_flags(cmd, *out, false);
   add_csv_flag(cmd, *out,
                "--runs: one row per case (with --holdout-by: per case and family); --collectives: "
                "one row per message size; --trace: one row per node");
   holdout->needs(runs);
+  cmd->add_flag("--no-framework-profiles", a->no_framework_profiles,
+                "--runs: read every case without the profile its framework names (as before "
+                "profiles; docs/validation.md), to measure what the profiles change")
+      ->needs(runs);
   holdout->excludes(calibration);  // the holdout fits its own kernel factor
   runs->excludes(coll);
   runs->excludes(trace);

@@ -11,6 +11,7 @@
 #include "orrery/base/input_file.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/framework_profile.hpp"
 #include "orrery/plan/plan_defaults.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -168,6 +169,10 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_option("--grad-reduce-dtype", a.grad_reduce_dtype,
                   "fp32 | bf16: dtype of the data-parallel gradient reduction (default: fp32 for "
                   "bf16 and fp8 training, the training dtype otherwise)");
+  cmd->add_option("--framework", a.framework,
+                  "NAME@VERSION of the framework release (e.g. megatron-core@0.6): its profile "
+                  "fills the overlap, bucket, prefetch and kernel fields neither the plan nor a "
+                  "flag states (docs/simulator.md#framework-profiles)");
 }
 
 namespace {
@@ -231,6 +236,33 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.grad_reduce_dtype)
     p.set_grad_reduce_dtype(static_cast<pb::GradReduceDtype>(
         parse_enum("--grad-reduce-dtype", *a.grad_reduce_dtype, pb::GradReduceDtype_descriptor())));
+}
+
+// Whether a flag sets plan field `field` (one a framework profile may fill).
+bool flag_states(const PlanArgs& a, const std::string& field) {
+  if (field == "overlap_grad_reduce") return a.overlap_grad_reduce;
+  if (field == "overlap_param_gather") return a.overlap_param_gather;
+  if (field == "tp_comm_overlap") return a.tp_comm_overlap;
+  if (field == "tp_comm_overlap_chunks") return a.tp_comm_overlap_chunks.has_value();
+  if (field == "grad_reduce_dtype") return a.grad_reduce_dtype.has_value();
+  if (field == "prefetch_buckets") return a.prefetch.has_value();
+  if (field == "bucket_bytes") return a.bucket.has_value();
+  if (field == "attention_kernel") return a.attention.has_value();
+  return false;
+}
+
+// The framework profile the plan (or --framework) names fills the fields that neither the plan
+// file nor a flag states.
+plan::AppliedProfile apply_framework(const PlanArgs& a, const SourceMap& where, pb::Plan& p) {
+  if (a.framework) p.set_framework(*a.framework);
+  if (p.framework().empty()) return {};
+  const bool by_flag = a.framework.has_value();
+  const pb::FrameworkProfile& profile = plan::find_framework_profile(
+      p.framework(), by_flag ? "" : a.plan_file, by_flag ? "--framework" : "framework",
+      by_flag ? 0 : where.line("framework"));
+  return plan::apply_framework_profile(p, profile, p.framework(), [&](const std::string& field) {
+    return where.line(field) > 0 || flag_states(a, field);
+  });
 }
 
 // A relative path in a plan file is relative to the plan file, as in any file that names others
@@ -309,6 +341,7 @@ LoadedJob load_job(const PlanArgs& a, const std::function<void(pb::ClusterSpec&)
 
   apply_parallel_flags(a, p);
   apply_strategy_flags(a, p);
+  job.profile = apply_framework(a, job.plan_where, p);
   plan::fill_unstated(p, job.model, job.cluster);
   if (job.global_batch_filled) {
     const auto d = plan::degrees_of(p.parallel());

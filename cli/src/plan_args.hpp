@@ -12,6 +12,7 @@
 #include "orrery/pb/cluster.pb.h"
 #include "orrery/pb/model.pb.h"
 #include "orrery/pb/plan.pb.h"
+#include "orrery/plan/framework_profile.hpp"
 #include "orrery/traces/spec_io.hpp"
 
 namespace orrery::cli {
@@ -29,6 +30,7 @@ struct PlanArgs {
   bool tp_comm_overlap = false;
   std::optional<int64_t> tp_comm_overlap_chunks;
   std::optional<std::string> grad_reduce_dtype;
+  std::optional<std::string> framework;  // --framework NAME@VERSION
   // `run` only: an unstated global batch (no flag, no plan field) becomes one micro-batch per
   // pipeline stage and replica, dp x micro-batch x pp, and the run's header says so. simulate and
   // plan still require it: a predicted step of a batch nobody chose answers no question.
@@ -43,6 +45,7 @@ struct LoadedJob {
   pb::ClusterSpec cluster;
   SourceMap plan_where;              // lines of --plan's fields, for plan-rule errors
   bool global_batch_filled = false;  // by PlanArgs::global_batch_fills_pipeline
+  plan::AppliedProfile profile;      // what the named framework's profile filled (if any)
 };
 
 // Reads --plan (if any), applies the flags, loads model and cluster (sized by --nodes or the

@@ -187,4 +187,32 @@ std::vector<std::string> sim_csv_row(const plan::ResolvedPlan& plan, const pb::S
   return row;
 }
 
+std::string render_profile(const plan::AppliedProfile& profile) {
+  if (profile.framework.empty()) return {};
+  std::string out = "\nframework " + profile.framework + " (plan/frameworks profile)\n";
+  if (profile.filled.empty()) out += "  no field from the profile: the plan states every one\n";
+  for (const auto& v : profile.filled) {
+    out += "  from the profile  " + v.field + ": " + v.value + "  [" + v.source + "]\n";
+  }
+  for (const auto& v : profile.stated) {
+    out += "  stated by plan    " + v.field + " (the profile says " + v.value + ")\n";
+  }
+  return out;
+}
+
+pb::FrameworkApplied profile_message(const plan::AppliedProfile& profile) {
+  pb::FrameworkApplied out;
+  out.set_name(profile.framework);
+  for (const auto& [list, values] : {std::pair{out.mutable_from_profile(), &profile.filled},
+                                     std::pair{out.mutable_stated_by_plan(), &profile.stated}}) {
+    for (const auto& v : *values) {
+      pb::ProfileValue* m = list->Add();
+      m->set_field(v.field);
+      m->set_value(v.value);
+      m->set_source(v.source);
+    }
+  }
+  return out;
+}
+
 }  // namespace orrery::cli

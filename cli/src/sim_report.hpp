@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "orrery/pb/sim_result.pb.h"
+#include "orrery/plan/framework_profile.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::cli {
@@ -13,6 +14,12 @@ namespace orrery::cli {
 std::string plan_summary(const plan::ResolvedPlan& plan);
 
 std::string render_result(const plan::ResolvedPlan& plan, const pb::SimResult& result);
+
+// The fields a framework profile filled and the ones the plan stated over it ("" when the plan
+// names no framework), so that no value comes from a profile unsaid.
+std::string render_profile(const plan::AppliedProfile& profile);
+// The same as SimResult.framework prints it in --json (simulate, and each case of validate --runs).
+pb::FrameworkApplied profile_message(const plan::AppliedProfile& profile);
 
 // "" when every rank fits; else the rank furthest past its device's memory, as
 // "rank 3 peaks at 92.1 GiB of 79.6 GiB".

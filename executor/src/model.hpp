@@ -105,8 +105,15 @@ class Transformer {
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   torch::Tensor norm(const torch::Tensor& x, const std::string& prefix) const;
   torch::Tensor embed(const torch::Tensor& inputs) const;
+  // One decoder layer: attention then MLP, or the two side by side in a parallel block.
+  torch::Tensor layer(const torch::Tensor& x, int64_t l) const;
   torch::Tensor attention(const torch::Tensor& x, int64_t layer) const;
+  torch::Tensor attention_partial(const torch::Tensor& n, int64_t layer) const;
   torch::Tensor mlp(const torch::Tensor& x, int64_t layer) const;
+  torch::Tensor mlp_partial(const torch::Tensor& n, int64_t layer) const;
+  torch::Tensor parallel_block(const torch::Tensor& x, int64_t layer) const;
+  torch::Tensor block_output(const torch::Tensor& x, const torch::Tensor& out, int64_t layer,
+                             const std::string& block) const;
   // The lowering's node name of `what` in this layer and micro-batch.
   std::string name(int64_t layer, const char* phase, const std::string& what) const;
   torch::Tensor enter_tp_region(const torch::Tensor& normed, int64_t layer,

@@ -2,6 +2,7 @@
 
 #include <torch/version.h>
 
+#include "attention_math.hpp"
 #include "model.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
@@ -71,8 +72,16 @@ Transformer::Transformer(const pb::ModelSpec& spec, GroupPtr tp, int64_t tp_size
     }
     add(a + "out.weight", {h, q}, 1, out_std, l);
     if (bias) add(a + "out.bias", {h}, -1, 0, l);
-    add(m + "norm.weight", {h}, -1, 0, l);
-    if (ln) add(m + "norm.bias", {h}, -1, 0, l);
+    if (spec.post_block_norm()) {  // Gemma 2/3's sandwich norms, on each block's output
+      add(a + "post_norm.weight", {h}, -1, 0, l);
+      if (ln) add(a + "post_norm.bias", {h}, -1, 0, l);
+      add(m + "post_norm.weight", {h}, -1, 0, l);
+      if (ln) add(m + "post_norm.bias", {h}, -1, 0, l);
+    }
+    if (!spec.parallel_block()) {  // a parallel block's MLP reads the attention's norm
+      add(m + "norm.weight", {h}, -1, 0, l);
+      if (ln) add(m + "norm.bias", {h}, -1, 0, l);
+    }
     if (models::is_moe_layer(spec, l)) {  // router, shared and routed experts instead of the MLP
       for (const MoeParam& e : moe_parameters(spec, l, kInitStd, out_std)) {
         add(e.name, e.shape, e.shard_dim, e.std_dev, l, e.expert, e.tp_partial_grad);
@@ -192,10 +201,10 @@ torch::Tensor Transformer::row_parallel_out(const torch::Tensor& partial, int64_
   return reduce_from_tp_region(partial, tp_, tp_ ? name(layer, "fwd", op + ".all_reduce") : "");
 }
 
-torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) const {
+// Attention from the normalized input `n` (entered into the TP region) up to the out projection's
+// partial sum, before its TP reduction.
+torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t layer) const {
   const std::string a = "layers." + std::to_string(layer) + ".attn.";
-  auto n =
-      enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, a); }), layer, "attn.norm");
   const int64_t b = n.size(0), s = n.size(1), d = head_dim_;
   const int64_t heads = spec_.num_attention_heads() / tp_size_,
                 kv_heads = spec_.num_kv_heads() / tp_size_;
@@ -226,13 +235,26 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const bool materialized = materialized_attention_;
+  const int64_t window =
+      models::is_local_attention_layer(spec_, layer) ? spec_.sliding_window() : 0;
+  const double cap = spec_.attn_logit_softcapping();
+  const bool alibi = spec_.position_embedding() == pb::POSITION_EMBEDDING_ALIBI;
+  const int64_t all_heads = spec_.num_attention_heads(), first_head = tp_rank_ * heads;
   // The attention core from q, k and v. It owns what it captures: selective recomputation
   // (recompute.hpp) runs it again in the backward pass, after attention() has returned.
   auto core = [=, this](const std::vector<torch::Tensor>& qkv_in) {
     const auto &q = qkv_in[0], &k = qkv_in[1], &v = qkv_in[2];
-    auto scores_of = [&] { return torch::matmul(q, k.transpose(-2, -1)) * scale; };
+    // ALiBi's biases join the scores in the QK^T GEMM (as the lowering's attn.scores has them).
+    auto scores_of = [&] {
+      auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+      if (alibi) scores = scores + alibi_bias(all_heads, first_head, heads, s, scores.options());
+      return scores;
+    };
+    auto capped = [&](const torch::Tensor& scores) {
+      return cap > 0 ? softcap(scores, cap) : scores;
+    };
     auto softmax_of = [&](const torch::Tensor& scores) {
-      auto mask = torch::ones({s, s}, scores.options().dtype(torch::kBool)).triu(1);
+      auto mask = attention_mask(s, window, scores.options());
       return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
     };
     auto context_of = [&](const torch::Tensor& probs) {
@@ -241,6 +263,7 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
     torch::Tensor context;
     if (materialized) {  // the plan costs the three kernels separately
       auto scores = timed_op(layer, "attn.scores", scores_of);
+      if (cap > 0) scores = timed_op(layer, "attn.softcap", [&] { return capped(scores); });
       auto probs = timed_op(layer, "attn.softmax", [&] { return softmax_of(scores); });
       context = timed_op(layer, "attn.context", [&] { return context_of(probs); });
     } else {  // one fused kernel in the plan
@@ -250,7 +273,8 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
         // and without it the [b, heads, s, s] scores and probabilities of every layer stay saved
         // for the backward pass (133 GiB for llama3.2-1b at 8 x 2048 tokens, more than an H200
         // holds).
-        if (q.is_cuda()) {
+        // (Plain causal attention only: a window, ALiBi or soft-capping take the math below.)
+        if (q.is_cuda() && window == 0 && !alibi && cap <= 0) {
           return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale)
               .transpose(1, 2)
               .reshape({b, s, heads * d});
@@ -258,7 +282,7 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
 #endif
         // Libtorch 1.13 has no public fused attention, and on the CPU the same math timed as one op
         // keeps the CPU runs' numerics (and the correctness tests' tolerances) as they were.
-        return context_of(softmax_of(scores_of()));
+        return context_of(softmax_of(capped(scores_of())));
       });
     }
     return context;
@@ -266,11 +290,30 @@ torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) cons
   const torch::Tensor context = recompute_mode() == pb::RECOMPUTE_SELECTIVE
                                     ? recompute_in_backward({q, k, v}, core)
                                     : core({q, k, v});
-  auto out = row_parallel_out(
-      timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); }),
-      layer, "attn.out");
-  return timed_op(layer, "attn.residual",
-                  [&] { return has(a + "out.bias") ? x + out + p(a + "out.bias") : x + out; });
+  return timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); });
+}
+
+torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) const {
+  const std::string a = "layers." + std::to_string(layer) + ".attn.";
+  auto n =
+      enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, a); }), layer, "attn.norm");
+  auto out = row_parallel_out(attention_partial(n, layer), layer, "attn.out");
+  return block_output(x, out, layer, "attn.");
+}
+
+// The residual add of a block's reduced output (with its row-parallel bias), through the block's
+// post norm when the model has one (the bias goes in before the norm).
+torch::Tensor Transformer::block_output(const torch::Tensor& x, const torch::Tensor& out,
+                                        int64_t layer, const std::string& block) const {
+  const std::string prefix = "layers." + std::to_string(layer) + "." + block;
+  const std::string bias = prefix + (block == "attn." ? "out.bias" : "down.bias");
+  const std::string residual = block == "attn." ? "attn.residual" : "mlp.residual";
+  if (!spec_.post_block_norm()) {
+    return timed_op(layer, residual, [&] { return has(bias) ? x + out + p(bias) : x + out; });
+  }
+  auto normed = timed_op(layer, block + "post_norm",
+                         [&] { return norm(has(bias) ? out + p(bias) : out, prefix + "post_"); });
+  return timed_op(layer, residual, [&] { return x + normed; });
 }
 
 torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
@@ -283,8 +326,15 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
                            return has(what) ? &p(what) : nullptr;
                          }};
     auto out = row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
-    return timed_op(layer, "mlp.residual", [&] { return x + out; });
+    return block_output(x, out, layer, "mlp.");
   }
+  auto out = row_parallel_out(mlp_partial(n, layer), layer, "mlp.down");
+  return block_output(x, out, layer, "mlp.");
+}
+
+// The dense MLP from the normalized input `n` up to the down projection's partial sum.
+torch::Tensor Transformer::mlp_partial(const torch::Tensor& n, int64_t layer) const {
+  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
   const bool gate = has(m + "up.gate_weight");
   // Gated MLPs run the gate and up projections as one GEMM: [..., 2 f] (gate first).
   auto up = timed_op(layer, "mlp.up", [&] {
@@ -306,11 +356,26 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
         return torch::gelu(up);
     }
   });
-  auto out = row_parallel_out(
-      timed_op(layer, "mlp.down", [&] { return torch::linear(act, p(m + "down.weight")); }), layer,
-      "mlp.down");
-  return timed_op(layer, "mlp.residual",
-                  [&] { return has(m + "down.bias") ? x + out + p(m + "down.bias") : x + out; });
+  return timed_op(layer, "mlp.down", [&] { return torch::linear(act, p(m + "down.weight")); });
+}
+
+// GPT-J/PaLM's parallel block: attention and MLP both read the one norm's output, their partial
+// sums are added (block.sum) and reduced over TP once, then added to the residual with both
+// row-parallel biases (the lowering's block.sum and block.residual).
+torch::Tensor Transformer::parallel_block(const torch::Tensor& x, int64_t layer) const {
+  const std::string l = "layers." + std::to_string(layer) + ".";
+  auto n = enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, l + "attn."); }),
+                           layer, "attn.norm");
+  auto attn = attention_partial(n, layer);
+  auto mlp = mlp_partial(n, layer);
+  auto out = row_parallel_out(timed_op(layer, "block.sum", [&] { return attn + mlp; }), layer,
+                              "block.sum");
+  return timed_op(layer, "block.residual", [&] {
+    auto y = x + out;
+    if (has(l + "attn.out.bias")) y = y + p(l + "attn.out.bias");
+    if (has(l + "mlp.down.bias")) y = y + p(l + "mlp.down.bias");
+    return y;
+  });
 }
 
 // Megatron's vocabulary-parallel embedding: each TP rank looks up the tokens of its vocabulary
@@ -339,6 +404,10 @@ torch::Tensor Transformer::embed(const torch::Tensor& inputs) const {
                   [&] { return x + p("embed.positions.weight").narrow(0, first, s); });
 }
 
+torch::Tensor Transformer::layer(const torch::Tensor& x, int64_t l) const {
+  return spec_.parallel_block() ? parallel_block(x, l) : mlp(attention(x, l), l);
+}
+
 torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Tensor& hidden,
                                    int64_t chunk) {
   const int64_t s = tokens.size(1) - 1;
@@ -349,10 +418,9 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   const LayerRange& range = stage_.chunks.at(static_cast<size_t>(chunk));
   for (int64_t l = range.first; l < range.end; ++l) {
     x = in_part("L" + std::to_string(l), [&] {
-      if (recompute_mode() != pb::RECOMPUTE_FULL) return mlp(attention(x, l), l);
-      return recompute_in_backward({x}, [this, l](const std::vector<torch::Tensor>& in) {
-        return mlp(attention(in[0], l), l);
-      });
+      if (recompute_mode() != pb::RECOMPUTE_FULL) return layer(x, l);
+      return recompute_in_backward(
+          {x}, [this, l](const std::vector<torch::Tensor>& in) { return layer(in[0], l); });
     });
   }
   if (!ends) return x;
@@ -362,6 +430,10 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   // The LM head is column-parallel over the vocabulary (tied: the embedding's own slice).
   const auto& w = has("head.lm.weight") ? p("head.lm.weight") : p("embed.tokens.weight");
   auto logits = timed_op(-1, "head.lm", [&] { return torch::linear(h, w); });
+  if (spec_.final_logit_softcapping() > 0) {  // Gemma 2: cap x tanh(logits / cap)
+    logits = timed_op(-1, "head.softcap",
+                      [&] { return softcap(logits, spec_.final_logit_softcapping()); });
+  }
   auto loss = timed_op(-1, "head.loss", [&] {
     // From fp32 logits under bf16 too (as Megatron computes the vocabulary-parallel loss).
     return vocab_parallel_cross_entropy(logits.to(torch::kFloat32), targets, tp_,

@@ -19,16 +19,17 @@ class Schedule {
         loss_(torch::zeros({1}, torch::dtype(torch::kFloat64).device(stage.device))) {}
 
   // Transfers are timed under the lowering's names: "mb<m>.fwd.recv.act", "mb<m>.fwd.send.act",
-  // "mb<m>.bwd.recv.grad", "mb<m>.bwd.send.grad" (with vp > 1 the lowering gives a rank's chunks
-  // the same names, and their times add up under one).
+  // "mb<m>.bwd.recv.grad", "mb<m>.bwd.send.grad", with vp > 1 each with its virtual stage
+  // (plan::pipeline_transfer_name), so every chunk's transfer has its own time.
   void forward(int64_t m, int64_t chunk) {
     poll_sends();
     set_current_micro_batch(m);
     const int64_t v = s_.virtual_stage(chunk);
     torch::Tensor input;
     if (v > 0) {
-      input = receive(previous(), tag(m, v, kForward), site_name(-1, m, "fwd", "recv.act"))
-                  .requires_grad_(true);
+      input =
+          receive(previous(), tag(m, v, kForward), site_name(-1, m, "fwd", transfer("recv.act", v)))
+              .requires_grad_(true);
     }
     // The cast (a no-op in fp32) is in the graph, so input.grad() comes back in the wire type.
     torch::Tensor out = forward_(m, chunk, input.defined() ? input.to(torch::kFloat32) : input);
@@ -39,7 +40,7 @@ class Schedule {
       loss_ += out.detach().to(torch::kFloat64);
     } else {
       send(out.detach().to(s_.wire_dtype), next(), tag(m, v + 1, kForward),
-           site_name(-1, m, "fwd", "send.act"));
+           site_name(-1, m, "fwd", transfer("send.act", v)));
     }
     inputs_[slot(m, chunk)] = input;
     outputs_[slot(m, chunk)] = out;
@@ -53,16 +54,21 @@ class Schedule {
     if (s_.ends_model(chunk)) {
       out.backward();
     } else {
-      out.backward(receive(next(), tag(m, v, kBackward), site_name(-1, m, "bwd", "recv.grad"))
-                       .to(out.scalar_type()));
+      out.backward(
+          receive(next(), tag(m, v, kBackward), site_name(-1, m, "bwd", transfer("recv.grad", v)))
+              .to(out.scalar_type()));
     }
     if (OpTrace* t = current_trace()) t->close_segment();  // the last backward op ends here
     auto& input = inputs_[slot(m, chunk)];
     if (v > 0)
       send(input.grad(), previous(), tag(m, v - 1, kBackward),
-           site_name(-1, m, "bwd", "send.grad"));
+           site_name(-1, m, "bwd", transfer("send.grad", v)));
     out = torch::Tensor();  // free the micro-batch's activations
     input = torch::Tensor();
+  }
+
+  std::string transfer(const char* what, int64_t v) const {
+    return plan::pipeline_transfer_name(what, v, s_.chunks);
   }
 
   // Waits for the sends still in flight; returns the stage's summed loss.

@@ -1,7 +1,5 @@
 #include "orrery/executor/results.hpp"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,24 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "orrery/base/error.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::executor {
 namespace {
-
-// Writes `bytes` to `path` so that readers see either nothing or the whole file.
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw base::EnvironmentError("cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    throw base::EnvironmentError("cannot rename " + tmp + " to " + path + ": " + ec.message());
-}
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,7 +36,9 @@ std::string trace_rank_file(const std::string& dir, int64_t rank) {
 void write_step_result(const std::string& dir, const StepResult& r) {
   const nlohmann::json j = {
       {"step", r.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm}, {"seconds", r.seconds}};
-  write_atomically(step_file(dir, r.step), j.dump(2) + "\n");
+  // Through the one atomic writer: a registered temporary (removed on a signal, named and removed
+  // by the next run after a SIGKILL), fsync, rename.
+  write_file_atomically(step_file(dir, r.step), j.dump(2) + "\n", true);
 }
 
 StepResult read_step_result(const std::string& path) {
@@ -77,7 +63,7 @@ void write_parameters(const std::string& path, const std::vector<NamedArray>& ar
     bytes += "\n";
     bytes.append(reinterpret_cast<const char*>(a.values.data()), a.values.size() * sizeof(double));
   }
-  write_atomically(path, bytes);
+  write_file_atomically(path, bytes, true);
 }
 
 std::vector<NamedArray> read_parameters(const std::string& path) {

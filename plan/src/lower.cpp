@@ -169,8 +169,9 @@ void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
   } else if (!plan_.uniform_stages()) {
     last = receive_moved(site, true);
   } else {
-    last = b_.recv(site, kRecvPrev, "recv.act", pipeline_peer(coord_.pp - 1), tag(mb, s, true),
-                   activation_bytes_per_mb(), receive_posted_after());
+    last = b_.recv(site, kRecvPrev, pipeline_transfer_name("recv.act", s, plan_.degrees.vp),
+                   pipeline_peer(coord_.pp - 1), tag(mb, s, true), activation_bytes_per_mb(),
+                   receive_posted_after());
   }
   const int64_t first = plan_.first_layer(s);
   for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
@@ -183,8 +184,8 @@ void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
   } else if (!plan_.uniform_stages()) {
     send_moved(site, true, last);
   } else {
-    b_.send(site, kSendNext, "send.act", pipeline_peer(coord_.pp + 1), tag(mb, s + 1, true),
-            activation_bytes_per_mb(), {last});
+    b_.send(site, kSendNext, pipeline_transfer_name("send.act", s, plan_.degrees.vp),
+            pipeline_peer(coord_.pp + 1), tag(mb, s + 1, true), activation_bytes_per_mb(), {last});
   }
 }
 
@@ -199,8 +200,9 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
   } else if (!plan_.uniform_stages()) {
     last = receive_moved(site, false);
   } else {
-    last = b_.recv(site, kRecvNext, "recv.grad", pipeline_peer(coord_.pp + 1), tag(mb, s, false),
-                   activation_bytes_per_mb(), receive_posted_after());
+    last = b_.recv(site, kRecvNext, pipeline_transfer_name("recv.grad", s, plan_.degrees.vp),
+                   pipeline_peer(coord_.pp + 1), tag(mb, s, false), activation_bytes_per_mb(),
+                   receive_posted_after());
   }
   const int64_t first = plan_.first_layer(s);
   for (int64_t l = first + plan_.layers_per_stage[static_cast<size_t>(s)] - 1; l >= first; --l) {
@@ -220,8 +222,8 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
   } else if (!plan_.uniform_stages()) {
     send_moved(site, false, last);
   } else {
-    b_.send(site, kSendPrev, "send.grad", pipeline_peer(coord_.pp - 1), tag(mb, s - 1, false),
-            activation_bytes_per_mb(), {last});
+    b_.send(site, kSendPrev, pipeline_transfer_name("send.grad", s, plan_.degrees.vp),
+            pipeline_peer(coord_.pp - 1), tag(mb, s - 1, false), activation_bytes_per_mb(), {last});
   }
   last_backward_ = last;
 }

@@ -69,4 +69,10 @@ std::vector<PipeStep> pipeline_order(pb::PipelineSchedule schedule, int64_t pp, 
   }
 }
 
+std::string pipeline_transfer_name(const char* what, int64_t virtual_stage, int64_t vp) {
+  std::string name = what;
+  if (vp > 1) name += ".v" + std::to_string(virtual_stage);
+  return name;
+}
+
 }  // namespace orrery::plan

@@ -108,6 +108,27 @@ TEST_F(GpuTraces, TheMfuRunIsItsOwnMeasurement) {
   EXPECT_NEAR(j.at("measured_step_s").get<double>(), 1.4837, 5e-4);
 }
 
+// The memory guard of validate --trace and calibrate (cli/src/trace_input.hpp): a streamed JSON
+// trace needs 3 bytes per file byte, so this 238,204-byte trace needs about 698 KiB; a limit under
+// that refuses it before reading, naming the file, the estimate and --host-memory; one above reads
+// it.
+TEST_F(GpuTraces, ATraceOverTheMemoryLimitIsRefusedBeforeItIsRead) {
+  const std::string trace = (traces_ / "t2-gpt1.3b-s1024-m8.json").string();
+  const std::string profile = (dir_ / "guard.yaml").string();
+  for (const std::string& cmd :
+       {"validate --trace " + trace, "calibrate --out " + profile + " --traces " + trace}) {
+    const auto refused = run_command(orrery(cmd + " --host-memory '600 KiB'"));
+    EXPECT_EQ(refused.exit_code, 2) << cmd << "\n" << refused.err;
+    EXPECT_NE(refused.err.find(trace), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("reading this trace needs about"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--host-memory SIZE raises the limit"), std::string::npos)
+        << refused.err;
+    EXPECT_FALSE(fs::exists(profile));
+    const auto read = run_command(orrery(cmd + " --host-memory '800 KiB'"));
+    EXPECT_EQ(read.exit_code, 0) << cmd << "\n" << read.err;
+  }
+}
+
 // validate --trace --csv: one row per node of the trace, each error its predicted over measured
 // time; the row count is the node count --json reports.
 TEST_F(GpuTraces, TraceCsvHasARowPerNode) {

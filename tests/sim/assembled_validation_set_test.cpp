@@ -41,10 +41,11 @@ std::string lower(std::string s) {
 // (a source reserved for blind testing among them) fails the check until it is reviewed and
 // listed there.
 const std::vector<std::string> kListedSources = {
-    "https://github.com/pytorch/torchtitan/",
-    "https://github.com/flagopen/flagperf/",
-    "https://github.com/hisohara/ai-scripts/",
-    "https://github.com/cci-moc/roce-testing/",
+    "https://github.com/pytorch/torchtitan/",         // runs
+    "https://github.com/flagopen/flagperf/",          // runs
+    "https://github.com/hisohara/ai-scripts/",        // runs, tables (AMD)
+    "https://github.com/cci-moc/roce-testing/",       // tables (H100, RoCE)
+    "https://github.com/xxrjun/nccl-tests-cluster/",  // tables (H100)
 };
 
 bool listed(const std::string& url) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -373,6 +374,82 @@ TEST(GoodputFootprint, CountsThePlansComponents) {
   EXPECT_DOUBLE_EQ(r.components[0].rate_per_s, 16 / r.components[0].mtbf_s);
   for (const auto& s : r.settings)
     EXPECT_NE(s.source.find("default"), std::string::npos) << s.field;
+}
+
+// A throttled GPU without a detector: an episode every 1e5 s on average, lasting 600 s of wall
+// time at 1.5x the step; and a degraded link that a detector drains after 10 slow steps.
+TEST(GoodputDegradation, SlowStepsAndDrainsByHand) {
+  RunModel run = simple_run();
+  run.degradations.push_back({"gpu", 1e-5, 1.5, 0, 600});
+  // 600 s x (1 - 1 / 1.5) = 200 s lost per episode; 1e-5 x 200 = 0.2% of the wall time.
+  EXPECT_NEAR(degradation_slow_s(run, run.degradations[0]), 200, 1e-9);
+  EXPECT_NEAR(degradation_loss_fraction(run), 0.002, 1e-12);
+  EXPECT_NEAR(closed_form_goodput(run, 1000) / closed_form_goodput(simple_run(), 1000), 0.998,
+              1e-12);
+  // 10 slow steps of 1 s at 1.5x: 5 s, then the drain: a checkpoint (100 s) and the restart
+  // after a lost node.
+  const Degradation link{"link", 1e-5, 1.5, 10, 0};
+  EXPECT_NEAR(degradation_slow_s(run, link), 5, 1e-12);
+  EXPECT_NEAR(degradation_drain_s(run, link, 700), 800, 1e-12);
+}
+
+TEST(GoodputDegradation, MonteCarloAgreesWithTheClosedForm) {
+  RunModel run = simple_run();
+  run.degradations.push_back({"gpu", 2e-5, 1.5, 0, 3000});  // 1000 s lost each: 2%
+  run.degradations.push_back({"link", 1e-5, 2, 20, 0});     // 20 s slow, then a drain
+  const MonteCarloResult mc = monte_carlo(run, 1000, 1e6, 400, 7);
+  EXPECT_NEAR(mc.goodput / closed_form_goodput(run, 1000), 1, 0.005);
+  EXPECT_NEAR(mc.mean_degradations / (mc.mean_wall_s * 3e-5), 1, 0.03);
+  // Episodes start while training: (2e-5 x 1000 + 1e-5 x 20) s lost per second of it.
+  EXPECT_NEAR(mc.mean_slow_s / (mc.mean_wall_s * 0.0202), 1, 0.03);
+  const double drain = run.checkpoint.blocking_s + run.checkpoint.restart_s(true, false);
+  EXPECT_NEAR(mc.mean_drain_s / (mc.mean_wall_s * 1e-5 * drain), 1, 0.05);
+  const MonteCarloResult healthy = monte_carlo(simple_run(), 1000, 1e6, 400, 7);
+  EXPECT_EQ(healthy.mean_degradations, 0);
+  EXPECT_LT(mc.goodput, healthy.goodput * 0.985);
+}
+
+// Expected failures per day of the kinds in `kinds`.
+double per_day(const FailureRates& r, const std::vector<std::string>& kinds) {
+  double rate = 0;
+  for (const auto& c : r.components) {
+    for (const auto& k : kinds) rate += c.component == k ? c.rate_per_s : 0;
+  }
+  return rate * 86400;
+}
+
+// docs/goodput.md, "Beyond Llama 3". OPT-175B (Zhang et al., arXiv 2205.01068, section 2.5): 992
+// A100s (124 DGX A100 nodes; 130 switches is the footprint `orrery goodput` computes for them),
+// hardware failures caused at least 35 manual restarts and an estimated 70+ automatic ones over
+// two months. orrery's defaults predict 124 nodes x 4.42 / 1000 per node-day x 321 / 384 (the
+// hardware share) x 60 days = 27.49 node losses, plus 992 links x 0.057% and 130 switches x
+// 0.051% a month for two months = 1.26: 28.75 hardware restarts, and 41.7 with RSC-1's node rate.
+// Nothing is fitted: the test pins that orrery falls short of OPT's 105+ (the gap the docs
+// discuss), so a change that moves it shows here.
+TEST(GoodputPublished, OptLogbookFootprintFallsShortOfItsHardwareRestarts) {
+  const pb::ClusterSpec cluster = topologies::load_cluster("dgx-a100", 124);
+  const FailureRates r = failure_rates(cluster, Footprint{992, 124, 992, 992, 130}, "dgx-a100");
+  const std::vector<std::string> node_lost = {"gpu", "hbm", "host", "nic"};
+  EXPECT_NEAR(per_day(r, node_lost) * 60, 27.49, 0.01);
+  const double fabric = per_day(r, {"link", "switch"}) * 60;
+  EXPECT_NEAR(fabric, 1.26, 0.01);
+  const double rsc1 = per_day(r, node_lost) * 60 * 6.50 / 4.42 + fabric;
+  EXPECT_NEAR(rsc1, 41.69, 0.01);
+  EXPECT_LT(rsc1, 35 + 70);
+}
+
+// Meta's RSC study (arXiv 2410.21680) projects a job's MTTF as 1 / (nodes x r_f): at 16,384
+// GPUs (2,048 nodes) 1.80 h with RSC-1's 6.50 and 5.01 h with RSC-2's 2.34 failures per 1000
+// node-days. orrery's job MTBF for that footprint (its node rate is the two clusters' mean, plus
+// links and switches from Alibaba HPN) lies between them, at 2.56 h.
+TEST(GoodputPublished, RscJobMttfAtSixteenThousandGpusLiesInsideTheTwoClusters) {
+  const pb::ClusterSpec cluster = topologies::load_cluster("dgx-h100", 2048);
+  const FailureRates r =
+      failure_rates(cluster, Footprint{16384, 2048, 16384, 16384, 1056}, "dgx-h100");
+  const double mtbf_h = 1 / r.total_rate_per_s / 3600;
+  EXPECT_NEAR(mtbf_h, 2.56, 0.01);
+  EXPECT_GT(mtbf_h, 24 / (2048 * 6.50 / 1000));
+  EXPECT_LT(mtbf_h, 24 / (2048 * 2.34 / 1000));
 }
 
 // The dgx-h100 preset with `fields` added as YAML, read and used; the error, or "".

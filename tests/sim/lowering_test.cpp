@@ -757,6 +757,52 @@ TEST(LoweringComm, FsdpReducesAndGathersEveryParameterEachMicroBatch) {
   }
 }
 
+TEST(LoweringComm, HsdpAllReducesTheShardAfterItsLastReduceScatter) {
+  // HSDP, shard groups of 4 over dp 8: one all-reduce per step over the two replicas of each
+  // shard, of the shard's gradients in fp32 (8,030,261,248 / 4 parameters x 4 bytes). It reduces
+  // what the reduce-scatters produced, so it must come after the last of them: it does, by
+  // stream order (the graph keeps same-stream order implicit, GraphBuilder::add), on the stream
+  // the reduce-scatters use, issued after them, and after the last backward op.
+  const plan::ResolvedPlan plan = make(find_case("llama_hsdp_dp8_shard4"));
+  const pb::ExecGraph g = plan::lower(plan, {{0}});
+  const pb::ExecNode* last_reduce_scatter = nullptr;
+  const pb::ExecNode* all_reduce = nullptr;
+  for (const auto& n : g.ranks(0).nodes()) {
+    if (n.name().find("fsdp.reduce_scatter") != std::string::npos) last_reduce_scatter = &n;
+    if (n.name().find("hsdp.replica_all_reduce") != std::string::npos) {
+      ASSERT_EQ(all_reduce, nullptr) << "a second replica all-reduce";
+      all_reduce = &n;
+    }
+  }
+  ASSERT_NE(all_reduce, nullptr);
+  ASSERT_NE(last_reduce_scatter, nullptr);
+  EXPECT_DOUBLE_EQ(all_reduce->comm_bytes(), 8030261248.0 / 4 * 4);
+  EXPECT_EQ(all_reduce->stream(), last_reduce_scatter->stream());
+  EXPECT_GT(all_reduce->id(), last_reduce_scatter->id());
+  EXPECT_FALSE(all_reduce->data_deps().empty());  // the last backward op, on the compute stream
+}
+
+TEST(LoweringComm, InterleavedChunksNameTheirTransfersApart) {
+  // pp 4 x vp 2: rank 0 runs virtual stages 0 and 4, so each micro-batch has two forward sends
+  // (0 -> 1, 4 -> 5) and one receive (3 -> 4); each transfer carries its virtual stage, and no
+  // two transfers of a rank share a name (the executor times each under its name).
+  const plan::ResolvedPlan plan = make(find_case("llama_pp4_vp2_dp2"));
+  const pb::ExecGraph g = plan::lower(plan, {{0}});
+  std::set<std::string> names;
+  int transfers = 0;
+  for (const auto& n : g.ranks(0).nodes()) {
+    if (n.kind() != pb::NODE_KIND_SEND && n.kind() != pb::NODE_KIND_RECV) continue;
+    ++transfers;
+    EXPECT_TRUE(names.insert(n.name()).second) << "two transfers named " << n.name();
+  }
+  EXPECT_GT(transfers, 0);
+  EXPECT_EQ(names.count("mb0.fwd.send.act.v0"), 1u);
+  EXPECT_EQ(names.count("mb0.fwd.send.act.v4"), 1u);
+  EXPECT_EQ(names.count("mb0.fwd.recv.act.v4"), 1u);
+  EXPECT_EQ(names.count("mb0.bwd.send.grad.v4"), 1u);
+  EXPECT_EQ(names.count("mb0.fwd.send.act"), 0u);
+}
+
 TEST(LoweringComm, PipelineMessagesCarryOneMicroBatchOfHiddenStates) {
   // pp 4 vp 2 at tp 1: 1 x 512 x 4096 x 2 bytes = 4,194,304 per activation or gradient message;
   // each micro-batch crosses 7 virtual-stage boundaries both ways: 4 micro-batches x 7 x 2 = 56

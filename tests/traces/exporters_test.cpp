@@ -173,8 +173,10 @@ TEST(Chakra, RoundTripsWithTheReferenceAttributeTypes) {
   const pb::ExecGraph g = two_ranks();
   const auto files = write_chakra(g, dir / "trace", false);
   ASSERT_EQ(files.size(), 3u);
-  EXPECT_EQ(files[1].filename(), "trace.1.et");
+  EXPECT_EQ(files[1], dir / "trace" / "trace.1.et");
+  EXPECT_EQ(files[1], chakra_rank_path(dir / "trace", 1));
   EXPECT_EQ(files[2], chakra_comm_groups_path(dir / "trace"));
+  EXPECT_EQ(files[2].filename(), "comm_groups.json");
   EXPECT_THROW(write_chakra(g, dir / "trace", false), base::InputError);  // never overwrites
   // orrery's group 0 is ASTRA-sim's group 1: ASTRA-sim reads "0" as every rank.
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(files[2])),

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -137,14 +138,74 @@ TEST_F(InterruptedWrites, ChakraExportThatFailsHalfwayKeepsThePreviousSet) {
   const auto before = write_chakra(ranks(3, "old"), dir_ / "trace", false);
   ASSERT_EQ(before.size(), 4u);  // three ranks and the comm-group file
   const std::string rank0 = read_all(before[0]);
-  // Rank 2's temporary cannot be created (a folder has its name): the export fails after ranks 0
-  // and 1 were written, and none of the three files may change.
-  fs::create_directory(base::temp_path_for(dir_ / "trace.2.et"));
+  // The temporary folder cannot be created (a file has its name): nothing may change.
+  std::ofstream(base::temp_path_for(dir_ / "trace")) << "in the way";
   EXPECT_THROW(write_chakra(ranks(3, "new"), dir_ / "trace", true), base::EnvironmentError);
-  fs::remove(base::temp_path_for(dir_ / "trace.2.et"));
+  fs::remove(base::temp_path_for(dir_ / "trace"));
   EXPECT_EQ(read_all(before[0]), rank0);
-  EXPECT_EQ(entries(), (std::vector<std::string>{"trace.0.et", "trace.1.et", "trace.2.et",
-                                                 "trace.comm_groups.json"}));
+  EXPECT_EQ(entries(), std::vector<std::string>{"trace"});
+}
+
+// A re-export replaces the whole folder: a rank file of the earlier, larger export is gone too,
+// so the folder never mixes two exports.
+TEST_F(InterruptedWrites, ChakraReExportReplacesTheFolderWhole) {
+  write_chakra(ranks(4, "old"), dir_ / "trace", false);
+  const auto after = write_chakra(ranks(2, "new"), dir_ / "trace", true);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_ / "trace")) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"comm_groups.json", "trace.0.et", "trace.1.et"}));
+  EXPECT_EQ(read_chakra(after[1]).nodes.at(0).name(), "new");
+  EXPECT_EQ(entries(), std::vector<std::string>{"trace"});  // no temporary or old set left
+}
+
+// A folder of the user's own is never replaced, even with overwrite.
+TEST_F(InterruptedWrites, ChakraExportNeverReplacesAFolderOfOtherFiles) {
+  fs::create_directories(dir_ / "results");
+  std::ofstream(dir_ / "results" / "notes.txt") << "mine";
+  try {
+    write_chakra(ranks(2, "new"), dir_ / "results", true);
+    ADD_FAILURE() << "replaced a folder holding notes.txt";
+  } catch (const base::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds notes.txt, which a Chakra export does not write"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(read_all(dir_ / "results" / "notes.txt"), "mine");
+}
+
+// A signal in the middle of an export removes the temporary folder and every file in it.
+TEST_F(InterruptedWrites, SignalRemovesATemporaryFolderWithItsFiles) {
+  const fs::path temp = base::temp_path_for(dir_ / "trace");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    base::remove_temporaries_on_signals();
+    base::TempPath registered(temp);
+    fs::create_directory(temp);
+    for (int r = 0; r < 300; ++r) std::ofstream(temp / ("trace." + std::to_string(r) + ".et")) << r;
+    ::raise(SIGTERM);
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_TRUE(entries().empty());
+}
+
+// A temporary folder left by an export killed outright is removed and named by the next one.
+TEST_F(InterruptedWrites, ChakraTemporaryFolderOfAKilledRunIsRemovedAndNamed) {
+  const pid_t killed = dead_pid();
+  const fs::path stale = dir_ / (".trace.tmp" + std::to_string(killed));
+  fs::create_directory(stale);
+  std::ofstream(stale / "trace.0.et") << "half";
+  ::testing::internal::CaptureStderr();
+  write_chakra(ranks(2, "new"), dir_ / "trace", false);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_NE(err.find("removed " + stale.string()), std::string::npos) << err;
+  EXPECT_EQ(entries(), std::vector<std::string>{"trace"});
 }
 
 }  // namespace

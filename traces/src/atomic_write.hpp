@@ -10,6 +10,11 @@
 
 namespace orrery::detail {
 
+// A run killed while it wrote `file` (SIGKILL, a power cut: nothing could clean up) left its
+// temporary (file or folder) in `dir`; it is removed, and named on stderr so the user knows why
+// the output was missing.
+void remove_stale_temporaries(const std::filesystem::path& file, const std::filesystem::path& dir);
+
 // Checks that `file` may be written (InputError: it exists and !overwrite, or its folder does
 // not), removes the temporaries of `file` left by killed runs (naming them on stderr) and writes
 // `text` to a new temporary. EnvironmentError when the write fails.

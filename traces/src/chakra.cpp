@@ -2,7 +2,8 @@
 
 #include <fstream>
 #include <map>
-#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -72,30 +73,89 @@ std::string rank_bytes(const pb::ExecGraph& graph, const pb::RankGraph& rank,
   return bytes;
 }
 
+// The names an export writes: `trace.<rank>.et` and `comm_groups.json`.
+bool written_by_an_export(const std::string& name) {
+  if (name == "comm_groups.json") return true;
+  const std::string head = "trace.", tail = ".et";
+  if (name.size() <= head.size() + tail.size() || name.rfind(head, 0) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    return false;
+  const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  return digits.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The export replaces a folder only when asked to and only when it holds nothing but an earlier
+// export's files: a folder of the user's own is never removed.
+void check_output_folder(const std::filesystem::path& folder, bool overwrite) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = folder.has_parent_path() ? folder.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw base::InputError(folder.string(), 0, "",
+                           "its folder " + dir.string() + " does not exist");
+  if (!fs::exists(folder, ec)) return;
+  if (!overwrite)
+    throw base::InputError(folder.string(), 0, "",
+                           "already exists; refusing to overwrite it (choose another path or "
+                           "remove it)");
+  if (!fs::is_directory(folder, ec))
+    throw base::InputError(folder.string(), 0, "",
+                           "is a file; a Chakra export is a folder (choose another path)");
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!written_by_an_export(name) || !entry.is_regular_file(ec))
+      throw base::InputError(folder.string(), 0, "",
+                             "holds " + name +
+                                 ", which a Chakra export does not write; refusing to replace "
+                                 "the folder (choose another path)");
+  }
+}
+
+// "out/" names the folder "out"; "." and ".." name no new folder.
+std::filesystem::path folder_named(const std::filesystem::path& given) {
+  std::filesystem::path folder = given.lexically_normal();
+  if (!folder.has_filename()) folder = folder.parent_path();
+  const std::string name = folder.filename().string();
+  if (name.empty() || name == "." || name == "..")
+    throw base::InputError(given.string(), 0, "",
+                           "a Chakra export needs a folder name of its own (e.g. out/chakra)");
+  return folder;
+}
+
 }  // namespace
 
 std::vector<std::filesystem::path> write_chakra(const pb::ExecGraph& graph,
-                                                const std::filesystem::path& prefix,
+                                                const std::filesystem::path& given,
                                                 bool overwrite) {
-  // Every rank's file is written to a temporary first and renamed only when all are complete: a
-  // failed or interrupted export leaves the previous set (or nothing), never part of a new one.
+  // The files are written into a temporary folder and renamed into place as one: a failed,
+  // interrupted or killed export leaves the previous set (or nothing), never part of a new one.
   require_every_rank(graph);
+  const std::filesystem::path folder = folder_named(given);
   const auto groups = detail::chakra_groups(graph);
+  check_output_folder(folder, overwrite);
+  std::vector<std::pair<std::string, std::string>> contents;
   std::vector<std::filesystem::path> files;
-  std::vector<std::unique_ptr<base::TempPath>> temps;
   for (const auto& rank : graph.ranks()) {
-    const std::string bytes = rank_bytes(graph, rank, groups);
-    files.push_back(prefix.string() + "." + std::to_string(rank.rank()) + ".et");
-    temps.push_back(detail::write_temporary(files.back(), bytes, overwrite));
+    files.push_back(chakra_rank_path(folder, rank.rank()));
+    contents.emplace_back(files.back().filename().string(), rank_bytes(graph, rank, groups));
   }
-  files.push_back(chakra_comm_groups_path(prefix));
-  temps.push_back(detail::write_temporary(files.back(), comm_groups_json(groups), overwrite));
-  for (size_t i = 0; i < files.size(); ++i) detail::commit_temporary(*temps[i], files[i]);
+  files.push_back(chakra_comm_groups_path(folder));
+  contents.emplace_back(files.back().filename().string(), comm_groups_json(groups));
+  detail::remove_stale_temporaries(folder, folder.has_parent_path() ? folder.parent_path() : ".");
+  base::write_folder_durably(folder, contents);
   return files;
 }
 
-std::filesystem::path chakra_comm_groups_path(const std::filesystem::path& prefix) {
-  return prefix.string() + ".comm_groups.json";
+std::filesystem::path chakra_workload_prefix(const std::filesystem::path& folder) {
+  return folder / "trace";
+}
+
+std::filesystem::path chakra_rank_path(const std::filesystem::path& folder, int64_t rank) {
+  return folder / ("trace." + std::to_string(rank) + ".et");
+}
+
+std::filesystem::path chakra_comm_groups_path(const std::filesystem::path& folder) {
+  return folder / "comm_groups.json";
 }
 
 ChakraRank read_chakra(const std::filesystem::path& file) {

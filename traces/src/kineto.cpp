@@ -2,8 +2,10 @@
 // outermost op orrery knows in each nest, attach GPU kernels through "External id", and write
 // one ExecGraph rank.
 #include "orrery/traces/kineto.hpp"
+#include "orrery/traces/kineto_file.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
@@ -494,6 +496,30 @@ bool is_kineto_trace(std::string_view text) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || text[first] != '{') return false;
   return text.find("\"traceEvents\"") != std::string_view::npos;
+}
+
+bool is_kineto_trace_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  constexpr std::string_view key = "\"traceEvents\"";
+  std::string chunk(size_t{1} << 20, '\0');
+  std::string tail;  // the end of the previous piece, for a key split between two
+  bool first = true;
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const std::string piece = tail + chunk.substr(0, static_cast<size_t>(in.gcount()));
+    if (first) {
+      const size_t start = piece.find_first_not_of(" \t\r\n");
+      if (start == std::string::npos) {
+        if (in) continue;
+        return false;
+      }
+      if (piece[start] != '{') return false;
+      first = false;
+    }
+    if (piece.find(key) != std::string::npos) return true;
+    tail = piece.substr(piece.size() - std::min(piece.size(), key.size() - 1));
+  }
+  return false;
 }
 
 KinetoImport import_kineto(std::string_view text, std::string_view file) {

@@ -1,5 +1,9 @@
 // The generic writer: the inverse of spec_reader.cpp, with deterministic output (declaration
 // order, defaults omitted, shortest round-trip numbers) so the same spec gives the same bytes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -238,23 +242,18 @@ std::string to_yaml(const Message& message) {
 }
 
 namespace detail {
-namespace {
 
-// A run killed while it wrote `file` (SIGKILL, a power cut: nothing could clean up) left its
-// temporary beside it; it is removed, and named so the user knows why the output was missing.
 void remove_stale_temporaries(const std::filesystem::path& file, const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const auto pid = base::stale_writer(file, entry.path());
     if (!pid) continue;
-    fs::remove(entry.path(), ec);
+    fs::remove_all(entry.path(), ec);  // a temporary folder (a Chakra export's) goes whole
     std::cerr << "note: removed " << entry.path().string() << ", the partial " << file.string()
               << " of an earlier run (pid " << *pid << ") that was killed while writing it\n";
   }
 }
-
-}  // namespace
 
 std::unique_ptr<base::TempPath> write_temporary(const std::filesystem::path& file,
                                                 std::string_view text, bool overwrite) {
@@ -272,10 +271,19 @@ std::unique_ptr<base::TempPath> write_temporary(const std::filesystem::path& fil
   remove_stale_temporaries(file, dir);
   base::remove_temporaries_on_signals();
   auto temp = std::make_unique<base::TempPath>(base::temp_path_for(file));
-  std::ofstream out(temp->path(), std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) throw base::EnvironmentError(file.string() + ": could not be written");
+  // fsync before the rename: after a power cut the name then points at the whole file, never at
+  // an empty one whose data had not reached the disk.
+  const int fd = ::open(temp->path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0;
+  for (size_t done = 0; ok && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  while (ok && ::fsync(fd) != 0) ok = errno == EINTR;
+  if (fd >= 0 && ::close(fd) != 0) ok = false;
+  if (!ok) throw base::EnvironmentError(file.string() + ": could not be written");
   return temp;
 }
 

@@ -210,8 +210,8 @@ HoldoutFamily hold_out(const std::vector<PublishedRun>& runs, const Families& f,
 }  // namespace
 
 RunHoldout holdout_runs(const std::filesystem::path& file, sim::EngineKind engine, HoldoutKey key,
-                        const HoldoutProgress& progress) {
-  const std::vector<PublishedRun> runs = published_runs(file);
+                        const HoldoutProgress& progress, bool framework_profiles) {
+  const std::vector<PublishedRun> runs = published_runs(file, framework_profiles);
   const Families f = group(runs, key);
   check_families(file, runs, f, key);
   RunHoldout out;

@@ -16,6 +16,7 @@
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "published_run_fields.hpp"
+#include "run_framework.hpp"
 
 namespace orrery::validation {
 namespace {
@@ -113,9 +114,28 @@ std::string summary(const pb::Plan& p) {
   return o.str();
 }
 
+// The profile of the release the case's `framework` names (run_framework.hpp) fills what the case
+// does not state: of the fields a profile sets, a case states only its attention kernel. The
+// attention kernel neither gives is dated by the framework (published_run_fields.cpp).
+void apply_profile(const CaseReader& r, bool framework_profiles, PublishedRun& out) {
+  if (framework_profiles) out.profile = detail::profile_named_by(out.framework);
+  const bool states_kernel = r.has("attention_kernel");
+  if (states_kernel) out.plan.set_attention_kernel(detail::attention_kernel_of(r));
+  if (!out.profile.empty()) {
+    const pb::FrameworkProfile& profile =
+        plan::find_framework_profile(out.profile, r.path(), "framework");
+    out.profile_fields = plan::apply_framework_profile(
+        out.plan, profile, out.profile,
+        [&](const std::string& field) { return field == "attention_kernel" && states_kernel; });
+  }
+  if (out.plan.attention_kernel() == pb::ATTENTION_KERNEL_UNSPECIFIED)
+    out.plan.set_attention_kernel(detail::attention_kernel_of(r));
+}
+
 // One case as the simulator sees it: model, cluster sized to the run, the published plan. The
 // rules are the same for every case (see docs/validation.md).
-PublishedRun read_run(const json& c, const std::string& file, const std::string& path) {
+PublishedRun read_run(const json& c, const std::string& file, const std::string& path,
+                      bool framework_profiles) {
   const CaseReader r(c, file, path);
   PublishedRun out;
   out.id = r.text("id");
@@ -172,18 +192,19 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   plan.set_sharding(sharding_of(par.text("zero_fsdp")));
   plan.set_recompute(recompute_of(r.text("recompute")));
   plan.set_micro_batch_size(batch.integer("micro_batch"));
-  // Every framework in these runs overlaps the data-parallel reduction with the backward
+  // Without a profile's word, a run overlaps the data-parallel reduction with the backward
   // (PyTorch DDP buckets, Megatron/NeMo's overlap flags).
   plan.set_overlap_grad_reduce(true);
   plan.set_overlap_param_gather(true);
-  plan.set_attention_kernel(detail::attention_kernel_of(r));
+  apply_profile(r, framework_profiles, out);
   return out;
 }
 
 // A case that cannot be read is skipped with the file, field and reason; the others still run.
-PublishedRun published_run(const json& c, const std::string& file, const std::string& path) {
+PublishedRun published_run(const json& c, const std::string& file, const std::string& path,
+                           bool framework_profiles) {
   try {
-    return read_run(c, file, path);
+    return read_run(c, file, path, framework_profiles);
   } catch (const base::InputError& e) {
     PublishedRun out;
     if (c.is_object() && c.contains("id") && c["id"].is_string())
@@ -211,6 +232,7 @@ RunCase simulate_run(const PublishedRun& run, sim::EngineKind engine,
   out.model = run.model_label;
   out.cluster = run.cluster_label;
   out.plan = summary(run.plan);
+  out.profile = run.profile_fields;
   try {
     const plan::ResolvedPlan resolved = plan::resolve_plan(run.plan, run.model, run.cluster);
     const topologies::Topology topology(run.cluster);
@@ -273,14 +295,14 @@ std::pair<double, double> median_p90(std::vector<double> v) {
 }
 
 RunValidation validate_runs(const std::filesystem::path& file, sim::EngineKind engine,
-                            const pb::CalibrationProfile* calibration) {
+                            const pb::CalibrationProfile* calibration, bool framework_profiles) {
   const json cases = read_cases(file);
   RunValidation v;
   std::vector<double> errors;
   for (size_t i = 0; i < cases.size(); ++i) {
-    RunCase c =
-        simulate_run(published_run(cases[i], file.string(), "cases[" + std::to_string(i) + "]"),
-                     engine, calibration);
+    RunCase c = simulate_run(published_run(cases[i], file.string(),
+                                           "cases[" + std::to_string(i) + "]", framework_profiles),
+                             engine, calibration);
     if (c.skipped.empty()) errors.push_back(std::fabs(c.error)), ++v.simulated;
     if (!c.skipped.empty()) ++v.skipped;
     if (c.peak_memory_bytes > c.memory_capacity_bytes) ++v.out_of_memory;
@@ -290,11 +312,13 @@ RunValidation validate_runs(const std::filesystem::path& file, sim::EngineKind e
   return v;
 }
 
-std::vector<PublishedRun> published_runs(const std::filesystem::path& file) {
+std::vector<PublishedRun> published_runs(const std::filesystem::path& file,
+                                         bool framework_profiles) {
   const json cases = read_cases(file);
   std::vector<PublishedRun> out;
   for (size_t i = 0; i < cases.size(); ++i) {
-    out.push_back(published_run(cases[i], file.string(), "cases[" + std::to_string(i) + "]"));
+    out.push_back(published_run(cases[i], file.string(), "cases[" + std::to_string(i) + "]",
+                                framework_profiles));
   }
   return out;
 }

@@ -62,6 +62,26 @@ double replica_restart_cost_s(const RunModel& run, const ComponentFailures& c, d
   return detection_s(run, c) + r.regroup_s + in_flight_s + out * downtime_s;
 }
 
+double degradation_slow_s(const RunModel& run, const Degradation& d) {
+  if (d.detect_steps > 0) {
+    return static_cast<double>(d.detect_steps) * (d.step_ratio - 1) * run.step_s;
+  }
+  return d.duration_s * (1 - 1 / d.step_ratio);
+}
+
+double degradation_drain_s(const RunModel& run, const Degradation& d, double restart_s) {
+  return d.detect_steps > 0 ? run.checkpoint.blocking_s + restart_s : 0;
+}
+
+double degradation_loss_fraction(const RunModel& run) {
+  const double restart = run.checkpoint.restart_s(true, run.checkpoint.spare_nodes > 0);
+  double lost = 0;
+  for (const auto& d : run.degradations) {
+    lost += d.rate_per_s * (degradation_slow_s(run, d) + degradation_drain_s(run, d, restart));
+  }
+  return lost;
+}
+
 double mean_restart_s(const RunModel& run) {
   double weighted = 0;
   for (const auto& c : run.failures.components) {
@@ -74,8 +94,9 @@ double mean_restart_s(const RunModel& run) {
 double closed_form_goodput(const RunModel& run, double interval_s) {
   const double lambda = job_failure_rate_per_s(run);
   const double c = run.checkpoint.blocking_s;
-  // Replica restarts cost the same share of every interval, whatever its length.
-  const double riding = std::max(0.0, 1 - replica_loss_fraction(run));
+  // Replica restarts and degradations cost the same share of every interval, whatever its length.
+  const double riding =
+      std::max(0.0, 1 - (replica_loss_fraction(run) + degradation_loss_fraction(run)));
   if (lambda <= 0) return riding * interval_s / (interval_s + c);
   const double m = 1 / lambda;
   // A failure while an asynchronous save persists (background_s after its snapshot) rolls back

@@ -28,13 +28,18 @@ struct Trial {
   int64_t interruptions = 0;
   int64_t spares_missed = 0;
   int64_t replica_restarts = 0;
+  int64_t degradations = 0;
+  double slow_s = 0;
+  double drain_s = 0;
   std::vector<double> spare_back;  // when each spare is available again
 };
 
 class Simulation {
  public:
   Simulation(const RunModel& run, double interval_s, uint64_t seed)
-      : run_(run), interval_s_(interval_s), draws_(seed) {}
+      : run_(run), interval_s_(interval_s), draws_(seed) {
+    for (const auto& d : run.degradations) degradation_rate_ += d.rate_per_s;
+  }
 
   Trial run_to(double target_work_s) {
     Trial tr;
@@ -43,11 +48,19 @@ class Simulation {
       const double work = std::min(interval_s_, target_work_s - tr.saved_work);
       double end = tr.t + work + run_.checkpoint.blocking_s;
       double failure = next_failure(tr.t);
-      // Replica restarts push the interval's end back; a job restart ends the interval.
+      double degraded = next_degradation(tr.t);
+      // Degradations and replica restarts push the interval's end back; a job restart ends it.
       const ComponentFailures* cause = nullptr;
-      while (failure < end && !restarts_job(run_, *(cause = &pick_cause()))) {
-        end += ride_out(*cause, tr, failure);
-        failure = next_failure(failure);
+      for (;;) {
+        if (degraded < std::min(failure, end)) {
+          end += degrade(tr, degraded);
+          degraded = next_degradation(degraded);
+        } else if (failure < end && !restarts_job(run_, *(cause = &pick_cause()))) {
+          end += ride_out(*cause, tr, failure);
+          failure = next_failure(failure);
+        } else {
+          break;
+        }
       }
       if (failure >= end) {
         checkpoint(tr, work, end);
@@ -64,6 +77,32 @@ class Simulation {
   double next_failure(double now) {
     const double rate = run_.failures.total_rate_per_s;
     return rate > 0 ? now + draws_.exponential(rate) : INFINITY;
+  }
+
+  // Draws nothing without degradations, so their absence leaves every other draw as it was.
+  double next_degradation(double now) {
+    return degradation_rate_ > 0 ? now + draws_.exponential(degradation_rate_) : INFINITY;
+  }
+
+  // A degradation episode starting at `when`, drawn by rate: the wall time it costs.
+  double degrade(Trial& tr, double when) {
+    double u = draws_.uniform() * degradation_rate_;
+    const Degradation* d = &run_.degradations.back();
+    for (const auto& c : run_.degradations) {
+      if (u < c.rate_per_s) {
+        d = &c;
+        break;
+      }
+      u -= c.rate_per_s;
+    }
+    ++tr.degradations;
+    const double slow = degradation_slow_s(run_, *d);
+    const double drain = d->detect_steps > 0
+                             ? degradation_drain_s(run_, *d, node_restart_s(true, tr, when + slow))
+                             : 0;
+    tr.slow_s += slow;
+    tr.drain_s += drain;
+    return slow + drain;
   }
 
   void checkpoint(Trial& tr, double work, double end) {
@@ -124,8 +163,11 @@ class Simulation {
   // The restart's own time at `when`; a lost node takes the spare back soonest, which returns to
   // the pool after repair.
   double node_restart_s(const ComponentFailures& cause, Trial& tr, double when) {
+    return node_restart_s(cause.cost == FailureCost::kNodeLost, tr, when);
+  }
+  double node_restart_s(bool node_lost, Trial& tr, double when) {
     const CheckpointModel& ck = run_.checkpoint;
-    if (cause.cost != FailureCost::kNodeLost) return ck.restart_s(false, false);
+    if (!node_lost) return ck.restart_s(false, false);
     auto spare = std::min_element(tr.spare_back.begin(), tr.spare_back.end());
     if (spare != tr.spare_back.end() && *spare <= when) {
       *spare = when + ck.repair_s;
@@ -138,6 +180,7 @@ class Simulation {
   const RunModel& run_;
   double interval_s_;
   Draws draws_;
+  double degradation_rate_ = 0;
 };
 
 }  // namespace
@@ -149,6 +192,7 @@ MonteCarloResult monte_carlo(const RunModel& run, int64_t steps, double target_w
   r.target_work_s = target_work_s;
   Simulation sim(run, static_cast<double>(steps) * run.step_s, seed);
   double lost = 0, interruptions = 0, missed = 0, wall = 0, replica = 0;
+  double degradations = 0, slow = 0, drain = 0;
   for (int64_t i = 0; i < trials; ++i) {
     const Trial tr = sim.run_to(target_work_s);
     r.wall_s.push_back(tr.t);
@@ -157,6 +201,9 @@ MonteCarloResult monte_carlo(const RunModel& run, int64_t steps, double target_w
     interruptions += static_cast<double>(tr.interruptions);
     missed += static_cast<double>(tr.spares_missed);
     replica += static_cast<double>(tr.replica_restarts);
+    degradations += static_cast<double>(tr.degradations);
+    slow += tr.slow_s;
+    drain += tr.drain_s;
   }
   std::sort(r.wall_s.begin(), r.wall_s.end());
   const double n = static_cast<double>(std::max<int64_t>(1, trials));
@@ -166,6 +213,9 @@ MonteCarloResult monte_carlo(const RunModel& run, int64_t steps, double target_w
   r.mean_lost_work_s = lost / n;
   r.mean_spares_missed = missed / n;
   r.mean_replica_restarts = replica / n;
+  r.mean_degradations = degradations / n;
+  r.mean_slow_s = slow / n;
+  r.mean_drain_s = drain / n;
   return r;
 }
 

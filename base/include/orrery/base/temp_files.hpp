@@ -1,5 +1,5 @@
-// Temporary files that must not outlive the process that writes them (a partial
-// output written beside its final path, then renamed over it). While one is registered, a
+// Temporary files (and folders of files) that must not outlive the process that writes them (a
+// partial output written beside its final path, then renamed over it). While one is registered, a
 // SIGINT, SIGTERM or SIGHUP removes it before the process ends as the signal would end it; an
 // exception or a return removes it through TempPath's destructor. Only a SIGKILL or a power cut
 // can leave one behind, and its name says which process wrote it (stale_writer).
@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace orrery::base {
 
@@ -47,5 +49,13 @@ std::optional<long> stale_writer(const std::filesystem::path& final_path,
 // a registered temporary (temp_path_for), fsync, rename over final_path, fsync of the folder (so
 // the rename itself is on disk). Replaces an existing file. EnvironmentError when the disk refuses.
 void write_file_durably(const std::filesystem::path& final_path, std::string_view bytes);
+
+// Writes `files` (name in the folder, bytes) as the folder `folder`, whole or not at all: into a
+// registered temporary folder beside it (each file fsynced), then renamed into place; an existing
+// `folder` is exchanged for the new one in a single rename and removed (callers decide whether
+// it may be replaced). A signal or an exception removes the temporary folder with its files.
+// EnvironmentError when the disk refuses.
+void write_folder_durably(const std::filesystem::path& folder,
+                          const std::vector<std::pair<std::string, std::string>>& files);
 
 }  // namespace orrery::base

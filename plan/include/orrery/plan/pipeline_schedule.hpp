@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "orrery/pb/plan.pb.h"
@@ -19,5 +20,11 @@ struct PipeStep {
 // precedes its forward.
 std::vector<PipeStep> pipeline_order(pb::PipelineSchedule schedule, int64_t pp, int64_t vp,
                                      int64_t pipeline_rank, int64_t num_micro_batches);
+
+// The name of a pipeline transfer ("send.act", "recv.act", "send.grad", "recv.grad") of the pass
+// at `virtual_stage`: with vp > 1 a rank runs several chunks of each micro-batch, each with its
+// own transfers, so the name carries the virtual stage ("send.act.v2") and every transfer of a
+// rank has a name of its own (the executor times each under it); with vp 1 it is `what` itself.
+std::string pipeline_transfer_name(const char* what, int64_t virtual_stage, int64_t vp);
 
 }  // namespace orrery::plan

@@ -68,8 +68,10 @@ struct SpaceOptions {
   std::vector<int64_t> etp;
   std::vector<pb::Sharding> sharding = {pb::SHARDING_NONE, pb::SHARDING_ZERO1, pb::SHARDING_ZERO2,
                                         pb::SHARDING_FSDP, pb::SHARDING_HSDP};
+  // In the order screening tries them, least recomputation first: Megatron's selective (the
+  // attention core), torchtitan's op-level selective checkpointing (every non-matmul op), full.
   std::vector<pb::Recompute> recompute = {pb::RECOMPUTE_NONE, pb::RECOMPUTE_SELECTIVE,
-                                          pb::RECOMPUTE_FULL};
+                                          pb::RECOMPUTE_SELECTIVE_OP, pb::RECOMPUTE_FULL};
   std::vector<pb::PipelineSchedule> schedules = {pb::PIPELINE_SCHEDULE_ONE_F_ONE_B,
                                                  pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B};
   // Gradient/parameter bucket sizes to try (0 = the simulator's default), bytes.

@@ -70,7 +70,8 @@ using HoldoutProgress = std::function<void(const std::string& family, int done, 
 
 // InputError for a file that is not a published-runs file, or with fewer than two families
 // (nothing to hold out against).
+// `framework_profiles`: as validate_runs.
 RunHoldout holdout_runs(const std::filesystem::path& file, sim::EngineKind engine, HoldoutKey key,
-                        const HoldoutProgress& progress = {});
+                        const HoldoutProgress& progress = {}, bool framework_profiles = true);
 
 }  // namespace orrery::validation

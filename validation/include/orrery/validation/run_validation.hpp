@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "orrery/pb/plan.pb.h"
+#include "orrery/plan/framework_profile.hpp"
 #include "orrery/sim/engine.hpp"
 
 namespace orrery::validation {
@@ -22,6 +23,9 @@ struct RunCase {
   // The memory model's peak and its device's capacity on the rank nearest its capacity.
   double peak_memory_bytes = 0;
   double memory_capacity_bytes = 0;
+  // The framework profile the case's `framework` names and the fields it filled (its `framework`
+  // empty when the text names no profile's release).
+  plan::AppliedProfile profile;
   std::string skipped;  // non-empty: why the case was not simulated
 };
 
@@ -37,8 +41,12 @@ struct RunValidation {
 // Throws InputError naming the file for a file that is not a published-runs file (not JSON, no
 // `cases` list); a case orrery cannot read or map (a field outside its vocabulary, unknown GPU,
 // missing step time, a plan the rules reject) is kept as skipped with the file, field and reason.
+// `framework_profiles` false reads every case without its framework's profile (plan/frameworks),
+// as before profiles existed: `validate --runs F --no-framework-profiles`, to measure what they
+// change.
 RunValidation validate_runs(const std::filesystem::path& file, sim::EngineKind engine,
-                            const pb::CalibrationProfile* calibration = nullptr);
+                            const pb::CalibrationProfile* calibration = nullptr,
+                            bool framework_profiles = true);
 
 // Median and 90th percentile of |errors| (nearest rank); zeros for an empty list.
 std::pair<double, double> median_p90(std::vector<double> abs_errors);
@@ -64,12 +72,16 @@ struct PublishedRun {
   std::string framework;   // `framework`
   std::string gpu;         // `hardware.gpu`
   std::string source_url;  // `source.url`
+  // "NAME@VERSION" of the profile `framework` names ("" when none) and what it filled.
+  std::string profile;
+  plan::AppliedProfile profile_fields;
   std::string skipped;
 };
 
 // Throws InputError for a file that is not a published-runs file; unreadable cases are skipped
 // with the reason (as validate_runs does).
-std::vector<PublishedRun> published_runs(const std::filesystem::path& file);
+std::vector<PublishedRun> published_runs(const std::filesystem::path& file,
+                                         bool framework_profiles = true);
 
 // One published run simulated and compared with its measurement, as validate_runs does for each
 // case (`calibration` may be null: the default cost models). A run the plan rules reject comes

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "orrery/sim/checkpoint_model.hpp"
@@ -16,6 +17,19 @@
 
 namespace orrery::sim {
 
+// A component that keeps running, slower, until it is drained or recovers: a thermally throttled
+// GPU, a link or NIC at reduced bandwidth. The synchronous step runs at its pace meanwhile.
+struct Degradation {
+  std::string component;  // "gpu", "link", ...
+  double rate_per_s = 0;  // episodes per second over the plan's footprint
+  double step_ratio = 1;  // the step while degraded over the healthy one (the straggler model's)
+  // Detection: a per-step straggler detector drains the node after this many slow steps (the job
+  // saves a checkpoint and restarts without it, as after a lost node); 0: no detector, and the
+  // episode lasts duration_s of wall time and ends by itself.
+  int64_t detect_steps = 0;
+  double duration_s = 0;
+};
+
 struct RunModel {
   double step_s = 0;  // including the straggler factor
   FailureRates failures;
@@ -23,7 +37,17 @@ struct RunModel {
   ReplicaRestarts replicas;
   // Restart only the failed replica (`--restart-scope replica`) when the plan's replicas allow it.
   bool restart_replicas = false;
+  std::vector<Degradation> degradations;
 };
+
+// Wall time one degradation episode loses to slow steps: detect_steps x (ratio - 1) steps with a
+// detector, duration_s x (1 - 1 / ratio) without one.
+double degradation_slow_s(const RunModel& run, const Degradation& d);
+// Wall time its drain costs with a detector (a blocking checkpoint, then `restart_s`); 0 without.
+double degradation_drain_s(const RunModel& run, const Degradation& d, double restart_s);
+// Expected fraction of wall time lost to degradations, slow steps and drains (first order in the
+// rates; a drain's restart takes a spare when the cluster has any).
+double degradation_loss_fraction(const RunModel& run);
 
 // Whether a failure of `c` restarts the whole job from its checkpoint (always, unless replicas
 // restart alone and `c` is not job-wide).
@@ -72,6 +96,9 @@ struct MonteCarloResult {
   double mean_lost_work_s = 0;       // training redone after rollbacks
   double mean_spares_missed = 0;     // node losses that found no spare (requeued)
   double mean_replica_restarts = 0;  // failures that restarted one replica, not the job
+  double mean_degradations = 0;      // degradation episodes
+  double mean_slow_s = 0;            // wall time lost to slow steps while degraded
+  double mean_drain_s = 0;           // wall time lost to draining degraded nodes
 };
 
 // Runs `trials` runs to `target_work_s` of training, checkpointing every `steps` (the run ends

@@ -1,0 +1,110 @@
+// Framework profiles (plan/frameworks/*.yaml): every shipped profile reads and sources each value,
+// a name or version no profile covers is refused naming the file, the field and the known values,
+// a profile fills only what the plan leaves unstated, and validate --runs applies the profile a
+// case's framework text names (and none where the text names no release).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "orrery/base/error.hpp"
+#include "orrery/plan/framework_profile.hpp"
+#include "orrery/validation/run_validation.hpp"
+#include "test_paths.hpp"
+
+namespace orrery::plan {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kPublicRuns = fs::path(ORRERY_SOURCE_DIR) / "../shared/validation/public_runs.json";
+
+std::string refusal(std::string_view text) {
+  try {
+    find_framework_profile(text, "plan.yaml", "framework", 7);
+  } catch (const base::InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(FrameworkProfiles, EveryShippedProfileReadsWithASourcePerValue) {
+  // framework_profiles() refuses a setting without a source and a source without a setting.
+  ASSERT_GE(framework_profiles().size(), 6U);
+  for (const auto& p : framework_profiles()) {
+    EXPECT_FALSE(p.description().empty()) << p.name();
+    EXPECT_EQ(static_cast<size_t>(p.sources_size()), [&] {
+      std::vector<const google::protobuf::FieldDescriptor*> set;
+      p.settings().GetReflection()->ListFields(p.settings(), &set);
+      return set.size();
+    }()) << p.name();
+    for (const auto& s : p.sources()) EXPECT_NE(s.source().find("https://"), std::string::npos);
+  }
+  const auto known = known_frameworks();
+  for (const char* k : {"megatron-lm@2021", "megatron-core@0.6", "nemo@24.09", "torchtitan@2024-12",
+                        "pytorch-fsdp1@2.4", "pytorch-fsdp2@2.4"}) {
+    EXPECT_NE(std::find(known.begin(), known.end(), k), known.end()) << k;
+  }
+}
+
+TEST(FrameworkProfiles, AnUnknownNameOrVersionIsRefusedWithTheKnownValues) {
+  const std::string name = refusal("megatron@0.6");
+  EXPECT_NE(name.find("plan.yaml:7: framework: got 'megatron@0.6', a framework no profile "
+                      "describes; known: "),
+            std::string::npos)
+      << name;
+  EXPECT_NE(name.find("megatron-core@0.6, megatron-core@0.6.0"), std::string::npos) << name;
+  const std::string version = refusal("megatron-core@0.9");
+  EXPECT_NE(version.find("got 'megatron-core@0.9', a version no megatron-core profile covers"),
+            std::string::npos)
+      << version;
+  EXPECT_NE(refusal("torchtitan").find("expected NAME@VERSION"), std::string::npos);
+  EXPECT_EQ(refusal("megatron-core@0.6"), "accepted");
+}
+
+TEST(FrameworkProfiles, TheProfileFillsOnlyWhatThePlanLeavesUnstated) {
+  pb::Plan plan;
+  plan.set_overlap_grad_reduce(true);  // stated: Megatron's flag passed on the command line
+  plan.set_tp_comm_overlap(true);      // unstated: the profile's false replaces it
+  const auto& profile = find_framework_profile("megatron-core@0.6", "", "framework");
+  const AppliedProfile applied = apply_framework_profile(
+      plan, profile, "megatron-core@0.6",
+      [](const std::string& field) { return field == "overlap_grad_reduce"; });
+  EXPECT_TRUE(plan.overlap_grad_reduce());
+  EXPECT_FALSE(plan.tp_comm_overlap());
+  EXPECT_FALSE(plan.overlap_param_gather());
+  EXPECT_EQ(plan.grad_reduce_dtype(), pb::GRAD_REDUCE_DTYPE_FP32);
+  ASSERT_EQ(applied.stated.size(), 1U);
+  EXPECT_EQ(applied.stated[0].field, "overlap_grad_reduce");
+  EXPECT_EQ(applied.stated[0].value, "false");
+  std::map<std::string, std::string> filled;
+  for (const auto& v : applied.filled) {
+    filled[v.field] = v.value;
+    EXPECT_NE(v.source.find("core_v0.6.0"), std::string::npos) << v.field;
+  }
+  EXPECT_EQ(filled, (std::map<std::string, std::string>{{"overlap_param_gather", "false"},
+                                                        {"tp_comm_overlap", "false"},
+                                                        {"grad_reduce_dtype", "fp32"}}));
+}
+
+TEST(FrameworkProfiles, ValidateRunsAppliesTheProfileTheFrameworkTextNames) {
+  std::map<std::string, validation::PublishedRun> runs, without;
+  for (auto& r : validation::published_runs(kPublicRuns)) runs[r.id] = std::move(r);
+  for (auto& r : validation::published_runs(kPublicRuns, false)) without[r.id] = std::move(r);
+  // "Megatron-LM @6985e58": the SC'21 commit, whose DDP all-reduces after the backward.
+  EXPECT_EQ(runs.at("SC21-T1-1.7B").profile, "megatron-lm@6985e58");
+  EXPECT_FALSE(runs.at("SC21-T1-1.7B").plan.overlap_grad_reduce());
+  EXPECT_TRUE(without.at("SC21-T1-1.7B").plan.overlap_grad_reduce());
+  EXPECT_EQ(runs.at("SC21-T1-1.7B").plan.attention_kernel(), pb::ATTENTION_KERNEL_MATERIALIZED);
+  EXPECT_EQ(without.at("SC21-T1-1.7B").plan.attention_kernel(), pb::ATTENTION_KERNEL_MATERIALIZED);
+  EXPECT_EQ(runs.at("KORT-T5-22B-full").profile, "megatron-lm@2022");
+  // NeMo 24.09: the recipes' overlaps, which the reader assumed before profiles too.
+  EXPECT_EQ(runs.at("DGXC-L70B-BF16-64").profile, "nemo@24.09");
+  EXPECT_TRUE(runs.at("DGXC-L70B-BF16-64").plan.overlap_param_gather());
+  EXPECT_EQ(runs.at("DGXC-L70B-BF16-64").plan.grad_reduce_dtype(), pb::GRAD_REDUCE_DTYPE_FP32);
+  EXPECT_EQ(without.at("DGXC-L70B-BF16-64").profile, "");
+  for (const auto& [id, run] : runs) EXPECT_FALSE(run.profile.empty()) << id;
+}
+
+}  // namespace
+}  // namespace orrery::plan
