@@ -125,9 +125,8 @@ LayerOp router(const View& v) {
   }
   // Folded experts split over etp ranks: each gathers the tokens its etp peers received.
   if (ctx.etp > 1) {
-    op.etp_comm_bytes =
-        static_cast<double>(ctx.etp) * rows * moe.top_k() * h * ctx.activation_bytes *
-        moe_traffic_scale(ctx);
+    op.etp_comm_bytes = static_cast<double>(ctx.etp) * rows * moe.top_k() * h *
+                        ctx.activation_bytes * moe_traffic_scale(ctx);
   }
   return op;
 }

@@ -93,8 +93,10 @@ TEST(MoeCapacity, ExpertsAndAllToAllPricedAtTheCapacity) {
   const auto below = figures(1.5, 0.5, false);
   EXPECT_DOUBLE_EQ(below.pairs, 0.5 * kMeanPairs);
   EXPECT_DOUBLE_EQ(below.sent, 0.5 * kMeanSent);
-  const auto loose = figures(1.1, 1.25, false);  // the cap above the busiest: no effect
-  EXPECT_DOUBLE_EQ(loose.pairs, 1.1 * kMeanPairs);
+  // The cap above the busiest: no effect (4,505.6 pairs; the op's shape rounds them to 4,506).
+  const auto loose = figures(1.1, 1.25, false);
+  EXPECT_DOUBLE_EQ(loose.pairs, 4506);
+  EXPECT_NEAR(loose.up_flops, 1.1 * kMeanPairs * kUpFlopsPerPair, 1e-12 * loose.up_flops);
   const auto padded = figures(1.1, 1.25, true);
   EXPECT_DOUBLE_EQ(padded.pairs, 1.25 * kMeanPairs);
   EXPECT_DOUBLE_EQ(padded.sent, 1.25 * kMeanSent);
@@ -138,10 +140,10 @@ TEST(MoeExpertGemm, PerExpertSplitsTheExpertKernels) {
     names.push_back(s.op->name + s.name);
     EXPECT_DOUBLE_EQ(s.work_fraction, 0.5);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "moe.experts.up.expert0", "moe.experts.up.expert1", "moe.experts.act.expert0",
-                       "moe.experts.act.expert1", "moe.experts.down.expert0",
-                       "moe.experts.down.expert1"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"moe.experts.up.expert0", "moe.experts.up.expert1",
+                                      "moe.experts.act.expert0", "moe.experts.act.expert1",
+                                      "moe.experts.down.expert0", "moe.experts.down.expert1"}));
 }
 
 // The default GEMM curve is eff(F) = m F / (F + h), so a compute-bound GEMM of F FLOPs takes
@@ -159,8 +161,8 @@ TEST(MoeExpertGemm, EachExpertPaysOverheadAndEfficiency) {
     return costs.compute().seconds(device, pb::OP_CLASS_GEMM, flops, bytes / (f / flops), {},
                                    pb::PHASE_FORWARD, "moe.experts.up", "");
   };
-  const double extra = curve.overhead_s() + curve.half_saturation_flops() /
-                                                (peak * curve.max_efficiency());
+  const double extra =
+      curve.overhead_s() + curve.half_saturation_flops() / (peak * curve.max_efficiency());
   EXPECT_NEAR(2 * t(f / 2) - t(f), extra, 1e-9 * t(f));
   EXPECT_GT(extra, 0);
 }

@@ -41,10 +41,9 @@ struct Step {
   // kCompute: the part of the op's work this step runs (op-level selective checkpointing
   // re-runs only the matmuls of a fused GEMM it did not keep: plan/op_sac.hpp).
   double work_fraction = 1;
-  // kCompute: a suffix for the node's name when an op runs as several (".expert3": one GEMM per
-  // local expert under moe_expert_gemm per_expert).
   // kCollective, kOverlapped: which group, what, how much (the whole collective's bytes), and a
-  // readable name ("attn.out.all_reduce").
+  // readable name ("attn.out.all_reduce"); kCompute: `name` is a suffix for the node's name when
+  // an op runs as several (".expert3": one GEMM per local expert under moe_expert_gemm per_expert).
   // The group it runs in: TP, EP (the dispatch and combine all-to-alls) or, with MoE folding,
   // the routed experts' etp group.
   enum class Group { kTp, kEp, kEtp };
