@@ -139,9 +139,19 @@ class ProgressBar {
 
 // Token dropping changes what is trained and grouped GEMMs never cost more than per-expert ones
 // in the simulator, so these are stated for every candidate, never searched (docs/planner.md).
-void apply_moe_flags(const PlanCommandArgs& a, pb::Plan& base) {
+// Refused here, by flag, rather than as the same rule on every candidate.
+void apply_moe_flags(const PlanCommandArgs& a, const pb::ModelSpec& model, pb::Plan& base) {
+  const bool any = a.moe_capacity_factor || a.moe_pad_to_capacity || !a.moe_expert_gemm.empty();
+  if (any && !model.has_moe()) {
+    throw base::InputError("", 0, "--moe-capacity-factor/--moe-pad-to-capacity/--moe-expert-gemm",
+                           "the dense model " + model.name() + " has no experts");
+  }
+  if (a.moe_pad_to_capacity && !a.moe_capacity_factor) {
+    throw base::InputError("", 0, "--moe-pad-to-capacity",
+                           "needs --moe-capacity-factor (the capacity to pad to)");
+  }
   if (a.moe_capacity_factor) base.set_moe_capacity_factor(*a.moe_capacity_factor);
-  base.set_moe_pad_to_capacity(a.moe_pad_to_capacity);
+  if (a.moe_pad_to_capacity) base.set_moe_pad_to_capacity(true);
   if (a.moe_expert_gemm.empty()) return;
   const auto gemm = enum_list<pb::MoeExpertGemm>("--moe-expert-gemm", a.moe_expert_gemm,
                                                  pb::MoeExpertGemm_descriptor());
@@ -186,7 +196,7 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
     }
     job.base.set_grad_reduce_dtype(dtype.front());
   }
-  apply_moe_flags(a, job.base);
+  apply_moe_flags(a, job.model, job.base);
   plan::fill_unstated_job(*j, job.model, job.cluster);
   return job;
 }
