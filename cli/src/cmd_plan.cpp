@@ -49,6 +49,10 @@ struct PlanCommandArgs {
   int64_t global_batch = 0;
   std::optional<std::string> precision;
   std::string grad_reduce_dtype;  // empty: the precision table's
+  // MoE: given to every candidate, not searched (empty / absent: as the plan fields' defaults).
+  std::optional<double> moe_capacity_factor;
+  bool moe_pad_to_capacity = false;
+  std::string moe_expert_gemm;
   std::string tp, pp, cp, ep, etp, vp, micro_batch, sharding, recompute;
   int64_t max_micro_batch = 8, top = 5, exhaustive_limit = 4000, beam = 16;
   int threads = 0;
@@ -133,6 +137,31 @@ class ProgressBar {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// Token dropping changes what is trained and grouped GEMMs never cost more than per-expert ones
+// in the simulator, so these are stated for every candidate, never searched (docs/planner.md).
+// Refused here, by flag, rather than as the same rule on every candidate.
+void apply_moe_flags(const PlanCommandArgs& a, const pb::ModelSpec& model, pb::Plan& base) {
+  const bool any = a.moe_capacity_factor || a.moe_pad_to_capacity || !a.moe_expert_gemm.empty();
+  if (any && !model.has_moe()) {
+    throw base::InputError("", 0, "--moe-capacity-factor/--moe-pad-to-capacity/--moe-expert-gemm",
+                           "the dense model " + model.name() + " has no experts");
+  }
+  if (a.moe_pad_to_capacity && !a.moe_capacity_factor) {
+    throw base::InputError("", 0, "--moe-pad-to-capacity",
+                           "needs --moe-capacity-factor (the capacity to pad to)");
+  }
+  if (a.moe_capacity_factor) base.set_moe_capacity_factor(*a.moe_capacity_factor);
+  if (a.moe_pad_to_capacity) base.set_moe_pad_to_capacity(true);
+  if (a.moe_expert_gemm.empty()) return;
+  const auto gemm = enum_list<pb::MoeExpertGemm>("--moe-expert-gemm", a.moe_expert_gemm,
+                                                 pb::MoeExpertGemm_descriptor());
+  if (gemm.size() != 1) {
+    throw base::InputError("", 0, "--moe-expert-gemm",
+                           "got '" + a.moe_expert_gemm + "', expected one of: grouped, per_expert");
+  }
+  base.set_moe_expert_gemm(gemm.front());
+}
+
 planner::PlanningJob load(const PlanCommandArgs& a) {
   planner::PlanningJob job;
   if (a.global_batch <= 0) throw base::InputError("", 0, "--global-batch", "required");
@@ -167,6 +196,7 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
     }
     job.base.set_grad_reduce_dtype(dtype.front());
   }
+  apply_moe_flags(a, job.model, job.base);
   plan::fill_unstated_job(*j, job.model, job.cluster);
   return job;
 }
@@ -519,6 +549,15 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--grad-reduce-dtype", a->grad_reduce_dtype,
                   "fp32 | bf16: every candidate's gradient reduction dtype, not searched "
                   "(default: the precision's, fp32 for bf16)");
+  cmd->add_option("--moe-capacity-factor", a->moe_capacity_factor,
+                  "MoE: every candidate's expert capacity factor (tokens beyond it dropped), not "
+                  "searched (default: no capacity)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--moe-pad-to-capacity", a->moe_pad_to_capacity,
+                "MoE: pad every expert's input to its capacity (needs --moe-capacity-factor)");
+  cmd->add_option("--moe-expert-gemm", a->moe_expert_gemm,
+                  "grouped | per_expert: how every candidate's routed experts run, not searched "
+                  "(default: grouped)");
   cmd->add_option("--tp", a->tp,
                   "Only these TP degrees, e.g. 4,8 (default: all up to one NVLink domain)");
   cmd->add_option("--pp", a->pp, "Only these PP degrees");

@@ -94,6 +94,16 @@ std::string plan_problem(const pb::Plan& plan) {
     return "parallel.etp: MoE parallel folding (expert tensor parallelism) is simulated, not "
            "implemented in the executor yet";
   }
+  if (plan.has_moe_capacity_factor() || plan.moe_pad_to_capacity()) {
+    return "moe_capacity_factor/moe_pad_to_capacity: token dropping at an expert capacity is "
+           "simulated, not implemented in the executor yet";
+  }
+  if (plan.moe_expert_gemm() == pb::MOE_EXPERT_GEMM_PER_EXPERT) {
+    // The executor does loop over its experts (model_moe.cpp), but times them under one node per
+    // op, where this lowering has one node per expert (".expert<i>").
+    return "moe_expert_gemm per_expert: one graph node per local expert is simulated, not "
+           "implemented in the executor yet (it times all experts of an op as one node)";
+  }
   return "";
 }
 

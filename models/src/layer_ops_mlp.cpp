@@ -120,12 +120,13 @@ LayerOp router(const View& v) {
   // them leave this rank. Group-limited routing sends a token once per node it reaches.
   if (ctx.ep > 1) {
     op.ep_alltoall_bytes = rows * dispatch_copies(moe, ctx) * h * ctx.activation_bytes *
-                           static_cast<double>(ctx.ep - 1) / static_cast<double>(ctx.ep);
+                           static_cast<double>(ctx.ep - 1) / static_cast<double>(ctx.ep) *
+                           moe_traffic_scale(ctx);
   }
   // Folded experts split over etp ranks: each gathers the tokens its etp peers received.
   if (ctx.etp > 1) {
-    op.etp_comm_bytes =
-        static_cast<double>(ctx.etp) * rows * moe.top_k() * h * ctx.activation_bytes;
+    op.etp_comm_bytes = static_cast<double>(ctx.etp) * rows * moe.top_k() * h *
+                        ctx.activation_bytes * moe_traffic_scale(ctx);
   }
   return op;
 }
@@ -148,7 +149,7 @@ void append_moe(const View& v, std::vector<LayerOp>& ops) {
   const bool folded = ctx.etp > 0;
   const double routed_tokens =
       folded ? static_cast<double>(ctx.etp * v.sp_tokens) : static_cast<double>(v.tokens);
-  const double pairs = routed_tokens * moe.top_k() * ctx.moe_imbalance;
+  const double pairs = routed_tokens * moe.top_k() * moe_pairs_scale(ctx);
   append_ffn(v,
              {"moe.experts", static_cast<int64_t>(std::llround(pairs)), pairs,
               moe.expert_ffn_hidden_size() / (folded ? ctx.etp : ctx.tp),
@@ -212,3 +213,24 @@ void append_mlp(const View& v, int64_t layer, std::vector<LayerOp>& ops) {
 }
 
 }  // namespace orrery::models::detail
+
+namespace orrery::models {
+
+// Megatron-core's capacity is per expert, ceil(factor x tokens x top_k / experts) on each rank's
+// local tokens (moe_utils.get_capacity); priced here as the proportion, without the ceiling.
+double moe_pairs_scale(const ShardContext& ctx) {
+  if (ctx.moe_capacity_factor <= 0) return ctx.moe_imbalance;
+  if (ctx.moe_pad_to_capacity) return ctx.moe_capacity_factor;
+  return std::min(ctx.moe_imbalance, ctx.moe_capacity_factor);
+}
+
+// Dropped pairs are not sent (Megatron drops before the dispatch's all-to-all). moe_imbalance
+// describes the busiest rank only, so above a factor of 1 the drops of hot experts are not
+// subtracted from the mean: the bytes are an upper bound then.
+double moe_traffic_scale(const ShardContext& ctx) {
+  if (ctx.moe_capacity_factor <= 0) return 1.0;
+  if (ctx.moe_pad_to_capacity) return ctx.moe_capacity_factor;
+  return std::min(1.0, ctx.moe_capacity_factor);
+}
+
+}  // namespace orrery::models

@@ -136,6 +136,27 @@ std::vector<Step> overlap_tp(const std::vector<Step>& in, int64_t chunks) {
   return out;
 }
 
+// moe_expert_gemm per_expert (Megatron-core's SequentialMLP): every kernel of the routed experts
+// (up, activation, down, and an fp8 recipe's casts) runs once per local expert on that expert's
+// share of the pairs, so each piece pays its own overhead and sits lower on the efficiency curve.
+// The pieces are equal: moe_imbalance and the capacity describe the rank, not its experts.
+std::vector<Step> per_expert_kernels(const std::vector<Step>& in, int64_t experts) {
+  std::vector<Step> out;
+  for (const Step& s : in) {
+    if (s.kind != Step::Kind::kCompute || s.op->name.rfind("moe.experts.", 0) != 0) {
+      out.push_back(s);
+      continue;
+    }
+    for (int64_t e = 0; e < experts; ++e) {
+      Step piece = s;
+      piece.work_fraction = s.work_fraction / static_cast<double>(experts);
+      piece.name = ".expert" + std::to_string(e);
+      out.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
 std::vector<Step> program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
                           pb::Phase phase);
 
@@ -175,6 +196,9 @@ std::vector<FsdpBucketSpan> fsdp_buckets(const std::vector<int64_t>& keys,
 std::vector<Step> layer_program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
                                 pb::Phase phase) {
   std::vector<Step> steps = program(ops, p, phase);
+  const int64_t local_experts = p.model.has_moe() ? p.model.moe().num_experts() / p.degrees.ep : 1;
+  if (p.plan.moe_expert_gemm() == pb::MOE_EXPERT_GEMM_PER_EXPERT && local_experts > 1)
+    steps = per_expert_kernels(steps, local_experts);
   if (!p.plan.tp_comm_overlap() || p.degrees.tp < 2) return steps;
   return overlap_tp(steps, p.plan.tp_comm_overlap_chunks());
 }

@@ -23,6 +23,8 @@ models::ShardContext shard_context(const ResolvedPlan& plan) {
   ctx.activation_bytes = plan.precision.activation_bytes;
   ctx.param_bytes = plan.precision.param_bytes;
   ctx.moe_imbalance = plan.plan.moe_imbalance();
+  ctx.moe_capacity_factor = plan.plan.moe_capacity_factor();
+  ctx.moe_pad_to_capacity = plan.plan.moe_pad_to_capacity();
   ctx.flash_attention = plan.plan.attention_kernel() != pb::ATTENTION_KERNEL_MATERIALIZED;
   return ctx;
 }

@@ -42,7 +42,7 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
       case Step::Kind::kCompute: {
         Site s = site;
         s.phase = step.phase;
-        last = b_.compute(s, *step.op, step.work_fraction, {last, gathered});
+        last = b_.compute(s, *step.op, step.work_fraction, {last, gathered}, step.name);
         gathered = -1;
         break;
       }

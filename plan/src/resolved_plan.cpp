@@ -221,6 +221,24 @@ void check_sharding(ResolvedPlan& r, const SourceMap& where) {
   }
 }
 
+// Token dropping and the experts' GEMMs only mean something where there are routed experts.
+void check_moe_fields(const ResolvedPlan& r, const SourceMap& where) {
+  const bool moe = r.model.has_moe();
+  const auto& p = r.plan;
+  if (p.has_moe_capacity_factor() && !moe) {
+    broken(where, "moe_capacity_factor", "capacity-needs-moe",
+           "a capacity factor on the dense model " + r.model.name() + ", which has no experts");
+  }
+  if (p.moe_pad_to_capacity() && !p.has_moe_capacity_factor()) {
+    broken(where, "moe_pad_to_capacity", "pad-needs-capacity",
+           "padding to capacity needs moe_capacity_factor (the capacity to pad to)");
+  }
+  if (p.moe_expert_gemm() != pb::MOE_EXPERT_GEMM_UNSPECIFIED && !moe) {
+    broken(where, "moe_expert_gemm", "expert-gemm-needs-moe",
+           "how experts run, given for the dense model " + r.model.name());
+  }
+}
+
 // Devices of each node group, in global order, with the groups' names.
 struct NodeGroupDevices {
   std::vector<std::string> names;
@@ -607,6 +625,7 @@ ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
   check_folding(r, where);
   check_pipeline(r, where);
   check_sharding(r, where);
+  check_moe_fields(r, where);
   resolve_tp_overlap(r, where);
   return r;
 }

@@ -157,6 +157,7 @@ const std::map<std::string, FieldRange, std::less<>>& field_ranges() {
       {"Plan.prefetch_buckets", {kNoMin, 100000, kPrefetch}},
       {"Plan.micro_batch_size", {kNoMin, 100000000, kMicroBatch}},
       {"Plan.moe_imbalance", {kNoMin, 1000000, kImbalance}},
+      {"Plan.moe_capacity_factor", {kNoMin, 1000000, kImbalance}},
   };
   return kRanges;
 }

@@ -36,6 +36,12 @@ struct ShardContext {
   double param_bytes = 2;       // bytes per parameter element as the kernels read it
   // MoE: tokens routed to this rank's experts over the mean (>= 1, from the plan).
   double moe_imbalance = 1.0;
+  // MoE token dropping (plan moe_capacity_factor): an expert takes at most this many times its
+  // mean share of the pairs (0: no capacity). Padded (moe_pad_to_capacity): exactly that many.
+  // Scales the routed experts' work (min(imbalance, factor), or factor padded) and the dispatch,
+  // etp and combine bytes (min(1, factor), or factor padded): moe_pairs_scale, moe_traffic_scale.
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;
   // Fused flash attention (one attn.core op) or materialized scores (attn.scores, attn.softmax,
   // attn.dropout, attn.context), see plan.proto's AttentionKernel.
   bool flash_attention = true;
@@ -91,6 +97,12 @@ struct LayerOp {
 // divisible by the degrees), or empty when it can. layer_ops requires an empty answer; the
 // planner uses it as a validity rule.
 std::string shard_problem(const pb::ModelSpec& spec, const ShardContext& ctx);
+
+// The busiest rank's routed token-expert pairs over the mean (moe_imbalance, bounded or set by
+// the capacity), and the all-to-all's rows over the mean (1, less what a capacity below the mean
+// drops, or the capacity padded).
+double moe_pairs_scale(const ShardContext& ctx);
+double moe_traffic_scale(const ShardContext& ctx);
 
 // Whether decoder layer `layer` has an MoE FFN (false for dense models and the first
 // moe.first_dense_layers layers).

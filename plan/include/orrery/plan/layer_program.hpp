@@ -20,6 +20,8 @@
 //     all-gather before a GEMM and reduce-scatter after one become one kOverlapped step: the
 //     collective and the GEMM each split into `chunks` pieces, pipelined (all-gather piece i
 //     before GEMM piece i; GEMM piece i before reduce-scatter piece i) on a stream of their own.
+//   moe_expert_gemm per_expert (Megatron-core's SequentialMLP): each routed-expert op a kCompute
+//     step per local expert, each with 1 / (num_experts / ep) of the op's work.
 #pragma once
 
 #include <string>
@@ -40,7 +42,8 @@ struct Step {
   // re-runs only the matmuls of a fused GEMM it did not keep: plan/op_sac.hpp).
   double work_fraction = 1;
   // kCollective, kOverlapped: which group, what, how much (the whole collective's bytes), and a
-  // readable name ("attn.out.all_reduce").
+  // readable name ("attn.out.all_reduce"); kCompute: `name` is a suffix for the node's name when
+  // an op runs as several (".expert3": one GEMM per local expert under moe_expert_gemm per_expert).
   // The group it runs in: TP, EP (the dispatch and combine all-to-alls) or, with MoE folding,
   // the routed experts' etp group.
   enum class Group { kTp, kEp, kEtp };
