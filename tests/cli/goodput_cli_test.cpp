@@ -192,7 +192,7 @@ TEST(GoodputCli, DegradationsFromTheClusterFileAndTheFlag) {
   EXPECT_NE(none.out.find("Degradations\nnone modelled: no published rate"), std::string::npos)
       << none.out;
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  for (const char* text : {"wall time lost", "drained after 20 slow steps", "lasts 3600 s",
+  for (const char* text : {"wall time lost", "drained after 20 slow steps", "lasts 60 min",
                            "cluster file", "--degradation", "degradation episodes ("}) {
     EXPECT_NE(table.out.find(text), std::string::npos) << text << "\n" << table.out;
   }
