@@ -141,7 +141,9 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
       "--bucket", a.bucket,
       "Gradient/parameter bucket size, e.g. '40 MiB' (default 0: the simulator's default)");
   cmd->add_option("--prefetch", a.prefetch, "FSDP/ZeRO-3 buckets gathered ahead (default 0)");
-  cmd->add_option("--attention", a.attention, "flash | materialized (default flash)");
+  cmd->add_option("--attention,--attention-kernel", a.attention,
+                  "flash | flash_2 | flash_3 | materialized (default flash; flash_2 and flash_3 "
+                  "at their papers' efficiency on the device)");
   cmd->add_option("--placement", a.placement,
                   "Dimensions innermost first (default tp,cp,ep,dp,pp)");
   cmd->add_option("--layers-per-stage", a.layers_per_stage,

@@ -47,8 +47,8 @@ std::string plan_summary(const plan::ResolvedPlan& r) {
     s += " " + enum_name(pb::Sharding_descriptor(), r.sharding());
   if (r.recompute() != pb::RECOMPUTE_NONE)
     s += " recompute=" + enum_name(pb::Recompute_descriptor(), r.recompute());
-  if (r.plan.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED)
-    s += " attention=materialized";
+  if (r.plan.attention_kernel() != pb::ATTENTION_KERNEL_FLASH)
+    s += " attention=" + enum_name(pb::AttentionKernel_descriptor(), r.plan.attention_kernel());
   return s;
 }
 

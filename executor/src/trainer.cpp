@@ -118,6 +118,8 @@ struct Run {
     pipe.wire_dtype = bf16() ? torch::kBFloat16 : autocast_fp16() ? torch::kHalf : torch::kFloat32;
     if (fp16()) scaler.emplace(config.loss_scaling);
     pipe.device = device;
+    // flash, flash_2 and flash_3 all run libtorch's fused SDPA here: the generation only changes
+    // how the simulator prices the kernel, the executor runs whichever fused kernel libtorch picks.
     model.set_materialized_attention(config.plan.attention_kernel() ==
                                      pb::ATTENTION_KERNEL_MATERIALIZED);
     set_recompute_mode(config.plan.recompute());  // recompute.hpp

@@ -96,6 +96,7 @@ LayerOp core(const View& v, const HeadDims& d, int64_t kv_heads) {
   op.selective_recompute = true;
   op.selective_recompute_bytes = softmax_stats;
   op.cp_kv_bytes = ctx.cp > 1 ? kv_local_bytes : 0;
+  op.attention_kernel = ctx.attention_kernel;
   return op;
 }
 

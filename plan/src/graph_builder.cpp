@@ -67,6 +67,7 @@ int64_t GraphBuilder::compute(const Site& site, const models::LayerOp& op, doubl
   n->set_op_class(op.op_class);
   n->set_op(op.name);
   n->set_dtype(op.dtype);  // "fp8" for an fp8 recipe's ops, else empty: the plan's precision
+  n->set_attention_kernel(op.attention_kernel);  // attn.core's kernel, else unspecified
   const Work w = op_work(op, site.phase);
   n->set_flops(w.flops * flop_scale);
   n->set_bytes_read(w.bytes_read * flop_scale);

@@ -26,6 +26,7 @@ models::ShardContext shard_context(const ResolvedPlan& plan) {
   ctx.moe_capacity_factor = plan.plan.moe_capacity_factor();
   ctx.moe_pad_to_capacity = plan.plan.moe_pad_to_capacity();
   ctx.flash_attention = plan.plan.attention_kernel() != pb::ATTENTION_KERNEL_MATERIALIZED;
+  if (ctx.flash_attention) ctx.attention_kernel = plan.plan.attention_kernel();
   return ctx;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/plan/fp8.hpp"
+#include "orrery/topologies/attention_kernels.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 
@@ -630,6 +632,18 @@ ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
   return r;
 }
 
+// A named kernel generation is priced at its paper's figure for the device; a device without
+// one is refused rather than priced as another kernel.
+void check_attention_kernel(const ResolvedPlan& r, const SourceMap& where) {
+  std::set<std::string> seen;
+  for (size_t rank = 0; rank < r.device_of_rank.size(); ++rank) {
+    const pb::DeviceSpec& d = device_of(r, static_cast<int64_t>(rank));
+    if (!seen.insert(d.name()).second) continue;
+    const std::string problem = topologies::attention_kernel_problem(d, r.plan.attention_kernel());
+    if (!problem.empty()) broken(where, "attention_kernel", "attention-kernel-on-device", problem);
+  }
+}
+
 }  // namespace
 
 ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
@@ -637,6 +651,7 @@ ResolvedPlan resolve_plan(const pb::Plan& plan, const pb::ModelSpec& model,
   ResolvedPlan r = resolve_rules(plan, model, where);
   r.cluster = cluster;
   place_ranks(r, where);
+  check_attention_kernel(r, where);
   resolve_fp8(r, where);
   return r;
 }

@@ -87,6 +87,28 @@ TEST(FrameworkProfiles, TheProfileFillsOnlyWhatThePlanLeavesUnstated) {
                                                         {"grad_reduce_dtype", "fp32"}}));
 }
 
+// torchtitan attends with PyTorch's SDPA, whose flash backend is FlashAttention-2: the profile
+// names flash_2 for a plan that does not state its kernel, and leaves a stated one alone.
+TEST(FrameworkProfiles, TorchtitanRunsFlashAttention2) {
+  const auto& profile = find_framework_profile("torchtitan@2024-12", "", "framework");
+  pb::Plan unstated;
+  const AppliedProfile applied = apply_framework_profile(unstated, profile, "torchtitan@2024-12",
+                                                         [](const std::string&) { return false; });
+  EXPECT_EQ(unstated.attention_kernel(), pb::ATTENTION_KERNEL_FLASH_2);
+  bool sourced = false;
+  for (const auto& v : applied.filled) {
+    if (v.field != "attention_kernel") continue;
+    EXPECT_EQ(v.value, "flash_2");
+    sourced = v.source.find("scaled_dot_product_attention") != std::string::npos;
+  }
+  EXPECT_TRUE(sourced);
+  pb::Plan stated;
+  stated.set_attention_kernel(pb::ATTENTION_KERNEL_FLASH_3);
+  apply_framework_profile(stated, profile, "torchtitan@2024-12",
+                          [](const std::string& field) { return field == "attention_kernel"; });
+  EXPECT_EQ(stated.attention_kernel(), pb::ATTENTION_KERNEL_FLASH_3);
+}
+
 TEST(FrameworkProfiles, ValidateRunsAppliesTheProfileTheFrameworkTextNames) {
   std::map<std::string, validation::PublishedRun> runs, without;
   for (auto& r : validation::published_runs(kPublicRuns)) runs[r.id] = std::move(r);

@@ -120,9 +120,16 @@ TEST(RunValidation, MoeBlockAndPresetNames) {
 TEST(RunValidation, AttentionKernelFromItsFieldOrTheFrameworksDate) {
   auto runs = runs_by_id();
   EXPECT_EQ(runs.at("gpt-alibi-eager").plan.attention_kernel(), pb::ATTENTION_KERNEL_MATERIALIZED);
-  EXPECT_EQ(runs.at("preset-by-name").plan.attention_kernel(), pb::ATTENTION_KERNEL_FLASH);
-  EXPECT_EQ(runs.at("bf16-dense").plan.attention_kernel(),
-            pb::ATTENTION_KERNEL_FLASH);  // torchtitan
+  // "FlashAttention-2" names the generation; "torchtitan" with no release applies no profile
+  // and is dated to a generic flash kernel.
+  EXPECT_EQ(runs.at("preset-by-name").plan.attention_kernel(), pb::ATTENTION_KERNEL_FLASH_2);
+  EXPECT_EQ(runs.at("bf16-dense").plan.attention_kernel(), pb::ATTENTION_KERNEL_FLASH);
+  EXPECT_EQ(runs.at("fa3-text").plan.attention_kernel(), pb::ATTENTION_KERNEL_FLASH_3);
+  EXPECT_NE(runs.at("two-generations")
+                .skipped.find("cases[22].attention_kernel: got 'FA2 or FA3, whichever imports', "
+                              "which names two flash generations"),
+            std::string::npos)
+      << runs.at("two-generations").skipped;
   EXPECT_NE(runs.at("unknown-kernel")
                 .skipped.find("cases[12].attention_kernel: got 'fused kernels', "
                               "which names neither kind"),
@@ -148,12 +155,13 @@ TEST(RunValidation, PipelineLayoutGivesUnevenStages) {
 
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
-  ASSERT_EQ(v.cases.size(), 21u);
-  // The first seven, and the parallel block (10) and the windowed model (11).
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11})
+  ASSERT_EQ(v.cases.size(), 23u);
+  // The first seven, the parallel block (10), the windowed model (11) and FlashAttention-3 on
+  // H100 (21).
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21})
     EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
-  EXPECT_EQ(v.simulated, 9);
-  EXPECT_EQ(v.skipped, 12);
+  EXPECT_EQ(v.simulated, 10);
+  EXPECT_EQ(v.skipped, 13);
   // An MXFP8 run on H100 is refused by the plan's rule, naming the field and the reason.
   EXPECT_NE(v.cases[18].skipped.find("job.fp8_recipe: rule mxfp8-needs-mx-formats"),
             std::string::npos)

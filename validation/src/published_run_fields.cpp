@@ -316,6 +316,26 @@ pb::ModelSpec model_of(const CaseReader& run, std::string& label) {
 
 namespace {
 
+// A flash kernel's generation where the text names one: FlashAttention-2 (also PyTorch SDPA, whose
+// flash backend is FlashAttention-2) or FlashAttention-3; else the generic flash kernel. Naming
+// both generations is refused. cuDNN and Transformer Engine's fused attention stay generic: which
+// cuDNN kernel ran depends on the device and release.
+pb::AttentionKernel flash_generation(const CaseReader& run, const std::string& words) {
+  const std::vector<std::string> fa2 = {
+      "flashattention2", "flashattention 2", "flash attention 2", "flash attn 2", "fa2", "sdpa"};
+  const std::vector<std::string> fa3 = {"flashattention3", "flashattention 3", "flash attention 3",
+                                        "flash attn 3", "fa3"};
+  const bool is_2 = names_any(words, fa2), is_3 = names_any(words, fa3);
+  if (is_2 && is_3) {
+    run.fail("attention_kernel", "got '" + run.text("attention_kernel") +
+                                     "', which names two flash generations (flash_2: " +
+                                     listed(fa2) + "; flash_3: " + listed(fa3) + ")");
+  }
+  return is_2   ? pb::ATTENTION_KERNEL_FLASH_2
+         : is_3 ? pb::ATTENTION_KERNEL_FLASH_3
+                : pb::ATTENTION_KERNEL_FLASH;
+}
+
 pb::AttentionKernel kernel_from_text(const CaseReader& run) {
   const std::string words = words_of(run.text("attention_kernel"));
   const std::vector<std::string> flash = {
@@ -325,7 +345,7 @@ pb::AttentionKernel kernel_from_text(const CaseReader& run) {
                                                  "naive",        "math",    "fused softmax"};
   const bool is_flash = names_any(words, flash), is_materialized = names_any(words, materialized);
   if (is_flash != is_materialized)
-    return is_flash ? pb::ATTENTION_KERNEL_FLASH : pb::ATTENTION_KERNEL_MATERIALIZED;
+    return is_flash ? flash_generation(run, words) : pb::ATTENTION_KERNEL_MATERIALIZED;
   run.fail("attention_kernel", "got '" + run.text("attention_kernel") + "', which names " +
                                    (is_flash ? "both kinds" : "neither kind") + " (flash: " +
                                    listed(flash) + "; materialized: " + listed(materialized) + ")");

@@ -17,6 +17,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/topology.hpp"
+#include "orrery/traces/spec_io.hpp"
 #include "published_run_fields.hpp"
 #include "run_framework.hpp"
 
@@ -140,7 +141,11 @@ std::string summary(const pb::Plan& p) {
   if (q.vp() > 1) o << " vp" << q.vp();
   if (q.sequence_parallel()) o << " sp";
   o << " mbs" << p.micro_batch_size();
-  if (p.attention_kernel() == pb::ATTENTION_KERNEL_MATERIALIZED) o << " attn=materialized";
+  if (p.attention_kernel() != pb::ATTENTION_KERNEL_FLASH &&
+      p.attention_kernel() != pb::ATTENTION_KERNEL_UNSPECIFIED)
+    o << " attn="
+      << enum_value_name(
+             *pb::AttentionKernel_descriptor()->FindValueByNumber(p.attention_kernel()));
   return o.str();
 }
 

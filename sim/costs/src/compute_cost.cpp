@@ -126,7 +126,8 @@ pb::ComputeCurve ComputeCostModel::curve(const pb::DeviceSpec& device, pb::OpCla
 
 double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops,
                                  double bytes, std::span<const int64_t> shape, pb::Phase phase,
-                                 std::string_view op, std::string_view op_dtype) const {
+                                 std::string_view op, std::string_view op_dtype,
+                                 pb::AttentionKernel kernel) const {
   if (flops <= 0 && bytes <= 0) return 0;
   const bool fp8 = dtype_ == kFp8 && op_dtype == kFp8;
   // The calibrated curve by reference (its shape points can run to hundreds: no copy per op);
@@ -135,9 +136,10 @@ double ComputeCostModel::seconds(const pb::DeviceSpec& device, pb::OpClass op_cl
       calibration_ != nullptr && !fp8
           ? calibrated_curve(*calibration_, device.name(), op_class, op, phase)
           : nullptr;
-  const pb::ComputeCurve fallback = calibrated != nullptr ? pb::ComputeCurve()
-                                    : fp8 ? detail::default_fp8_curve(device, op_class)
-                                          : detail::default_curve(device, op_class);
+  const pb::ComputeCurve fallback =
+      calibrated != nullptr ? pb::ComputeCurve()
+      : fp8                 ? detail::default_fp8_curve(device, op_class, kernel, pass_of(phase))
+                            : detail::default_curve(device, op_class, kernel, pass_of(phase));
   const pb::ComputeCurve& c = calibrated != nullptr ? *calibrated : fallback;
   // An fp8 plan's other ops run in bf16 (plan/fp8.hpp).
   double peak = topologies::peak_flops(device, fp8 ? kFp8 : dtype_ == kFp8 ? "bf16" : dtype_);

@@ -26,6 +26,9 @@
 
 #include <string>
 
+#include "orrery/base/error.hpp"
+#include "orrery/topologies/attention_kernels.hpp"
+
 namespace orrery::sim::detail {
 namespace {
 
@@ -75,9 +78,24 @@ Defaults cpu_defaults(pb::OpClass op) {
 
 }  // namespace
 
-pb::ComputeCurve default_curve(const pb::DeviceSpec& device, pb::OpClass op_class) {
-  const Defaults d = device.kind() == pb::DEVICE_KIND_CPU ? cpu_defaults(op_class)
-                                                          : gpu_defaults(device, op_class);
+// A named kernel's published efficiency replaces the class's asymptote; the half-saturation
+// work (how small attention falls off) stays the device's.
+double kernel_efficiency(const pb::DeviceSpec& device, pb::AttentionKernel kernel, pb::Phase pass) {
+  const auto e = topologies::attention_kernel_efficiency(device, kernel);
+  if (!e)
+    throw base::InputError("", 0, "attention_kernel",
+                           topologies::attention_kernel_problem(device, kernel));
+  return pass == pb::PHASE_BACKWARD ? e->backward : e->forward;
+}
+
+pb::ComputeCurve default_curve(const pb::DeviceSpec& device, pb::OpClass op_class,
+                               pb::AttentionKernel kernel, pb::Phase pass) {
+  Defaults d = device.kind() == pb::DEVICE_KIND_CPU ? cpu_defaults(op_class)
+                                                    : gpu_defaults(device, op_class);
+  const bool named =
+      kernel == pb::ATTENTION_KERNEL_FLASH_2 || kernel == pb::ATTENTION_KERNEL_FLASH_3;
+  if (op_class == pb::OP_CLASS_ATTENTION && named)
+    d.max_efficiency = kernel_efficiency(device, kernel, pass);
   pb::ComputeCurve c;
   c.set_device(device.name());
   c.set_op_class(op_class);
@@ -94,8 +112,9 @@ constexpr double kFp8AttentionToBf16Efficiency = 1.2 / 0.74 / 2;  // FlashAttent
 constexpr double kFp8HalfSaturationScale = 2;                     // twice the rate, same time
 }  // namespace
 
-pb::ComputeCurve default_fp8_curve(const pb::DeviceSpec& device, pb::OpClass op_class) {
-  pb::ComputeCurve c = default_curve(device, op_class);
+pb::ComputeCurve default_fp8_curve(const pb::DeviceSpec& device, pb::OpClass op_class,
+                                   pb::AttentionKernel kernel, pb::Phase pass) {
+  pb::ComputeCurve c = default_curve(device, op_class, kernel, pass);
   if (op_class != pb::OP_CLASS_GEMM && op_class != pb::OP_CLASS_ATTENTION) return c;
   const double ratio =
       op_class == pb::OP_CLASS_GEMM ? kFp8GemmToBf16Efficiency : kFp8AttentionToBf16Efficiency;

@@ -10,6 +10,7 @@
 
 #include "orrery/pb/exec_graph.pb.h"
 #include "orrery/pb/model.pb.h"
+#include "orrery/pb/plan.pb.h"
 
 namespace orrery::models {
 
@@ -45,6 +46,9 @@ struct ShardContext {
   // Fused flash attention (one attn.core op) or materialized scores (attn.scores, attn.softmax,
   // attn.dropout, attn.context), see plan.proto's AttentionKernel.
   bool flash_attention = true;
+  // With flash_attention: the plan's kernel (flash, flash_2, flash_3), carried on attn.core
+  // (LayerOp.attention_kernel) for the cost model to price; unspecified prices as flash.
+  pb::AttentionKernel attention_kernel = pb::ATTENTION_KERNEL_UNSPECIFIED;
 };
 
 enum class LayerPart { kEmbedding, kDecoder, kHead };
@@ -91,6 +95,9 @@ struct LayerOp {
   // The precision the op runs in when it differs from the plan's ("fp8": set by the plan's fp8
   // recipe, plan/fp8.hpp); empty: the plan's compute precision.
   std::string dtype;
+  // attn.core: the fused kernel it runs as (ShardContext.attention_kernel); every other op:
+  // unspecified. The compute cost model prices flash_2 and flash_3 at their published efficiency.
+  pb::AttentionKernel attention_kernel = pb::ATTENTION_KERNEL_UNSPECIFIED;
 };
 
 // Why `ctx` cannot shard `spec` (heads, KV heads, FFN widths, experts or the sequence not

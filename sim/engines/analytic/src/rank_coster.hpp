@@ -110,7 +110,7 @@ class RankCoster {
                                                (w.bytes_read + w.bytes_written) * scale,
                                                scale == 1.0 ? std::span<const int64_t>(op.shape)
                                                             : std::span<const int64_t>(),
-                                               phase, op.name, op.dtype);
+                                               phase, op.name, op.dtype, op.attention_kernel);
   }
   // The slowdown from the plan's other ranks on this rank's host (CostModels::host_sharing).
   double sharing() const { return sharing_; }

@@ -40,14 +40,19 @@ class ComputeCostModel {
   // has one (op empty: the class's). `op_dtype` (ExecNode.dtype, LayerOp.dtype): "fp8" for an op
   // an fp8 recipe runs in fp8, priced on the default fp8 curve (a profile's curves were fitted
   // at the precision its traces ran in, and the executor has no fp8); anything else: the plan's.
+  // `kernel` (ExecNode.attention_kernel, LayerOp.attention_kernel): an attention op's fused
+  // kernel; flash_2 and flash_3 take their published efficiency on the device for the op's pass
+  // (compute_defaults.hpp, topologies/attention_kernels.hpp) where no calibrated curve covers
+  // the op; anything else the device's generic attention curve.
   double seconds(const pb::DeviceSpec& device, pb::OpClass op_class, double flops, double bytes,
                  std::span<const int64_t> shape, pb::Phase phase, std::string_view op = {},
-                 std::string_view op_dtype = {}) const;
+                 std::string_view op_dtype = {},
+                 pb::AttentionKernel kernel = pb::ATTENTION_KERNEL_UNSPECIFIED) const;
   double seconds(const pb::DeviceSpec& device, const pb::ExecNode& node) const {
     return seconds(
         device, node.op_class(), node.flops(), node.bytes_read() + node.bytes_written(),
         std::span<const int64_t>(node.shape().data(), static_cast<size_t>(node.shape().size())),
-        node.phase(), node.op(), node.dtype());
+        node.phase(), node.op(), node.dtype(), node.attention_kernel());
   }
   // The calibrated host time between consecutive ops on a device's compute stream that no op's
   // time covers (CalibrationProfile.dispatch_overhead): both engines add it before every op they
