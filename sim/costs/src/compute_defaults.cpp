@@ -6,7 +6,9 @@
 // (the H100's peak is harder to feed); small GEMMs fall off, which the half-saturation work
 // models: at 2 GFLOP (e.g. 1024 x 1024 x 1024) a GEMM reaches about half its asymptote on A100.
 // Attention: FlashAttention-2 reaches ~70% of A100 peak forward and ~55% backward; on H100 the
-// cuDNN / FlashAttention-3 kernels Megatron uses reach ~55-65%. Memory-bound kernels (norms,
+// cuDNN / FlashAttention-3 kernels Megatron uses reach ~55-65%. That is the generic `flash`
+// curve; a plan naming the generation (flash_2, flash_3) takes the kernel paper's own figure per
+// device and pass instead (topologies/src/attention_kernels.cpp). Memory-bound kernels (norms,
 // activations, residual adds, optimizer) and plain copies (device-to-device memcpy, which has no
 // FLOPs at all) reach 75-85% of HBM bandwidth.
 // Every kernel pays a launch + framework overhead of a few microseconds.
