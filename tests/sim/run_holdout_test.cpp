@@ -99,5 +99,35 @@ TEST(Holdout, RecoversAKnownFactorAndPredictsTheUnseenFamily) {
   fs::remove_all(dir);
 }
 
+// A run naming its kernel generation (flash_2: PyTorch SDPA's flash backend) is priced at that
+// kernel's figures; the factor's profile at 1 must price it the same, and not put the device's
+// generic attention curve in its place (a class curve in a profile wins over the kernel's).
+TEST(Holdout, TheFactorScalesTheNamedAttentionKernel) {
+  const fs::path assembled = fs::path(ORRERY_SOURCE_DIR) / "validation/data/runs.json";
+  const PublishedRun* flash2 = nullptr;
+  const std::vector<PublishedRun> runs = published_runs(assembled);
+  for (const auto& r : runs) {
+    if (r.skipped.empty() && r.plan.attention_kernel() == pb::ATTENTION_KERNEL_FLASH_2) {
+      flash2 = &r;
+      break;
+    }
+  }
+  ASSERT_NE(flash2, nullptr) << "no flash_2 case in " << assembled;
+  const double plain = simulate_run(*flash2, sim::EngineKind::kAnalytic, nullptr).predicted_s;
+  const pb::CalibrationProfile one =
+      kernel_scale_profile(flash2->cluster, 1.0, flash2->plan.attention_kernel());
+  EXPECT_NEAR(simulate_run(*flash2, sim::EngineKind::kAnalytic, &one).predicted_s / plain, 1.0,
+              1e-9);
+  const pb::CalibrationProfile generic = kernel_scale_profile(flash2->cluster, 1.0);
+  EXPECT_GT(
+      std::fabs(simulate_run(*flash2, sim::EngineKind::kAnalytic, &generic).predicted_s / plain -
+                1.0),
+      0.01)
+      << flash2->id << ": the generic attention curve should price this case differently";
+  const pb::CalibrationProfile slower =
+      kernel_scale_profile(flash2->cluster, 0.8, flash2->plan.attention_kernel());
+  EXPECT_GT(simulate_run(*flash2, sim::EngineKind::kAnalytic, &slower).predicted_s, plain * 1.05);
+}
+
 }  // namespace
 }  // namespace orrery::validation

@@ -5,6 +5,7 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/sim/compute_defaults.hpp"
+#include "orrery/topologies/attention_kernels.hpp"
 #include "orrery/topologies/device_db.hpp"
 #include "published_run_fields.hpp"
 
@@ -42,7 +43,8 @@ std::string source_family(const std::string& url) {
 }
 
 RunCase predict(const PublishedRun& run, sim::EngineKind engine, double scale) {
-  const pb::CalibrationProfile profile = kernel_scale_profile(run.cluster, scale);
+  const pb::CalibrationProfile profile =
+      kernel_scale_profile(run.cluster, scale, run.plan.attention_kernel());
   return simulate_run(run, engine, &profile);
 }
 
@@ -91,7 +93,8 @@ std::vector<double> abs_errors(const std::vector<RunCase>& cases) {
 
 }  // namespace
 
-pb::CalibrationProfile kernel_scale_profile(const pb::ClusterSpec& cluster, double scale) {
+pb::CalibrationProfile kernel_scale_profile(const pb::ClusterSpec& cluster, double scale,
+                                            pb::AttentionKernel kernel) {
   pb::CalibrationProfile p;
   p.set_name("holdout kernel scale");
   for (const auto& type : cluster.node_types()) {
@@ -99,6 +102,19 @@ pb::CalibrationProfile kernel_scale_profile(const pb::ClusterSpec& cluster, doub
     for (const pb::OpClass op : {pb::OP_CLASS_GEMM, pb::OP_CLASS_ATTENTION}) {
       pb::ComputeCurve c = sim::detail::default_curve(device, op);
       c.set_max_efficiency(c.max_efficiency() * scale);
+      *p.add_compute() = c;
+    }
+    // A named kernel generation has its own published efficiency per pass; a class curve in a
+    // profile replaces it (a calibrated curve says what ran), so the factor scales the kernel's
+    // own curves, given as the attention core's curves per pass, which take precedence over the
+    // class's. A device with no figure for the kernel keeps the class curve (plan resolution
+    // refuses the plan anyway).
+    if (!topologies::attention_kernel_efficiency(device, kernel)) continue;
+    for (const pb::Phase pass : {pb::PHASE_FORWARD, pb::PHASE_BACKWARD}) {
+      pb::ComputeCurve c = sim::detail::default_curve(device, pb::OP_CLASS_ATTENTION, kernel, pass);
+      c.set_max_efficiency(c.max_efficiency() * scale);
+      c.set_op("attn.core");  // the fused attention op (models/src/layer_ops_attention.cpp)
+      c.set_phase(pass);
       *p.add_compute() = c;
     }
   }

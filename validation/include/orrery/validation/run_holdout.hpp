@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "orrery/pb/plan.pb.h"
 #include "orrery/sim/engine.hpp"
 #include "orrery/validation/run_validation.hpp"
 
@@ -37,8 +38,12 @@ inline constexpr double kMinKernelScale = 0.5;
 inline constexpr double kMaxKernelScale = 1.2;
 
 // What the factor means: a profile with the default GEMM and attention curves of every device of
-// `cluster`, their max_efficiency times `scale` (every other curve stays the default).
-pb::CalibrationProfile kernel_scale_profile(const pb::ClusterSpec& cluster, double scale);
+// `cluster`, their max_efficiency times `scale` (every other curve stays the default); with a
+// named attention kernel (flash_2, flash_3), also that kernel's curves for the attention core,
+// forward and backward, times `scale`.
+pb::CalibrationProfile kernel_scale_profile(
+    const pb::ClusterSpec& cluster, double scale,
+    pb::AttentionKernel kernel = pb::ATTENTION_KERNEL_UNSPECIFIED);
 
 struct HoldoutFamily {
   std::string family;
