@@ -48,6 +48,7 @@ const std::vector<std::string> kListedSources = {
     "https://github.com/cci-moc/roce-testing/",            // tables (H100, RoCE)
     "https://github.com/xxrjun/nccl-tests-cluster/",       // tables (H100)
     "https://github.com/keitaw/p5-nccl-test-2024-07-19/",  // tables (H100, AWS p5 EFA)
+    "https://github.com/li-plus/playground/",              // tables (A100 NVLink)
 };
 
 bool listed(const std::string& url) {
