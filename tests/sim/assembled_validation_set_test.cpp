@@ -42,11 +42,13 @@ std::string lower(std::string s) {
 // (a source reserved for blind testing among them) fails the check until it is reviewed and
 // listed there.
 const std::vector<std::string> kListedSources = {
-    "https://github.com/pytorch/torchtitan/",         // runs
-    "https://github.com/flagopen/flagperf/",          // runs
-    "https://github.com/hisohara/ai-scripts/",        // runs, tables (AMD)
-    "https://github.com/cci-moc/roce-testing/",       // tables (H100, RoCE)
-    "https://github.com/xxrjun/nccl-tests-cluster/",  // tables (H100)
+    "https://github.com/pytorch/torchtitan/",              // runs
+    "https://github.com/flagopen/flagperf/",               // runs
+    "https://github.com/hisohara/ai-scripts/",             // runs, tables (AMD)
+    "https://github.com/cci-moc/roce-testing/",            // tables (H100, RoCE)
+    "https://github.com/xxrjun/nccl-tests-cluster/",       // tables (H100)
+    "https://github.com/keitaw/p5-nccl-test-2024-07-19/",  // tables (H100, AWS p5 EFA)
+    "https://github.com/li-plus/playground/",              // tables (A100 NVLink)
 };
 
 bool listed(const std::string& url) {

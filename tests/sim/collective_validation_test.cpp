@@ -127,6 +127,12 @@ TEST(CollectiveValidation, SystemsAreMappedByTheirNamesAndNicText) {
   EXPECT_EQ(cluster("azure-mi300x"),
             "azure-nd-mi300x-v5 x 2 (MI300X, 8 x 400 Gb/s NICs per node over infiniband; GPUs 0-7 "
             "of each node)");
+  // A named instance fixes its NICs: EFA text without a rate keeps the p5's 32 x 100 Gb/s.
+  EXPECT_EQ(cluster("aws-p5-no-rate"), cluster("aws-p5"));
+  const auto* no_rate = by_id.at("aws-p5-no-rate");
+  for (size_t i = 0; i < no_rate->rows.size(); ++i) {
+    EXPECT_DOUBLE_EQ(no_rate->rows[i].predicted_s, by_id.at("aws-p5")->rows[i].predicted_s);
+  }
   // 32 x 100 Gb/s EFA on an H100 node is striped four per GPU, as on a p5: the same times.
   const auto* p5 = by_id.at("aws-p5");
   const auto* striped = by_id.at("h100-efa-32");

@@ -31,6 +31,9 @@ bool names(const std::string& text, const char* name) {
 struct NodeChoice {
   pb::ClusterSpec spec;
   std::string skip_reason;
+  // The node is a cloud instance the `system` names: its NICs are part of the product, so an
+  // `inter` text that gives no count and rate keeps them.
+  bool cloud_instance = false;
 };
 
 // Cloud instances by the words of `system`, most specific first (p5e before p5); empty: none.
@@ -64,6 +67,7 @@ NodeChoice node_for(const std::string& system, const std::string& gpu) {
   NodeChoice c;
   if (const std::string cloud = cloud_preset_for(system); !cloud.empty()) {
     c.spec = topologies::preset(cloud);
+    c.cloud_instance = true;
   } else if (names(gpu, "PCIe")) {
     c.skip_reason =
         "gpu: '" + gpu +
@@ -100,9 +104,10 @@ NodeChoice node_for(const std::string& system, const std::string& gpu) {
 
 // The NICs `inter` describes per table node: "8x HDR 200 Gb/s", "InfiniBand NDR 8x400 Gb/s",
 // "4x100 Gb/s", or "400 Gb/s per GPU". Returns the reason when a multi-node table's text gives no
-// count and rate; single-node tables use no NIC and keep the node's.
+// count and rate; single-node tables use no NIC and keep the node's, and so does a named cloud
+// instance (`keeps_instance_nics`), whose NICs the instance type fixes.
 std::string apply_nic_text(const MeasuredTable& table, int64_t table_nodes_per_model_node,
-                           pb::NodeType& type) {
+                           bool keeps_instance_nics, pb::NodeType& type) {
   // Bits only: "GB/s" (bytes) is not a NIC rate here.
   const std::regex counted(
       R"((\d+)\s*[xX]\s*(?:[A-Za-z][A-Za-z0-9-]*\s+){0,3}(\d+(?:\.\d+)?)\s*(?:Gb/s|Gbps|Gbit/s))");
@@ -114,7 +119,7 @@ std::string apply_nic_text(const MeasuredTable& table, int64_t table_nodes_per_m
   } else if (std::regex_search(table.inter, m, per_gpu)) {
     count = static_cast<double>(table.gpus_per_node), gbps = std::stod(m[1].str());
   } else {
-    if (table.nodes == 1) return {};
+    if (table.nodes == 1 || keeps_instance_nics) return {};
     return "inter: '" + table.inter + "' gives no NIC count and rate (write e.g. '8x 400 Gb/s')";
   }
   // A table node that spans several model nodes (a GB200 rack of trays) shares its NICs out.
@@ -201,7 +206,7 @@ MappedCluster map_cluster(const MeasuredTable& table) {
                       std::to_string(per_node);
     return out;
   }
-  out.skip_reason = apply_nic_text(table, fold, *spec.mutable_node_types(0));
+  out.skip_reason = apply_nic_text(table, fold, node.cloud_instance, *spec.mutable_node_types(0));
   if (!out.skip_reason.empty()) return out;
   apply_transport_text(table, *spec.mutable_node_types(0));
   const int64_t nodes = table.nodes * fold;
