@@ -18,7 +18,6 @@
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/plan_run.hpp"
 #include "orrery/sim/straggler_step.hpp"
-#include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
@@ -128,7 +127,7 @@ std::function<void(pb::ClusterSpec&)> cluster_adjust(const GoodputArgs& a) {
   if (a.degradations.empty()) return stragglers;
   return [stragglers, list = a.degradations](pb::ClusterSpec& cluster) {
     if (stragglers) stragglers(cluster);
-    for (const std::string& d : list) topologies::set_degradation(cluster, d, "--degradation");
+    apply_degradations(cluster, list);
   };
 }
 
@@ -233,10 +232,7 @@ void add_goodput_command(CLI::App& app) {
                   "The step's engine: analytic (the default) or des; des also simulates what a "
                   "straggler (straggler_fraction, straggler_slowdown) does to the step");
   add_straggler_flag(cmd, a->stragglers);
-  cmd->add_option("--degradation", a->degradations,
-                  "A degradation episode kind, COMPONENT:mean_interval_s=T,step_ratio=R,"
-                  "detect_steps=N (or duration_s=D): replaces the cluster file's entry for that "
-                  "component (gpu, host, nic, link, switch); repeatable (docs/goodput.md)");
+  add_degradation_flag(cmd, a->degradations);
   cmd->add_option("--des-budget", a->des_budget,
                   "des: refuse a run whose estimate exceeds this many graph nodes (0: no limit)")
       ->check(CLI::NonNegativeNumber);

@@ -15,6 +15,7 @@
 #include "orrery/plan/plan_defaults.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/stragglers.hpp"
 
 namespace orrery::cli {
@@ -295,6 +296,18 @@ std::function<void(pb::ClusterSpec&)> straggler_adjust(const std::vector<std::st
   return [stragglers](pb::ClusterSpec& cluster) {
     for (const std::string& s : stragglers) topologies::add_straggler(cluster, s, "--straggler");
   };
+}
+
+void add_degradation_flag(CLI::App* cmd, std::vector<std::string>& degradations) {
+  cmd->add_option("--degradation", degradations,
+                  "A degradation episode kind, COMPONENT:mean_interval_s=T,step_ratio=R,"
+                  "detect_steps=N (or duration_s=D): replaces the cluster file's entry for that "
+                  "component (gpu, host, nic, link, switch); repeatable (docs/goodput.md)");
+}
+
+void apply_degradations(pb::ClusterSpec& cluster, const std::vector<std::string>& degradations) {
+  for (const std::string& d : degradations)
+    topologies::set_degradation(cluster, d, "--degradation");
 }
 
 LoadedJob load_job(const PlanArgs& a, const std::function<void(pb::ClusterSpec&)>& adjust_cluster) {
