@@ -81,8 +81,45 @@ TEST(CliHostile, NegativeAndAbsurdSizesNameTheirFlag) {
       "plan --model llama3-8b --cluster dgx-h100 --quiet --nodes 1 --global-batch 1000000000",
       "error: --global-batch: got 1000000000, expected at most 100000000 (10,000x the "
       "largest published batch)\n");
-  expect_refused(kPlan + " --nodes 1 --precision ''",
-                 "error: --precision: got '', expected one of: fp32, bf16, fp16, fp8\n");
+}
+
+// An empty value is refused naming its flag on every command, number or text (CLI11 would read
+// it as the flag left out or as 0): found by the #28 close-out audit for --moe-imbalance,
+// --shard-group, --prefetch, --tp-comm-overlap-chunks and --seed, which exited 0.
+TEST(CliHostile, AnEmptyValueIsRefusedNamingItsFlag) {
+  for (const std::string& args :
+       {kSimulate + " --moe-imbalance ''", kSimulate + " --shard-group ''",
+        kSimulate + " --prefetch ''", kSimulate + " --tp-comm-overlap-chunks ''",
+        kPlan + " --nodes 1 --precision ''", kPlan + " --nodes 1 --tp ''",
+        "goodput --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 16 --seed ''"}) {
+    const auto r = run_command(orrery(args));
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    const std::string flag =
+        args.substr(args.rfind(" --") + 1, args.rfind(" ''") - args.rfind(" --") - 1);
+    EXPECT_EQ(r.err.rfind("error: " + flag + ": got an empty value, expected one", 0), 0u)
+        << args << "\n"
+        << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
+}
+
+// model flops checks its degrees and sizes by the plan fields' ranges: a saturated
+// 99999999999999999999 printed negative shapes and exit 0 before (#28 close-out audit).
+TEST(CliHostile, ModelFlopsChecksItsSizesLikeAPlan) {
+  expect_refused("model flops llama3-8b --seq 99999999999999999999",
+                 "error: --seq: got 9223372036854775807, expected at most 1000000000 (100x the "
+                 "longest context published)\n");
+  const auto r = run_command(orrery("model flops llama3-8b --micro-batch 99999999999999999999"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: --micro-batch: got 9223372036854775807", 0), 0u) << r.err;
+}
+
+// --host-memory sizes the reading of a --trace; with --runs it was ignored, even as nan.
+TEST(CliHostile, HostMemoryWithoutATraceIsRefused) {
+  const auto r = run_command(orrery("validate --runs " + std::string(ORRERY_SOURCE_DIR) +
+                                    "/validation/data/runs.json --host-memory nan"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: --host-memory requires --trace", 0), 0u) << r.err;
 }
 
 TEST(CliHostile, APlanSearchWithoutAPlanSaysWhyAndFails) {
