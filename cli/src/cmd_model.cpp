@@ -158,7 +158,7 @@ struct FlopsArgs {
 // saturated 99999999999999999999 must not overflow the shapes below.
 void check_flops_flags(const FlopsArgs& a) {
   if (a.seq > 0) check_flag("--seq", pb::Job::descriptor(), "seq_len", a.seq);
-  check_flag("--micro-batch", pb::Parallelism::descriptor(), "micro_batch_size", a.micro_batch);
+  check_flag("--micro-batch", pb::Plan::descriptor(), "micro_batch_size", a.micro_batch);
   check_flag("--tp", pb::Parallelism::descriptor(), "tp", a.tp);
   check_flag("--cp", pb::Parallelism::descriptor(), "cp", a.cp);
   check_flag("--ep", pb::Parallelism::descriptor(), "ep", a.ep);

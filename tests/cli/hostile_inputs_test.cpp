@@ -91,7 +91,8 @@ TEST(CliHostile, AnEmptyValueIsRefusedNamingItsFlag) {
        {kSimulate + " --moe-imbalance ''", kSimulate + " --shard-group ''",
         kSimulate + " --prefetch ''", kSimulate + " --tp-comm-overlap-chunks ''",
         kPlan + " --nodes 1 --precision ''", kPlan + " --nodes 1 --tp ''",
-        "goodput --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 16 --seed ''"}) {
+        std::string("goodput --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 16 "
+                    "--seed ''")}) {
     const auto r = run_command(orrery(args));
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     const std::string flag =
