@@ -17,6 +17,7 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/stragglers.hpp"
+#include "orrery/traces/field_ranges.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -35,18 +36,24 @@ int parse_enum(const std::string& flag, const std::string& text,
 }
 
 // A comma list of integers for a repeated plan field.
-void set_int_list(const std::string& flag, const std::string& text,
+void set_int_list(const std::string& flag, const std::string& text, const char* field,
                   google::protobuf::RepeatedField<int64_t>* out) {
   out->Clear();
   for (const auto& item : split_commas(text)) {
+    int64_t v = 0;
     try {
       size_t used = 0;
-      const int64_t v = std::stoll(item, &used);
+      v = std::stoll(item, &used);
       if (used != item.size()) throw std::invalid_argument(item);
-      out->Add(v);
     } catch (const std::exception&) {
       throw base::InputError("", 0, flag, "got '" + item + "', expected an integer");
     }
+    // The file field's sign and range, so that a -1 is refused here naming this flag rather than
+    // by a later plan check about another field.
+    const auto* f = pb::Plan::descriptor()->FindFieldByName(field);
+    if (auto problem = field_value_problem(*f, static_cast<double>(v), item); !problem.empty())
+      throw base::InputError("", 0, flag, problem);
+    out->Add(v);
   }
 }
 
@@ -193,8 +200,8 @@ void apply_parallel_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.schedule)
     q->set_schedule(static_cast<pb::PipelineSchedule>(
         parse_enum("--schedule", *a.schedule, pb::PipelineSchedule_descriptor())));
-  if (a.stage_tp) set_int_list("--stage-tp", *a.stage_tp, p.mutable_stage_tp());
-  if (a.stage_dp) set_int_list("--stage-dp", *a.stage_dp, p.mutable_stage_dp());
+  if (a.stage_tp) set_int_list("--stage-tp", *a.stage_tp, "stage_tp", p.mutable_stage_tp());
+  if (a.stage_dp) set_int_list("--stage-dp", *a.stage_dp, "stage_dp", p.mutable_stage_dp());
 }
 
 // Sharding, recomputation, buckets, kernels, placement and overlap: each flag given replaces the

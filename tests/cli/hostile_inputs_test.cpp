@@ -164,6 +164,13 @@ TEST(CliHostile, ValidateRefusesDirectoriesAndEmptyLists) {
                      ": tables: got an empty list, expected at least one measured table\n");
 }
 
+// A stage degree below 1 is refused naming --stage-tp and the plan field's bound; it was refused
+// with a misleading reason (that --dp was missing) before (#28 close-out).
+TEST(CliHostile, AStageDegreeBelowOneNamesItsFlag) {
+  expect_refused(kSimulate + " --stage-tp -1", "error: --stage-tp: got -1, expected a value > 0\n");
+  expect_refused(kSimulate + " --stage-dp 8,0", "error: --stage-dp: got 0, expected a value > 0\n");
+}
+
 // `orrery run` is built only with the executor (libtorch); without it these have nothing to run.
 bool run_is_built() {
   return run_command(orrery("run --help")).out.find("--lr") != std::string::npos;
