@@ -171,6 +171,68 @@ TEST(CliHostile, AStageDegreeBelowOneNamesItsFlag) {
   expect_refused(kSimulate + " --stage-dp 8,0", "error: --stage-dp: got 0, expected a value > 0\n");
 }
 
+// The validation data files refuse a key written twice in one object (JSON would keep the last
+// one silently), naming the key's path, as the spec reader does for plan and cluster files.
+TEST(CliHostile, ValidationFilesRefuseDuplicateKeys) {
+  Scratch s;
+  const fs::path tables =
+      s.file("tables.json", R"({"tables": [{"id": "a"}, {"id": "b", "rows": [{"bytes": 1,
+      "bytes": 2}]}]})");
+  expect_refused("validate --collectives " + tables.string(),
+                 "error: " + tables.string() +
+                     ": tables[1].rows[0].bytes: appears twice in one object (JSON keeps only the "
+                     "last)\n");
+  const fs::path runs = s.file("runs.json", R"({"cases": [], "cases": [{}]})");
+  expect_refused("validate --runs " + runs.string(),
+                 "error: " + runs.string() +
+                     ": cases: appears twice in one object (JSON keeps only the last)\n");
+}
+
+// A measured table row: bytes and time within physical bounds (docs/formats.md says why), and
+// the printed bandwidths, which the validation does not read, still numbers >= 0.
+TEST(CliHostile, CollectiveRowsAreBoundedAndEveryColumnChecked) {
+  Scratch s;
+  const std::string table =
+      R"({"tables": [{"id": "t", "system": "DGX H100", "gpu": "H100", "collective": "all_reduce",
+      "gpus": 8, "nodes": 1, "gpus_per_node": 8, "rows": [ROW]}]})";
+  const auto refused = [&](const std::string& row, const std::string& reason) {
+    std::string text = table;
+    text.replace(text.find("ROW"), 3, row);
+    const fs::path f = s.file("t.json", text);
+    expect_refused("validate --collectives " + f.string(),
+                   "error: " + f.string() + ": tables[0].rows[0]." + reason + "\n");
+  };
+  refused(R"({"bytes": 1e20, "time_us": 10})",
+          "bytes: got 1e+20, expected at most 1125899906842624 (1 PiB: no GPU holds a buffer that "
+          "large; nccl-tests tables stop at tens of GB)");
+  refused(R"({"bytes": 8, "time_us": 1e308})",
+          "time_us: got 1e+308, expected at most 8.64e+10 (a day; nccl-tests times one "
+          "collective in microseconds to seconds)");
+  refused(R"({"bytes": 8, "time_us": 10, "algbw_GBps": ""})",
+          "algbw_GBps: got \"\", expected a finite number >= 0");
+  refused(R"({"bytes": 8, "time_us": 10, "busbw_GBps": -1})",
+          "busbw_GBps: got -1, expected a finite number >= 0");
+}
+
+// A published run's measured numbers are checked when present, read or not: the case is
+// skipped naming the field, and a file of that case alone is refused.
+TEST(CliHostile, PublishedRunNumbersAreBounded) {
+  Scratch s;
+  std::ifstream in(std::string(ORRERY_SOURCE_DIR) + "/validation/data/runs.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string step = "\"iter_time_s\": 2.8435";
+  ASSERT_NE(text.find(step), std::string::npos);
+  text.replace(text.find(step), step.size(), "\"iter_time_s\": 1e308");
+  const fs::path runs = s.file("runs.json", text);
+  const auto r = run_command(orrery("validate --runs " + runs.string()));
+  EXPECT_NE((r.out + r.err)
+                .find(runs.string() +
+                      ": cases[0].derived.iter_time_s: got 1e+308, expected at most 86400 (a day; "
+                      "published training steps take seconds)"),
+            std::string::npos)
+      << r.out << r.err;
+}
+
 // `orrery run` is built only with the executor (libtorch); without it these have nothing to run.
 bool run_is_built() {
   return run_command(orrery("run --help")).out.find("--lr") != std::string::npos;
