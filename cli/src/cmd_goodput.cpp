@@ -80,27 +80,6 @@ void check_async_interval(const sim::RunModel& run, const sim::CheckpointInterva
   }
 }
 
-std::string three_digits(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
-}
-
-// A run whose expected wall time is over 1000 times its training never reaches its target (the
-// Monte Carlo simulation would not end): refused, naming what makes it so.
-void check_run_finishes(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
-                        const std::string& cluster) {
-  if (chosen.goodput >= 1e-3) return;
-  throw base::InputError(
-      cluster, 0, "storage",
-      "the expected goodput is " + three_digits(chosen.goodput) + " at " +
-          std::to_string(chosen.steps) + " steps per checkpoint: with training stopped " +
-          three_digits(run.checkpoint.blocking_s) + " s per checkpoint, a mean restart of " +
-          three_digits(sim::mean_restart_s(run)) + " s and a job MTBF of " +
-          three_digits(1 / sim::job_failure_rate_per_s(run)) +
-          " s the run never reaches its target; check the storage and failures fields");
-}
-
 // Refuses a Monte Carlo simulation too large to finish in seconds, naming the flags that size it.
 void check_monte_carlo_size(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
                             double target_work_s, int64_t trials) {

@@ -332,6 +332,35 @@ TEST(GoodputCli, PlanRanksByTokensPerDay) {
       << bad.err;
 }
 
+// A degradation so heavy that no plan ever reaches its target: plan --objective goodput refuses
+// it as `orrery goodput` refuses one plan (one rule, check_run_finishes), instead of ranking
+// every plan at goodput 0 and exiting 0.
+TEST(GoodputCli, PlanRefusesWhenNoPlanReachesItsTarget) {
+  const std::string episode =
+      " --degradation gpu:mean_interval_s=10s,step_ratio=1000,duration_s=1h";
+  const std::string common =
+      " --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 16 --seq 2048";
+  const auto plan =
+      testing::run_command(std::string(ORRERY_BIN) + " plan" + common +
+                           " --rerank none --quiet --top 3 --objective goodput" + episode);
+  EXPECT_EQ(plan.exit_code, 2) << plan.out;
+  EXPECT_EQ(plan.out, "");
+  EXPECT_EQ(plan.err.rfind("error: dgx-h100: storage: no searched plan reaches its target "
+                           "(--objective goodput): at best the expected goodput is 0 at",
+                           0),
+            0u)
+      << plan.err;
+  const auto goodput = testing::run_command(std::string(ORRERY_BIN) + " goodput" + common +
+                                            " --tp 8 --trials 10" + episode);
+  EXPECT_EQ(goodput.exit_code, 2);
+  for (const auto* r : {&plan, &goodput}) {
+    EXPECT_NE(r->err.find("the run never reaches its target; check the storage and failures "
+                          "fields"),
+              std::string::npos)
+        << r->err;
+  }
+}
+
 // plan --objective goodput --degradation: the same episode text as `orrery goodput` (one parser),
 // priced in every ranked plan's goodput; a bad value is refused naming the flag, and without the
 // goodput objective the flag is refused rather than ignored.
