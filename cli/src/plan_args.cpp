@@ -17,7 +17,6 @@
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/stragglers.hpp"
-#include "orrery/traces/field_ranges.hpp"
 
 namespace orrery::cli {
 namespace {
@@ -36,7 +35,7 @@ int parse_enum(const std::string& flag, const std::string& text,
 }
 
 // A comma list of integers for a repeated plan field.
-void set_int_list(const std::string& flag, const std::string& text, const char* field,
+void set_int_list(const std::string& flag, const std::string& text,
                   google::protobuf::RepeatedField<int64_t>* out) {
   out->Clear();
   for (const auto& item : split_commas(text)) {
@@ -48,11 +47,9 @@ void set_int_list(const std::string& flag, const std::string& text, const char* 
     } catch (const std::exception&) {
       throw base::InputError("", 0, flag, "got '" + item + "', expected an integer");
     }
-    // The file field's sign and range, so that a -1 is refused here naming this flag rather than
-    // by a later plan check about another field.
-    const auto* f = pb::Plan::descriptor()->FindFieldByName(field);
-    if (auto problem = field_value_problem(*f, static_cast<double>(v), item); !problem.empty())
-      throw base::InputError("", 0, flag, problem);
+    // The plan rule stage-degrees-per-stage's bound, checked here so that the refusal names this
+    // flag: plan resolution checks other fields first (a -1 was refused as a missing --dp).
+    if (v < 1) throw base::InputError("", 0, flag, "got " + item + ", a degree is at least 1");
     out->Add(v);
   }
 }
@@ -200,8 +197,8 @@ void apply_parallel_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.schedule)
     q->set_schedule(static_cast<pb::PipelineSchedule>(
         parse_enum("--schedule", *a.schedule, pb::PipelineSchedule_descriptor())));
-  if (a.stage_tp) set_int_list("--stage-tp", *a.stage_tp, "stage_tp", p.mutable_stage_tp());
-  if (a.stage_dp) set_int_list("--stage-dp", *a.stage_dp, "stage_dp", p.mutable_stage_dp());
+  if (a.stage_tp) set_int_list("--stage-tp", *a.stage_tp, p.mutable_stage_tp());
+  if (a.stage_dp) set_int_list("--stage-dp", *a.stage_dp, p.mutable_stage_dp());
 }
 
 // Sharding, recomputation, buckets, kernels, placement and overlap: each flag given replaces the

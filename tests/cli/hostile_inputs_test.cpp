@@ -164,11 +164,13 @@ TEST(CliHostile, ValidateRefusesDirectoriesAndEmptyLists) {
                      ": tables: got an empty list, expected at least one measured table\n");
 }
 
-// A stage degree below 1 is refused naming --stage-tp and the plan field's bound; it was refused
+// A stage degree below 1 is refused naming --stage-tp and the plan rule's bound; it was refused
 // with a misleading reason (that --dp was missing) before (#28 close-out).
 TEST(CliHostile, AStageDegreeBelowOneNamesItsFlag) {
-  expect_refused(kSimulate + " --stage-tp -1", "error: --stage-tp: got -1, expected a value > 0\n");
-  expect_refused(kSimulate + " --stage-dp 8,0", "error: --stage-dp: got 0, expected a value > 0\n");
+  expect_refused(kSimulate + " --stage-tp -1",
+                 "error: --stage-tp: got -1, a degree is at least 1\n");
+  expect_refused(kSimulate + " --stage-dp 8,0",
+                 "error: --stage-dp: got 0, a degree is at least 1\n");
 }
 
 // The validation data files refuse a key written twice in one object (JSON would keep the last
@@ -212,6 +214,8 @@ TEST(CliHostile, CollectiveRowsAreBoundedAndEveryColumnChecked) {
           "algbw_GBps: got \"\", expected a finite number >= 0");
   refused(R"({"bytes": 8, "time_us": 10, "busbw_GBps": -1})",
           "busbw_GBps: got -1, expected a finite number >= 0");
+  refused(R"({"bytes": 8, "time_us": 10, "busbw_GBps": 1e308})",
+          "busbw_GBps: got 1e+308, expected at most 1e+06 (1 PB/s is 500x NVLink 5)");
 }
 
 // A published run's measured numbers are checked when present, read or not: the case is

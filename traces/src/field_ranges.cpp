@@ -151,8 +151,6 @@ const std::map<std::string, FieldRange, std::less<>>& field_ranges() {
       {"Parallelism.ep", {kNoMin, 1048576, kDegree}},
       {"Parallelism.etp", {kNoMin, 1048576, kDegree}},
       {"Parallelism.vp", {kNoMin, 100000, kVirtualStages}},
-      {"Plan.stage_tp", {kNoMin, 1048576, kDegree}},
-      {"Plan.stage_dp", {kNoMin, 1048576, kDegree}},
       {"Plan.nodes", {kNoMin, 1000000, kNodes}},
       {"Plan.shard_group_size", {kNoMin, 1048576, kDegree}},
       {"Plan.bucket_bytes", {kNoMin, 1e13, kBucket}},

@@ -192,7 +192,7 @@ void FieldReader::check_value(const FieldDescriptor* field, double value, const 
     // A field without presence keeps no trace of a written 0: the program would read it as the
     // field left out and use the absent default, so say so rather than only the bound (a
     // required field has no default to point to).
-    if (value == 0 && !field->has_presence() && !meta(field).required()) {
+    if (value == 0 && !field->is_repeated() && !field->has_presence() && !meta(field).required()) {
       problem += " (a written 0 reads as the field left out; leave it out for the default)";
     }
     fail(path, line, problem);

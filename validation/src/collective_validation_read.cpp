@@ -50,6 +50,9 @@ constexpr double kMaxTime_us = 86400e6;  // a day
 constexpr const char* kTimeWhy =
     "a day; nccl-tests times one collective in microseconds to seconds";
 
+constexpr double kMaxGBps = 1e6;  // 1 PB/s
+constexpr const char* kGBpsWhy = "1 PB/s is 500x NVLink 5";
+
 class Reader {
  public:
   explicit Reader(std::string file) : file_(std::move(file)) {}
@@ -99,12 +102,17 @@ class Reader {
   }
 
   // A column the validation does not use (the printed bandwidths): still, when present, a
-  // finite number >= 0, so that a damaged row is not passed over.
-  void unused_number(const json& obj, const std::string& path, const char* key) const {
+  // finite number >= 0 and at most `max`, so that a damaged row is not passed over.
+  void unused_number(const json& obj, const std::string& path, const char* key, double max,
+                     const char* why) const {
     auto it = obj.find(key);
     if (it == obj.end()) return;
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
       fail(join(path, key), "got " + it->dump() + ", expected a finite number >= 0");
+    }
+    if (it->get<double>() > max) {
+      fail(join(path, key), "got " + it->dump() + ", expected at most " + base::units::number(max) +
+                                " (" + why + ")");
     }
   }
 
@@ -160,7 +168,8 @@ class Reader {
       const json& row = rows[r];
       const double bytes = measured(row, row_path, "bytes", kMaxBytes, kBytesWhy);
       const double time_us = measured(row, row_path, "time_us", kMaxTime_us, kTimeWhy);
-      for (const char* unused : {"algbw_GBps", "busbw_GBps"}) unused_number(row, row_path, unused);
+      for (const char* unused : {"algbw_GBps", "busbw_GBps"})
+        unused_number(row, row_path, unused, kMaxGBps, kGBpsWhy);
       m.rows.push_back({bytes, time_us * 1e-6});
     }
     return m;
