@@ -18,7 +18,6 @@
 #include "orrery/sim/engine.hpp"
 #include "orrery/sim/plan_run.hpp"
 #include "orrery/sim/straggler_step.hpp"
-#include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/topology.hpp"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
@@ -81,27 +80,6 @@ void check_async_interval(const sim::RunModel& run, const sim::CheckpointInterva
   }
 }
 
-std::string three_digits(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
-}
-
-// A run whose expected wall time is over 1000 times its training never reaches its target (the
-// Monte Carlo simulation would not end): refused, naming what makes it so.
-void check_run_finishes(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
-                        const std::string& cluster) {
-  if (chosen.goodput >= 1e-3) return;
-  throw base::InputError(
-      cluster, 0, "storage",
-      "the expected goodput is " + three_digits(chosen.goodput) + " at " +
-          std::to_string(chosen.steps) + " steps per checkpoint: with training stopped " +
-          three_digits(run.checkpoint.blocking_s) + " s per checkpoint, a mean restart of " +
-          three_digits(sim::mean_restart_s(run)) + " s and a job MTBF of " +
-          three_digits(1 / sim::job_failure_rate_per_s(run)) +
-          " s the run never reaches its target; check the storage and failures fields");
-}
-
 // Refuses a Monte Carlo simulation too large to finish in seconds, naming the flags that size it.
 void check_monte_carlo_size(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
                             double target_work_s, int64_t trials) {
@@ -128,7 +106,7 @@ std::function<void(pb::ClusterSpec&)> cluster_adjust(const GoodputArgs& a) {
   if (a.degradations.empty()) return stragglers;
   return [stragglers, list = a.degradations](pb::ClusterSpec& cluster) {
     if (stragglers) stragglers(cluster);
-    for (const std::string& d : list) topologies::set_degradation(cluster, d, "--degradation");
+    apply_degradations(cluster, list);
   };
 }
 
@@ -233,10 +211,7 @@ void add_goodput_command(CLI::App& app) {
                   "The step's engine: analytic (the default) or des; des also simulates what a "
                   "straggler (straggler_fraction, straggler_slowdown) does to the step");
   add_straggler_flag(cmd, a->stragglers);
-  cmd->add_option("--degradation", a->degradations,
-                  "A degradation episode kind, COMPONENT:mean_interval_s=T,step_ratio=R,"
-                  "detect_steps=N (or duration_s=D): replaces the cluster file's entry for that "
-                  "component (gpu, host, nic, link, switch); repeatable (docs/goodput.md)");
+  add_degradation_flag(cmd, a->degradations);
   cmd->add_option("--des-budget", a->des_budget,
                   "des: refuse a run whose estimate exceeds this many graph nodes (0: no limit)")
       ->check(CLI::NonNegativeNumber);

@@ -6,11 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "number_flags.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/units.hpp"
 #include "orrery/models/hf_import.hpp"
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/pb/plan.pb.h"
 #include "orrery/traces/spec_io.hpp"
 #include "output.hpp"
 #include "table.hpp"
@@ -152,7 +154,18 @@ struct FlopsArgs {
   bool sp = false;
 };
 
+// Each flag by its plan field's range (orrery/pb/options.proto), as `simulate` checks it: a
+// saturated 99999999999999999999 must not overflow the shapes below.
+void check_flops_flags(const FlopsArgs& a) {
+  if (a.seq > 0) check_flag("--seq", pb::Job::descriptor(), "seq_len", a.seq);
+  check_flag("--micro-batch", pb::Plan::descriptor(), "micro_batch_size", a.micro_batch);
+  check_flag("--tp", pb::Parallelism::descriptor(), "tp", a.tp);
+  check_flag("--cp", pb::Parallelism::descriptor(), "cp", a.cp);
+  check_flag("--ep", pb::Parallelism::descriptor(), "ep", a.ep);
+}
+
 void print_flops(const FlopsArgs& a, const OutputFlags& out) {
+  check_flops_flags(a);
   const pb::ModelSpec spec = models::load_model(a.model);
   models::ShardContext ctx;
   ctx.micro_batch = a.micro_batch;

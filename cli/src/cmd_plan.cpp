@@ -61,6 +61,7 @@ struct PlanCommandArgs {
   std::string rerank = "des";
   std::string objective = "step";
   std::string restart_scope = "job";
+  std::vector<std::string> degradations;  // --degradation, for --objective goodput
   int64_t rerank_k = 0;
   double rerank_budget = 60000;
 };
@@ -170,6 +171,7 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
   check_flag("--seq", pb::Job::descriptor(), "seq_len", a.seq);
   job.model = models::load_model(a.model);
   job.cluster = topologies::load_cluster(a.cluster, a.nodes);
+  apply_degradations(job.cluster, a.degradations);
   job.base.set_model(a.model);
   job.base.set_cluster(a.cluster);
   if (a.nodes) job.base.set_nodes(*a.nodes);
@@ -486,6 +488,11 @@ void run_plan(const PlanCommandArgs& a, const OutputFlags& flags) {
         "", 0, "--restart-scope",
         "replica changes how plans rank by goodput: it needs --objective goodput");
   }
+  if (!a.degradations.empty() && !by_goodput) {
+    throw base::InputError(
+        "", 0, "--degradation",
+        "degradation episodes change how plans rank by goodput: it needs --objective goodput");
+  }
   // Tokens per day can reorder plans whose steps are close: the objective ranks more candidates
   // than it shows, every one of them timed by the same engines.
   o.top_k = by_goodput ? std::max<int64_t>(kGoodputCandidates, 4 * a.top) : a.top;
@@ -585,6 +592,7 @@ void add_plan_command(CLI::App& app) {
                   "With --objective goodput: job (a failure restarts the job from its checkpoint; "
                   "default) or replica (only the failed data-parallel replica restarts, where the "
                   "plan's replicas each hold the whole state; docs/goodput.md)");
+  add_degradation_flag(cmd, a->degradations);
   cmd->add_option(
       "--rerank", a->rerank,
       "Engine that ranks the best plans the analytic search found: des (default) or none");

@@ -440,7 +440,8 @@ void add_validate_command(CLI::App& app) {
   cmd->add_flag("--force", a->force, "Replace --timeline or --html if it exists");
   cmd->add_option("--host-memory", a->host_memory,
                   "--trace: memory the trace may take while read (a size, \"8 GiB\"; default: "
-                  "what /proc/meminfo calls available)");
+                  "what /proc/meminfo calls available)")
+      ->needs(trace);
   add_output_flags(cmd, *out, false);
   add_csv_flag(cmd, *out,
                "--runs: one row per case (with --holdout-by: per case and family); --collectives: "

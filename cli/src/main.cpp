@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "number_flags.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/helper_programs.hpp"
 
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
     return "error: " + CLI::FailureMessage::simple(failed, e);
   });
   add_commands(app);
+  orrery::cli::refuse_empty_values(app);
   try {
 #ifdef ORRERY_RUN_IN_HELPER
     if (argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "bench"))

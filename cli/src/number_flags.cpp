@@ -30,6 +30,19 @@ CLI::Validator finite(bool zero_allowed) {
 }  // namespace
 
 CLI::Validator finite_positive() { return finite(false); }
+
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "got an empty value, expected one (leave the flag out instead)"
+                            : std::string();
+      },
+      "");
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size() > 0) option->check(non_empty);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
+}
 CLI::Validator finite_non_negative() { return finite(true); }
 
 }  // namespace orrery::cli

@@ -17,6 +17,11 @@ CLI::Validator finite_positive();
 // A finite number >= 0.
 CLI::Validator finite_non_negative();
 
+// Gives every option of `app` and its subcommands that takes a value a check that the value is
+// not empty: CLI11 reads `--moe-imbalance ''` as the flag left out (std::optional) or as 0, a
+// silent default; an empty value is refused naming the flag instead.
+void refuse_empty_values(CLI::App& app);
+
 // A flag that sets a file's field gets the field's own checks (finite, sign, range from
 // orrery/pb/options.proto) and messages, so a flag never lets through what a file would refuse.
 // Throws InputError naming `flag`.

@@ -15,6 +15,7 @@
 #include "orrery/plan/plan_defaults.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/degradations.hpp"
 #include "orrery/topologies/stragglers.hpp"
 
 namespace orrery::cli {
@@ -38,14 +39,18 @@ void set_int_list(const std::string& flag, const std::string& text,
                   google::protobuf::RepeatedField<int64_t>* out) {
   out->Clear();
   for (const auto& item : split_commas(text)) {
+    int64_t v = 0;
     try {
       size_t used = 0;
-      const int64_t v = std::stoll(item, &used);
+      v = std::stoll(item, &used);
       if (used != item.size()) throw std::invalid_argument(item);
-      out->Add(v);
     } catch (const std::exception&) {
       throw base::InputError("", 0, flag, "got '" + item + "', expected an integer");
     }
+    // The plan rule stage-degrees-per-stage's bound, checked here so that the refusal names this
+    // flag: plan resolution checks other fields first (a -1 was refused as a missing --dp).
+    if (v < 1) throw base::InputError("", 0, flag, "got " + item + ", a degree is at least 1");
+    out->Add(v);
   }
 }
 
@@ -297,6 +302,18 @@ std::function<void(pb::ClusterSpec&)> straggler_adjust(const std::vector<std::st
   return [stragglers](pb::ClusterSpec& cluster) {
     for (const std::string& s : stragglers) topologies::add_straggler(cluster, s, "--straggler");
   };
+}
+
+void add_degradation_flag(CLI::App* cmd, std::vector<std::string>& degradations) {
+  cmd->add_option("--degradation", degradations,
+                  "A degradation episode kind, COMPONENT:mean_interval_s=T,step_ratio=R,"
+                  "detect_steps=N (or duration_s=D): replaces the cluster file's entry for that "
+                  "component (gpu, host, nic, link, switch); repeatable (docs/goodput.md)");
+}
+
+void apply_degradations(pb::ClusterSpec& cluster, const std::vector<std::string>& degradations) {
+  for (const std::string& d : degradations)
+    topologies::set_degradation(cluster, d, "--degradation");
 }
 
 LoadedJob load_job(const PlanArgs& a, const std::function<void(pb::ClusterSpec&)>& adjust_cluster) {

@@ -62,6 +62,12 @@ void add_straggler_flag(CLI::App* cmd, std::vector<std::string>& stragglers);
 // The load_job adjustment that appends them (empty: none given, the cluster as loaded).
 std::function<void(pb::ClusterSpec&)> straggler_adjust(const std::vector<std::string>& stragglers);
 
+// `--degradation COMPONENT:mean_interval_s=T,step_ratio=R,detect_steps=N` (repeatable; goodput
+// and plan --objective goodput): one flag text, parsed by topologies::set_degradation.
+void add_degradation_flag(CLI::App* cmd, std::vector<std::string>& degradations);
+// Each --degradation replaces the cluster's entry for its component (or adds one).
+void apply_degradations(pb::ClusterSpec& cluster, const std::vector<std::string>& degradations);
+
 // A model or cluster path as a plan file written to `out_file` must store it: relative to that
 // file's folder (a preset name stays a name).
 std::string path_for_plan_file(const std::string& out_file, const std::string& name_or_file);

@@ -9,6 +9,7 @@
 #include "orrery/planner/plan_space.hpp"
 #include "orrery/planner/search.hpp"
 #include "orrery/sim/checkpoint_model.hpp"
+#include "orrery/sim/goodput.hpp"
 #include "orrery/topologies/topology.hpp"
 
 namespace orrery::cli {
@@ -31,8 +32,18 @@ inline sim::MeasuredStorage measured_storage(const pb::CalibrationProfile& profi
   return {&profile.checkpoint_storage(), file};
 }
 
+// A number to three significant digits, for goodput messages.
+std::string three_digits(double v);
+
+// A run whose expected wall time is over 1000 times its training never reaches its target (the
+// Monte Carlo simulation would not end): refused, naming what makes it so (`lead` opens the
+// reason). One rule for `orrery goodput` and `orrery plan --objective goodput`.
+void check_run_finishes(const sim::RunModel& run, const sim::CheckpointInterval& chosen,
+                        const std::string& cluster, const std::string& lead = "");
+
 // Reorders r.ranked by tokens per day (ties keep the step order), keeps the first `top`, and
-// returns each kept plan's figures in the new order. `where` names the cluster in errors.
+// returns each kept plan's figures in the new order. `where` names the cluster in errors. Refused
+// (check_run_finishes) when no plan reaches its target.
 // `restart_replicas`: plans whose replicas each hold a whole copy of the state restart only the
 // failed replica (the others restart the job, as without it).
 std::vector<PlanGoodput> rank_by_goodput(const planner::PlanningJob& job,

@@ -81,8 +81,46 @@ TEST(CliHostile, NegativeAndAbsurdSizesNameTheirFlag) {
       "plan --model llama3-8b --cluster dgx-h100 --quiet --nodes 1 --global-batch 1000000000",
       "error: --global-batch: got 1000000000, expected at most 100000000 (10,000x the "
       "largest published batch)\n");
-  expect_refused(kPlan + " --nodes 1 --precision ''",
-                 "error: --precision: got '', expected one of: fp32, bf16, fp16, fp8\n");
+}
+
+// An empty value is refused naming its flag on every command, number or text (CLI11 would read
+// it as the flag left out or as 0): found by the #28 close-out audit for --moe-imbalance,
+// --shard-group, --prefetch, --tp-comm-overlap-chunks and --seed, which exited 0.
+TEST(CliHostile, AnEmptyValueIsRefusedNamingItsFlag) {
+  for (const std::string& args :
+       {kSimulate + " --moe-imbalance ''", kSimulate + " --shard-group ''",
+        kSimulate + " --prefetch ''", kSimulate + " --tp-comm-overlap-chunks ''",
+        kPlan + " --nodes 1 --precision ''", kPlan + " --nodes 1 --tp ''",
+        std::string("goodput --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 16 "
+                    "--seed ''")}) {
+    const auto r = run_command(orrery(args));
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    const std::string flag =
+        args.substr(args.rfind(" --") + 1, args.rfind(" ''") - args.rfind(" --") - 1);
+    EXPECT_EQ(r.err.rfind("error: " + flag + ": got an empty value, expected one", 0), 0u)
+        << args << "\n"
+        << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
+}
+
+// model flops checks its degrees and sizes by the plan fields' ranges: a saturated
+// 99999999999999999999 printed negative shapes and exit 0 before (#28 close-out audit).
+TEST(CliHostile, ModelFlopsChecksItsSizesLikeAPlan) {
+  expect_refused("model flops llama3-8b --seq 99999999999999999999",
+                 "error: --seq: got 9223372036854775807, expected at most 1000000000 (100x the "
+                 "longest context published)\n");
+  const auto r = run_command(orrery("model flops llama3-8b --micro-batch 99999999999999999999"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: --micro-batch: got 9223372036854775807", 0), 0u) << r.err;
+}
+
+// --host-memory sizes the reading of a --trace; with --runs it was ignored, even as nan.
+TEST(CliHostile, HostMemoryWithoutATraceIsRefused) {
+  const auto r = run_command(orrery("validate --runs " + std::string(ORRERY_SOURCE_DIR) +
+                                    "/validation/data/runs.json --host-memory nan"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: --host-memory requires --trace", 0), 0u) << r.err;
 }
 
 TEST(CliHostile, APlanSearchWithoutAPlanSaysWhyAndFails) {
@@ -124,6 +162,79 @@ TEST(CliHostile, ValidateRefusesDirectoriesAndEmptyLists) {
   expect_refused("validate --collectives " + tables.string(),
                  "error: " + tables.string() +
                      ": tables: got an empty list, expected at least one measured table\n");
+}
+
+// A stage degree below 1 is refused naming --stage-tp and the plan rule's bound; it was refused
+// with a misleading reason (that --dp was missing) before (#28 close-out).
+TEST(CliHostile, AStageDegreeBelowOneNamesItsFlag) {
+  expect_refused(kSimulate + " --stage-tp -1",
+                 "error: --stage-tp: got -1, a degree is at least 1\n");
+  expect_refused(kSimulate + " --stage-dp 8,0",
+                 "error: --stage-dp: got 0, a degree is at least 1\n");
+}
+
+// The validation data files refuse a key written twice in one object (JSON would keep the last
+// one silently), naming the key's path, as the spec reader does for plan and cluster files.
+TEST(CliHostile, ValidationFilesRefuseDuplicateKeys) {
+  Scratch s;
+  const fs::path tables =
+      s.file("tables.json", R"({"tables": [{"id": "a"}, {"id": "b", "rows": [{"bytes": 1,
+      "bytes": 2}]}]})");
+  expect_refused("validate --collectives " + tables.string(),
+                 "error: " + tables.string() +
+                     ": tables[1].rows[0].bytes: appears twice in one object (JSON keeps only the "
+                     "last)\n");
+  const fs::path runs = s.file("runs.json", R"({"cases": [], "cases": [{}]})");
+  expect_refused("validate --runs " + runs.string(),
+                 "error: " + runs.string() +
+                     ": cases: appears twice in one object (JSON keeps only the last)\n");
+}
+
+// A measured table row: bytes and time within physical bounds (docs/formats.md says why), and
+// the printed bandwidths, which the validation does not read, still numbers >= 0.
+TEST(CliHostile, CollectiveRowsAreBoundedAndEveryColumnChecked) {
+  Scratch s;
+  const std::string table =
+      R"({"tables": [{"id": "t", "system": "DGX H100", "gpu": "H100", "collective": "all_reduce",
+      "gpus": 8, "nodes": 1, "gpus_per_node": 8, "rows": [ROW]}]})";
+  const auto refused = [&](const std::string& row, const std::string& reason) {
+    std::string text = table;
+    text.replace(text.find("ROW"), 3, row);
+    const fs::path f = s.file("t.json", text);
+    expect_refused("validate --collectives " + f.string(),
+                   "error: " + f.string() + ": tables[0].rows[0]." + reason + "\n");
+  };
+  refused(R"({"bytes": 1e20, "time_us": 10})",
+          "bytes: got 1e+20, expected at most 1125899906842624 (1 PiB: no GPU holds a buffer that "
+          "large; nccl-tests tables stop at tens of GB)");
+  refused(R"({"bytes": 8, "time_us": 1e308})",
+          "time_us: got 1e+308, expected at most 8.64e+10 (a day; nccl-tests times one "
+          "collective in microseconds to seconds)");
+  refused(R"({"bytes": 8, "time_us": 10, "algbw_GBps": ""})",
+          "algbw_GBps: got \"\", expected a finite number >= 0");
+  refused(R"({"bytes": 8, "time_us": 10, "busbw_GBps": -1})",
+          "busbw_GBps: got -1, expected a finite number >= 0");
+  refused(R"({"bytes": 8, "time_us": 10, "busbw_GBps": 1e308})",
+          "busbw_GBps: got 1e+308, expected at most 1e+06 (1 PB/s is 500x NVLink 5)");
+}
+
+// A published run's measured numbers are checked when present, read or not: the case is
+// skipped naming the field, and a file of that case alone is refused.
+TEST(CliHostile, PublishedRunNumbersAreBounded) {
+  Scratch s;
+  std::ifstream in(std::string(ORRERY_SOURCE_DIR) + "/validation/data/runs.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string step = "\"iter_time_s\": 2.8435";
+  ASSERT_NE(text.find(step), std::string::npos);
+  text.replace(text.find(step), step.size(), "\"iter_time_s\": 1e308");
+  const fs::path runs = s.file("runs.json", text);
+  const auto r = run_command(orrery("validate --runs " + runs.string()));
+  EXPECT_NE((r.out + r.err)
+                .find(runs.string() +
+                      ": cases[0].derived.iter_time_s: got 1e+308, expected at most 86400 (a day; "
+                      "published training steps take seconds)"),
+            std::string::npos)
+      << r.out << r.err;
 }
 
 // `orrery run` is built only with the executor (libtorch); without it these have nothing to run.

@@ -189,6 +189,12 @@ double FieldReader::real(const FieldDescriptor* field, const std::string& s,
 void FieldReader::check_value(const FieldDescriptor* field, double value, const std::string& text,
                               const std::string& path, int line) const {
   if (auto problem = field_value_problem(*field, value, text); !problem.empty()) {
+    // A field without presence keeps no trace of a written 0: the program would read it as the
+    // field left out and use the absent default, so say so rather than only the bound (a
+    // required field has no default to point to).
+    if (value == 0 && !field->is_repeated() && !field->has_presence() && !meta(field).required()) {
+      problem += " (a written 0 reads as the field left out; leave it out for the default)";
+    }
     fail(path, line, problem);
   }
 }

@@ -11,6 +11,8 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/base/input_file.hpp"
+#include "orrery/base/units.hpp"
+#include "validation_json.hpp"
 
 namespace orrery::validation::detail {
 namespace {
@@ -39,6 +41,17 @@ const char* kind_of(const json& j) {
 std::string join(const std::string& path, const char* key) {
   return path.empty() ? std::string(key) : path + "." + key;
 }
+
+// Bounds of a row: beyond any nccl-tests run, so only a damaged value is refused.
+constexpr double kMaxBytes = 1125899906842624.0;  // 2^50
+constexpr const char* kBytesWhy =
+    "1 PiB: no GPU holds a buffer that large; nccl-tests tables stop at tens of GB";
+constexpr double kMaxTime_us = 86400e6;  // a day
+constexpr const char* kTimeWhy =
+    "a day; nccl-tests times one collective in microseconds to seconds";
+
+constexpr double kMaxGBps = 1e6;  // 1 PB/s
+constexpr const char* kGBpsWhy = "1 PB/s is 500x NVLink 5";
 
 class Reader {
  public:
@@ -74,6 +87,33 @@ class Reader {
     if (!(x > 0) || !std::isfinite(x))
       fail(join(path, key), "got " + v.dump() + ", expected a positive number");
     return x;
+  }
+
+  // A required measured number: finite, > 0 and at most `max` (docs/formats.md#measured-
+  // collective-tables says why each bound).
+  double measured(const json& obj, const std::string& path, const char* key, double max,
+                  const char* why) const {
+    const double x = positive(obj, path, key);
+    if (x > max) {
+      fail(join(path, key), "got " + obj.at(key).dump() + ", expected at most " +
+                                base::units::number(max) + " (" + why + ")");
+    }
+    return x;
+  }
+
+  // A column the validation does not use (the printed bandwidths): still, when present, a
+  // finite number >= 0 and at most `max`, so that a damaged row is not passed over.
+  void unused_number(const json& obj, const std::string& path, const char* key, double max,
+                     const char* why) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return;
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+      fail(join(path, key), "got " + it->dump() + ", expected a finite number >= 0");
+    }
+    if (it->get<double>() > max) {
+      fail(join(path, key), "got " + it->dump() + ", expected at most " + base::units::number(max) +
+                                " (" + why + ")");
+    }
   }
 
   int64_t count(const json& obj, const std::string& path, const char* key) const {
@@ -114,6 +154,7 @@ class Reader {
                                std::to_string(m.nodes * m.gpus_per_node));
     }
     m.derived = flag(t, path, "derived");
+    flag(t, path, "inplace_only");  // not read, but a damaged value is refused
     const json& rows = field(t, path, "rows");
     if (!rows.is_array() || rows.empty()) {
       fail(path + ".rows", std::string("got ") +
@@ -124,8 +165,12 @@ class Reader {
       const std::string row_path = path + ".rows[" + std::to_string(r) + "]";
       if (!rows[r].is_object())
         fail(row_path, std::string("got ") + kind_of(rows[r]) + ", expected an object");
-      m.rows.push_back(
-          {positive(rows[r], row_path, "bytes"), positive(rows[r], row_path, "time_us") * 1e-6});
+      const json& row = rows[r];
+      const double bytes = measured(row, row_path, "bytes", kMaxBytes, kBytesWhy);
+      const double time_us = measured(row, row_path, "time_us", kMaxTime_us, kTimeWhy);
+      for (const char* unused : {"algbw_GBps", "busbw_GBps"})
+        unused_number(row, row_path, unused, kMaxGBps, kGBpsWhy);
+      m.rows.push_back({bytes, time_us * 1e-6});
     }
     return m;
   }
@@ -152,19 +197,7 @@ class Reader {
 
 std::vector<MeasuredTable> read_measured_tables(const std::filesystem::path& file) {
   const std::string text = base::read_input_file(file, "a JSON file");
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string reason = e.what();
-    if (auto pos = reason.find("syntax error"); pos != std::string::npos)
-      reason = reason.substr(pos);
-    throw base::InputError(file.string(), 0, "", "not valid JSON: " + reason);
-  } catch (const json::out_of_range& e) {
-    throw base::InputError(
-        file.string(), 0, "",
-        "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
-  }
+  const json root = parse_validation_json(text, file.string());
   return Reader(file.string()).read(root);
 }
 

@@ -4,12 +4,14 @@
 #include "published_run_fields.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <regex>
 #include <utility>
 #include <vector>
 
 #include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
 
 namespace orrery::validation::detail {
@@ -50,6 +52,19 @@ int64_t CaseReader::count_or(const std::string& key, int64_t fallback) const {
     fail(key, "expected an integer >= 0, got " + v.dump());
   }
   return v.get<int64_t>();
+}
+
+double CaseReader::measure_or(const std::string& key, double max, const char* why) const {
+  if (!has(key)) return 0;
+  const json& v = j_.at(key);
+  if (!v.is_number()) fail(key, "expected a number > 0, got " + v.dump());
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || !(x > 0)) fail(key, "expected a number > 0, got " + v.dump());
+  if (x > max) {
+    fail(key,
+         "got " + v.dump() + ", expected at most " + base::units::number(max) + " (" + why + ")");
+  }
+  return x;
 }
 
 bool CaseReader::flag_or(const std::string& key, bool fallback) const {

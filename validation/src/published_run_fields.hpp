@@ -29,6 +29,9 @@ class CaseReader {
   int64_t integer_or(const std::string& key, int64_t fallback) const;
   // Optional integer >= 0: null or absent is `fallback`.
   int64_t count_or(const std::string& key, int64_t fallback) const;
+  // Optional measured number: null or absent is 0; else a finite number > 0 and at most `max`,
+  // `why` saying why the bound (docs/formats.md#published-runs).
+  double measure_or(const std::string& key, double max, const char* why) const;
   // Optional boolean: null or absent is `fallback`.
   bool flag_or(const std::string& key, bool fallback) const;
   std::string text(const std::string& key) const;          // "" when absent or null

@@ -20,6 +20,7 @@
 #include "orrery/traces/spec_io.hpp"
 #include "published_run_fields.hpp"
 #include "run_framework.hpp"
+#include "validation_json.hpp"
 
 namespace orrery::validation {
 namespace {
@@ -167,6 +168,15 @@ void apply_profile(const CaseReader& r, bool framework_profiles, PublishedRun& o
     out.plan.set_attention_kernel(detail::attention_kernel_of(r));
 }
 
+// Bounds of a case's measured numbers: far beyond any published run, so only a damaged value
+// (1e308, a unit slip of many orders) is refused.
+constexpr double kMaxStep_s = 86400;
+constexpr const char* kStepWhy = "a day; published training steps take seconds";
+constexpr double kMaxTokensPerGpu = 1e8;
+constexpr const char* kTokensWhy = "1,000x the fastest published tokens/s per GPU";
+constexpr double kMaxMemoryGib = 1e5;
+constexpr const char* kMemoryWhy = "beyond any device's memory";
+
 // One case as the simulator sees it: model, cluster sized to the run, the published plan. The
 // rules are the same for every case (see docs/validation.md).
 PublishedRun read_run(const json& c, const std::string& file, const std::string& path,
@@ -176,13 +186,15 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   out.id = r.text("id");
   out.framework = r.text("framework");
   if (r.has("source") && r.at("source").is_object()) out.source_url = r.child("source").text("url");
-  const json& measured = r.at("measured");
-  if (measured.is_object() && measured.contains("iter_time_s") &&
-      measured["iter_time_s"].is_number()) {
-    out.measured_s = measured["iter_time_s"].get<double>();
-  } else if (c.contains("derived") && c["derived"].is_object() &&
-             c["derived"].contains("iter_time_s") && c["derived"]["iter_time_s"].is_number()) {
-    out.measured_s = c["derived"]["iter_time_s"].get<double>();
+  // Every measured number is checked when present, read or not: a damaged one means a damaged
+  // case (bounds and reasons: docs/formats.md#published-runs).
+  const CaseReader measured = r.child("measured");
+  out.measured_s = measured.measure_or("iter_time_s", kMaxStep_s, kStepWhy);
+  measured.measure_or("tokens_per_s_per_gpu", kMaxTokensPerGpu, kTokensWhy);
+  measured.measure_or("peak_memory_gib", kMaxMemoryGib, kMemoryWhy);
+  if (r.has("derived")) {
+    const double derived = r.child("derived").measure_or("iter_time_s", kMaxStep_s, kStepWhy);
+    if (out.measured_s == 0) out.measured_s = derived;
   }
   const CaseReader hw = r.child("hardware");
   out.gpu = hw.text("gpu");
@@ -203,6 +215,7 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   out.model = detail::model_of(r, out.model_label);
   const CaseReader par = r.child("parallel");
   const CaseReader batch = r.child("batch");
+  batch.integer_or("grad_accum", 1);  // not read (global / micro batch say it), but checked
   pb::Plan& plan = out.plan;
   plan.set_model(out.model.name());
   plan.set_cluster(preset);
@@ -297,16 +310,7 @@ namespace {
 // The cases of a published-runs file; InputError for a file that is not one.
 json read_cases(const std::filesystem::path& file) {
   const std::string text = base::read_input_file(file, "a JSON file");
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw base::InputError(file.string(), 0, "", std::string("not valid JSON: ") + e.what());
-  } catch (const json::out_of_range& e) {
-    throw base::InputError(
-        file.string(), 0, "",
-        "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
-  }
+  json root = detail::parse_validation_json(text, file.string());
   if (!root.is_object() || !root.contains("cases") || !root["cases"].is_array()) {
     throw base::InputError(file.string(), 0, "cases", "expected a list of cases");
   }
