@@ -196,7 +196,15 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   const int64_t gpus = hw.integer("num_gpus");
   const int64_t per_node = hw.integer("gpus_per_node");
   const int64_t nodes = (gpus + per_node - 1) / per_node;
-  out.cluster = topologies::load_cluster(preset, nodes);
+  try {
+    out.cluster = topologies::load_cluster(preset, nodes);
+  } catch (const base::InputError& e) {
+    // The run's GPU count cannot size the preset (64 GB200 trays are no whole number of 18-tray
+    // NVLink domains): the case is skipped naming its own field, the preset's reason after it.
+    throw base::InputError(file, 0, hw.path() + ".num_gpus",
+                           std::to_string(gpus) + " GPUs, " + std::to_string(per_node) +
+                               " per node, do not size " + preset + ": " + e.what());
+  }
   set_device_variant(hw.text("gpu"), out.cluster);
   set_stated_bandwidth(hw, out.cluster);
   out.cluster_label = preset + " x" + std::to_string(topologies::total_nodes(out.cluster));
