@@ -42,12 +42,13 @@ std::string lower(std::string s) {
 // (a source reserved for blind testing among them) fails the check until it is reviewed and
 // listed there.
 const std::vector<std::string> kListedSources = {
-    "https://github.com/pytorch/torchtitan/",         // runs
-    "https://github.com/pytorch/ao/",                 // runs (torchtitan on B200)
-    "https://github.com/flagopen/flagperf/",          // runs
-    "https://github.com/hisohara/ai-scripts/",        // runs, tables (AMD)
-    "https://github.com/cci-moc/roce-testing/",       // tables (H100, RoCE)
-    "https://github.com/xxrjun/nccl-tests-cluster/",  // tables (H100)
+    "https://github.com/pytorch/torchtitan/",             // runs
+    "https://github.com/pytorch/ao/",                     // runs (torchtitan on B200)
+    "https://github.com/flagopen/flagperf/",              // runs
+    "https://github.com/yanring/megatron-moe-modelzoo/",  // runs (Qwen3 MoE on H100)
+    "https://github.com/hisohara/ai-scripts/",            // runs, tables (AMD)
+    "https://github.com/cci-moc/roce-testing/",           // tables (H100, RoCE)
+    "https://github.com/xxrjun/nccl-tests-cluster/",      // tables (H100)
 };
 
 bool listed(const std::string& url) {
@@ -157,6 +158,22 @@ TEST(AssembledValidationSet, EveryRunThatTrainedIsPredictedToFit) {
   EXPECT_GE(checked, 30);
   EXPECT_GE(op_level, 8) << "torchtitan's selective (op) runs";
   EXPECT_LE(rejected, 1) << "only the float8 all-gather run is refused by a plan rule";
+}
+
+// Megatron's --expert-tensor-parallel-size 1 is read as MoE parallel folding: the Qwen3 MoE runs'
+// experts fold over tp x dp (EP 32 of tp 2 x dp 16 would not divide dp alone).
+TEST(AssembledValidationSet, ExpertTensorParallelFoldsTheExperts) {
+  int folded = 0;
+  for (const auto& run : validation::published_runs(kData / "runs.json")) {
+    if (run.id.rfind("MOEZOO-", 0) != 0) continue;
+    ++folded;
+    EXPECT_EQ(run.skipped, "") << run.id;
+    EXPECT_TRUE(run.plan.parallel().has_etp()) << run.id;
+    EXPECT_EQ(run.plan.parallel().etp(), 1) << run.id;
+    const validation::RunCase r = validation::simulate_run(run, EngineKind::kAnalytic, nullptr);
+    EXPECT_EQ(r.skipped, "") << run.id;
+  }
+  EXPECT_EQ(folded, 3);
 }
 
 // The A800 (an A100 with 8 NVLink links instead of 12) has a preset of its own, not the A100's.

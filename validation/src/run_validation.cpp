@@ -139,6 +139,7 @@ std::string summary(const pb::Plan& p) {
   if (q.cp() > 1) o << " cp" << q.cp();
   if (q.ep() > 1) o << " ep" << q.ep();
   if (q.vp() > 1) o << " vp" << q.vp();
+  if (q.has_etp()) o << " etp" << q.etp();
   if (q.sequence_parallel()) o << " sp";
   o << " mbs" << p.micro_batch_size();
   if (p.attention_kernel() != pb::ATTENTION_KERNEL_FLASH &&
@@ -230,6 +231,9 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   q->set_cp(par.integer_or("cp", 1));
   q->set_ep(par.integer_or("ep", 1));
   q->set_vp(par.integer_or("vp", 1));
+  // Megatron's --expert-tensor-parallel-size: stated, the experts fold over tp x cp x dp
+  // (Plan.parallel.etp); absent, the experts keep the dense tp and ep comes out of dp x cp.
+  if (par.has("etp")) q->set_etp(par.integer("etp"));
   detail::read_pipeline_layout(par, out.model.num_layers(), plan);
   if (par.at("sequence_parallel").is_boolean())
     q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
