@@ -140,6 +140,7 @@ std::string summary(const pb::Plan& p) {
   if (q.cp() > 1) o << " cp" << q.cp();
   if (q.ep() > 1) o << " ep" << q.ep();
   if (q.vp() > 1) o << " vp" << q.vp();
+  if (q.has_etp()) o << " etp" << q.etp();
   if (q.sequence_parallel()) o << " sp";
   o << " mbs" << p.micro_batch_size();
   if (p.attention_kernel() != pb::ATTENTION_KERNEL_FLASH &&
@@ -208,7 +209,15 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   const int64_t gpus = hw.integer("num_gpus");
   const int64_t per_node = hw.integer("gpus_per_node");
   const int64_t nodes = (gpus + per_node - 1) / per_node;
-  out.cluster = topologies::load_cluster(preset, nodes);
+  try {
+    out.cluster = topologies::load_cluster(preset, nodes);
+  } catch (const base::InputError& e) {
+    // The run's GPU count cannot size the preset (64 GB200 trays are no whole number of 18-tray
+    // NVLink domains): the case is skipped naming its own field, the preset's reason after it.
+    throw base::InputError(file, 0, hw.path() + ".num_gpus",
+                           std::to_string(gpus) + " GPUs, " + std::to_string(per_node) +
+                               " per node, do not size " + preset + ": " + e.what());
+  }
   set_device_variant(hw.text("gpu"), out.cluster);
   set_stated_bandwidth(hw, out.cluster);
   out.cluster_label = preset + " x" + std::to_string(topologies::total_nodes(out.cluster));
@@ -235,6 +244,9 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   q->set_cp(par.integer_or("cp", 1));
   q->set_ep(par.integer_or("ep", 1));
   q->set_vp(par.integer_or("vp", 1));
+  // Megatron's --expert-tensor-parallel-size: stated, the experts fold over tp x cp x dp
+  // (Plan.parallel.etp); absent, the experts keep the dense tp and ep comes out of dp x cp.
+  if (par.has("etp")) q->set_etp(par.integer("etp"));
   detail::read_pipeline_layout(par, out.model.num_layers(), plan);
   if (par.at("sequence_parallel").is_boolean())
     q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
