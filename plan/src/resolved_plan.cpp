@@ -635,10 +635,13 @@ ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
 // A named kernel generation is priced at its paper's figure for the device; a device without
 // one is refused rather than priced as another kernel.
 void check_attention_kernel(const ResolvedPlan& r, const SourceMap& where) {
-  std::set<std::string> seen;
+  // Every plan the planner checks is resolved: for the kernels every device runs, no walk over
+  // the ranks (device_of searches the node groups, per rank).
+  if (!topologies::names_a_generation(r.plan.attention_kernel())) return;
+  std::set<const pb::DeviceSpec*> seen;
   for (size_t rank = 0; rank < r.device_of_rank.size(); ++rank) {
     const pb::DeviceSpec& d = device_of(r, static_cast<int64_t>(rank));
-    if (!seen.insert(d.name()).second) continue;
+    if (!seen.insert(&d).second) continue;
     const std::string problem = topologies::attention_kernel_problem(d, r.plan.attention_kernel());
     if (!problem.empty()) broken(where, "attention_kernel", "attention-kernel-on-device", problem);
   }

@@ -53,7 +53,7 @@ std::optional<AttentionKernelEfficiency> attention_kernel_efficiency(const pb::D
 }
 
 std::string attention_kernel_problem(const pb::DeviceSpec& device, pb::AttentionKernel kernel) {
-  if (kernel != pb::ATTENTION_KERNEL_FLASH_2 && kernel != pb::ATTENTION_KERNEL_FLASH_3) return "";
+  if (!names_a_generation(kernel)) return "";
   if (attention_kernel_efficiency(device, kernel)) return "";
   if (kernel == pb::ATTENTION_KERNEL_FLASH_3) {
     return "device " + device.name() +

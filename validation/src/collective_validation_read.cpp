@@ -11,7 +11,6 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/base/input_file.hpp"
-#include "orrery/base/units.hpp"
 #include "validation_json.hpp"
 
 namespace orrery::validation::detail {
@@ -94,10 +93,8 @@ class Reader {
   double measured(const json& obj, const std::string& path, const char* key, double max,
                   const char* why) const {
     const double x = positive(obj, path, key);
-    if (x > max) {
-      fail(join(path, key), "got " + obj.at(key).dump() + ", expected at most " +
-                                base::units::number(max) + " (" + why + ")");
-    }
+    if (const std::string problem = above_bound(obj.at(key), max, why); !problem.empty())
+      fail(join(path, key), problem);
     return x;
   }
 
@@ -110,10 +107,8 @@ class Reader {
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
       fail(join(path, key), "got " + it->dump() + ", expected a finite number >= 0");
     }
-    if (it->get<double>() > max) {
-      fail(join(path, key), "got " + it->dump() + ", expected at most " + base::units::number(max) +
-                                " (" + why + ")");
-    }
+    if (const std::string problem = above_bound(*it, max, why); !problem.empty())
+      fail(join(path, key), problem);
   }
 
   int64_t count(const json& obj, const std::string& path, const char* key) const {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "orrery/base/error.hpp"
-#include "orrery/base/units.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "validation_json.hpp"
 
 namespace orrery::validation::detail {
 
@@ -60,10 +60,7 @@ double CaseReader::measure_or(const std::string& key, double max, const char* wh
   if (!v.is_number()) fail(key, "expected a number > 0, got " + v.dump());
   const double x = v.get<double>();
   if (!std::isfinite(x) || !(x > 0)) fail(key, "expected a number > 0, got " + v.dump());
-  if (x > max) {
-    fail(key,
-         "got " + v.dump() + ", expected at most " + base::units::number(max) + " (" + why + ")");
-  }
+  if (const std::string problem = above_bound(v, max, why); !problem.empty()) fail(key, problem);
   return x;
 }
 

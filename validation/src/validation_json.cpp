@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "orrery/base/error.hpp"
+#include "orrery/base/units.hpp"
 
 namespace orrery::validation::detail {
 namespace {
@@ -80,6 +81,12 @@ json parse_validation_json(const std::string& text, const std::string& file) {
         file, 0, "",
         "not valid JSON: a number too large for a double (" + std::string(e.what()) + ")");
   }
+}
+
+std::string above_bound(const json& value, double max, const char* why) {
+  if (!(value.get<double>() > max)) return {};
+  return "got " + value.dump() + ", expected at most " + base::units::number(max) + " (" + why +
+         ")";
 }
 
 }  // namespace orrery::validation::detail

@@ -13,4 +13,8 @@ namespace orrery::validation::detail {
 // the reason for invalid JSON, a number beyond a double, or a duplicate key.
 nlohmann::json parse_validation_json(const std::string& text, const std::string& file);
 
+// The one wording of a measured number's upper bound in these files: "got V, expected at most
+// MAX (WHY)" when `value` (a number) is above `max`, else empty.
+std::string above_bound(const nlohmann::json& value, double max, const char* why);
+
 }  // namespace orrery::validation::detail

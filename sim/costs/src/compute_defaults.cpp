@@ -94,9 +94,7 @@ pb::ComputeCurve default_curve(const pb::DeviceSpec& device, pb::OpClass op_clas
                                pb::AttentionKernel kernel, pb::Phase pass) {
   Defaults d = device.kind() == pb::DEVICE_KIND_CPU ? cpu_defaults(op_class)
                                                     : gpu_defaults(device, op_class);
-  const bool named =
-      kernel == pb::ATTENTION_KERNEL_FLASH_2 || kernel == pb::ATTENTION_KERNEL_FLASH_3;
-  if (op_class == pb::OP_CLASS_ATTENTION && named)
+  if (op_class == pb::OP_CLASS_ATTENTION && topologies::names_a_generation(kernel))
     d.max_efficiency = kernel_efficiency(device, kernel, pass);
   pb::ComputeCurve c;
   c.set_device(device.name());

@@ -21,6 +21,12 @@ struct AttentionKernelEfficiency {
   const char* source = "";
 };
 
+// Whether `kernel` names a generation (flash_2, flash_3), priced at its paper's figure per device;
+// every other kernel is priced at the device's generic curves and runs on every device.
+inline bool names_a_generation(pb::AttentionKernel kernel) {
+  return kernel == pb::ATTENTION_KERNEL_FLASH_2 || kernel == pb::ATTENTION_KERNEL_FLASH_3;
+}
+
 // The kernel's efficiency on `device`, or nullopt when no paper measured it there (or the kernel
 // does not run there); only for flash_2 and flash_3.
 std::optional<AttentionKernelEfficiency> attention_kernel_efficiency(const pb::DeviceSpec& device,
