@@ -1,7 +1,7 @@
 // The collective cost model on preset clusters, each expected time derived by hand from the
 // model's alpha-beta terms (constants in sim/costs/src/collective_algorithms.cpp):
 //   launch 4.6 us; ring Simple base 37.2 us + 2.2 us per NVLink step (0.6 us hop x 2.2/0.6);
-//   ring Simple bus bandwidth = min(0.69 x NVLink, 0.648 x the island's NICs);
+//   ring Simple bus bandwidth = min(0.75 x NVLink, 0.648 x the island's NICs);
 //   all-to-all network share 0.414 x a rank's NIC bandwidth;
 //   p2p in an NVSwitch node min(0.80 x NVLink, NCCL's channels for the size x 21 GB/s).
 #include <gtest/gtest.h>
@@ -38,10 +38,10 @@ TEST(CollectiveCost, RingAllReduceOnOneDgxA100) {
   Cluster a100("dgx-a100", 1);
   const CollectiveCost c =
       a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, first_devices(8), kGiB, kRingSimple);
-  // 2(n-1)/n x S / busbw + latency, busbw = 0.69 x 300 GB/s = 207 GB/s:
-  //   2 x 7/8 x 1073741824 B / 207e9 B/s = 9.07753e-3 s
-  //   latency = 4.6 + 37.2 + 14 steps x 2.2 us = 72.6 us            -> 9.15013e-3 s
-  const double expected = 2.0 * 7 / 8 * kGiB / 207e9 + 72.6e-6;
+  // 2(n-1)/n x S / busbw + latency, busbw = 0.75 x 300 GB/s = 225 GB/s:
+  //   2 x 7/8 x 1073741824 B / 225e9 B/s = 8.35133e-3 s
+  //   latency = 4.6 + 37.2 + 14 steps x 2.2 us = 72.6 us            -> 8.42393e-3 s
+  const double expected = 2.0 * 7 / 8 * kGiB / 225e9 + 72.6e-6;
   EXPECT_NEAR(c.seconds, expected, expected * 1e-9);
   EXPECT_DOUBLE_EQ(c.bytes_on_wire_per_rank, 2.0 * 7 / 8 * kGiB);
   // Unpinned, the tuner picks the same: A100 has no NVLS and Simple wins at 1 GiB.
@@ -59,10 +59,10 @@ TEST(CollectiveCost, AllGatherMovesHalfTheAllReduceBytes) {
       a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB, kRingSimple).seconds;
   const double ag =
       a100.model.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, devices, kGiB, kRingSimple).seconds;
-  // all-gather: 7/8 x S / 207 GB/s + 4.6 + 37.2 + 7 x 2.2 us (57.2 us); all-reduce twice the
+  // all-gather: 7/8 x S / 225 GB/s + 4.6 + 37.2 + 7 x 2.2 us (57.2 us); all-reduce twice the
   // bytes and 14 steps (72.6 us).
   EXPECT_NEAR(ag - 57.2e-6, (ar - 72.6e-6) / 2, 1e-12);
-  EXPECT_NEAR(ag, 7.0 / 8 * kGiB / 207e9 + 57.2e-6, 1e-12);
+  EXPECT_NEAR(ag, 7.0 / 8 * kGiB / 225e9 + 57.2e-6, 1e-12);
 }
 
 TEST(CollectiveCost, OneRankOrNoBytesCostsNothing) {
@@ -79,7 +79,7 @@ TEST(CollectiveCost, ProtocolFlipsFromLowLatencyToSimpleAsSizeGrows) {
   // 1 KiB: LL's 6.6 us base + 14 x 0.93 us beats Simple's 37.2 + 14 x 2.2 us.
   EXPECT_EQ(a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, 1024).protocol,
             CollectiveProtocol::kLL);
-  // 1 GiB: LL runs at min(131 GB/s, 207/4 GB/s), Simple at 207 GB/s.
+  // 1 GiB: LL runs at min(131 GB/s, 225/4 GB/s), Simple at 225 GB/s.
   EXPECT_EQ(a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB).protocol,
             CollectiveProtocol::kSimple);
 }
@@ -90,7 +90,7 @@ TEST(CollectiveCost, TwoNodeAllReduceIsLimitedByTheNics) {
   const auto at = [&](double bytes) {
     return a100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, bytes, kRingSimple).seconds;
   };
-  // busbw = min(0.69 x 300 GB/s NVLink, 0.648 x 8 x 25 GB/s NICs) = 129.6 GB/s; one more GiB
+  // busbw = min(0.75 x 300 GB/s NVLink, 0.648 x 8 x 25 GB/s NICs) = 129.6 GB/s; one more GiB
   // costs 2 x 15/16 x 1 GiB / 129.6e9 (the latency cancels).
   EXPECT_NEAR(at(2 * kGiB) - at(kGiB), 2.0 * 15 / 16 * kGiB / 129.6e9, 1e-12);
 }
@@ -100,7 +100,7 @@ TEST(CollectiveCost, NvlsOnH100AtLargeSizesOnly) {
   const auto devices = first_devices(8);
   EXPECT_TRUE(h100.model.nvls_available(devices));
   // 1 GiB: NVLS at 0.556 x 450 GB/s = 250 GB/s of algorithm bandwidth beats the ring's
-  // 0.69 x 450 x 8/14 = 177 GB/s.
+  // 0.75 x 450 x 8/14 = 193 GB/s.
   const CollectiveCost big = h100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, kGiB);
   EXPECT_EQ(big.algorithm, CollectiveAlgorithm::kNvls);
   EXPECT_NEAR(big.seconds, kGiB / (0.556 * 450e9) + 4.6e-6 + 40.9e-6, 1e-12);
@@ -118,7 +118,7 @@ TEST(CollectiveCost, AllToAllAcrossNodesIsNicBound) {
     return h100.model.estimate(pb::COLLECTIVE_KIND_ALL_TO_ALL, devices, bytes).seconds;
   };
   // Each rank sends 8/16 of its buffer to the other node through its own 400 Gb/s NIC at
-  // 0.414 x 50 GB/s = 20.7 GB/s; its 7/16 for peers in the node go at 0.69 x 450 GB/s.
+  // 0.414 x 50 GB/s = 20.7 GB/s; its 7/16 for peers in the node go at 0.75 x 450 GB/s.
   EXPECT_NEAR(at(2 * kGiB) - at(kGiB), 8.0 / 16 * kGiB / 20.7e9, 1e-12);
   EXPECT_EQ(h100.model.estimate(pb::COLLECTIVE_KIND_ALL_TO_ALL, devices, kGiB).algorithm,
             CollectiveAlgorithm::kDirect);

@@ -21,9 +21,17 @@ namespace orrery::sim::detail {
 namespace {
 
 // --- bandwidth -------------------------------------------------------------------------------
-// Fraction of a device's NVLink/PCIe bandwidth a ring or a peer-to-peer copy sustains (fit:
-// A100 8-GPU all-reduce busbw 231 of 300 GB/s, B200 all-gather 672 of 900 GB/s).
-constexpr double kIntraLinkFraction = 0.69;
+// Fraction of a device's NVLink/PCIe bandwidth a ring (and an all-to-all's in-island share)
+// sustains at the sizes where the bus bandwidth has levelled off: B200 8-GPU all-gather and
+// all-to-all 672-673 of 900 GB/s (0.747) and A100 8-GPU all-reduce 231 of 300 (0.77), public
+// tables at 1-16 GiB; the lower, rounded. Before it was 0.69, one figure for rings and copies fitted
+// over every size, so every ring on NVLink came out 6-17% slow at 1 GiB and beyond; the H100
+// tables of validation/data, never fitted on, level off at 0.77-0.80 (all-to-all, all-gather).
+constexpr double kRingLinkFraction = 0.75;
+// Fraction of one link a peer-to-peer copy sustains outside an NVSwitch island (mesh, PCIe): the
+// rings' former figure, kept; no table measures it (every send/recv table runs inside an NVSwitch
+// island, priced below).
+constexpr double kP2pLinkFraction = 0.69;
 // NVLS all-reduce algorithm bandwidth as a fraction of the device's NVLink bandwidth (fit:
 // H100 274 of 450 GB/s, B200 481 of 900 GB/s at 8-16 GiB).
 constexpr double kNvlsLinkFraction = 0.556;
@@ -114,7 +122,7 @@ double log2_ceil(int64_t n) { return std::ceil(std::log2(static_cast<double>(n))
 // leaves an island, the island's NICs.
 double ring_bus_bandwidth(const CollectiveGroup& g) {
   const double intra =
-      g.ranks_per_island > 1 ? g.intra_rank_bytes_per_s * kIntraLinkFraction : kInfinity;
+      g.ranks_per_island > 1 ? g.intra_rank_bytes_per_s * kRingLinkFraction : kInfinity;
   const double network = g.islands > 1 ? g.island_nic_bytes_per_s * kNetworkFraction : kInfinity;
   return std::min(intra, network);
 }
@@ -196,7 +204,7 @@ CollectiveCandidate direct_all_to_all(const CollectiveGroup& g, double bytes) {
   const double intra_bytes = static_cast<double>(g.ranks_per_island - 1) / n * bytes;
   const double network_bytes = static_cast<double>(g.ranks - g.ranks_per_island) / n * bytes;
   const double intra_s =
-      intra_bytes > 0 ? intra_bytes / (g.intra_rank_bytes_per_s * kIntraLinkFraction) : 0;
+      intra_bytes > 0 ? intra_bytes / (g.intra_rank_bytes_per_s * kRingLinkFraction) : 0;
   const double network_s =
       network_bytes > 0 ? network_bytes / (g.rank_nic_bytes_per_s * kP2pNetworkFraction) : 0;
   CollectiveCandidate c;
@@ -292,7 +300,7 @@ CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island
   c.wire_bytes_per_rank = bytes;
   if (same_island) {
     c.latency_s = kP2pBaseS + group.intra_hop_latency_s;
-    c.bandwidth_bytes_per_s = group.intra_pair_bytes_per_s * kIntraLinkFraction;
+    c.bandwidth_bytes_per_s = group.intra_pair_bytes_per_s * kP2pLinkFraction;
     if (group.nvswitch) {
       c.channels = nvlink_p2p_channels(bytes, communicator);
       c.bandwidth_bytes_per_s = std::min(group.intra_pair_bytes_per_s * kNvlinkP2pLinkFraction,
