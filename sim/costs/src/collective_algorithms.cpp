@@ -21,17 +21,17 @@ namespace orrery::sim::detail {
 namespace {
 
 // --- bandwidth -------------------------------------------------------------------------------
-// Fraction of a device's NVLink/PCIe bandwidth a ring (and an all-to-all's in-island share)
-// sustains at the sizes where the bus bandwidth has levelled off: B200 8-GPU all-gather and
-// all-to-all 672-673 of 900 GB/s (0.747) and A100 8-GPU all-reduce 231 of 300 (0.77), public
-// tables at 1-16 GiB; the lower, rounded. Before it was 0.69, one figure for rings and copies fitted
-// over every size, so every ring on NVLink came out 6-17% slow at 1 GiB and beyond; the H100
-// tables of validation/data, never fitted on, level off at 0.77-0.80 (all-to-all, all-gather).
-constexpr double kRingLinkFraction = 0.75;
-// Fraction of one link a peer-to-peer copy sustains outside an NVSwitch island (mesh, PCIe): the
-// rings' former figure, kept; no table measures it (every send/recv table runs inside an NVSwitch
-// island, priced below).
-constexpr double kP2pLinkFraction = 0.69;
+// Fraction of its NVSwitch link a device's ring (and an all-to-all's in-island share) sustains
+// where the bus bandwidth has levelled off: B200 8-GPU all-gather and all-to-all 672-673 of
+// 900 GB/s (0.747), A100 8-GPU all-reduce 231 of 300 (0.77), public tables at 1-16 GiB; the
+// lower, rounded. It was 0.69, the figure below fitted over every size, which left every ring on
+// NVSwitch 6-17% slow at 1 GiB and beyond; the H100 tables of validation/data, never fitted on,
+// level off at 0.77-0.80 (all-to-all, all-gather).
+constexpr double kNvswitchRingFraction = 0.75;
+// The same on other fabrics (an Infinity Fabric or NVLink mesh, PCIe, host memory), and what one
+// peer-to-peer copy sustains of its link there (fit over every size of the public tables; no
+// public table has such a fabric, so nothing moved it).
+constexpr double kLinkFraction = 0.69;
 // NVLS all-reduce algorithm bandwidth as a fraction of the device's NVLink bandwidth (fit:
 // H100 274 of 450 GB/s, B200 481 of 900 GB/s at 8-16 GiB).
 constexpr double kNvlsLinkFraction = 0.556;
@@ -116,13 +116,17 @@ double protocol_bandwidth(int p, double bus_bytes_per_s, bool ll_all_reduce_rate
   }
 }
 
+double ring_link_fraction(const CollectiveGroup& g) {
+  return g.nvswitch ? kNvswitchRingFraction : kLinkFraction;
+}
+
 double log2_ceil(int64_t n) { return std::ceil(std::log2(static_cast<double>(n))); }
 
 // Bus bandwidth of a ring (and a tree's links): every rank's NVLink share, and where the ring
 // leaves an island, the island's NICs.
 double ring_bus_bandwidth(const CollectiveGroup& g) {
   const double intra =
-      g.ranks_per_island > 1 ? g.intra_rank_bytes_per_s * kRingLinkFraction : kInfinity;
+      g.ranks_per_island > 1 ? g.intra_rank_bytes_per_s * ring_link_fraction(g) : kInfinity;
   const double network = g.islands > 1 ? g.island_nic_bytes_per_s * kNetworkFraction : kInfinity;
   return std::min(intra, network);
 }
@@ -204,7 +208,7 @@ CollectiveCandidate direct_all_to_all(const CollectiveGroup& g, double bytes) {
   const double intra_bytes = static_cast<double>(g.ranks_per_island - 1) / n * bytes;
   const double network_bytes = static_cast<double>(g.ranks - g.ranks_per_island) / n * bytes;
   const double intra_s =
-      intra_bytes > 0 ? intra_bytes / (g.intra_rank_bytes_per_s * kRingLinkFraction) : 0;
+      intra_bytes > 0 ? intra_bytes / (g.intra_rank_bytes_per_s * ring_link_fraction(g)) : 0;
   const double network_s =
       network_bytes > 0 ? network_bytes / (g.rank_nic_bytes_per_s * kP2pNetworkFraction) : 0;
   CollectiveCandidate c;
@@ -300,7 +304,7 @@ CollectiveCandidate p2p_candidate(const CollectiveGroup& group, bool same_island
   c.wire_bytes_per_rank = bytes;
   if (same_island) {
     c.latency_s = kP2pBaseS + group.intra_hop_latency_s;
-    c.bandwidth_bytes_per_s = group.intra_pair_bytes_per_s * kP2pLinkFraction;
+    c.bandwidth_bytes_per_s = group.intra_pair_bytes_per_s * kLinkFraction;
     if (group.nvswitch) {
       c.channels = nvlink_p2p_channels(bytes, communicator);
       c.bandwidth_bytes_per_s = std::min(group.intra_pair_bytes_per_s * kNvlinkP2pLinkFraction,
