@@ -156,22 +156,21 @@ TEST(RunValidation, PipelineLayoutGivesUnevenStages) {
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
   ASSERT_EQ(v.cases.size(), 24u);
-  // The first seven, the parallel block (10), the windowed model (11) and FlashAttention-3 on
-  // H100 (21).
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21})
+  // The first seven, the parallel block (10), the windowed model (11), FlashAttention-3 on H100
+  // (21) and 64 GB200 trays (23).
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21, 23})
     EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
-  EXPECT_EQ(v.simulated, 10);
-  EXPECT_EQ(v.skipped, 14);
+  EXPECT_EQ(v.simulated, 11);
+  EXPECT_EQ(v.skipped, 13);
   // An MXFP8 run on H100 is refused by the plan's rule, naming the field and the reason.
   EXPECT_NE(v.cases[18].skipped.find("job.fp8_recipe: rule mxfp8-needs-mx-formats"),
             std::string::npos)
       << v.cases[18].skipped;
-  // 64 GB200 trays fill no whole number of 18-tray NVLink domains: the case names its GPU count.
-  EXPECT_EQ(v.cases[23].skipped.rfind(in_file("cases[23].hardware.num_gpus: 256 GPUs, 4 per node, "
-                                              "do not size gb200-nvl72: "),
-                                      0),
-            0u)
-      << v.cases[23].skipped;
+  // 64 GB200 trays fill no whole number of 18-tray NVLink domains: they run as 4 domains of 16
+  // (equal parts of racks, the largest up to 18 that divides 64), and the label says so.
+  EXPECT_EQ(v.cases[23].cluster,
+            "gb200-nvl72 x64 (assumed: 4 NVLink domains of 16 nodes, equal parts of 18-node "
+            "domains)");
   EXPECT_EQ(v.cases[15].id, "malformed");
   EXPECT_EQ(v.cases[15].skipped,
             in_file("cases[15].hardware.num_gpus: expected a positive integer, got \"eight\""));

@@ -31,6 +31,26 @@ using detail::CaseReader;
 using detail::contains;
 using detail::lowercase;
 
+// A run on part of a rack-scale NVLink system (64 GB200 trays: no whole number of 18-tray NVL72
+// domains) ran on equal parts of several racks, as Slurm's block topology hands them out
+// (--segment): the largest tray count up to a rack's that divides the run's, each part its own
+// NVLink domain. Returns what the case's cluster label says about it ("" when whole domains fit
+// or the preset has none): an assumption the run does not state, so it is printed, never silent.
+std::string split_into_domains(pb::ClusterSpec& cluster, int64_t nodes) {
+  if (cluster.node_types_size() != 1) return "";
+  pb::IntraNodeSpec& intra = *cluster.mutable_node_types(0)->mutable_intra();
+  if (!intra.has_domain_nodes() || nodes <= 0) return "";
+  const int64_t rack = intra.domain_nodes();
+  if (nodes % rack == 0) return "";
+  int64_t part = std::min(rack, nodes);
+  while (nodes % part != 0) --part;
+  intra.set_domain_nodes(part);
+  const std::string unit = part == 1 ? " node" : " nodes";
+  return " (assumed: " + std::to_string(nodes / part) + " NVLink domains of " +
+         std::to_string(part) + unit + ", equal parts of " + std::to_string(rack) +
+         "-node domains)";
+}
+
 // The cluster preset a run's GPU is built on (docs/validation.md), by the GPU's generation as the
 // text names it; "" when no preset has it. Longer names first: "gb200" also contains "b200".
 std::string cluster_preset_of(const std::string& gpu) {
@@ -209,18 +229,23 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   const int64_t gpus = hw.integer("num_gpus");
   const int64_t per_node = hw.integer("gpus_per_node");
   const int64_t nodes = (gpus + per_node - 1) / per_node;
+  std::string domains;
   try {
-    out.cluster = topologies::load_cluster(preset, nodes);
+    out.cluster = topologies::load_cluster(preset);
+    domains = split_into_domains(out.cluster, nodes);
+    topologies::resize(out.cluster, nodes);
+    topologies::validate_cluster(out.cluster, SourceMap());
   } catch (const base::InputError& e) {
-    // The run's GPU count cannot size the preset (64 GB200 trays are no whole number of 18-tray
-    // NVLink domains): the case is skipped naming its own field, the preset's reason after it.
+    // The run's GPU count cannot size the preset: the case is skipped naming its own field, the
+    // preset's reason after it.
     throw base::InputError(file, 0, hw.path() + ".num_gpus",
                            std::to_string(gpus) + " GPUs, " + std::to_string(per_node) +
                                " per node, do not size " + preset + ": " + e.what());
   }
   set_device_variant(hw.text("gpu"), out.cluster);
   set_stated_bandwidth(hw, out.cluster);
-  out.cluster_label = preset + " x" + std::to_string(topologies::total_nodes(out.cluster));
+  out.cluster_label =
+      preset + " x" + std::to_string(topologies::total_nodes(out.cluster)) + domains;
   out.model = detail::model_of(r, out.model_label);
   const CaseReader par = r.child("parallel");
   const CaseReader batch = r.child("batch");
