@@ -135,7 +135,7 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
                   "fp32 on CPUs)");
   cmd->add_option(
       "--fp8-recipe", a.fp8_recipe,
-      "fp8 scaling: delayed | current | blockwise | mxfp8 (default: Transformer "
+      "fp8 scaling: delayed | current | blockwise | mxfp8 | rowwise (default: Transformer "
       "Engine's for the devices, mxfp8 on Blackwell, else delayed; stated in the output)");
   cmd->add_flag("--fp8-attention", a.fp8_attention,
                 "fp8: the attention core in fp8 too (default off; a plan's true stays on)");

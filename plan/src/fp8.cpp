@@ -31,7 +31,9 @@ double scale_bytes_per_element(pb::Fp8Recipe recipe) {
     case pb::FP8_RECIPE_MXFP8:
       return 1.0 / 32;  // an E8M0 scale per 32 elements
     default:
-      return 0;  // one fp32 scale per tensor
+      // One fp32 scale per tensor; rowwise: one per row of thousands of elements (hidden size or
+      // tokens), under 0.1% of the bytes.
+      return 0;
   }
 }
 
@@ -73,6 +75,8 @@ const char* fp8_recipe_name(pb::Fp8Recipe recipe) {
       return "blockwise";
     case pb::FP8_RECIPE_MXFP8:
       return "mxfp8";
+    case pb::FP8_RECIPE_ROWWISE:
+      return "rowwise";
     default:
       return "unspecified";
   }
@@ -83,6 +87,11 @@ Fp8QuantizeBytes fp8_quantize_bytes(pb::Fp8Recipe recipe) {
   constexpr double kBf16 = 2, kFp8Copies = 2;
   Fp8QuantizeBytes q{kBf16, kFp8Copies * (1 + scale_bytes_per_element(recipe))};
   if (recipe == pb::FP8_RECIPE_CURRENT) q.read += kBf16;  // the amax pass before the cast
+  // Row-wise scales do not survive a transpose, so each copy is its own quantization: the one
+  // along rows computes each row's amax in the pass that casts it (one read); the one along
+  // columns needs every column's amax before it casts (two reads). From the recipe's data flow,
+  // not measured.
+  if (recipe == pb::FP8_RECIPE_ROWWISE) q.read = 3 * kBf16;
   return q;
 }
 
@@ -115,7 +124,7 @@ double fp8_scale_state_bytes(const Precisions& precision, double gemms) {
       return gemms * kTensorsPerGemm * (kFp8AmaxHistoryLength + 2) * kFp32;
     case pb::FP8_RECIPE_CURRENT:  // scale and its inverse
       return gemms * kTensorsPerGemm * 2 * kFp32;
-    default:  // block scales travel with the data (fp8_quantize_bytes)
+    default:  // block and row scales travel with the data (fp8_quantize_bytes)
       return 0;
   }
 }
@@ -214,7 +223,7 @@ void resolve_fp8(ResolvedPlan& r, const SourceMap& where) {
     if (job.fp8_recipe() == pb::FP8_RECIPE_MXFP8 && !d.mx_formats()) {
       broken(where, "job.fp8_recipe", "mxfp8-needs-mx-formats",
              "mxfp8 needs tensor cores with MX formats (Blackwell); device " + d.name() +
-                 " has none (mx_formats): use delayed, current or blockwise");
+                 " has none (mx_formats): use delayed, current, rowwise or blockwise");
     }
   }
   const auto sharding = r.plan.sharding();

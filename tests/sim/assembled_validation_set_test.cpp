@@ -164,18 +164,57 @@ TEST(AssembledValidationSet, EveryRunThatTrainedIsPredictedToFit) {
 
 // Megatron's --expert-tensor-parallel-size 1 is read as MoE parallel folding: the Qwen3 MoE runs'
 // experts fold over tp x dp (EP 32 of tp 2 x dp 16 would not divide dp alone).
+// The Megatron-MoE-ModelZoo Qwen3 runs fold their experts (etp 1). The tp2/ep32 one recomputes
+// Megatron-core modules (norm, act) that no plan field expresses: skipped naming `recompute`;
+// with the attention core's recomputation in their place it reads and simulates like the others.
 TEST(AssembledValidationSet, ExpertTensorParallelFoldsTheExperts) {
-  int folded = 0;
+  json file = read_json(kData / "runs.json");
+  json moe = json::array();
+  for (const auto& c : file["cases"]) {
+    if (c["id"].get<std::string>().rfind("MOEZOO-", 0) == 0) moe.push_back(c);
+  }
+  ASSERT_EQ(moe.size(), 3U);
+  int modules = 0;
   for (const auto& run : validation::published_runs(kData / "runs.json")) {
-    if (run.id.rfind("MOEZOO-", 0) != 0) continue;
-    ++folded;
+    if (run.id.rfind("MOEZOO-", 0) != 0 || run.skipped.empty()) continue;
+    ++modules;
+    EXPECT_NE(run.skipped.find(".recompute: got 'selective (--recompute-modules: norm, act)'"),
+              std::string::npos)
+        << run.id << ": " << run.skipped;
+  }
+  EXPECT_EQ(modules, 1);
+  for (auto& c : moe) {
+    if (c["recompute"] == "selective (--recompute-modules: norm, act)")
+      c["recompute"] = "selective (--recompute-modules: core_attn)";
+  }
+  file["cases"] = moe;
+  const fs::path path = fs::temp_directory_path() / "orrery-moezoo-runs.json";
+  std::ofstream(path) << file.dump();
+  const auto runs = validation::published_runs(path);
+  fs::remove(path);
+  for (const auto& run : runs) {
     EXPECT_EQ(run.skipped, "") << run.id;
     EXPECT_TRUE(run.plan.parallel().has_etp()) << run.id;
     EXPECT_EQ(run.plan.parallel().etp(), 1) << run.id;
     const validation::RunCase r = validation::simulate_run(run, EngineKind::kAnalytic, nullptr);
     EXPECT_EQ(r.skipped, "") << run.id;
   }
-  EXPECT_EQ(folded, 3);
+}
+
+// torchao's float8 rowwise runs are read as the rowwise recipe (they were read as no recipe, and
+// got Transformer Engine's delayed scaling, the cheapest), the tensorwise ones as current scaling.
+TEST(AssembledValidationSet, Float8RunsKeepTheirScaling) {
+  int rowwise = 0, tensorwise = 0;
+  for (const auto& run : validation::published_runs(kData / "runs.json")) {
+    if (run.id.rfind("TT25-ATP-", 0) != 0 || run.id.find("-fp8-") == std::string::npos) continue;
+    EXPECT_EQ(run.skipped, "") << run.id;
+    const bool row = run.id.find("-rowwise-") != std::string::npos;
+    rowwise += row, tensorwise += !row;
+    EXPECT_EQ(run.plan.job().fp8_recipe(), row ? pb::FP8_RECIPE_ROWWISE : pb::FP8_RECIPE_CURRENT)
+        << run.id;
+  }
+  EXPECT_EQ(rowwise, 4);
+  EXPECT_EQ(tensorwise, 4);
 }
 
 // The A800 (an A100 with 8 NVLink links instead of 12) has a preset of its own, not the A100's.

@@ -131,6 +131,17 @@ TEST(Fp8, OpTablesCarryTheRecipesCasts) {
   current.recipe = pb::FP8_RECIPE_CURRENT;
   const auto c = plan::detail::make_op_tables(resolve(current));
   EXPECT_DOUBLE_EQ(op_named(c.dense_layer, "attn.qkv.fp8_cast").forward_bytes_read, 4096 * 4);
+  // Rowwise: each orientation quantized on its own, rows in one pass (read once), columns after
+  // their amax pass (read twice); the per-row scales are not counted.
+  Fp8Job rows;
+  rows.recipe = pb::FP8_RECIPE_ROWWISE;
+  const auto r = plan::detail::make_op_tables(resolve(rows));
+  EXPECT_DOUBLE_EQ(op_named(r.dense_layer, "attn.qkv.fp8_cast").forward_bytes_read, 4096 * 6);
+  EXPECT_DOUBLE_EQ(op_named(r.dense_layer, "attn.qkv.fp8_cast").forward_bytes_written, 4096 * 2);
+  EXPECT_DOUBLE_EQ(
+      plan::detail::op_work(op_named(r.dense_layer, "attn.qkv.fp8_grad_cast"), pb::PHASE_BACKWARD)
+          .bytes_read,
+      8192 * 6);
   // Blockwise on H100: an fp32 scale per 128 elements in each direction: 2 x (1 + 4/128).
   Fp8Job block;
   block.recipe = pb::FP8_RECIPE_BLOCKWISE;
@@ -244,8 +255,8 @@ TEST(Fp8, Mxfp8IsRefusedOnHopper) {
 // The two engines agree on an fp8 plan without contention (one DGX H100, data parallel), for
 // every recipe the H100 takes.
 TEST(Fp8, EnginesAgree) {
-  for (const auto recipe :
-       {pb::FP8_RECIPE_DELAYED, pb::FP8_RECIPE_CURRENT, pb::FP8_RECIPE_BLOCKWISE}) {
+  for (const auto recipe : {pb::FP8_RECIPE_DELAYED, pb::FP8_RECIPE_CURRENT,
+                            pb::FP8_RECIPE_BLOCKWISE, pb::FP8_RECIPE_ROWWISE}) {
     Fp8Job j;
     j.model = "llama3-8b";
     j.seq = 2048;
@@ -304,11 +315,14 @@ TEST(Fp8, WorkedExample) {
   const double delayed = step(pb::PRECISION_FP8, pb::FP8_RECIPE_DELAYED, false);
   const double current = step(pb::PRECISION_FP8, pb::FP8_RECIPE_CURRENT, false);
   const double blockwise = step(pb::PRECISION_FP8, pb::FP8_RECIPE_BLOCKWISE, false);
+  const double rowwise = step(pb::PRECISION_FP8, pb::FP8_RECIPE_ROWWISE, false);
   const double attention = step(pb::PRECISION_FP8, pb::FP8_RECIPE_DELAYED, true);
   EXPECT_LT(delayed, bf16);
   EXPECT_GT(delayed, 1.92);       // slower than the peak swap predicted
   EXPECT_GT(current, delayed);    // the amax pass
   EXPECT_GT(blockwise, delayed);  // the block scales
+  EXPECT_GT(rowwise, current);    // each orientation quantized on its own
+  EXPECT_LT(rowwise, bf16);
   EXPECT_LT(attention, delayed);
 }
 

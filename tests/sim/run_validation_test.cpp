@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "orrery/validation/run_validation.hpp"
 #include "test_paths.hpp"
@@ -38,7 +41,7 @@ TEST(RunValidation, PrecisionIsReadAsWritten) {
   EXPECT_EQ(runs.at("bf16-dense").plan.job().fp8_recipe(), pb::FP8_RECIPE_UNSPECIFIED);
   EXPECT_EQ(runs.at("fp8-unknown-recipe").skipped,
             in_file("cases[17].fp8_recipe: got 'nvfp4', expected one of delayed, current, "
-                    "tensorwise, blockwise, mxfp8"));
+                    "tensorwise, blockwise, mxfp8, rowwise"));
   EXPECT_EQ(
       runs.at("unknown-precision").skipped,
       in_file("cases[7].precision: got 'int4 QAT', which names none of fp8, mxfp8, e4m3, bf16, "
@@ -138,6 +141,61 @@ TEST(RunValidation, AttentionKernelFromItsFieldOrTheFrameworksDate) {
   EXPECT_EQ(runs.at("undated-framework").skipped,
             in_file("cases[13].attention_kernel: missing, and framework 'DeepSpeed 0.9' has "
                     "no year, NeMo version or name that dates its kernel"));
+}
+
+// `recompute` by its first word and the policy its words name; what no plan field expresses is
+// refused naming the field, and "not stated" is read as none and said in the plan column.
+TEST(RunValidation, RecomputeIsReadByItsPolicy) {
+  const std::vector<std::string> texts = {"none (the recompute column is empty)",
+                                          "not stated in README (recipe defaults)",
+                                          "full (block, 80 of 80 layers)",
+                                          "full (block, 40 of 80 layers)",
+                                          "selective (attention core) + sequence parallelism",
+                                          "selective (per op)",
+                                          "selective (op) (llama3_8b.toml default)",
+                                          "selective (layer)",
+                                          "selective (--recompute-modules: norm, act)",
+                                          "selective (--recompute-modules: core_attn)",
+                                          "offloaded"};
+  nlohmann::json file = nlohmann::json::parse(std::ifstream(kReaders));
+  const nlohmann::json base = file["cases"][0];
+  file["cases"] = nlohmann::json::array();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    nlohmann::json c = base;
+    c["id"] = "r" + std::to_string(i);
+    c["recompute"] = texts[i];
+    file["cases"].push_back(c);
+  }
+  const fs::path path = fs::temp_directory_path() / "orrery-recompute-runs.json";
+  std::ofstream(path) << file.dump();
+  const auto runs = validation::published_runs(path);
+  fs::remove(path);
+  ASSERT_EQ(runs.size(), texts.size());
+  const auto reads = [&](size_t i, pb::Recompute want) {
+    EXPECT_EQ(runs[i].skipped, "") << texts[i];
+    EXPECT_EQ(runs[i].plan.recompute(), want) << texts[i];
+  };
+  const auto refuses = [&](size_t i, const std::string& why) {
+    EXPECT_NE(runs[i].skipped.find("cases[" + std::to_string(i) + "].recompute: got '" + texts[i] +
+                                   "'" + why),
+              std::string::npos)
+        << runs[i].skipped;
+  };
+  reads(0, pb::RECOMPUTE_NONE);
+  EXPECT_EQ(runs[0].assumed, "");
+  reads(1, pb::RECOMPUTE_NONE);
+  EXPECT_EQ(runs[1].assumed, " (assumed: no recomputation; `recompute` not stated)");
+  reads(2, pb::RECOMPUTE_FULL);
+  refuses(3, ": full recomputation of 40 of 80 layers; a partial layer count is not modelled");
+  reads(4, pb::RECOMPUTE_SELECTIVE);
+  reads(5, pb::RECOMPUTE_SELECTIVE_OP);
+  reads(6, pb::RECOMPUTE_SELECTIVE_OP);
+  refuses(7, ": torchtitan's layer-level selective checkpointing");
+  refuses(8, ": Megatron-core's --recompute-modules without core_attn");
+  reads(9, pb::RECOMPUTE_SELECTIVE);
+  refuses(10,
+          ", which begins with none of none, no, off, false, disabled, not stated, full, "
+          "selective");
 }
 
 TEST(RunValidation, PipelineLayoutGivesUnevenStages) {

@@ -163,7 +163,8 @@ pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
                                   {"current", pb::FP8_RECIPE_CURRENT},
                                   {"tensorwise", pb::FP8_RECIPE_CURRENT},
                                   {"blockwise", pb::FP8_RECIPE_BLOCKWISE},
-                                  {"mxfp8", pb::FP8_RECIPE_MXFP8}});
+                                  {"mxfp8", pb::FP8_RECIPE_MXFP8},
+                                  {"rowwise", pb::FP8_RECIPE_ROWWISE}});
   }
   // Else as the precision text names it (Megatron's --fp8-recipe spellings and the usual prose).
   const std::string words = words_of(run.text("precision"));
@@ -172,7 +173,60 @@ pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
   // An amax history is delayed scaling (Transformer Engine's DelayedScaling keeps one).
   if (names_any(words, {"delayed", "amax"})) return pb::FP8_RECIPE_DELAYED;
   if (names_any(words, {"current", "tensorwise"})) return pb::FP8_RECIPE_CURRENT;
+  if (names_any(words, {"rowwise"})) return pb::FP8_RECIPE_ROWWISE;  // torchao's float8 rowwise
   return pb::FP8_RECIPE_UNSPECIFIED;
+}
+
+pb::Recompute recompute_of(const CaseReader& run, std::string& assumed) {
+  const std::string text = run.text("recompute");
+  const std::string words = words_of(text);
+  const auto leads = [&](const char* word) {
+    return words.rfind(" " + std::string(word) + " ", 0) == 0;
+  };
+  if (leads("none") || leads("no") || leads("off") || leads("false") || leads("disabled"))
+    return pb::RECOMPUTE_NONE;
+  if (words.rfind(" not stated ", 0) == 0) {
+    // Published recipes that leave it out ran their framework's default, which for the recipes
+    // in the files so far (NeMo's) is none; the reader says so rather than decide silently.
+    assumed = " (assumed: no recomputation; `recompute` not stated)";
+    return pb::RECOMPUTE_NONE;
+  }
+  if (leads("full")) {
+    // "full (block, 40 of 80 layers)": Megatron's --recompute-num-layers below the stage's count.
+    const auto of = words.find(" of ");
+    if (of != std::string::npos) {
+      const auto before = words.rfind(' ', of - 1), after = words.find(' ', of + 4);
+      const std::string n = words.substr(before + 1, of - before - 1);
+      const std::string m = words.substr(of + 4, after - of - 4);
+      if (!n.empty() && !m.empty() && std::all_of(n.begin(), n.end(), ::isdigit) &&
+          std::all_of(m.begin(), m.end(), ::isdigit) && n != m) {
+        run.fail("recompute", "got '" + text + "': full recomputation of " + n + " of " + m +
+                                  " layers; a partial layer count is not modelled (full "
+                                  "recomputes every layer)");
+      }
+    }
+    return pb::RECOMPUTE_FULL;
+  }
+  if (leads("selective")) {
+    if (names_any(words, {"op", "ops"})) return pb::RECOMPUTE_SELECTIVE_OP;
+    if (names_any(words, {"layer"})) {
+      run.fail("recompute",
+               "got '" + text +
+                   "': torchtitan's layer-level selective "
+                   "checkpointing (every k-th layer recomputed whole) is not modelled; "
+                   "selective_op and Megatron's selective are");
+    }
+    if (names_any(words, {"recompute modules"}) && !names_any(words, {"core attn"})) {
+      run.fail("recompute", "got '" + text +
+                                "': Megatron-core's --recompute-modules without "
+                                "core_attn (norms, activations, MLPs re-run) are not modelled; "
+                                "selective is the attention core's recomputation");
+    }
+    return pb::RECOMPUTE_SELECTIVE;
+  }
+  run.fail("recompute", "got '" + text +
+                            "', which begins with none of none, no, off, false, "
+                            "disabled, not stated, full, selective");
 }
 
 int64_t seq_len_of(const CaseReader& run) {

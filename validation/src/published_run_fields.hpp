@@ -52,10 +52,19 @@ bool contains(const std::string& text, const char* word);
 pb::Precision precision_of(const CaseReader& run);
 
 // The fp8 recipe of an fp8 run: `fp8_recipe` when given (delayed, current or tensorwise,
-// blockwise, mxfp8; anything else fails naming the field), else the recipe the precision text
-// names (mxfp8; blockwise, block or deepseek; delayed; current or tensorwise), else UNSPECIFIED
+// blockwise, mxfp8, rowwise; anything else fails naming the field), else the recipe the precision
+// text names (mxfp8; blockwise, block or deepseek; delayed; current or tensorwise; rowwise), else
+// UNSPECIFIED
 // (the plan then takes Transformer Engine's default, and says so).
 pb::Fp8Recipe fp8_recipe_of(const CaseReader& run);
+
+// `recompute`, by its leading word: none (also no, off, false, disabled), full (whole layers;
+// "N of M layers" with N < M is refused: a partial count is not modelled), selective (with "op"
+// or "per op" among its words: torchtitan's op-level policy; with "layer": torchtitan's
+// layer-level policy, refused, not modelled; with Megatron-core's --recompute-modules other than
+// core_attn: refused, not modelled; else Megatron's attention-core recomputation). "not stated"
+// is read as none and said in `assumed`. Anything else fails naming the field.
+pb::Recompute recompute_of(const CaseReader& run, std::string& assumed);
 
 // The sequence length: `model.seq_len`, else `batch.seq_len`.
 int64_t seq_len_of(const CaseReader& run);

@@ -145,14 +145,6 @@ pb::Sharding sharding_of(const std::string& text) {
   return pb::SHARDING_NONE;
 }
 
-pb::Recompute recompute_of(const std::string& text) {
-  // torchtitan's op-level policy ("selective (op)") keeps other tensors than Megatron's.
-  if (contains(text, "selective (op)")) return pb::RECOMPUTE_SELECTIVE_OP;
-  if (contains(text, "selective")) return pb::RECOMPUTE_SELECTIVE;
-  if (text.rfind("full", 0) == 0 || contains(text, "full (")) return pb::RECOMPUTE_FULL;
-  return pb::RECOMPUTE_NONE;
-}
-
 std::string summary(const pb::Plan& p) {
   std::ostringstream o;
   const auto& q = p.parallel();
@@ -276,7 +268,7 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   if (par.at("sequence_parallel").is_boolean())
     q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
   plan.set_sharding(sharding_of(par.text("zero_fsdp")));
-  plan.set_recompute(recompute_of(r.text("recompute")));
+  plan.set_recompute(detail::recompute_of(r, out.assumed));
   plan.set_micro_batch_size(batch.integer("micro_batch"));
   // Without a profile's word, a run overlaps the data-parallel reduction with the backward
   // (PyTorch DDP buckets, Megatron/NeMo's overlap flags).
@@ -317,7 +309,7 @@ RunCase simulate_run(const PublishedRun& run, sim::EngineKind engine,
   }
   out.model = run.model_label;
   out.cluster = run.cluster_label;
-  out.plan = summary(run.plan);
+  out.plan = summary(run.plan) + run.assumed;
   out.profile = run.profile_fields;
   try {
     const plan::ResolvedPlan resolved = plan::resolve_plan(run.plan, run.model, run.cluster);

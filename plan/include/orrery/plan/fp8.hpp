@@ -36,7 +36,7 @@ inline constexpr const char* kFp8Dtype = "fp8";
 // Amax history entries per fp8 tensor under delayed scaling (TE DelayedScaling's default).
 inline constexpr double kFp8AmaxHistoryLength = 1024;
 
-// "delayed", "current", "blockwise", "mxfp8" (as plan files spell them).
+// "delayed", "current", "blockwise", "mxfp8", "rowwise" (as plan files spell them).
 const char* fp8_recipe_name(pb::Fp8Recipe recipe);
 
 // Bytes read and written per element quantized by `recipe` from bf16 (see the table above).

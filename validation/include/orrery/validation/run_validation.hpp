@@ -75,6 +75,9 @@ struct PublishedRun {
   // "NAME@VERSION" of the profile `framework` names ("" when none) and what it filled.
   std::string profile;
   plan::AppliedProfile profile_fields;
+  // What the reader assumed where the case is silent, as the plan column shows it after the
+  // plan's summary (" (assumed: no recomputation; `recompute` not stated)"); "" when nothing.
+  std::string assumed;
   std::string skipped;
 };
 
