@@ -42,15 +42,17 @@ std::string lower(std::string s) {
 // (a source reserved for blind testing among them) fails the check until it is reviewed and
 // listed there.
 const std::vector<std::string> kListedSources = {
-    "https://github.com/pytorch/torchtitan/",              // runs
-    "https://github.com/pytorch/ao/",                      // runs (torchtitan on B200)
-    "https://github.com/flagopen/flagperf/",               // runs
-    "https://github.com/yanring/megatron-moe-modelzoo/",   // runs (Qwen3 MoE on H100)
-    "https://github.com/hisohara/ai-scripts/",             // runs, tables (AMD)
-    "https://github.com/cci-moc/roce-testing/",            // tables (H100, RoCE)
-    "https://github.com/xxrjun/nccl-tests-cluster/",       // tables (H100)
-    "https://github.com/keitaw/p5-nccl-test-2024-07-19/",  // tables (H100, AWS p5 EFA)
-    "https://github.com/li-plus/playground/",              // tables (A100 NVLink)
+    "https://github.com/pytorch/torchtitan/",               // runs
+    "https://github.com/pytorch/ao/",                       // runs (torchtitan on B200)
+    "https://github.com/flagopen/flagperf/",                // runs
+    "https://github.com/yanring/megatron-moe-modelzoo/",    // runs (Qwen3 MoE on H100)
+    "https://github.com/hisohara/ai-scripts/",              // runs, tables (AMD)
+    "https://github.com/cci-moc/roce-testing/",             // tables (H100, RoCE)
+    "https://github.com/xxrjun/nccl-tests-cluster/",        // tables (H100)
+    "https://github.com/keitaw/p5-nccl-test-2024-07-19/",   // tables (H100, AWS p5 EFA)
+    "https://github.com/li-plus/playground/",               // tables (A100 NVLink)
+    "https://github.com/eyao600/rapid-llm/",                // runs (nanotron's sweep CSV, a copy)
+    "https://github.com/foundation-model-stack/fms-fsdp/",  // runs (PyTorch FSDP1, HSDP)
 };
 
 bool listed(const std::string& url) {
@@ -250,6 +252,42 @@ TEST(AssembledValidationSet, AStatedMemoryBandwidthIsTheDevicesBandwidth) {
     EXPECT_DOUBLE_EQ(bandwidth, 2.4e12) << run.id;
   }
   EXPECT_EQ(stated, 24);
+}
+
+// nanotron's sweep states its optimizer sharding as a ZeRO stage: stage 1 is read as the sharded
+// optimizer, stage 0 as plain data parallelism; REDUCE_SCATTER tensor parallelism as sequence
+// parallelism. A misread stage would move the predicted memory and the gradient traffic silently.
+TEST(AssembledValidationSet, NanotronRunsKeepTheirZeroStage) {
+  int zero0 = 0, zero1 = 0;
+  for (const auto& run : validation::published_runs(kData / "runs.json")) {
+    if (run.id.rfind("NANOTRON-", 0) != 0) continue;
+    EXPECT_EQ(run.skipped, "") << run.id;
+    EXPECT_TRUE(run.plan.parallel().sequence_parallel()) << run.id;
+    if (run.id.find("-zero1") != std::string::npos) {
+      EXPECT_EQ(run.plan.sharding(), pb::SHARDING_ZERO1) << run.id;
+      ++zero1;
+    } else {
+      EXPECT_EQ(run.plan.sharding(), pb::SHARDING_NONE) << run.id;
+      ++zero0;
+    }
+  }
+  EXPECT_EQ(zero0, 7);
+  EXPECT_EQ(zero1, 3);
+}
+
+// fms-fsdp's 7B runs use FSDP1's HYBRID_SHARD with no process group: sharded inside each node of
+// 8, replicated across nodes. Read as full FSDP they would all-gather over every node.
+TEST(AssembledValidationSet, FmsFsdpRunsShardInsideANode) {
+  int hsdp = 0;
+  for (const auto& run : validation::published_runs(kData / "runs.json")) {
+    if (run.id.rfind("FMSFSDP-", 0) != 0) continue;
+    ++hsdp;
+    EXPECT_EQ(run.skipped, "") << run.id;
+    EXPECT_EQ(run.plan.sharding(), pb::SHARDING_HSDP) << run.id;
+    EXPECT_EQ(run.plan.shard_group_size(), 8) << run.id;
+    EXPECT_EQ(validation::simulate_run(run, EngineKind::kAnalytic, nullptr).skipped, "") << run.id;
+  }
+  EXPECT_EQ(hsdp, 2);
 }
 
 TEST(AssembledValidationSet, EveryTableIsComparedOrSkippedWithFieldAndReason) {

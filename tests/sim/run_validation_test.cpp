@@ -211,15 +211,37 @@ TEST(RunValidation, PipelineLayoutGivesUnevenStages) {
           "pp x vp = 4 stages"));
 }
 
+// HSDP (FSDP's HYBRID_SHARD) is read with the shard group the case states; without one the case
+// is skipped (no default group), and a shard group beside another sharding is refused, not
+// ignored.
+TEST(RunValidation, HsdpNeedsItsShardGroup) {
+  auto runs = runs_by_id();
+  const auto& hsdp = runs.at("hsdp-shard-group");
+  ASSERT_EQ(hsdp.skipped, "");
+  EXPECT_EQ(hsdp.plan.sharding(), pb::SHARDING_HSDP);
+  EXPECT_EQ(hsdp.plan.shard_group_size(), 8);
+  const validation::RunCase r = validation::simulate_run(hsdp, EngineKind::kAnalytic, nullptr);
+  EXPECT_EQ(r.skipped, "");
+  EXPECT_GT(r.predicted_s, 0);
+  EXPECT_EQ(runs.at("hsdp-without-group").skipped,
+            in_file("cases[25].parallel.shard_group: missing: zero_fsdp 'HSDP' names HSDP, which "
+                    "shards each parameter over a group of ranks; give the group's size"));
+  EXPECT_EQ(runs.at("shard-group-without-hsdp").skipped,
+            in_file("cases[26].parallel.shard_group: given, but zero_fsdp 'FSDP' names no HSDP "
+                    "(hsdp, hybrid shard)"));
+  // A case that names no sharding stays unsharded.
+  EXPECT_EQ(runs.at("bf16-dense").plan.sharding(), pb::SHARDING_NONE);
+}
+
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
-  ASSERT_EQ(v.cases.size(), 24u);
+  ASSERT_EQ(v.cases.size(), 27u);
   // The first seven, the parallel block (10), the windowed model (11), FlashAttention-3 on H100
-  // (21) and 64 GB200 trays (23).
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21, 23})
+  // (21), 64 GB200 trays (23) and HSDP with its shard group (24).
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21, 23, 24})
     EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
-  EXPECT_EQ(v.simulated, 11);
-  EXPECT_EQ(v.skipped, 13);
+  EXPECT_EQ(v.simulated, 12);
+  EXPECT_EQ(v.skipped, 15);
   // An MXFP8 run on H100 is refused by the plan's rule, naming the field and the reason.
   EXPECT_NE(v.cases[18].skipped.find("job.fp8_recipe: rule mxfp8-needs-mx-formats"),
             std::string::npos)

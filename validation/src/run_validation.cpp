@@ -136,6 +136,9 @@ void set_stated_bandwidth(const CaseReader& hw, pb::ClusterSpec& cluster) {
 }
 
 pb::Sharding sharding_of(const std::string& text) {
+  // HSDP first: "hybrid shard" is FSDP inside a group, and its text often names FSDP too.
+  if (contains(text, "hsdp") || contains(text, "hybrid shard") || contains(text, "hybrid_shard"))
+    return pb::SHARDING_HSDP;
   if (contains(text, "distributed optimizer") || contains(text, "zero-1") ||
       contains(text, "zero1"))
     return pb::SHARDING_ZERO1;
@@ -268,6 +271,19 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   if (par.at("sequence_parallel").is_boolean())
     q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
   plan.set_sharding(sharding_of(par.text("zero_fsdp")));
+  // HSDP's shard group sets what is gathered inside a group and reduced across groups: a case
+  // states it, or is skipped; never a default group (docs/formats.md#published-runs).
+  if (plan.sharding() == pb::SHARDING_HSDP) {
+    if (!par.has("shard_group")) {
+      par.fail("shard_group", "missing: zero_fsdp '" + par.text("zero_fsdp") +
+                                  "' names HSDP, which shards each parameter over a group of "
+                                  "ranks; give the group's size");
+    }
+    plan.set_shard_group_size(par.integer("shard_group"));
+  } else if (par.has("shard_group")) {
+    par.fail("shard_group", "given, but zero_fsdp '" + par.text("zero_fsdp") +
+                                "' names no HSDP (hsdp, hybrid shard)");
+  }
   plan.set_recompute(detail::recompute_of(r, out.assumed));
   plan.set_micro_batch_size(batch.integer("micro_batch"));
   // Without a profile's word, a run overlaps the data-parallel reduction with the backward
