@@ -17,11 +17,15 @@ namespace {
 // GPU families whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
 // generation NVSwitch and later, i.e. Hopper and Blackwell HGX/DGX boards and NVL72 racks (NCCL
 // enables its NVLS algorithm on these when the NVSwitch supports multicast).
-// RCCL enables MSCCL on the topology model of an 8-GPU node whose GPUs are all linked to each
-// other by 7 xGMI links (ROCm/rccl src/graph/rome_models.cc: the 8-GPU, 7-link, fully connected
-// model's options carry mscclEnabled=1), and its all-pairs all-reduce files are written for
-// exactly 8 ranks (tools/msccl-algorithms/allreduce-allpairs-8n-*.xml: ngpus="8"; RCCL matches
-// a file only when the communicator has that many ranks, src/misc/msccl/msccl_lifecycle.cc).
+// RCCL enables MSCCL through the topology model it matches (ROCm/rccl src/graph/rome_models.cc):
+// of its 8-GPU, 7-xGMI-link, fully connected models only the one without NICs carries
+// mscclEnabled=1, and a communicator that stays on one node whose GPUs are all xGMI-linked has
+// its NICs trimmed before the match (src/graph/paths.cc, ncclTopoTrimSystem), so a single-node
+// communicator of a full MI300X-class mesh gets it, one spanning nodes does not. Its all-pairs
+// all-reduce files are written for exactly 8 ranks (tools/msccl-algorithms/
+// allreduce-allpairs-8n-*.xml: ngpus="8"), and a file is used only by a communicator of that
+// many ranks (src/misc/msccl/msccl_lifecycle.cc). RCCL's docs: "On MI300X, MSCCL is enabled by
+// default" (docs/install/installation.rst).
 constexpr int64_t kMscclAllPairsRanks = 8;
 
 constexpr std::array<std::string_view, 8> kNvlsDeviceFamilies = {"H100", "H200", "H800",  "H20",
