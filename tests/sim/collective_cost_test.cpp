@@ -161,6 +161,55 @@ TEST(CollectiveCost, NvlinkP2pChannelsFollowNcclSplitting) {
               1e-12);
 }
 
+// RCCL's MSCCL all-pairs all-reduce on one MI300X node (topologies/presets/clusters/mi300x.yaml:
+// a full mesh, 7 links x 64 GB/s per GPU, 0.6 us per hop). Two steps, each at the protocol's
+// per-step latency; every rank's 2 x 7/8 of the buffer over all 7 links (448 GB/s):
+//   LL: 4.6 launch + 6.6 base + 2 x 0.93 us = 13.06 us; bus bandwidth min(131.3, 0.69 x 448 / 4
+//       = 77.28) GB/s, algorithm bandwidth 77.28 / 1.75 = 44.16 GB/s;
+//   Simple: 4.6 + 8.4 + 2 x 3.4 us = 19.8 us; 0.50 x 448 / 1.75 = 128 GB/s.
+TEST(CollectiveCost, MscclAllPairsOnOneMi300xNode) {
+  Cluster mi300x("mi300x", 1);
+  const auto devices = first_devices(8);
+  const auto all_reduce = [&](double bytes, const CollectivePin& pin = {}) {
+    return mi300x.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, bytes, pin);
+  };
+  // 4 KiB, in the LL file's window (0-64 KiB): 13.06 us + 4096 B / 44.16 GB/s = 13.1528 us.
+  const CollectiveCost small = all_reduce(4096);
+  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::kAllPairs);
+  EXPECT_EQ(small.protocol, CollectiveProtocol::kLL);
+  EXPECT_NEAR(small.seconds, 13.06e-6 + 4096 / 44.16e9, 1e-15);
+  // 4 MiB, in the Simple file's window (512 KiB - 16 MiB): 19.8 us + 32.768 us = 52.568 us.
+  const CollectiveCost mid = all_reduce(4.0 * 1024 * 1024);
+  EXPECT_EQ(mid.algorithm, CollectiveAlgorithm::kAllPairs);
+  EXPECT_EQ(mid.protocol, CollectiveProtocol::kSimple);
+  EXPECT_NEAR(mid.seconds, 52.568e-6, 1e-12);
+  EXPECT_EQ(mid.channels, 8);
+  // 512 B is 128 floats, not a multiple of the LL file's 256 chunks: RCCL's ring, LL:
+  // 4.6 + 6.6 + 14 x 0.93 = 24.22 us + 512 B / 44.16 GB/s.
+  const CollectiveCost tiny = all_reduce(512);
+  EXPECT_EQ(tiny.algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_NEAR(tiny.seconds, 24.22e-6 + 512 / 44.16e9, 1e-12);
+  // 32 MiB is past every file's window: the ring.
+  EXPECT_EQ(all_reduce(32.0 * 1024 * 1024).algorithm, CollectiveAlgorithm::kRing);
+  // Pinned, the all-pairs schedule is costed outside its window too (19.8 us + 32 MiB / 128 GB/s).
+  const CollectivePin all_pairs{CollectiveAlgorithm::kAllPairs, CollectiveProtocol::kSimple};
+  EXPECT_NEAR(all_reduce(32.0 * 1024 * 1024, all_pairs).seconds,
+              19.8e-6 + 32.0 * 1024 * 1024 / 128e9, 1e-12);
+  // Only all-reduce, only the node's 8 GPUs together, only on AMD's mesh.
+  EXPECT_EQ(mi300x.model.estimate(pb::COLLECTIVE_KIND_ALL_GATHER, devices, 4096).algorithm,
+            CollectiveAlgorithm::kRing);
+  EXPECT_EQ(mi300x.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, first_devices(4), 4096).algorithm,
+            CollectiveAlgorithm::kRing);
+  Cluster two_nodes("mi300x", 2);
+  EXPECT_NE(
+      two_nodes.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, first_devices(16), 4096).algorithm,
+      CollectiveAlgorithm::kAllPairs);
+  Cluster h100("dgx-h100", 1);
+  EXPECT_NE(h100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, 4096).algorithm,
+            CollectiveAlgorithm::kAllPairs);
+  EXPECT_ANY_THROW(h100.model.estimate(pb::COLLECTIVE_KIND_ALL_REDUCE, devices, 4096, all_pairs));
+}
+
 TEST(CollectiveCost, MonotonicInBytes) {
   for (const auto& [preset, nodes] :
        {std::pair{"dgx-a100", 1}, std::pair{"dgx-a100", 4}, std::pair{"dgx-h100", 1},

@@ -99,6 +99,44 @@ constexpr double kLlMultiNodeIntraSlowdown = 1.8;
 constexpr double kP2pBaseS = 4.9e-6;
 constexpr double kP2pNetworkHops = 4.5 / 2.7;
 
+// --- RCCL's MSCCL all-pairs all-reduce (8 AMD GPUs on one full mesh) -------------------------
+// RCCL hands every all-reduce to MSCCL first and runs the first algorithm file whose rank count,
+// size window and in/out-of-place flag fit, with no tuner involved; only then its own
+// ring/tree (ROCm/rccl src/misc/msccl/msccl_lifecycle.cc: mscclEnqueueCheck and the internal
+// scheduler's selection). The windows of the out-of-place 8-rank all-pairs files nccl-tests'
+// out-of-place columns time (tools/msccl-algorithms/allreduce-allpairs-8n-ll-32tb-op.xml,
+// -ll-64tb-op.xml, -simple-op.xml, ROCm/rccl as of its October 2024 tree): LL on 4 channels up to
+// 64 KiB, LL on 8 channels to 512 KiB - 1, Simple on 8 channels from 512 KiB to 16 MiB. A file
+// also needs the element count to be a multiple of its chunks per loop (256, 512, 512); the
+// model has no element type and takes 4-byte elements (float32, what rccl-tests times).
+// The in-place files differ only in leaving 11-14 MiB to the ring (-simple.xml ends at
+// 11534336, -simple_2.xml starts at 14680065); not modelled.
+struct MscclWindow {
+  double min_bytes;
+  double max_bytes;
+  int protocol;  // index into kProtocols
+  int channels;
+  double chunks_per_loop;
+};
+constexpr MscclWindow kMscclAllPairsWindows[3] = {
+    {0, 65536, 0, 4, 256}, {65537, 524287, 0, 8, 512}, {524288, 16777216, 2, 8, 512}};
+constexpr double kMscclElementBytes = 4;
+// Latency: the two steps of an all-pairs schedule (every rank sends its peers' parts at once,
+// then the reduced part back) at the ring's per-step latency and base of the protocol, NCCL's
+// structure with 2 steps instead of a ring's 2(n-1). LL takes the ring's LL values (base NCCL
+// 6.6 us, step 0.93 us per 0.6 us hop, the global fit). Simple takes NCCL's own (base 8.4 us,
+// step 3.4 us per 0.6 us hop), not the ring's fitted 37.2 / 2.2 us, which absorb the slow
+// channel ramp of NVIDIA rings at mid sizes that a fixed-channel MSCCL schedule does not have.
+// Chosen with the MI300X table in view (docs/collectives.md): in-sample.
+constexpr double kMscclSimpleBaseS = 8.4e-6;
+constexpr double kMscclSimpleStepHops = 3.4 / 0.6;
+constexpr int64_t kMscclAllPairsSteps = 2;
+// Bandwidth: every rank sends 2(n-1)/n of the buffer, spread over its n-1 links, as a ring does
+// over all of them; LL at the ring's LL rate. Simple sustains 0.50 of the mesh (bus bandwidth),
+// fit on the one MI300X table's MSCCL Simple rows (hiso-aac8-mi300x-ar-8, 1-16 MiB: 226 of 448
+// GB/s), below the ring's 0.70 at 1 GiB and beyond; no RCCL constant gives it.
+constexpr double kMscclSimpleLinkFraction = 0.50;
+
 constexpr CollectiveProtocol kProtocols[3] = {CollectiveProtocol::kLL, CollectiveProtocol::kLL128,
                                               CollectiveProtocol::kSimple};
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
@@ -201,6 +239,45 @@ void add_nvls(const CollectiveGroup& g, double bytes, std::vector<CollectiveCand
   out.push_back(c);
 }
 
+// RCCL's MSCCL all-pairs all-reduce on a full mesh: a candidate per file, which preempts the
+// tuner where the call fits the file's window (bytes = 0, a barrier, fits none).
+void add_msccl_all_pairs(const CollectiveGroup& g, double bytes,
+                         std::vector<CollectiveCandidate>& out) {
+  const double factor = bus_factor(pb::COLLECTIVE_KIND_ALL_REDUCE, g.ranks);
+  const auto steps = static_cast<double>(kMscclAllPairsSteps);
+  for (const MscclWindow& w : kMscclAllPairsWindows) {
+    const int p = w.protocol;
+    CollectiveCandidate c;
+    c.algorithm = CollectiveAlgorithm::kAllPairs;
+    c.protocol = kProtocols[p];
+    if (p == 2) {
+      c.latency_s = kMscclSimpleBaseS + steps * kMscclSimpleStepHops * g.intra_hop_latency_s;
+      c.bandwidth_bytes_per_s = g.intra_rank_bytes_per_s * kMscclSimpleLinkFraction / factor;
+    } else {
+      c.latency_s = kRingBaseS[p] + steps * kRingIntraStepHops[p] * g.intra_hop_latency_s;
+      c.bandwidth_bytes_per_s =
+          protocol_bandwidth(p, g.intra_rank_bytes_per_s * kLinkFraction, true) / factor;
+    }
+    c.bytes = bytes;
+    c.wire_bytes_per_rank = bytes * factor;
+    c.channels = w.channels;
+    const double chunk_bytes = w.chunks_per_loop * kMscclElementBytes;
+    c.preempts = bytes > 0 && bytes >= w.min_bytes && bytes <= w.max_bytes &&
+                 std::fmod(bytes, chunk_bytes) == 0;
+    // Unpinned, only the file that holds the call matters; one candidate per protocol for pins.
+    const bool duplicate = std::any_of(out.begin(), out.end(), [&](const auto& o) {
+      return o.algorithm == CollectiveAlgorithm::kAllPairs && o.protocol == c.protocol;
+    });
+    if (!duplicate) {
+      out.push_back(c);
+    } else if (c.preempts) {
+      for (auto& o : out) {
+        if (o.algorithm == CollectiveAlgorithm::kAllPairs && o.protocol == c.protocol) o = c;
+      }
+    }
+  }
+}
+
 // All-to-all as NCCL runs it: every rank sends bytes/n to each peer at once; the peers in its
 // island over NVLink, the others through its share of the node's NICs.
 CollectiveCandidate direct_all_to_all(const CollectiveGroup& g, double bytes) {
@@ -255,6 +332,9 @@ std::vector<CollectiveCandidate> collective_candidates(pb::CollectiveKind kind,
       add_ring(pb::COLLECTIVE_KIND_ALL_REDUCE, group, bytes, out);
       if (group.islands > 1) add_tree(group, bytes, out);
       if (group.nvls) add_nvls(group, bytes, out);
+      if (group.msccl_all_pairs && kind == pb::COLLECTIVE_KIND_ALL_REDUCE) {
+        add_msccl_all_pairs(group, bytes, out);
+      }
       break;
     case pb::COLLECTIVE_KIND_ALL_GATHER:
     case pb::COLLECTIVE_KIND_REDUCE_SCATTER:

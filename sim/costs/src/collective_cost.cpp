@@ -53,6 +53,8 @@ const char* to_string(CollectiveAlgorithm a) {
       return "nvls";
     case CollectiveAlgorithm::kDirect:
       return "direct";
+    case CollectiveAlgorithm::kAllPairs:
+      return "allpairs";
   }
   return "?";
 }
@@ -128,8 +130,15 @@ CollectiveCost CollectiveCostModel::estimate(pb::CollectiveKind kind,
   const detail::CollectiveGroup& group = this->group(devices);
   std::vector<detail::CollectiveCandidate> candidates =
       detail::collective_candidates(kind, group, barrier ? 0 : bytes);
-  const auto end = std::remove_if(candidates.begin(), candidates.end(),
-                                  [&](const auto& c) { return !matches(pin, c); });
+  // RCCL runs an MSCCL algorithm whose size window holds the call without asking its tuner; an
+  // MSCCL candidate outside its window runs only when pinned.
+  const bool preempted = !pin.algorithm && std::any_of(candidates.begin(), candidates.end(),
+                                                       [](const auto& c) { return c.preempts; });
+  const auto end = std::remove_if(candidates.begin(), candidates.end(), [&](const auto& c) {
+    if (!matches(pin, c)) return true;
+    if (pin.algorithm) return false;
+    return preempted ? !c.preempts : c.algorithm == CollectiveAlgorithm::kAllPairs;
+  });
   ORRERY_CHECK(end != candidates.begin(), std::string("no ") +
                                               (pin.algorithm ? to_string(*pin.algorithm) : "") +
                                               "/" + (pin.protocol ? to_string(*pin.protocol) : "") +

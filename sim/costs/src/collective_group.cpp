@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/routing.hpp"
 #include "orrery/topologies/transport.hpp"
 
@@ -16,6 +17,17 @@ namespace {
 // GPU families whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
 // generation NVSwitch and later, i.e. Hopper and Blackwell HGX/DGX boards and NVL72 racks (NCCL
 // enables its NVLS algorithm on these when the NVSwitch supports multicast).
+// RCCL enables MSCCL through the topology model it matches (ROCm/rccl src/graph/rome_models.cc):
+// of its 8-GPU, 7-xGMI-link, fully connected models only the one without NICs carries
+// mscclEnabled=1, and a communicator that stays on one node whose GPUs are all xGMI-linked has
+// its NICs trimmed before the match (src/graph/paths.cc, ncclTopoTrimSystem), so a single-node
+// communicator of a full MI300X-class mesh gets it, one spanning nodes does not. Its all-pairs
+// all-reduce files are written for exactly 8 ranks (tools/msccl-algorithms/
+// allreduce-allpairs-8n-*.xml: ngpus="8"), and a file is used only by a communicator of that
+// many ranks (src/misc/msccl/msccl_lifecycle.cc). RCCL's docs: "On MI300X, MSCCL is enabled by
+// default" (docs/install/installation.rst).
+constexpr int64_t kMscclAllPairsRanks = 8;
+
 constexpr std::array<std::string_view, 8> kNvlsDeviceFamilies = {"H100", "H200", "H800",  "H20",
                                                                  "B200", "B300", "GB200", "GB300"};
 
@@ -119,6 +131,10 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
   g.nvswitch = intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH;
   g.nvls = g.nvswitch && g.ranks_per_island >= 2 && nvls_family(type.device());
   if (b >= 0) g.intra_hop_latency_s = latency(a, b).intra_s;
+  const pb::DeviceSpec* spec = topologies::lookup_device(topology.spec(), type.device());
+  g.msccl_all_pairs = intra.kind() == pb::INTRA_NODE_KIND_MESH && spec != nullptr &&
+                      spec->vendor() == "AMD" && g.islands == 1 && g.ranks == kMscclAllPairsRanks &&
+                      type.devices_per_node() == kMscclAllPairsRanks;
 
   // The transport's network devices (a p5 GPU's four EFA NICs striped as one); without a
   // transport, the NICs as written.

@@ -125,6 +125,16 @@ FlowPlan collective_plan(const CollectiveCostModel& model, pb::CollectiveKind ki
       }
       p.flow_bytes = bytes / n;
       break;
+    case CollectiveAlgorithm::kAllPairs:
+      // RCCL's MSCCL all-pairs all-reduce: each rank sends each peer its part of the buffer
+      // (reduce-scatter), then the reduced part back (all-gather).
+      for (size_t i = 0; i < devices.size(); ++i) {
+        for (size_t j = 0; j < devices.size(); ++j) {
+          if (i != j) p.pairs.emplace_back(i, j);
+        }
+      }
+      p.flow_bytes = 2 * bytes / n;
+      break;
   }
   return p;
 }

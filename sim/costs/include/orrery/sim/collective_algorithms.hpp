@@ -1,7 +1,8 @@
 // The algorithms NCCL runs a collective with, each as an alpha-beta time on a described group:
 // ring, tree and NVLS (NVSwitch SHARP) for all-reduce; ring for all-gather, reduce-scatter,
 // broadcast and reduce; direct peer-to-peer exchange for all-to-all and send/recv. Each
-// algorithm is costed with every protocol it supports (LL, LL128, Simple).
+// algorithm is costed with every protocol it supports (LL, LL128, Simple). On a group where RCCL
+// runs MSCCL, its all-pairs all-reduce too.
 #pragma once
 
 #include <vector>
@@ -20,6 +21,8 @@ struct CollectiveCandidate {
   double bytes = 0;                  // the call's size as nccl-tests reports it
   double wire_bytes_per_rank = 0;    // bytes one rank sends on its bottleneck link class
   int channels = 1;
+  // RCCL runs it ahead of its tuner: an MSCCL algorithm whose size window holds the call.
+  bool preempts = false;
   double seconds() const;
 };
 

@@ -26,7 +26,10 @@ struct CollectiveGroup;
 // other kind 1. Each round waits for a peer's message (BlockingOverhead.per_round_s).
 int64_t message_rounds(pb::CollectiveKind kind, int64_t ranks);
 
-enum class CollectiveAlgorithm { kRing, kTree, kNvls, kDirect };
+// kAllPairs: RCCL's MSCCL all-pairs all-reduce (a direct reduce-scatter and a direct all-gather,
+// every rank to every peer at once), which RCCL runs instead of its tuner's choice where it
+// applies (docs/collectives.md).
+enum class CollectiveAlgorithm { kRing, kTree, kNvls, kDirect, kAllPairs };
 enum class CollectiveProtocol { kSimple, kLL, kLL128 };
 const char* to_string(CollectiveAlgorithm a);
 const char* to_string(CollectiveProtocol p);

@@ -25,6 +25,10 @@ struct CollectiveGroup {
   double intra_pair_bytes_per_s = 0;
   bool nvls = false;      // NVSwitch SHARP (NVLink multicast/reduction) available in the island
   bool nvswitch = false;  // the island is an NVSwitch fabric (NCCL's NVLink p2p chunking applies)
+  // RCCL runs its MSCCL all-pairs all-reduce here: the group is exactly the 8 AMD GPUs of one
+  // fully meshed node (the shape RCCL's MI300X topology model enables MSCCL for, and the rank
+  // count of its all-pairs algorithm files; docs/collectives.md).
+  bool msccl_all_pairs = false;
   // Scale-out, over the transport's network devices (topologies/transport.hpp: port rate x
   // efficiency x NICs striped per GPU): the bandwidth one island can use (each node's devices,
   // at most one per rank of the group on that node), and one rank's share of its node's.
