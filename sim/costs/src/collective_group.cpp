@@ -2,22 +2,24 @@
 #include "orrery/sim/collective_group.hpp"
 
 #include <algorithm>
-#include <array>
 #include <map>
-#include <string_view>
 
 #include "orrery/base/error.hpp"
+#include "orrery/topologies/device_db.hpp"
 #include "orrery/topologies/routing.hpp"
 #include "orrery/topologies/transport.hpp"
 
 namespace orrery::sim::detail {
 namespace {
 
-// GPU families whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
+// Devices whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
 // generation NVSwitch and later, i.e. Hopper and Blackwell HGX/DGX boards and NVL72 racks (NCCL
-// enables its NVLS algorithm on these when the NVSwitch supports multicast).
-constexpr std::array<std::string_view, 8> kNvlsDeviceFamilies = {"H100", "H200", "H800",  "H20",
-                                                                 "B200", "B300", "GB200", "GB300"};
+// enables its NVLS algorithm on these when the NVSwitch supports multicast). The device file's
+// architecture decides, not its name.
+bool nvls_architecture(const pb::DeviceSpec& device) {
+  return device.architecture() == pb::DEVICE_ARCHITECTURE_HOPPER ||
+         device.architecture() == pb::DEVICE_ARCHITECTURE_BLACKWELL;
+}
 
 const pb::NodeType& node_type_of(const topologies::Topology& topology, int64_t device) {
   const pb::ClusterSpec& spec = topology.spec();
@@ -26,11 +28,6 @@ const pb::NodeType& node_type_of(const topologies::Topology& topology, int64_t d
     if (t.name() == group.node_type()) return t;
   }
   ORRERY_CHECK(false, "node type " + group.node_type() + " of a validated cluster is missing");
-}
-
-bool nvls_family(std::string_view device_name) {
-  return std::any_of(kNvlsDeviceFamilies.begin(), kNvlsDeviceFamilies.end(),
-                     [&](std::string_view f) { return device_name.substr(0, f.size()) == f; });
 }
 
 // The first two ranks of the group in its fullest island (-1 when no island has two).
@@ -117,7 +114,8 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
       break;
   }
   g.nvswitch = intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH;
-  g.nvls = g.nvswitch && g.ranks_per_island >= 2 && nvls_family(type.device());
+  g.nvls = g.nvswitch && g.ranks_per_island >= 2 &&
+           nvls_architecture(topologies::find_device(topology.spec(), type.device()));
   if (b >= 0) g.intra_hop_latency_s = latency(a, b).intra_s;
 
   // The transport's network devices (a p5 GPU's four EFA NICs striped as one); without a
