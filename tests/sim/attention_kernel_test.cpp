@@ -95,10 +95,100 @@ pb::Plan plan_with(pb::AttentionKernel kernel, const std::string& cluster) {
   return p;
 }
 
-plan::ResolvedPlan resolve(pb::AttentionKernel kernel, const std::string& cluster = "dgx-h100") {
+plan::ResolvedPlan resolve(pb::AttentionKernel kernel, const pb::ClusterSpec& cluster) {
   pb::ModelSpec spec = models::load_model("llama3-8b");
   spec.set_num_layers(4);
-  return plan::resolve_plan(plan_with(kernel, cluster), spec, topologies::load_cluster(cluster, 1));
+  return plan::resolve_plan(plan_with(kernel, cluster.name()), spec, cluster);
+}
+
+plan::ResolvedPlan resolve(pb::AttentionKernel kernel, const std::string& cluster = "dgx-h100") {
+  return resolve(kernel, topologies::load_cluster(cluster, 1));
+}
+
+// One DGX H100 whose GPU is the user's own device file: the H100 SXM's figures under a name no
+// preset starts with, stating `architecture` (or not).
+pb::ClusterSpec own_device_cluster(const std::string& name, pb::DeviceArchitecture architecture) {
+  pb::ClusterSpec c = topologies::load_cluster("dgx-h100", 1);
+  pb::DeviceSpec mine = topologies::find_device(c, "H100-SXM");
+  mine.set_name(name);
+  mine.set_architecture(architecture);
+  *c.add_devices() = mine;
+  c.mutable_node_types(0)->set_device(name);
+  return c;
+}
+
+// The architecture decides, not the name: a device called "my-h100-sxm" that states hopper gets
+// FlashAttention-3's figures (0.75 forward, 0.567 backward) and is priced as the H100-SXM preset.
+TEST(AttentionKernels, AnOwnDeviceStatingHopperTakesTheHopperFigures) {
+  const pb::ClusterSpec c = own_device_cluster("my-h100-sxm", pb::DEVICE_ARCHITECTURE_HOPPER);
+  const pb::DeviceSpec& mine = topologies::find_device(c, "my-h100-sxm");
+  const auto e = topologies::attention_kernel_efficiency(mine, pb::ATTENTION_KERNEL_FLASH_3);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_DOUBLE_EQ(e->forward, 0.75);
+  EXPECT_DOUBLE_EQ(e->backward, 0.567);
+  const ComputeCostModel m("bf16");
+  const pb::DeviceSpec& h100 = device("dgx-h100", "H100-SXM");
+  for (const auto phase : {pb::PHASE_FORWARD, pb::PHASE_BACKWARD}) {
+    for (const auto k : {pb::ATTENTION_KERNEL_FLASH_2, pb::ATTENTION_KERNEL_FLASH_3}) {
+      EXPECT_DOUBLE_EQ(compute_s(m, mine, phase, k), compute_s(m, h100, phase, k));
+    }
+  }
+  EXPECT_NEAR(compute_s(m, mine, pb::PHASE_FORWARD, pb::ATTENTION_KERNEL_FLASH_3),
+              1e12 / (989e12 * 0.75 * 1e12 / (1e12 + 8e9)), 1e-12);
+  EXPECT_NO_THROW(resolve(pb::ATTENTION_KERNEL_FLASH_3, c));
+  // The same device stating ampere runs flash_2 at the A100's figure and is refused flash_3.
+  const pb::ClusterSpec amp = own_device_cluster("my-h100-sxm", pb::DEVICE_ARCHITECTURE_AMPERE);
+  EXPECT_DOUBLE_EQ(topologies::attention_kernel_efficiency(
+                       topologies::find_device(amp, "my-h100-sxm"), pb::ATTENTION_KERNEL_FLASH_2)
+                       ->forward,
+                   0.73);
+  EXPECT_THROW(resolve(pb::ATTENTION_KERNEL_FLASH_3, amp), base::InputError);
+}
+
+// The generic GEMM and attention curves follow the architecture too: Hopper and Blackwell take
+// the Hopper figures (GEMM 0.72, attention 0.58), any other GPU, one stating none included, the
+// A100's (0.80, 0.62).
+TEST(AttentionKernels, GenericCurvesFollowTheArchitecture) {
+  const ComputeCostModel m("bf16");
+  for (const auto arch : {pb::DEVICE_ARCHITECTURE_HOPPER, pb::DEVICE_ARCHITECTURE_BLACKWELL,
+                          pb::DEVICE_ARCHITECTURE_AMPERE, pb::DEVICE_ARCHITECTURE_UNSPECIFIED}) {
+    const bool hopper =
+        arch == pb::DEVICE_ARCHITECTURE_HOPPER || arch == pb::DEVICE_ARCHITECTURE_BLACKWELL;
+    const pb::ClusterSpec c = own_device_cluster("my-h100-sxm", arch);
+    const pb::DeviceSpec& mine = topologies::find_device(c, "my-h100-sxm");
+    EXPECT_DOUBLE_EQ(m.curve(mine, pb::OP_CLASS_GEMM).max_efficiency(), hopper ? 0.72 : 0.80)
+        << arch;
+    EXPECT_DOUBLE_EQ(m.curve(mine, pb::OP_CLASS_ATTENTION).max_efficiency(), hopper ? 0.58 : 0.62)
+        << arch;
+  }
+}
+
+// A device stating no architecture is refused a named generation, naming the device and the
+// field, even one called like a preset (the name is no longer read); plain flash still runs.
+TEST(AttentionKernels, ADeviceWithoutArchitectureIsRefusedNamingTheField) {
+  for (const char* name : {"my-h100-sxm", "H100-SXM"}) {
+    SCOPED_TRACE(name);
+    const pb::ClusterSpec c = own_device_cluster(name, pb::DEVICE_ARCHITECTURE_UNSPECIFIED);
+    for (const auto k : {pb::ATTENTION_KERNEL_FLASH_2, pb::ATTENTION_KERNEL_FLASH_3}) {
+      try {
+        resolve(k, c);
+        FAIL() << "resolved without an architecture";
+      } catch (const base::InputError& e) {
+        EXPECT_EQ(e.field(), "attention_kernel");
+        EXPECT_NE(e.reason().find("rule attention-kernel-on-device: device " + std::string(name) +
+                                  " states no architecture"),
+                  std::string::npos)
+            << e.reason();
+        EXPECT_NE(e.reason().find("set the device's `architecture` field"), std::string::npos)
+            << e.reason();
+      }
+      // The cost model refuses it as well, rather than pricing a default.
+      const ComputeCostModel m("bf16");
+      EXPECT_THROW(compute_s(m, topologies::find_device(c, name), pb::PHASE_FORWARD, k),
+                   base::InputError);
+    }
+    EXPECT_NO_THROW(resolve(pb::ATTENTION_KERNEL_FLASH, c));
+  }
 }
 
 TEST(AttentionKernels, ADeviceWithoutTheKernelIsRefused) {
@@ -107,9 +197,11 @@ TEST(AttentionKernels, ADeviceWithoutTheKernelIsRefused) {
     FAIL() << "flash_3 on A100 resolved";
   } catch (const base::InputError& e) {
     EXPECT_EQ(e.field(), "attention_kernel");
-    EXPECT_NE(e.reason().find("rule attention-kernel-on-device: device A100-SXM-80GB does not "
-                              "run flash_3"),
-              std::string::npos)
+    EXPECT_NE(
+        e.reason().find(
+            "rule attention-kernel-on-device: device A100-SXM-80GB (architecture ampere) does not "
+            "run flash_3"),
+        std::string::npos)
         << e.reason();
   }
   EXPECT_NO_THROW(resolve(pb::ATTENTION_KERNEL_FLASH_2, "dgx-a100"));

@@ -13,6 +13,8 @@
 #include "orrery/sim/collective_cost.hpp"
 #include "orrery/sim/collective_group.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
+#include "orrery/topologies/device_db.hpp"
+#include "orrery/topologies/topology.hpp"
 
 namespace orrery::sim {
 namespace {
@@ -109,6 +111,23 @@ TEST(CollectiveCost, NvlsOnH100AtLargeSizesOnly) {
             CollectiveAlgorithm::kNvls);
   Cluster a100("dgx-a100", 1);
   EXPECT_FALSE(a100.model.nvls_available(devices));
+}
+
+// NVLS follows the device's architecture, not its name: the user's own copy of the H100 SXM on a
+// DGX H100 board has it when it states hopper, and not when it states none.
+TEST(CollectiveCost, NvlsFollowsTheDeviceArchitecture) {
+  const auto devices = first_devices(8);
+  for (const auto arch : {pb::DEVICE_ARCHITECTURE_HOPPER, pb::DEVICE_ARCHITECTURE_UNSPECIFIED}) {
+    pb::ClusterSpec spec = topologies::load_cluster("dgx-h100", 1);
+    pb::DeviceSpec mine = topologies::find_device(spec, "H100-SXM");
+    mine.set_name("my-h100-sxm");
+    mine.set_architecture(arch);
+    *spec.add_devices() = mine;
+    spec.mutable_node_types(0)->set_device("my-h100-sxm");
+    const topologies::Topology topology(spec);
+    const CollectiveCostModel model(topology);
+    EXPECT_EQ(model.nvls_available(devices), arch == pb::DEVICE_ARCHITECTURE_HOPPER);
+  }
 }
 
 TEST(CollectiveCost, AllToAllAcrossNodesIsNicBound) {

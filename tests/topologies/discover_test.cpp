@@ -16,6 +16,9 @@ TEST(TopologiesDiscover, LocalMachineIsOneSoundNode) {
   const pb::DeviceSpec& d = find_device(local, local.node_types(0).device());
   EXPECT_GT(peak_flops(d, "fp32"), 0);
   EXPECT_GT(d.memory_bandwidth_bytes_per_s(), 0);
+  // A CPU core states architecture cpu; a GPU found by nvidia-smi is a preset, which states its.
+  EXPECT_NE(d.architecture(), pb::DEVICE_ARCHITECTURE_UNSPECIFIED);
+  EXPECT_EQ(d.kind() == pb::DEVICE_KIND_CPU, d.architecture() == pb::DEVICE_ARCHITECTURE_CPU);
   const Topology t(local);
   EXPECT_EQ(check_graph(t), std::vector<std::string>{});
 }

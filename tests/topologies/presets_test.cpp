@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <string>
 
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
@@ -248,6 +250,35 @@ TEST(TopologiesDeviceDb, HoldsTheDatasheetFigures) {
   EXPECT_DOUBLE_EQ(find_device(none, "GB300").memory_bytes(), 288e9);
   EXPECT_THROW(find_device(none, "H100"), base::InputError);
   EXPECT_THROW(peak_flops(h100, "bf61"), base::InputError);
+}
+
+// Every shipped device states its architecture (kernels are chosen by it, not by the name), each
+// the one its vendor's datasheet names, and a cpu device is architecture cpu.
+TEST(TopologiesDeviceDb, EveryDeviceStatesItsArchitecture) {
+  const std::map<std::string, pb::DeviceArchitecture> expected = {
+      {"A100-SXM-40GB", pb::DEVICE_ARCHITECTURE_AMPERE},
+      {"A100-SXM-80GB", pb::DEVICE_ARCHITECTURE_AMPERE},
+      {"A800-SXM-80GB", pb::DEVICE_ARCHITECTURE_AMPERE},
+      {"B200", pb::DEVICE_ARCHITECTURE_BLACKWELL},
+      {"GB200", pb::DEVICE_ARCHITECTURE_BLACKWELL},
+      {"GB300", pb::DEVICE_ARCHITECTURE_BLACKWELL},
+      {"H100-PCIe", pb::DEVICE_ARCHITECTURE_HOPPER},
+      {"H100-SXM", pb::DEVICE_ARCHITECTURE_HOPPER},
+      {"H200-SXM", pb::DEVICE_ARCHITECTURE_HOPPER},
+      {"H800-SXM", pb::DEVICE_ARCHITECTURE_HOPPER},
+      {"L40S", pb::DEVICE_ARCHITECTURE_ADA},
+      {"MI300X", pb::DEVICE_ARCHITECTURE_CDNA3},
+      {"MI325X", pb::DEVICE_ARCHITECTURE_CDNA3},
+      {"x86-64-AVX512-core", pb::DEVICE_ARCHITECTURE_CPU}};
+  for (const pb::DeviceSpec& d : builtin_devices()) {
+    SCOPED_TRACE(d.name());
+    EXPECT_NE(d.architecture(), pb::DEVICE_ARCHITECTURE_UNSPECIFIED);
+    EXPECT_EQ(d.kind() == pb::DEVICE_KIND_CPU, d.architecture() == pb::DEVICE_ARCHITECTURE_CPU);
+    const auto it = expected.find(d.name());
+    ASSERT_NE(it, expected.end()) << "a new preset: add its architecture here";
+    EXPECT_EQ(d.architecture(), it->second);
+  }
+  EXPECT_EQ(builtin_devices().size(), expected.size());
 }
 
 TEST(TopologiesDeviceDb, ClusterDevicesOverrideTheDatabase) {

@@ -1,23 +1,14 @@
-// Per device family and kernel, the papers' figures. Hopper parts other than the H100 SXM5 that the
-// papers measured (H100 PCIe, H800, H200) run the same SM90 kernels; their figure is the H100
-// SXM5's fraction of peak, applied to their own peak. A800 is an A100 with a narrower NVLink.
+// Per device architecture (DeviceSpec.architecture) and kernel, the papers' figures. Hopper parts
+// other than the H100 SXM5 that the papers measured (H100 PCIe, H800, H200) run the same SM90
+// kernels; their figure is the H100 SXM5's fraction of peak, applied to their own peak. A800 is an
+// A100 with a narrower NVLink. The architecture, not the device's name, decides: a user's own
+// device file ("my-h100-sxm", "GH200") gets the figures of the silicon it states.
 #include "orrery/topologies/attention_kernels.hpp"
 
-#include <initializer_list>
-#include <string_view>
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::topologies {
 namespace {
-
-bool named_any(std::string_view name, std::initializer_list<std::string_view> prefixes) {
-  for (std::string_view p : prefixes) {
-    if (name.substr(0, p.size()) == p) return true;
-  }
-  return false;
-}
-
-bool is_ampere(const pb::DeviceSpec& d) { return named_any(d.name(), {"A100", "A800"}); }
-bool is_hopper(const pb::DeviceSpec& d) { return named_any(d.name(), {"H100", "H200", "H800"}); }
 
 // FlashAttention-2 paper (Dao 2023, arXiv 2307.08691), abstract: "reaching 50-73% of the
 // theoretical maximum FLOPs/s on A100"; its forward benchmarks reach the top of the range and its
@@ -44,26 +35,41 @@ constexpr AttentionKernelEfficiency kFlash3Hopper{
 
 std::optional<AttentionKernelEfficiency> attention_kernel_efficiency(const pb::DeviceSpec& device,
                                                                      pb::AttentionKernel kernel) {
+  const pb::DeviceArchitecture arch = device.architecture();
   if (kernel == pb::ATTENTION_KERNEL_FLASH_2) {
-    if (is_ampere(device)) return kFlash2Ampere;
-    if (is_hopper(device)) return kFlash2Hopper;
+    if (arch == pb::DEVICE_ARCHITECTURE_AMPERE) return kFlash2Ampere;
+    if (arch == pb::DEVICE_ARCHITECTURE_HOPPER) return kFlash2Hopper;
   }
-  if (kernel == pb::ATTENTION_KERNEL_FLASH_3 && is_hopper(device)) return kFlash3Hopper;
+  if (kernel == pb::ATTENTION_KERNEL_FLASH_3 && arch == pb::DEVICE_ARCHITECTURE_HOPPER)
+    return kFlash3Hopper;
   return std::nullopt;
 }
 
 std::string attention_kernel_problem(const pb::DeviceSpec& device, pb::AttentionKernel kernel) {
   if (!names_a_generation(kernel)) return "";
   if (attention_kernel_efficiency(device, kernel)) return "";
+  const std::string kernel_name = kernel == pb::ATTENTION_KERNEL_FLASH_3 ? "flash_3" : "flash_2";
+  // Unknown silicon is not guessed from the name: the device file states it.
+  if (device.architecture() == pb::DEVICE_ARCHITECTURE_UNSPECIFIED) {
+    return "device " + device.name() + " states no architecture, and " + kernel_name +
+           "'s efficiency is published per architecture: set the device's `architecture` field "
+           "(flash_2 has figures for ampere and hopper, flash_3 for hopper) or use flash, the "
+           "device's generic fused-attention efficiency";
+  }
+  // The stated architecture is named, so a device file that states the wrong one shows it.
+  const auto* arch = pb::DeviceArchitecture_descriptor()->FindValueByNumber(device.architecture());
+  const std::string stated =
+      "device " + device.name() + " (architecture " +
+      (arch != nullptr ? enum_value_name(*arch) : std::to_string(device.architecture())) + ")";
   if (kernel == pb::ATTENTION_KERNEL_FLASH_3) {
-    return "device " + device.name() +
+    return stated +
            " does not run flash_3: FlashAttention-3 is written for Hopper's wgmma and TMA "
            "instructions (H100, H200, H800); use flash_2 or flash";
   }
-  return "device " + device.name() +
-         " has no published flash_2 efficiency (only A100/A800 and Hopper parts have one, from "
-         "the FlashAttention-2 and -3 papers); use flash, the device's generic fused-attention "
-         "efficiency";
+  return stated +
+         " has no published flash_2 efficiency (only ampere (A100/A800) and hopper parts have "
+         "one, from the FlashAttention-2 and -3 papers); use flash, the device's generic "
+         "fused-attention efficiency";
 }
 
 }  // namespace orrery::topologies

@@ -55,6 +55,15 @@ void check_devices(const pb::ClusterSpec& c, const SourceMap& where) {
     if (!(d.memory_bandwidth_bytes_per_s() > 0)) {
       where.fail(at("devices", i) + ".memory_bandwidth_bytes_per_s", "expected a value > 0");
     }
+    // A GPU architecture on a cpu device (or cpu on a gpu) is a contradiction, not a choice.
+    const bool cpu_kind = d.kind() == pb::DEVICE_KIND_CPU;
+    const bool cpu_arch = d.architecture() == pb::DEVICE_ARCHITECTURE_CPU;
+    if (d.architecture() != pb::DEVICE_ARCHITECTURE_UNSPECIFIED && cpu_kind != cpu_arch) {
+      where.fail(at("devices", i) + ".architecture",
+                 "'" + d.name() + "' is a " + (cpu_kind ? "cpu" : "gpu") + " device: expected " +
+                     (cpu_kind ? "cpu" : "a gpu architecture") + ", got " +
+                     kind_name(pb::DeviceArchitecture_descriptor(), d.architecture()));
+    }
   }
 }
 

@@ -150,6 +150,7 @@ pb::ClusterSpec cpu_cluster(const Machine& m) {
   d.set_name("local-cpu-core");
   d.set_vendor(cpu.vendor);
   d.set_kind(pb::DEVICE_KIND_CPU);
+  d.set_architecture(pb::DEVICE_ARCHITECTURE_CPU);
   *d.mutable_peak_flops() = cpu_core_peak(cpu);
   d.set_memory_bytes(m.memory_bytes / static_cast<double>(m.cores));
   d.set_memory_bandwidth_bytes_per_s(copy);

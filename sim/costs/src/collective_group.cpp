@@ -2,9 +2,7 @@
 #include "orrery/sim/collective_group.hpp"
 
 #include <algorithm>
-#include <array>
 #include <map>
-#include <string_view>
 
 #include "orrery/base/error.hpp"
 #include "orrery/topologies/device_db.hpp"
@@ -14,9 +12,15 @@
 namespace orrery::sim::detail {
 namespace {
 
-// GPU families whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
+// Devices whose NVSwitch fabric does in-switch reductions (NVLink SHARP, "NVLS"): third-
 // generation NVSwitch and later, i.e. Hopper and Blackwell HGX/DGX boards and NVL72 racks (NCCL
-// enables its NVLS algorithm on these when the NVSwitch supports multicast).
+// enables its NVLS algorithm on these when the NVSwitch supports multicast). The device file's
+// architecture decides, not its name.
+bool nvls_architecture(const pb::DeviceSpec& device) {
+  return device.architecture() == pb::DEVICE_ARCHITECTURE_HOPPER ||
+         device.architecture() == pb::DEVICE_ARCHITECTURE_BLACKWELL;
+}
+
 // RCCL enables MSCCL through the topology model it matches (ROCm/rccl src/graph/rome_models.cc):
 // of its 8-GPU, 7-xGMI-link, fully connected models only the one without NICs carries
 // mscclEnabled=1, and a communicator that stays on one node whose GPUs are all xGMI-linked has
@@ -25,11 +29,8 @@ namespace {
 // all-reduce files are written for exactly 8 ranks (tools/msccl-algorithms/
 // allreduce-allpairs-8n-*.xml: ngpus="8"), and a file is used only by a communicator of that
 // many ranks (src/misc/msccl/msccl_lifecycle.cc). RCCL's docs: "On MI300X, MSCCL is enabled by
-// default" (docs/install/installation.rst).
+// default" (docs/install/installation.rst): MI300X and MI325X are gfx942 parts, CDNA3.
 constexpr int64_t kMscclAllPairsRanks = 8;
-
-constexpr std::array<std::string_view, 8> kNvlsDeviceFamilies = {"H100", "H200", "H800",  "H20",
-                                                                 "B200", "B300", "GB200", "GB300"};
 
 const pb::NodeType& node_type_of(const topologies::Topology& topology, int64_t device) {
   const pb::ClusterSpec& spec = topology.spec();
@@ -38,11 +39,6 @@ const pb::NodeType& node_type_of(const topologies::Topology& topology, int64_t d
     if (t.name() == group.node_type()) return t;
   }
   ORRERY_CHECK(false, "node type " + group.node_type() + " of a validated cluster is missing");
-}
-
-bool nvls_family(std::string_view device_name) {
-  return std::any_of(kNvlsDeviceFamilies.begin(), kNvlsDeviceFamilies.end(),
-                     [&](std::string_view f) { return device_name.substr(0, f.size()) == f; });
 }
 
 // The first two ranks of the group in its fullest island (-1 when no island has two).
@@ -129,11 +125,13 @@ CollectiveGroup describe_group(const topologies::Topology& topology,
       break;
   }
   g.nvswitch = intra.kind() == pb::INTRA_NODE_KIND_NVSWITCH;
-  g.nvls = g.nvswitch && g.ranks_per_island >= 2 && nvls_family(type.device());
+  g.nvls = g.nvswitch && g.ranks_per_island >= 2 &&
+           nvls_architecture(topologies::find_device(topology.spec(), type.device()));
   if (b >= 0) g.intra_hop_latency_s = latency(a, b).intra_s;
   const pb::DeviceSpec* spec = topologies::lookup_device(topology.spec(), type.device());
   g.msccl_all_pairs = intra.kind() == pb::INTRA_NODE_KIND_MESH && spec != nullptr &&
-                      spec->vendor() == "AMD" && g.islands == 1 && g.ranks == kMscclAllPairsRanks &&
+                      spec->architecture() == pb::DEVICE_ARCHITECTURE_CDNA3 && g.islands == 1 &&
+                      g.ranks == kMscclAllPairsRanks &&
                       type.devices_per_node() == kMscclAllPairsRanks;
 
   // The transport's network devices (a p5 GPU's four EFA NICs striped as one); without a

@@ -44,15 +44,15 @@ struct Defaults {
 constexpr double kKernelOverheadSeconds = 4e-6;
 constexpr double kCpuOpOverheadSeconds = 20e-6;  // libtorch dispatch on CPU
 
-bool is_hopper_or_newer(const std::string& name) {
-  for (const char* prefix : {"H100", "H200", "H800", "B200", "B300", "GB200", "GB300"}) {
-    if (name.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
+// Hopper and Blackwell take the Hopper figures (the H100's peak is harder to feed); every other
+// GPU, one stating no architecture included, the A100's.
+bool is_hopper_or_newer(const pb::DeviceSpec& d) {
+  return d.architecture() == pb::DEVICE_ARCHITECTURE_HOPPER ||
+         d.architecture() == pb::DEVICE_ARCHITECTURE_BLACKWELL;
 }
 
 Defaults gpu_defaults(const pb::DeviceSpec& d, pb::OpClass op) {
-  const bool hopper = is_hopper_or_newer(d.name());
+  const bool hopper = is_hopper_or_newer(d);
   switch (op) {
     case pb::OP_CLASS_GEMM:
       return {hopper ? 0.72 : 0.80, hopper ? 4e9 : 2e9, 0.80, kKernelOverheadSeconds};
