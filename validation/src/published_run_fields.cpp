@@ -185,7 +185,7 @@ pb::Recompute recompute_of(const CaseReader& run, std::string& assumed) {
   };
   if (leads("none") || leads("no") || leads("off") || leads("false") || leads("disabled"))
     return pb::RECOMPUTE_NONE;
-  if (words.rfind(" not stated ", 0) == 0) {
+  if (leads("not stated")) {
     // Published recipes that leave it out ran their framework's default, which for the recipes
     // in the files so far (NeMo's) is none; the reader says so rather than decide silently.
     assumed = " (assumed: no recomputation; `recompute` not stated)";
