@@ -124,6 +124,17 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_option("--shard-group", a.shard_group, "hsdp: ranks a parameter is sharded over");
   cmd->add_option("--recompute", a.recompute,
                   "none | selective | selective_op | full (default none)");
+  cmd->add_option("--recompute-every", a.recompute_every,
+                  "full: recompute only every N-th layer (torchtitan's layer-level checkpointing; "
+                  "default every layer)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--recompute-modules", a.recompute_modules,
+                  "selective: the modules re-run, comma-separated: core_attn, layernorm, moe_act "
+                  "(Megatron-core --recompute-modules; default core_attn)");
+  cmd->add_option("--moe-dispatcher", a.moe_dispatcher,
+                  "MoE token dispatcher: alltoall | deepep (DeepEP: a token crosses the network "
+                  "once per node it reaches; default: once per routed expert, or per node under "
+                  "group-limited routing)");
   cmd->add_option("--micro-batch", a.micro_batch, "Sequences per micro-batch (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--global-batch", a.global_batch, "Sequences per step")
@@ -213,6 +224,18 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.recompute)
     p.set_recompute(static_cast<pb::Recompute>(
         parse_enum("--recompute", *a.recompute, pb::Recompute_descriptor())));
+  if (a.recompute_every) p.set_recompute_every(*a.recompute_every);
+  if (a.recompute_modules) {
+    p.clear_recompute_modules();
+    for (const auto& item : split_commas(*a.recompute_modules)) {
+      p.add_recompute_modules(static_cast<pb::RecomputeModule>(
+          parse_enum("--recompute-modules", item, pb::RecomputeModule_descriptor())));
+    }
+  }
+  if (a.moe_dispatcher) {
+    p.set_moe_dispatcher(static_cast<pb::MoeDispatcher>(
+        parse_enum("--moe-dispatcher", *a.moe_dispatcher, pb::MoeDispatcher_descriptor())));
+  }
   if (a.bucket) p.set_bucket_bytes(bucket_bytes(*a.bucket));
   if (a.prefetch) p.set_prefetch_buckets(*a.prefetch);
   if (a.attention) {

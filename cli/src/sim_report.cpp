@@ -47,6 +47,12 @@ std::string plan_summary(const plan::ResolvedPlan& r) {
     s += " " + enum_name(pb::Sharding_descriptor(), r.sharding());
   if (r.recompute() != pb::RECOMPUTE_NONE)
     s += " recompute=" + enum_name(pb::Recompute_descriptor(), r.recompute());
+  if (r.plan.has_recompute_every()) s += "/every" + std::to_string(r.plan.recompute_every());
+  for (int i = 0; i < r.plan.recompute_modules_size(); ++i) {
+    s += (i == 0 ? "(" : ",") +
+         enum_name(pb::RecomputeModule_descriptor(), r.plan.recompute_modules(i)) +
+         (i + 1 == r.plan.recompute_modules_size() ? ")" : "");
+  }
   if (r.plan.attention_kernel() != pb::ATTENTION_KERNEL_FLASH)
     s += " attention=" + enum_name(pb::AttentionKernel_descriptor(), r.plan.attention_kernel());
   return s;

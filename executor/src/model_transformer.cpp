@@ -418,7 +418,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   const LayerRange& range = stage_.chunks.at(static_cast<size_t>(chunk));
   for (int64_t l = range.first; l < range.end; ++l) {
     x = in_part("L" + std::to_string(l), [&] {
-      if (recompute_mode() != pb::RECOMPUTE_FULL) return layer(x, l);
+      if (!recomputes_layer(l)) return layer(x, l);
       return recompute_in_backward(
           {x}, [this, l](const std::vector<torch::Tensor>& in) { return layer(in[0], l); });
     });

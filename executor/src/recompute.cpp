@@ -10,6 +10,7 @@ namespace orrery::executor {
 namespace {
 
 pb::Recompute g_mode = pb::RECOMPUTE_NONE;
+int64_t g_every = 1;
 bool g_recomputing = false;
 
 // What the backward pass needs besides the saved inputs, kept in the autograd context.
@@ -68,7 +69,13 @@ class Recompute : public torch::autograd::Function<Recompute> {
 }  // namespace
 
 pb::Recompute recompute_mode() { return g_mode; }
-void set_recompute_mode(pb::Recompute mode) { g_mode = mode; }
+void set_recompute_mode(pb::Recompute mode, int64_t every) {
+  g_mode = mode;
+  g_every = every;
+}
+bool recomputes_layer(int64_t layer) {
+  return g_mode == pb::RECOMPUTE_FULL && (layer + 1) % g_every == 0;
+}
 bool recomputing() { return g_recomputing; }
 void set_recomputing(bool on) { g_recomputing = on; }
 

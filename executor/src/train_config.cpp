@@ -75,6 +75,15 @@ std::string plan_problem(const pb::Plan& plan) {
     return "recompute selective_op: torchtitan's op-level selective checkpointing is simulated, "
            "not run by the executor yet (none, selective and full are)";
   }
+  for (const int m : plan.recompute_modules()) {
+    // Megatron's core_attn is the executor's selective recomputation; the output-discarding
+    // modules (a tensor freed after its reader ran, re-made before its backward) are not.
+    if (m != pb::RECOMPUTE_MODULE_CORE_ATTN) {
+      return "recompute_modules " + lower_name(pb::RecomputeModule_Name(m), 17) +
+             ": Megatron-core's output-discarding recomputation is simulated, not run by the "
+             "executor yet (core_attn is)";
+    }
+  }
   if (plan.sharding() == pb::SHARDING_HSDP && plan.shard_group_size() == 1) {
     // The lowering then has no FSDP collectives at all, only the replica all-reduce of whole
     // gradients; the planner never proposes it (its shard groups are 2 ..dp/2).
@@ -97,6 +106,12 @@ std::string plan_problem(const pb::Plan& plan) {
   if (plan.has_moe_capacity_factor() || plan.moe_pad_to_capacity()) {
     return "moe_capacity_factor/moe_pad_to_capacity: token dropping at an expert capacity is "
            "simulated, not implemented in the executor yet";
+  }
+  if (plan.moe_dispatcher() == pb::MOE_DISPATCHER_DEEPEP) {
+    // The executor's dispatch is one all-to-all per direction over the process group (Gloo or
+    // NCCL); DeepEP's node-deduplicating kernels are a separate library.
+    return "moe_dispatcher deepep: DeepEP's dispatch kernels are simulated, not run by the "
+           "executor (alltoall is)";
   }
   if (plan.moe_expert_gemm() == pb::MOE_EXPERT_GEMM_PER_EXPERT) {
     // The executor does loop over its experts (model_moe.cpp), but times them under one node per

@@ -25,7 +25,7 @@ std::string degree_problem(const ShardContext& ctx) {
   }
   if (!(ctx.moe_imbalance >= 1)) return "moe_imbalance must be >= 1";
   if (!(ctx.moe_capacity_factor >= 0)) return "moe_capacity_factor must be >= 0";
-  if (ctx.etp < 0 || ctx.ep_node_reach < 0) return "etp and ep_node_reach must be >= 0";
+  if (ctx.etp < 0 || ctx.ep_dispatch_copies < 0) return "etp and ep_dispatch_copies must be >= 0";
   // Folded experts route each rank's own tokens: TP ranks must hold different ones.
   if (ctx.etp > 0 && ctx.tp > 1 && !ctx.sequence_parallel)
     return "etp with tp > 1 needs sequence parallelism";

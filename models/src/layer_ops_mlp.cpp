@@ -87,11 +87,11 @@ void append_dense(const View& v, std::vector<LayerOp>& ops) {
   append_ffn(v, f, ops);
 }
 
-// Copies of a token the dispatch all-to-all carries: top_k, or the nodes it can reach when
-// group-limited routing bounds them (ShardContext::ep_node_reach).
+// Copies of a token the dispatch all-to-all carries: top_k, or the nodes it reaches when its
+// dispatcher sends it once per node (ShardContext::ep_dispatch_copies).
 double dispatch_copies(const pb::MoeSpec& moe, const ShardContext& ctx) {
-  const int64_t k = moe.top_k();
-  return static_cast<double>(ctx.ep_node_reach > 0 ? std::min(k, ctx.ep_node_reach) : k);
+  const auto k = static_cast<double>(moe.top_k());
+  return ctx.ep_dispatch_copies > 0 ? std::min(k, ctx.ep_dispatch_copies) : k;
 }
 
 LayerOp router(const View& v) {
@@ -117,7 +117,7 @@ LayerOp router(const View& v) {
   // In a parallel block that input is the attention's, kept by attn.qkv (or attn.q/q_down).
   if (v.spec.parallel_block()) op.saved_activation_bytes -= rows * h * ctx.activation_bytes;
   // Dispatch: each routed copy of a token goes to the rank holding its expert; (ep - 1) / ep of
-  // them leave this rank. Group-limited routing sends a token once per node it reaches.
+  // them leave this rank. Sent once per node it reaches, a token is fewer copies.
   if (ctx.ep > 1) {
     op.ep_alltoall_bytes = rows * dispatch_copies(moe, ctx) * h * ctx.activation_bytes *
                            static_cast<double>(ctx.ep - 1) / static_cast<double>(ctx.ep) *

@@ -162,6 +162,34 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
 
 }  // namespace
 
+std::vector<std::vector<const models::LayerOp*>> module_reruns(
+    const std::vector<models::LayerOp>& ops, const ResolvedPlan& p) {
+  std::vector<std::vector<const models::LayerOp*>> out(ops.size());
+  // layernorm: a block norm's output is needed again by the backward of its block's ops; the
+  // backward reaches the block at its last op (Megatron registers the re-run on the block's
+  // output gradient), so the norm re-runs just before that op's backward.
+  if (p.recomputes_module(pb::RECOMPUTE_MODULE_LAYERNORM)) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!is_block_norm(ops[i]) || ops[i].name == "head.norm") continue;
+      size_t last = i + 1;
+      while (last + 1 < ops.size() && !is_block_norm(ops[last + 1])) ++last;
+      if (last < ops.size()) out[last].push_back(&ops[i]);
+    }
+  }
+  // moe_act: the routed experts' activation re-runs before their down projection's backward,
+  // which reads its output.
+  if (p.recomputes_module(pb::RECOMPUTE_MODULE_MOE_ACT)) {
+    const auto named = [&](const char* name) {
+      return std::find_if(ops.begin(), ops.end(),
+                          [&](const models::LayerOp& o) { return o.name == name; });
+    };
+    const auto act = named("moe.experts.act"), down = named("moe.experts.down");
+    if (act != ops.end() && down != ops.end())
+      out[static_cast<size_t>(down - ops.begin())].push_back(&*act);
+  }
+  return out;
+}
+
 Work op_work(const models::LayerOp& op, pb::Phase phase) {
   const bool backward = phase == pb::PHASE_BACKWARD;
   const double bytes_scale = backward ? 2.0 : 1.0;
@@ -239,14 +267,20 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
     }
     return out;
   }
-  const bool selective = p.recompute() == pb::RECOMPUTE_SELECTIVE;
+  const bool core_attn = p.recomputes_module(pb::RECOMPUTE_MODULE_CORE_ATTN);
+  const bool decoder = !ops.empty() && in_decoder_layer(ops[0]);
   // Op-level selective checkpointing re-runs a decoder layer's forward, but for what it kept.
   std::vector<OpSacSplit> sac;
-  if (p.recompute() == pb::RECOMPUTE_SELECTIVE_OP && !ops.empty() && in_decoder_layer(ops[0]))
+  if (p.recompute() == pb::RECOMPUTE_SELECTIVE_OP && decoder)
     sac = op_sac_split(ops, p.model, p.precision.activation_bytes);
+  // Megatron's output-discarding modules: what each op's backward needs re-run first.
+  const auto rerun = decoder ? module_reruns(ops, p)
+                             : std::vector<std::vector<const models::LayerOp*>>(ops.size());
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     const auto& op = *it;
-    if (!sac.empty()) add_sac_recompute(out, op, sac[static_cast<size_t>(ops.rend() - it - 1)], p);
+    const auto index = static_cast<size_t>(ops.rend() - it - 1);
+    if (!sac.empty()) add_sac_recompute(out, op, sac[index], p);
+    for (const models::LayerOp* again : rerun[index]) add_core(out, *again, p, pb::PHASE_RECOMPUTE);
     if (is_fp8_forward_cast(op)) continue;  // quantizes the forward input: forward only
     if (sp && op.tp_comm_bytes > 0 && op.name != "head.loss") {
       out.push_back(collective(op.name + ".grad.all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
@@ -260,7 +294,7 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
           op.name + (sp ? ".grad.reduce_scatter" : ".grad.all_reduce"),
           sp ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE, full));
     }
-    if (selective && op.selective_recompute) add_core(out, op, p, pb::PHASE_RECOMPUTE);
+    if (core_attn && op.selective_recompute) add_core(out, op, p, pb::PHASE_RECOMPUTE);
     add_core(out, op, p, pb::PHASE_BACKWARD);
   }
   return out;

@@ -19,7 +19,7 @@ models::ShardContext shard_context(const ResolvedPlan& plan) {
   ctx.cp = plan.degrees.cp;
   ctx.ep = plan.degrees.ep;
   ctx.etp = plan.degrees.etp;
-  ctx.ep_node_reach = ep_node_reach(plan);
+  ctx.ep_dispatch_copies = dispatch_copies(plan);
   ctx.activation_bytes = plan.precision.activation_bytes;
   ctx.param_bytes = plan.precision.param_bytes;
   ctx.moe_imbalance = plan.plan.moe_imbalance();
@@ -209,7 +209,7 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
   for (int64_t l = first + plan_.layers_per_stage[static_cast<size_t>(s)] - 1; l >= first; --l) {
     site.layer = l;
     const auto& ops = ops_.layer(plan_.model, l);
-    if (plan_.recompute() == pb::RECOMPUTE_FULL) {
+    if (plan_.recomputes_layer(l)) {
       // Re-run the layer's forward from its saved input just before its backward.
       last = run_program(ops, {pb::PHASE_RECOMPUTE, l, mb, s}, last);
     }

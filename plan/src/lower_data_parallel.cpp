@@ -44,9 +44,9 @@ int64_t RankLowering::issue_fsdp_gather(const FsdpBucket& b, bool forward, const
   const int64_t part = forward ? b.first : b.last;
   Site s = at;
   s.layer = part >= 0 ? part : -1;
-  s.phase = forward                                                ? pb::PHASE_FORWARD
-            : part >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL ? pb::PHASE_RECOMPUTE
-                                                                   : pb::PHASE_BACKWARD;
+  s.phase = forward                                     ? pb::PHASE_FORWARD
+            : part >= 0 && plan_.recomputes_layer(part) ? pb::PHASE_RECOMPUTE
+                                                        : pb::PHASE_BACKWARD;
   const int64_t id = b_.collective(s, kCommDp, fsdp_op_name(part, "fsdp.all_gather"),
                                    pb::COLLECTIVE_KIND_ALL_GATHER, fsdp_group_,
                                    b.params * plan_.precision.param_bytes, {gate});

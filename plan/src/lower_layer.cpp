@@ -23,7 +23,7 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
   }
   if (bucket != nullptr) {
     const int64_t key = part_key(ops, site);
-    const bool recomputed = site.layer >= 0 && plan_.recompute() == pb::RECOMPUTE_FULL;
+    const bool recomputed = site.layer >= 0 && plan_.recomputes_layer(site.layer);
     const bool gather = site.phase == pb::PHASE_FORWARD ? key == bucket->first
                         : site.phase == pb::PHASE_RECOMPUTE
                             ? key == bucket->last && !bucket->resident

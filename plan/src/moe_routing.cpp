@@ -63,4 +63,39 @@ int64_t ep_node_reach(const ResolvedPlan& plan) {
   return std::min({reach, moe.top_k(), spanned});
 }
 
+double ep_expected_node_reach(const ResolvedPlan& plan) {
+  if (!plan.model.has_moe() || plan.degrees.ep < 2) return 0;
+  const auto nodes = ep_nodes_in_order(plan);
+  const std::set<int64_t> spanned(nodes.begin(), nodes.end());
+  if (spanned.size() < 2) return 0;
+  const auto& moe = plan.model.moe();
+  const int64_t experts = moe.num_experts(), k = moe.top_k();
+  const int64_t per_rank = experts / plan.degrees.ep;
+  double reach = 0;
+  for (const int64_t node : spanned) {
+    const int64_t held = per_rank * std::count(nodes.begin(), nodes.end(), node);
+    // C(E - held, k) / C(E, k) as a product: the chance no expert of this node is picked.
+    double missed = 1;
+    for (int64_t i = 0; i < k; ++i)
+      missed *= static_cast<double>(std::max<int64_t>(experts - held - i, 0)) /
+                static_cast<double>(experts - i);
+    reach += 1 - missed;
+  }
+  return reach;
+}
+
+double dispatch_copies(const ResolvedPlan& plan) {
+  const auto bound = static_cast<double>(ep_node_reach(plan));
+  switch (plan.plan.moe_dispatcher()) {
+    case pb::MOE_DISPATCHER_ALLTOALL:
+      return 0;
+    case pb::MOE_DISPATCHER_DEEPEP: {
+      const double expected = ep_expected_node_reach(plan);
+      return bound > 0 ? std::min(bound, expected) : expected;
+    }
+    default:
+      return bound;
+  }
+}
+
 }  // namespace orrery::plan

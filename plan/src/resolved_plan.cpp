@@ -13,6 +13,7 @@
 #include "orrery/topologies/attention_kernels.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::plan {
 namespace {
@@ -238,6 +239,43 @@ void check_moe_fields(const ResolvedPlan& r, const SourceMap& where) {
   if (p.moe_expert_gemm() != pb::MOE_EXPERT_GEMM_UNSPECIFIED && !moe) {
     broken(where, "moe_expert_gemm", "expert-gemm-needs-moe",
            "how experts run, given for the dense model " + r.model.name());
+  }
+  if (p.moe_dispatcher() != pb::MOE_DISPATCHER_UNSPECIFIED && !moe) {
+    broken(where, "moe_dispatcher", "dispatcher-needs-moe",
+           "a token dispatcher, given for the dense model " + r.model.name());
+  }
+}
+
+// recompute_every refines full recomputation and recompute_modules selective recomputation:
+// either one beside another mode would be ignored, so it is refused.
+void check_recompute_fields(const ResolvedPlan& r, const SourceMap& where) {
+  const auto& p = r.plan;
+  if (p.has_recompute_every() && p.recompute() != pb::RECOMPUTE_FULL) {
+    broken(where, "recompute_every", "recompute-every-needs-full",
+           "recompute_every " + str(p.recompute_every()) +
+               " picks the layers recomputed whole: it needs recompute full; the plan says " +
+               enum_value_name(*pb::Recompute_descriptor()->FindValueByNumber(p.recompute())));
+  }
+  if (p.recompute_modules_size() > 0 && p.recompute() != pb::RECOMPUTE_SELECTIVE) {
+    broken(where, "recompute_modules", "recompute-modules-need-selective",
+           "modules to recompute need recompute selective; the plan says " +
+               enum_value_name(*pb::Recompute_descriptor()->FindValueByNumber(p.recompute())));
+  }
+  std::vector<int> seen;
+  for (const int m : p.recompute_modules()) {
+    const std::string name =
+        enum_value_name(*pb::RecomputeModule_descriptor()->FindValueByNumber(m));
+    // Plan files cannot say "unspecified" (the reader refuses it); only code could.
+    ORRERY_CHECK(m != pb::RECOMPUTE_MODULE_UNSPECIFIED, "recompute_modules holds UNSPECIFIED");
+    if (std::find(seen.begin(), seen.end(), m) != seen.end()) {
+      broken(where, "recompute_modules", "recompute-module-once", name + " is listed twice");
+    }
+    seen.push_back(m);
+    if (m == pb::RECOMPUTE_MODULE_MOE_ACT && !r.model.has_moe()) {
+      broken(where, "recompute_modules", "moe-act-needs-moe",
+             "moe_act recomputes the routed experts' activation; the dense model " +
+                 r.model.name() + " has none");
+    }
   }
 }
 
@@ -573,6 +611,18 @@ const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank) {
   ORRERY_CHECK(false, "rank placed beyond the cluster's devices");
 }
 
+bool ResolvedPlan::recomputes_layer(int64_t layer) const {
+  if (plan.recompute() != pb::RECOMPUTE_FULL) return false;
+  return !plan.has_recompute_every() || (layer + 1) % plan.recompute_every() == 0;
+}
+
+bool ResolvedPlan::recomputes_module(pb::RecomputeModule module) const {
+  if (plan.recompute() != pb::RECOMPUTE_SELECTIVE) return false;
+  const auto& m = plan.recompute_modules();
+  if (m.empty()) return module == pb::RECOMPUTE_MODULE_CORE_ATTN;
+  return std::find(m.begin(), m.end(), module) != m.end();
+}
+
 int64_t ResolvedPlan::first_layer(int64_t stage) const {
   int64_t first = 0;
   for (int64_t s = 0; s < stage; ++s) first += layers_per_stage[static_cast<size_t>(s)];
@@ -628,6 +678,7 @@ ResolvedPlan resolve_rules(const pb::Plan& plan, const pb::ModelSpec& model,
   check_pipeline(r, where);
   check_sharding(r, where);
   check_moe_fields(r, where);
+  check_recompute_fields(r, where);
   resolve_tp_overlap(r, where);
   return r;
 }

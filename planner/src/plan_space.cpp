@@ -440,6 +440,10 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   if (fsdp_like(k.sharding)) p.set_prefetch_buckets(1);
   p.set_bucket_bytes(k.bucket_bytes);
   p.set_recompute(k.recompute);
+  // The search ranges over the four policies whole: not over recompute_every's layer counts or
+  // Megatron's module lists (each candidate recomputes every layer, selective its attention core).
+  p.clear_recompute_every();
+  p.clear_recompute_modules();
   p.set_micro_batch_size(k.micro_batch);
   p.set_placement_order(k.placement);
   p.clear_layers_per_stage();

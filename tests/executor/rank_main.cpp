@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", c.learning_rate);
   std::string recompute = "none";
   app.add_option("--recompute", recompute, "none | selective | full");
+  int64_t recompute_every = 0;
+  app.add_option("--recompute-every", recompute_every, "full: every N-th layer only");
   bool materialized = false;
   app.add_flag("--materialized-attention", materialized, "attention_kernel materialized");
   app.add_option("--steps", c.steps);
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
         r == pb::RECOMPUTE_UNSPECIFIED)
       throw std::runtime_error("--recompute " + recompute + ": none, selective or full");
     c.plan.set_recompute(r);
+    if (recompute_every > 0) c.plan.set_recompute_every(recompute_every);
     if (materialized) c.plan.set_attention_kernel(pb::ATTENTION_KERNEL_MATERIALIZED);
     c.plan.set_overlap_grad_reduce(overlap_grad);
     c.plan.set_overlap_param_gather(overlap_gather);

@@ -49,6 +49,16 @@ TEST(Recompute, FullAndSelectiveMatchOneProcessBitForBit) {
   expect_identical(ref, train("tiny", with(single, "selective")));
 }
 
+// torchtitan's layer-level checkpointing: only every second layer is re-run (the "tiny" model
+// has two, so layer 1 is and layer 0 is not).
+TEST(Recompute, EverySecondLayerMatchesOneProcessBitForBit) {
+  const Plan single{"single", 1, 1, 1, {}};
+  Plan every2 = with(single, "full");
+  every2.name += "-every2";
+  every2.extra.insert(every2.extra.end(), {"--recompute-every", "2"});
+  expect_identical(train("tiny", single), train("tiny", every2));
+}
+
 TEST(Recompute, SelectiveWithMaterializedAttentionBf16) {
   const Plan single{"single-mat", 1, 1, 1, {"--precision", "bf16", "--materialized-attention"}};
   expect_identical(train("tiny", single), train("tiny", with(single, "selective")));

@@ -168,6 +168,31 @@ TEST(UnsupportedReason, RecomputationRunsButNotFullWithFsdp) {
             "not run by the executor yet (none, selective and full are)");
 }
 
+// Megatron's core_attn is the executor's selective recomputation; the output-discarding modules
+// are refused. Layer-level checkpointing (recompute_every) runs.
+TEST(UnsupportedReason, RecomputeModulesOtherThanCoreAttnAreRefused) {
+  TrainConfig c = tiny_pp2();
+  c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
+  c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_CORE_ATTN);
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
+  EXPECT_EQ(unsupported_reason(c),
+            "recompute_modules layernorm: Megatron-core's output-discarding recomputation is "
+            "simulated, not run by the executor yet (core_attn is)");
+  c.plan.clear_recompute_modules();
+  c.plan.set_recompute(pb::RECOMPUTE_FULL);
+  c.plan.set_recompute_every(2);
+  EXPECT_EQ(unsupported_reason(c), "");
+}
+
+TEST(UnsupportedReason, DeepEpDispatchIsRefused) {
+  TrainConfig c = tiny_pp2();
+  c.plan.set_moe_dispatcher(pb::MOE_DISPATCHER_DEEPEP);
+  EXPECT_EQ(unsupported_reason(c),
+            "moe_dispatcher deepep: DeepEP's dispatch kernels are simulated, not run by the "
+            "executor (alltoall is)");
+}
+
 TEST(UnsupportedReason, QkNormAndPartialRotaryRunButAnOddRotaryWidthDoesNot) {
   TrainConfig c = tiny_pp2();
   c.model.set_qk_norm(true);

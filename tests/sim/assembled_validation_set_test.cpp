@@ -165,42 +165,42 @@ TEST(AssembledValidationSet, EveryRunThatTrainedIsPredictedToFit) {
 }
 
 // Megatron's --expert-tensor-parallel-size 1 is read as MoE parallel folding: the Qwen3 MoE runs'
-// experts fold over tp x dp (EP 32 of tp 2 x dp 16 would not divide dp alone).
-// The Megatron-MoE-ModelZoo Qwen3 runs fold their experts (etp 1). The tp2/ep32 one recomputes
-// Megatron-core modules (norm, act) that no plan field expresses: skipped naming `recompute`;
-// with the attention core's recomputation in their place it reads and simulates like the others.
+// experts fold over tp x dp (EP 32 of tp 2 x dp 16 would not divide dp alone). The tp2/ep32 one
+// recomputes Megatron-core's norm and activation modules (layernorm, moe_act); all three read
+// and simulate.
 TEST(AssembledValidationSet, ExpertTensorParallelFoldsTheExperts) {
-  json file = read_json(kData / "runs.json");
-  json moe = json::array();
-  for (const auto& c : file["cases"]) {
-    if (c["id"].get<std::string>().rfind("MOEZOO-", 0) == 0) moe.push_back(c);
-  }
-  ASSERT_EQ(moe.size(), 3U);
-  int modules = 0;
+  int moe = 0, modules = 0;
   for (const auto& run : validation::published_runs(kData / "runs.json")) {
-    if (run.id.rfind("MOEZOO-", 0) != 0 || run.skipped.empty()) continue;
-    ++modules;
-    EXPECT_NE(run.skipped.find(".recompute: got 'selective (--recompute-modules: norm, act)'"),
-              std::string::npos)
-        << run.id << ": " << run.skipped;
-  }
-  EXPECT_EQ(modules, 1);
-  for (auto& c : moe) {
-    if (c["recompute"] == "selective (--recompute-modules: norm, act)")
-      c["recompute"] = "selective (--recompute-modules: core_attn)";
-  }
-  file["cases"] = moe;
-  const fs::path path = fs::temp_directory_path() / "orrery-moezoo-runs.json";
-  std::ofstream(path) << file.dump();
-  const auto runs = validation::published_runs(path);
-  fs::remove(path);
-  for (const auto& run : runs) {
+    if (run.id.rfind("MOEZOO-", 0) != 0) continue;
+    ++moe;
     EXPECT_EQ(run.skipped, "") << run.id;
     EXPECT_TRUE(run.plan.parallel().has_etp()) << run.id;
     EXPECT_EQ(run.plan.parallel().etp(), 1) << run.id;
+    if (run.plan.recompute_modules_size() > 0) {
+      ++modules;
+      ASSERT_EQ(run.plan.recompute_modules_size(), 2) << run.id;
+      EXPECT_EQ(run.plan.recompute_modules(0), pb::RECOMPUTE_MODULE_LAYERNORM);
+      EXPECT_EQ(run.plan.recompute_modules(1), pb::RECOMPUTE_MODULE_MOE_ACT);
+    }
     const validation::RunCase r = validation::simulate_run(run, EngineKind::kAnalytic, nullptr);
     EXPECT_EQ(r.skipped, "") << run.id;
   }
+  EXPECT_EQ(moe, 3);
+  EXPECT_EQ(modules, 1);
+}
+
+// torchtitan's layer-level selective checkpointing runs state their frequency (every 2nd block)
+// and are read as full recomputation of every second layer.
+TEST(AssembledValidationSet, LayerLevelCheckpointingRunsReadTheirFrequency) {
+  int layer_level = 0;
+  for (const auto& run : validation::published_runs(kData / "runs.json")) {
+    if (run.id.find("-selective-layer") == std::string::npos) continue;
+    ++layer_level;
+    EXPECT_EQ(run.skipped, "") << run.id;
+    EXPECT_EQ(run.plan.recompute(), pb::RECOMPUTE_FULL) << run.id;
+    EXPECT_EQ(run.plan.recompute_every(), 2) << run.id;
+  }
+  EXPECT_EQ(layer_level, 2);
 }
 
 // torchao's float8 rowwise runs are read as the rowwise recipe (they were read as no recipe, and

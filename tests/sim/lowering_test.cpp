@@ -514,6 +514,53 @@ TEST(Lowering, OpLevelSelectiveCheckpointingRerunsWhatItDidNotKeep) {
   EXPECT_GT(rerun.size(), 5U);
 }
 
+// Layer-level checkpointing (recompute full, recompute_every 2 on the two-layer tiny model):
+// layer 1 is re-run whole, layer 0 not at all.
+TEST(Lowering, EveryNthLayerRecomputesOnlyThoseLayers) {
+  Case c = find_case("tiny_tp2_pp2_dp2_full_recompute");
+  const auto base = c.set;
+  c.set = [base](pb::Plan& p) {
+    base(p);
+    p.mutable_parallel()->set_pp(1), p.mutable_parallel()->set_dp(4);
+    p.set_recompute_every(2);
+  };
+  const pb::ExecGraph g = plan::lower(make(c));
+  std::map<int64_t, double> forward, rerun;
+  for (const auto& n : g.ranks(0).nodes()) {
+    if (n.kind() != pb::NODE_KIND_COMPUTE || n.layer() < 0 || n.micro_batch() != 0) continue;
+    if (n.phase() == pb::PHASE_FORWARD) forward[n.layer()] += n.flops();
+    if (n.phase() == pb::PHASE_RECOMPUTE) rerun[n.layer()] += n.flops();
+  }
+  EXPECT_EQ(rerun.count(0), 0U);
+  EXPECT_GT(rerun[1], 0);
+  EXPECT_DOUBLE_EQ(rerun[1], forward[1]);
+}
+
+// Megatron-core's output-discarding modules: layernorm re-runs both block norms, moe_act the
+// routed experts' activation, each once per layer and micro-batch, nothing else.
+TEST(Lowering, RecomputeModulesRerunTheirOpsOnly) {
+  Case c = find_case("mixtral_tp2_dp4_ep4");
+  const auto base = c.set;
+  c.set = [base](pb::Plan& p) {
+    base(p);
+    p.set_recompute(pb::RECOMPUTE_SELECTIVE);
+    p.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
+    p.add_recompute_modules(pb::RECOMPUTE_MODULE_MOE_ACT);
+  };
+  const pb::ExecGraph g = plan::lower(make(c));
+  std::map<std::string, double> forward, rerun;
+  for (const auto& n : g.ranks(0).nodes()) {
+    if (n.kind() != pb::NODE_KIND_COMPUTE || n.layer() != 0 || n.micro_batch() != 0) continue;
+    if (n.phase() == pb::PHASE_FORWARD) forward[n.op()] += n.flops();
+    if (n.phase() == pb::PHASE_RECOMPUTE) rerun[n.op()] += n.flops();
+  }
+  ASSERT_EQ(rerun.size(), 3U);
+  EXPECT_DOUBLE_EQ(rerun["attn.norm"], forward["attn.norm"]);
+  EXPECT_DOUBLE_EQ(rerun["mlp.norm"], forward["mlp.norm"]);
+  EXPECT_DOUBLE_EQ(rerun["moe.experts.act"], forward["moe.experts.act"]);
+  EXPECT_GT(rerun["moe.experts.act"], 0);
+}
+
 // --- Communication volumes ---------------------------------------------------------------------
 
 struct Coll {

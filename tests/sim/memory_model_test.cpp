@@ -206,6 +206,36 @@ TEST(MemoryModel, FullRecomputeKeepsLayerInputsAndOneLayer) {
   EXPECT_DOUBLE_EQ(sel[0].optimizer_bytes(), 12 * P / 8);
 }
 
+TEST(MemoryModel, EveryNthLayerRecomputedKeepsTheOthersWhole) {
+  // recompute_every 4 (torchtitan's layer-level checkpointing): layers 4, 8, ..., 32 (8 of 32)
+  // keep their input only, the other 24 everything; one recomputed layer is re-materialized at a
+  // time: 8 x 16,777,216 + 24 x 285,474,816 + 1,084,227,584 + 285,474,816.
+  plan::ResolvedPlan r = plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_FULL);
+  r.plan.set_recompute_every(4);
+  EXPECT_FALSE(r.recomputes_layer(0));
+  EXPECT_TRUE(r.recomputes_layer(3));
+  EXPECT_TRUE(r.recomputes_layer(31));
+  const auto m = memory_per_stage(r);
+  EXPECT_DOUBLE_EQ(m[0].activations_bytes(),
+                   8 * 16777216.0 + 24 * kLayerActivations + kHeadActivations + kLayerActivations);
+  // Every layer (recompute_every 1) is plain full recomputation.
+  r.plan.set_recompute_every(1);
+  EXPECT_DOUBLE_EQ(memory_per_stage(r)[0].activations_bytes(), 1906573312.0);
+}
+
+TEST(MemoryModel, RecomputeModulesDropWhatTheyReRun) {
+  // layernorm: each block norm's output, as large as its input (2sh = 16,777,216), twice a
+  // layer; with core_attn also the log-sum-exp (262,144):
+  //   32 x (285,474,816 - 2 x 16,777,216 - 262,144) + 1,084,227,584.
+  plan::ResolvedPlan r = plan("llama3-8b", 1, 1, 8, 8, pb::SHARDING_ZERO1, pb::RECOMPUTE_SELECTIVE);
+  r.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
+  EXPECT_DOUBLE_EQ(memory_per_stage(r)[0].activations_bytes(),
+                   32 * (kLayerActivations - 2 * 16777216.0) + kHeadActivations);
+  r.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_CORE_ATTN);
+  EXPECT_DOUBLE_EQ(memory_per_stage(r)[0].activations_bytes(),
+                   32 * (kLayerActivations - 2 * 16777216.0 - 262144) + kHeadActivations);
+}
+
 TEST(MemoryModel, TensorParallelismSplitsWeightsAndMostActivations) {
   // tp 8 on one node, dp 1: weights are split except the 2 x 32 + 1 RMSNorm weights of 4096:
   // layer 218,112,000 / 8 + 8,192 x 7 / 8 = 27,271,168 (norms replicated); embedding and head

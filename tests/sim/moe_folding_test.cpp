@@ -223,5 +223,37 @@ TEST(NodeLimitedRouting, TwoNodeEpGroupSendsOneCopyPerNode) {
   }
 }
 
+// DeepEP (moe_dispatcher deepep) sends a token once per node holding one of its experts, with
+// or without group-limited routing. Unlimited routing over the 2 nodes of ep 16 (128 of the 256
+// experts on each): a token misses a node with chance C(128, 8) / C(256, 8), so it reaches
+// 2 x (1 - that) nodes on average, about 1.99 copies instead of 8. alltoall sends all 8, also
+// under group-limited routing.
+TEST(NodeLimitedRouting, DeepEpSendsOneCopyPerNodeReached) {
+  pb::Plan deepep = deepseek_plan(16);
+  deepep.set_moe_dispatcher(pb::MOE_DISPATCHER_DEEPEP);
+  const auto free = resolve(deepep, small_deepseek(false), 2);
+  double missed = 1;  // C(128, 8) / C(256, 8) as a ratio of falling factorials
+  for (int i = 0; i < 8; ++i) missed *= (128.0 - i) / (256.0 - i);
+  const double reach = 2 * (1 - missed);
+  EXPECT_NEAR(plan::ep_expected_node_reach(free), reach, 1e-12);
+  EXPECT_NEAR(plan::dispatch_copies(free), reach, 1e-12);
+  const double token = 7168.0 * 2 * 15 / 16;
+  EXPECT_NEAR(op(plan::detail::make_op_tables(free).moe_layer, "moe.router").ep_alltoall_bytes,
+              4096 * reach * token, 1e-3);
+  // Group-limited routing bounds it further: min(2 nodes, the expected 1.99).
+  const auto limited = resolve(deepep, small_deepseek(true), 2);
+  EXPECT_NEAR(plan::dispatch_copies(limited), reach, 1e-12);
+  // alltoall: top_k copies even where routing is group-limited; absent: as before the field.
+  pb::Plan nccl = deepseek_plan(16);
+  nccl.set_moe_dispatcher(pb::MOE_DISPATCHER_ALLTOALL);
+  EXPECT_EQ(plan::dispatch_copies(resolve(nccl, small_deepseek(true), 2)), 0);
+  EXPECT_EQ(plan::dispatch_copies(resolve(deepseek_plan(16), small_deepseek(true), 2)), 2);
+  EXPECT_EQ(plan::dispatch_copies(resolve(deepseek_plan(16), small_deepseek(false), 2)), 0);
+  // On one node (ep 8) nothing crosses the network: top_k copies.
+  pb::Plan one = deepseek_plan(8);
+  one.set_moe_dispatcher(pb::MOE_DISPATCHER_DEEPEP);
+  EXPECT_EQ(plan::dispatch_copies(resolve(one, small_deepseek(false), 2)), 0);
+}
+
 }  // namespace
 }  // namespace orrery::sim

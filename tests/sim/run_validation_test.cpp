@@ -156,7 +156,11 @@ TEST(RunValidation, RecomputeIsReadByItsPolicy) {
                                           "selective (layer)",
                                           "selective (--recompute-modules: norm, act)",
                                           "selective (--recompute-modules: core_attn)",
-                                          "offloaded"};
+                                          "offloaded",
+                                          "selective (layer, every 2nd block)",
+                                          "selective (--recompute-modules: layernorm, core_attn)",
+                                          "selective (--recompute-modules: core_attn, mlp)",
+                                          "selective (--recompute-modules: norm, fused)"};
   nlohmann::json file = nlohmann::json::parse(std::ifstream(kReaders));
   const nlohmann::json base = file["cases"][0];
   file["cases"] = nlohmann::json::array();
@@ -190,12 +194,27 @@ TEST(RunValidation, RecomputeIsReadByItsPolicy) {
   reads(4, pb::RECOMPUTE_SELECTIVE);
   reads(5, pb::RECOMPUTE_SELECTIVE_OP);
   reads(6, pb::RECOMPUTE_SELECTIVE_OP);
-  refuses(7, ": torchtitan's layer-level selective checkpointing");
-  refuses(8, ": Megatron-core's --recompute-modules without core_attn");
+  refuses(7, ": torchtitan's layer-level selective checkpointing needs its frequency");
+  // The ModelZoo tables' norm and act are Megatron's layernorm and moe_act (the dense model of
+  // this file then fails the plan's moe-act-needs-moe rule when simulated).
+  reads(8, pb::RECOMPUTE_SELECTIVE);
+  ASSERT_EQ(runs[8].plan.recompute_modules_size(), 2);
+  EXPECT_EQ(runs[8].plan.recompute_modules(0), pb::RECOMPUTE_MODULE_LAYERNORM);
+  EXPECT_EQ(runs[8].plan.recompute_modules(1), pb::RECOMPUTE_MODULE_MOE_ACT);
   reads(9, pb::RECOMPUTE_SELECTIVE);
+  ASSERT_EQ(runs[9].plan.recompute_modules_size(), 1);
+  EXPECT_EQ(runs[9].plan.recompute_modules(0), pb::RECOMPUTE_MODULE_CORE_ATTN);
   refuses(10,
           ", which begins with none of none, no, off, false, disabled, not stated, full, "
           "selective");
+  reads(11, pb::RECOMPUTE_FULL);
+  EXPECT_EQ(runs[11].plan.recompute_every(), 2);
+  reads(12, pb::RECOMPUTE_SELECTIVE);
+  ASSERT_EQ(runs[12].plan.recompute_modules_size(), 2);
+  EXPECT_EQ(runs[12].plan.recompute_modules(0), pb::RECOMPUTE_MODULE_LAYERNORM);
+  EXPECT_EQ(runs[12].plan.recompute_modules(1), pb::RECOMPUTE_MODULE_CORE_ATTN);
+  refuses(13, ": Megatron-core's mlp module recomputation is not modelled");
+  refuses(14, ": 'fused' is none of Megatron-core's --recompute-modules");
 }
 
 TEST(RunValidation, PipelineLayoutGivesUnevenStages) {

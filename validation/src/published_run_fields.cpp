@@ -156,6 +156,12 @@ pb::Precision precision_of(const CaseReader& run) {
                             "float16, fp32, tf32, float32");
 }
 
+pb::MoeDispatcher moe_dispatcher_of(const CaseReader& parallel) {
+  return one_of<pb::MoeDispatcher>(
+      parallel, "moe_dispatcher",
+      {{"alltoall", pb::MOE_DISPATCHER_ALLTOALL}, {"deepep", pb::MOE_DISPATCHER_DEEPEP}});
+}
+
 pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
   if (run.has("fp8_recipe")) {
     return one_of<pb::Fp8Recipe>(run, "fp8_recipe",
@@ -177,19 +183,77 @@ pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
   return pb::FP8_RECIPE_UNSPECIFIED;
 }
 
-pb::Recompute recompute_of(const CaseReader& run, std::string& assumed) {
+namespace {
+
+// "every 2nd", "every 2": the layer-level policy's frequency, or 0 when the words give none.
+int64_t every_nth(const std::string& words) {
+  const auto at = words.find(" every ");
+  if (at == std::string::npos) return 0;
+  std::string n = words.substr(at + 7, words.find(' ', at + 7) - at - 7);
+  for (const char* suffix : {"st", "nd", "rd", "th"}) {
+    if (n.size() > 2 && n.compare(n.size() - 2, 2, suffix) == 0) n.resize(n.size() - 2);
+  }
+  if (n.empty() || !std::all_of(n.begin(), n.end(), ::isdigit) || n.size() > 6) return 0;
+  return std::stoll(n);
+}
+
+// Megatron-core's --recompute-modules as the text lists them after "recompute-modules", up to a
+// closing parenthesis: its module names, and the ModelZoo tables' short "norm" and "act".
+std::vector<pb::RecomputeModule> modules_of(const CaseReader& run, const std::string& text) {
+  const std::string lower = lowercase(text);
+  const auto at = lower.find("recompute-modules");
+  std::string list = lower.substr(at + 17);
+  list = list.substr(0, list.find(')'));
+  std::vector<pb::RecomputeModule> out;
+  std::string name;
+  const auto take = [&] {
+    if (name.empty()) return;
+    if (name == "core_attn") {
+      out.push_back(pb::RECOMPUTE_MODULE_CORE_ATTN);
+    } else if (name == "layernorm" || name == "norm") {
+      out.push_back(pb::RECOMPUTE_MODULE_LAYERNORM);
+    } else if (name == "moe_act" || name == "act") {
+      out.push_back(pb::RECOMPUTE_MODULE_MOE_ACT);
+    } else if (name == "mlp" || name == "moe" || name == "shared_experts" ||
+               name == "shared_expert" || name == "mla_up_proj") {
+      run.fail("recompute", "got '" + text + "': Megatron-core's " + name +
+                                " module recomputation is not modelled (core_attn, layernorm and "
+                                "moe_act are)");
+    } else {
+      run.fail("recompute", "got '" + text + "': '" + name +
+                                "' is none of Megatron-core's --recompute-modules (core_attn, "
+                                "layernorm or norm, moe_act or act, mlp, moe, shared_experts, "
+                                "mla_up_proj)");
+    }
+    name.clear();
+  };
+  for (const char c : list) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      name += c;
+    } else if (c != '-' || !name.empty()) {
+      take();
+    }
+  }
+  take();
+  if (out.empty()) run.fail("recompute", "got '" + text + "': --recompute-modules lists none");
+  return out;
+}
+
+}  // namespace
+
+void read_recompute(const CaseReader& run, pb::Plan& plan, std::string& assumed) {
   const std::string text = run.text("recompute");
   const std::string words = words_of(text);
   const auto leads = [&](const char* word) {
     return words.rfind(" " + std::string(word) + " ", 0) == 0;
   };
   if (leads("none") || leads("no") || leads("off") || leads("false") || leads("disabled"))
-    return pb::RECOMPUTE_NONE;
+    return plan.set_recompute(pb::RECOMPUTE_NONE);
   if (leads("not stated")) {
     // Published recipes that leave it out ran their framework's default, which for the recipes
     // in the files so far (NeMo's) is none; the reader says so rather than decide silently.
     assumed = " (assumed: no recomputation; `recompute` not stated)";
-    return pb::RECOMPUTE_NONE;
+    return plan.set_recompute(pb::RECOMPUTE_NONE);
   }
   if (leads("full")) {
     // "full (block, 40 of 80 layers)": Megatron's --recompute-num-layers below the stage's count.
@@ -205,28 +269,31 @@ pb::Recompute recompute_of(const CaseReader& run, std::string& assumed) {
                                   "recomputes every layer)");
       }
     }
-    return pb::RECOMPUTE_FULL;
+    return plan.set_recompute(pb::RECOMPUTE_FULL);
   }
-  if (leads("selective")) {
-    if (names_any(words, {"op", "ops"})) return pb::RECOMPUTE_SELECTIVE_OP;
-    if (names_any(words, {"layer"})) {
-      run.fail("recompute",
-               "got '" + text +
-                   "': torchtitan's layer-level selective "
-                   "checkpointing (every k-th layer recomputed whole) is not modelled; "
-                   "selective_op and Megatron's selective are");
-    }
-    if (names_any(words, {"recompute modules"}) && !names_any(words, {"core attn"})) {
+  if (!leads("selective")) {
+    run.fail("recompute", "got '" + text +
+                              "', which begins with none of none, no, off, false, "
+                              "disabled, not stated, full, selective");
+  }
+  if (names_any(words, {"op", "ops"})) return plan.set_recompute(pb::RECOMPUTE_SELECTIVE_OP);
+  if (names_any(words, {"layer"})) {
+    // torchtitan's layer-level policy: every N-th block checkpointed whole. Its frequency is a
+    // setting of the run (selective_ac_option), so the text must state it.
+    const int64_t n = every_nth(words);
+    if (n < 1) {
       run.fail("recompute", "got '" + text +
-                                "': Megatron-core's --recompute-modules without "
-                                "core_attn (norms, activations, MLPs re-run) are not modelled; "
-                                "selective is the attention core's recomputation");
+                                "': torchtitan's layer-level selective checkpointing needs its "
+                                "frequency ('every 2nd': selective_ac_option), which the text "
+                                "does not state");
     }
-    return pb::RECOMPUTE_SELECTIVE;
+    plan.set_recompute(pb::RECOMPUTE_FULL);
+    return plan.set_recompute_every(n);
   }
-  run.fail("recompute", "got '" + text +
-                            "', which begins with none of none, no, off, false, "
-                            "disabled, not stated, full, selective");
+  plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
+  if (names_any(words, {"recompute modules"})) {
+    for (const auto m : modules_of(run, text)) plan.add_recompute_modules(m);
+  }
 }
 
 int64_t seq_len_of(const CaseReader& run) {

@@ -58,13 +58,19 @@ pb::Precision precision_of(const CaseReader& run);
 // (the plan then takes Transformer Engine's default, and says so).
 pb::Fp8Recipe fp8_recipe_of(const CaseReader& run);
 
-// `recompute`, by its leading word: none (also no, off, false, disabled), full (whole layers;
-// "N of M layers" with N < M is refused: a partial count is not modelled), selective (with "op"
-// or "per op" among its words: torchtitan's op-level policy; with "layer": torchtitan's
-// layer-level policy, refused, not modelled; with Megatron-core's --recompute-modules other than
-// core_attn: refused, not modelled; else Megatron's attention-core recomputation). "not stated"
-// is read as none and said in `assumed`. Anything else fails naming the field.
-pb::Recompute recompute_of(const CaseReader& run, std::string& assumed);
+// `parallel.moe_dispatcher`: alltoall (Megatron-core's NCCL all-to-all dispatcher) or deepep
+// (its flex dispatcher with DeepEP); anything else fails naming the field.
+pb::MoeDispatcher moe_dispatcher_of(const CaseReader& parallel);
+
+// `recompute`, by its leading word, into `plan`'s recompute fields: none (also no, off, false,
+// disabled); full (whole layers; "N of M layers" with N < M is refused: a partial count is not
+// modelled); selective: with "op" or "per op" among its words torchtitan's op-level policy
+// (selective_op); with "layer" torchtitan's layer-level policy, which needs its frequency stated
+// ("every 2nd", "every 2": full with recompute_every); with Megatron-core's "--recompute-modules:"
+// the modules listed (core_attn; layernorm or norm; moe_act or act; the others refused, not
+// modelled); else Megatron's attention-core recomputation. "not stated" is read as none and said
+// in `assumed`. Anything else fails naming the field.
+void read_recompute(const CaseReader& run, pb::Plan& plan, std::string& assumed);
 
 // The sequence length: `model.seq_len`, else `batch.seq_len`.
 int64_t seq_len_of(const CaseReader& run);

@@ -267,6 +267,7 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   // Megatron's --expert-tensor-parallel-size: stated, the experts fold over tp x cp x dp
   // (Plan.parallel.etp); absent, the experts keep the dense tp and ep comes out of dp x cp.
   if (par.has("etp")) q->set_etp(par.integer("etp"));
+  if (par.has("moe_dispatcher")) plan.set_moe_dispatcher(detail::moe_dispatcher_of(par));
   detail::read_pipeline_layout(par, out.model.num_layers(), plan);
   if (par.at("sequence_parallel").is_boolean())
     q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
@@ -284,7 +285,7 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
     par.fail("shard_group", "given, but zero_fsdp '" + par.text("zero_fsdp") +
                                 "' names no HSDP (hsdp, hybrid shard)");
   }
-  plan.set_recompute(detail::recompute_of(r, out.assumed));
+  detail::read_recompute(r, plan, out.assumed);
   plan.set_micro_batch_size(batch.integer("micro_batch"));
   // Without a profile's word, a run overlaps the data-parallel reduction with the backward
   // (PyTorch DDP buckets, Megatron/NeMo's overlap flags).

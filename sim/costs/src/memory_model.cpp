@@ -24,12 +24,22 @@ double expert_params_of(const std::vector<models::LayerOp>& ops) {
   return p;
 }
 
-// Activations one micro-batch leaves for the backward of these ops.
-double saved_bytes(const std::vector<models::LayerOp>& ops, pb::Recompute recompute) {
+// Activations one micro-batch leaves for the backward of these ops; `selective`: less what
+// recompute selective's modules drop: the attention core's internals (core_attn), each block
+// norm's output (layernorm: the tensor the next op kept, as large as the norm's input) and the
+// routed experts' activation output (moe_act: what their down projection kept).
+double saved_bytes(const std::vector<models::LayerOp>& ops, const plan::ResolvedPlan& plan,
+                   bool selective) {
+  const bool core_attn = selective && plan.recomputes_module(pb::RECOMPUTE_MODULE_CORE_ATTN);
+  const bool norms = selective && plan.recomputes_module(pb::RECOMPUTE_MODULE_LAYERNORM);
+  const bool moe_act = selective && plan.recomputes_module(pb::RECOMPUTE_MODULE_MOE_ACT);
   double bytes = 0;
   for (const auto& op : ops) {
     bytes += op.saved_activation_bytes;
-    if (recompute == pb::RECOMPUTE_SELECTIVE) bytes -= op.selective_recompute_bytes;
+    if (core_attn) bytes -= op.selective_recompute_bytes;
+    if (norms && (op.name == "attn.norm" || op.name == "mlp.norm"))
+      bytes -= op.saved_activation_bytes;
+    if (moe_act && op.name == "moe.experts.down") bytes -= op.saved_activation_bytes;
   }
   return bytes;
 }
@@ -54,7 +64,7 @@ double sac_kept_bytes(const plan::ResolvedPlan& plan, const std::vector<models::
 
 Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables& t, int64_t s) {
   const pb::Recompute recompute = plan.recompute();
-  const bool full = recompute == pb::RECOMPUTE_FULL;
+  const bool selective = recompute == pb::RECOMPUTE_SELECTIVE;
   const bool op_sac = recompute == pb::RECOMPUTE_SELECTIVE_OP;
   const int64_t stages = plan.degrees.pp * plan.degrees.vp;
   // A layer's input, which full recomputation keeps (sequence-parallel: this rank's slice).
@@ -62,15 +72,18 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
                  static_cast<double>(plan.model.hidden_size()) * plan.precision.activation_bytes;
   if (plan.sequence_parallel()) input /= static_cast<double>(plan.degrees.tp);
   Stage st;
-  auto add = [&](const std::vector<models::LayerOp>& ops, bool layer) {
+  // layer: the decoder layer's index, -1 for the embedding and the head.
+  auto add = [&](const std::vector<models::LayerOp>& ops, int64_t layer_index) {
+    const bool layer = layer_index >= 0;
+    const bool full = layer && plan.recomputes_layer(layer_index);
     const double params = params_of(ops);
     st.params += params;
     st.expert_params += expert_params_of(ops);
     const plan::Fp8Footprint fp8 = plan::fp8_footprint(ops);
     st.fp8.params += fp8.params, st.fp8.gemms += fp8.gemms;
     st.largest_layer_fp8_params = std::max(st.largest_layer_fp8_params, fp8.params);
-    const double saved = saved_bytes(ops, full || op_sac ? pb::RECOMPUTE_NONE : recompute);
-    if (layer && full) {
+    const double saved = saved_bytes(ops, plan, selective);
+    if (full) {
       st.activation_bytes += input;
       st.largest_layer_bytes = std::max(st.largest_layer_bytes, saved);
     } else if (layer && op_sac) {
@@ -85,12 +98,12 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
     // FSDP units: decoder layers, and the embedding and head (often the largest).
     st.largest_layer_params = std::max(st.largest_layer_params, params);
   };
-  if (s == 0) add(t.embedding, false);
+  if (s == 0) add(t.embedding, -1);
   const int64_t first = plan.first_layer(s);
   for (int64_t l = first; l < first + plan.layers_per_stage[static_cast<size_t>(s)]; ++l) {
-    add(t.layer(plan.model, l), true);
+    add(t.layer(plan.model, l), l);
   }
-  if (s == stages - 1) add(t.head, false);
+  if (s == stages - 1) add(t.head, -1);
   return st;
 }
 

@@ -27,12 +27,11 @@ struct ShardContext {
   // all-to-all brought before the experts and reduce-scatters after. 0: no folding (the experts
   // are split by tp and routed from the tp ranks' common tokens).
   int64_t etp = 0;
-  // Group-limited routing (MoeSpec.topk_group) over an EP group spanning several nodes: the most
-  // nodes one token's top_k copies reach (plan::ep_node_reach). The dispatch then sends a token
-  // once per node it reaches (DeepEP's deduplicated inter-node dispatch, forwarded inside the
-  // node over NVLink), so the all-to-all carries min(top_k, this) copies instead of top_k.
-  // 0: no limit.
-  int64_t ep_node_reach = 0;
+  // Copies of a token the dispatch (and combine) all-to-all carries when fewer than top_k: the
+  // nodes it reaches, when its dispatcher sends a token once per node and forwards it inside the
+  // node over NVLink (DeepEP's inter-node kernels; plan::dispatch_copies: the bound of
+  // group-limited routing, or the expected count under uniform routing). 0: top_k copies.
+  double ep_dispatch_copies = 0;
   double activation_bytes = 2;  // bytes per activation element (bf16: 2)
   double param_bytes = 2;       // bytes per parameter element as the kernels read it
   // MoE: tokens routed to this rank's experts over the mean (>= 1, from the plan).

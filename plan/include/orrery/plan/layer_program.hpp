@@ -59,6 +59,13 @@ struct Step {
   bool comm_first = false;
 };
 
+// Megatron-core's output-discarding recompute modules (recompute selective with
+// recompute_modules layernorm or moe_act) in one decoder layer's ops: for each op, the ops whose
+// forward re-runs just before its backward (a block norm before its block's last op, the routed
+// experts' activation before their down projection). Empty lists elsewhere.
+std::vector<std::vector<const models::LayerOp*>> module_reruns(
+    const std::vector<models::LayerOp>& ops, const ResolvedPlan& p);
+
 // FLOPs and bytes one op moves in a phase (backward: its backward FLOPs and about twice the
 // forward bytes: it reads activations and output gradients and writes input and weight
 // gradients). The lowering's nodes and the analytic engine both use this.

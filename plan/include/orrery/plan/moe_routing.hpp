@@ -21,4 +21,17 @@ int64_t ep_group_nodes(const ResolvedPlan& plan);
 // topk_group groups that span the most nodes, and never more than top_k or the group's nodes.
 int64_t ep_node_reach(const ResolvedPlan& plan);
 
+// The nodes of rank 0's EP group one token's top_k experts fall on, expected under uniform
+// routing (every set of top_k distinct experts equally likely): the sum over the group's nodes
+// of 1 - C(E - E_n, k) / C(E, k), E_n the experts node n holds. 0 when the group sits on one
+// node.
+double ep_expected_node_reach(const ResolvedPlan& plan);
+
+// Copies of a token the dispatch carries when fewer than top_k (models::ShardContext::
+// ep_dispatch_copies), by the plan's moe_dispatcher: alltoall 0 (top_k); deepep the nodes it
+// reaches, min(ep_node_reach, ep_expected_node_reach) under group-limited routing, else
+// ep_expected_node_reach; absent ep_node_reach (before the field, a token was sent once per node
+// only under group-limited routing).
+double dispatch_copies(const ResolvedPlan& plan);
+
 }  // namespace orrery::plan

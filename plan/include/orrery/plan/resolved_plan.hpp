@@ -83,6 +83,11 @@ struct ResolvedPlan {
   pb::PipelineSchedule schedule() const { return plan.parallel().schedule(); }
   pb::Sharding sharding() const { return plan.sharding(); }
   pb::Recompute recompute() const { return plan.recompute(); }
+  // Whether decoder layer `layer` (0-based, over the model) is recomputed whole: recompute full,
+  // every layer or every recompute_every-th.
+  bool recomputes_layer(int64_t layer) const;
+  // Whether recompute selective re-runs `module` (recompute_modules; core_attn when empty).
+  bool recomputes_module(pb::RecomputeModule module) const;
   bool sequence_parallel() const { return plan.parallel().sequence_parallel(); }
   // Devices used: the sum over pipeline stages of their tp x cp x dp.
   int64_t world_size() const;

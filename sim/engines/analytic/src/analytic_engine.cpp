@@ -78,7 +78,8 @@ struct StagePasses {
   std::vector<std::pair<double, double>> part_params;  // (dense, expert)
   std::vector<int64_t> part_chunk;                     // the chunk of each part
   std::vector<Part> part_kind;
-  plan::Fp8Footprint fp8;  // cast once per step after the optimizer (fp8_weight_cast)
+  std::vector<int64_t> part_layer;  // a decoder layer's index in the model; -1 otherwise
+  plan::Fp8Footprint fp8;           // cast once per step after the optimizer (fp8_weight_cast)
   std::vector<std::pair<double, double>> part_gather_bytes;  // (dense, expert), as part_params
 };
 
@@ -223,6 +224,7 @@ StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCo
     Costed c;
     c.fwd = rc.program(part, pb::PHASE_FORWARD);
     c.bwd = rc.program(part, pb::PHASE_BACKWARD);
+    // Full recomputation's re-run, added for the layers it recomputes (recomputes_layer).
     if (plan_.recompute() == pb::RECOMPUTE_FULL) c.rcp = rc.program(part, pb::PHASE_RECOMPUTE);
     c.dense = detail::params_of(part, false);
     c.expert = detail::params_of(part, true);
@@ -240,28 +242,29 @@ StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCo
   }
   StagePasses s;
   int64_t chunk = 0;
-  auto add = [&](const Costed& c, Part kind) {
+  auto add = [&](const Costed& c, Part kind, int64_t layer) {
     s.fwd += c.fwd;
     s.bwd += c.bwd;
     // Full recomputation re-runs a decoder layer's forward inside its backward.
-    if (kind == Part::kLayer) s.bwd += c.rcp;
+    if (kind == Part::kLayer && plan_.recomputes_layer(layer)) s.bwd += c.rcp;
     s.dense_params += c.dense;
     s.expert_params += c.expert;
     s.fp8.params += c.fp8.params, s.fp8.gemms += c.fp8.gemms;
     if (c.dense + c.expert > 0) {
       s.part_params.emplace_back(c.dense, c.expert), s.part_chunk.push_back(chunk),
-          s.part_kind.push_back(kind), s.part_gather_bytes.push_back(c.gather_bytes);
+          s.part_kind.push_back(kind), s.part_gather_bytes.push_back(c.gather_bytes),
+          s.part_layer.push_back(layer);
     }
   };
   for (int64_t c = 0; c < plan_.degrees.vp; ++c) {
     chunk = c;
     const int64_t stage = c * plan_.degrees.pp + p;
-    if (stage == 0) add(embed, Part::kEmbed);
+    if (stage == 0) add(embed, Part::kEmbed, -1);
     const int64_t first = plan_.first_layer(stage);
     for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(stage)]; ++l) {
-      add(layers.at(&ops.layer(plan_.model, l)), Part::kLayer);
+      add(layers.at(&ops.layer(plan_.model, l)), Part::kLayer, l);
     }
-    if (stage == stages_ - 1) add(head, Part::kHead);
+    if (stage == stages_ - 1) add(head, Part::kHead, -1);
   }
   return s;
 }
@@ -270,7 +273,6 @@ std::vector<FsdpBucket> AnalyticStep::fsdp_buckets(const StagePasses& s) const {
   std::vector<FsdpBucket> out;
   const double limit =
       plan_.plan.bucket_bytes() > 0 ? plan_.plan.bucket_bytes() / plan_.precision.param_bytes : 0;
-  const bool full_recompute = plan_.recompute() == pb::RECOMPUTE_FULL;
   const bool tied_single_stage = plan_.model.tied_embeddings() && stages_ == 1;
   // Chunk by chunk (part_chunk runs in order), with the lowering's part keys.
   for (size_t begin = 0; begin < s.part_params.size();) {
@@ -290,8 +292,12 @@ std::vector<FsdpBucket> AnalyticStep::fsdp_buckets(const StagePasses& s) const {
       b.units = static_cast<double>(span.last - span.first + 1);
       b.chunk = s.part_chunk[begin];
       b.backward_gather = !span.resident;
+      // Gathered for the backward at its last part: before that layer's re-run if recomputed.
+      const size_t last = begin + span.last;
       b.backward_phase =
-          full_recompute && keys[span.last] >= 0 ? pb::PHASE_RECOMPUTE : pb::PHASE_BACKWARD;
+          s.part_kind[last] == Part::kLayer && plan_.recomputes_layer(s.part_layer[last])
+              ? pb::PHASE_RECOMPUTE
+              : pb::PHASE_BACKWARD;
       out.push_back(b);
     }
     begin = end;
