@@ -419,8 +419,32 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   for (int64_t l = range.first; l < range.end; ++l) {
     x = in_part("L" + std::to_string(l), [&] {
       if (!recomputes_layer(l)) return layer(x, l);
-      return recompute_in_backward(
-          {x}, [this, l](const std::vector<torch::Tensor>& in) { return layer(in[0], l); });
+      // Under ZeRO-3/FSDP the layer's parameters are this micro-batch's gathered copies, not
+      // leaves: they are inputs of the region too, so the recomputation reads the copies the
+      // backward gather re-filled (not a later micro-batch's) and their gradients flow back
+      // through the gather to the reduce-scatter (a leaf parameter needs neither).
+      std::vector<torch::Tensor> inputs{x};
+      std::vector<size_t> gathered;
+      const std::string prefix = "L" + std::to_string(l) + ".";
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const torch::Tensor& t = params_[i].tensor;
+        if (params_[i].name.rfind(prefix, 0) == 0 && t.requires_grad() && !t.is_leaf()) {
+          gathered.push_back(i);
+          inputs.push_back(t);
+        }
+      }
+      return recompute_in_backward(inputs,
+                                   [this, l, gathered](const std::vector<torch::Tensor>& in) {
+                                     std::vector<torch::Tensor> outer;
+                                     for (size_t j = 0; j < gathered.size(); ++j) {
+                                       outer.push_back(params_[gathered[j]].tensor);
+                                       params_[gathered[j]].tensor = in[j + 1];
+                                     }
+                                     torch::Tensor out = layer(in[0], l);
+                                     for (size_t j = 0; j < gathered.size(); ++j)
+                                       params_[gathered[j]].tensor = outer[j];
+                                     return out;
+                                   });
     });
   }
   if (!ends) return x;

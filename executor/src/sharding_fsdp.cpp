@@ -4,6 +4,7 @@
 
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "recompute.hpp"
 #include "sharding_fsdp.hpp"
 
 namespace orrery::executor {
@@ -191,8 +192,14 @@ void FsdpStrategy::launch(FsdpInstance& inst, size_t bucket, bool backward) {
 std::string FsdpStrategy::node_name(const FsdpInstance& inst, size_t bucket, Site site,
                                     const char* op) const {
   const auto& [first, last] = buckets_[bucket];
-  return fsdp_node_name(parts_[site == Site::kBackwardGather ? last : first], inst.micro_batch,
-                        site == Site::kForward ? "fwd" : "bwd", op);
+  const ModelPart& part = parts_[site == Site::kBackwardGather ? last : first];
+  // The lowering gathers a bucket whose last part is a wholly recomputed layer for that layer's
+  // recomputation (phase "rcp"), which runs right after it, before the layer's backward.
+  const char* phase =
+      site == Site::kForward                                                             ? "fwd"
+      : site == Site::kBackwardGather && part.layer >= 0 && recomputes_layer(part.layer) ? "rcp"
+                                                                                         : "bwd";
+  return fsdp_node_name(part, inst.micro_batch, phase, op);
 }
 
 std::unique_ptr<Pending> FsdpStrategy::finish(FsdpInstance& inst, size_t bucket, bool backward) {

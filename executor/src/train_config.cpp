@@ -154,13 +154,8 @@ std::string sharding_problem(const pb::Plan& plan, const pb::ModelSpec& m) {
   const auto s = plan.sharding();
   if (s != pb::SHARDING_ZERO3 && s != pb::SHARDING_FSDP && s != pb::SHARDING_HSDP) return "";
   const std::string name = "sharding " + lower_name(pb::Sharding_Name(s), 9);
-  if (plan.recompute() == pb::RECOMPUTE_FULL) {
-    // The lowering gathers a bucket for the recomputation instead of the backward; the executor's
-    // FSDP gathers it for the backward pass (recompute.hpp re-runs the layer inside it).
-    return name +
-           " with recompute full: the bucket gathers of recomputed layers are not "
-           "implemented in the executor yet";
-  }
+  // recompute full runs: a bucket whose last part is a recomputed layer is gathered for that
+  // layer's recomputation, as the lowering has it (sharding_fsdp.hpp, model_transformer.cpp).
   const auto [pp, ep] =
       std::pair(plan::degrees_of(plan.parallel()).pp, plan::degrees_of(plan.parallel()).ep);
   if (pp > 1 && m.tied_embeddings()) {

@@ -307,6 +307,29 @@ TEST_P(ShardingMatchesSingleProcess, HsdpDp4ShardGroup2) {
                                   "--bucket-bytes", "200000"}}));
 }
 
+TEST_P(ShardingMatchesSingleProcess, FsdpDp2RecomputeFull) {
+  // Each layer's bucket is gathered again for its recomputation (not for its backward), which
+  // reads this micro-batch's gathered copies; its gradients still reach the reduce-scatter.
+  expect_matches(
+      reference(model()),
+      train(
+          model(),
+          {"fsdp-rcp", 1, 2, 1, {"--sharding", "fsdp", "--prefetch", "1", "--recompute", "full"}}));
+}
+
+TEST_P(ShardingMatchesSingleProcess, HsdpDp4BucketedRecomputeFull) {
+  // Buckets {embed, L0} and {L1, head}: the first is gathered for L0's recomputation (the
+  // embedding's backward uses that gather too), the second for the head's backward, before L1's
+  // recomputation inside it.
+  expect_matches(reference(model()),
+                 train(model(), {"hsdp-rcp",
+                                 1,
+                                 4,
+                                 1,
+                                 {"--sharding", "hsdp", "--shard-group", "2", "--bucket-bytes",
+                                  "200000", "--recompute", "full"}}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ShardingMatchesSingleProcess, ::testing::Values("llama", "gpt"));
 
 // Sharding combined with tensor and pipeline parallelism (4 ranks).
@@ -412,6 +435,11 @@ TEST(ShardingTrace, EveryCollectiveIsTimedUnderItsNodeName) {
        {"mb0.fwd.embed.fsdp.all_gather", "L0.mb1.fwd.fsdp.all_gather",
         "mb1.bwd.head.fsdp.all_gather", "L1.mb1.bwd.fsdp.reduce_scatter",
         "mb0.bwd.embed.fsdp.reduce_scatter"},
+       true},
+      // A recomputed layer's bucket is gathered (and copied out) for its recomputation.
+      {"--sharding fsdp --prefetch 1 --recompute full",
+       {"L1.mb1.rcp.fsdp.all_gather", "L1.mb1.rcp.fsdp.copy_out", "L0.mb0.rcp.fsdp.all_gather",
+        "mb1.bwd.head.fsdp.all_gather", "L1.mb1.bwd.fsdp.reduce_scatter"},
        true},
   };
   for (const auto& c : cases) {

@@ -148,7 +148,7 @@ TEST(UnsupportedReason, OverlapFlagsRun) {
   }
 }
 
-TEST(UnsupportedReason, RecomputationRunsButNotFullWithFsdp) {
+TEST(UnsupportedReason, RecomputationRunsWithEveryShardingButSelectiveOp) {
   TrainConfig c = tiny_pp2();
   for (auto r : {pb::RECOMPUTE_SELECTIVE, pb::RECOMPUTE_FULL}) {
     c.plan.set_recompute(r);
@@ -156,10 +156,10 @@ TEST(UnsupportedReason, RecomputationRunsButNotFullWithFsdp) {
   }
   c.plan.mutable_parallel()->set_pp(1);
   c.plan.mutable_parallel()->set_dp(2);
-  c.plan.set_sharding(pb::SHARDING_FSDP);
-  EXPECT_EQ(unsupported_reason(c),
-            "sharding fsdp with recompute full: the bucket gathers of recomputed layers are not "
-            "implemented in the executor yet");
+  for (auto s : {pb::SHARDING_ZERO3, pb::SHARDING_FSDP}) {
+    c.plan.set_sharding(s);
+    EXPECT_EQ(unsupported_reason(c), "") << pb::Sharding_Name(s);
+  }
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
   EXPECT_EQ(unsupported_reason(c), "");
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE_OP);
