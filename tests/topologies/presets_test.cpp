@@ -248,6 +248,10 @@ TEST(TopologiesDeviceDb, HoldsTheDatasheetFigures) {
   EXPECT_DOUBLE_EQ(peak_flops(find_device(none, "GB300"), "bf16"), 2.5e15);
   EXPECT_DOUBLE_EQ(peak_flops(find_device(none, "GB300"), "fp4"), 15e15);
   EXPECT_DOUBLE_EQ(find_device(none, "GB300").memory_bytes(), 288e9);
+  // Blackwell's MX tensor cores, Ultra included; Hopper has none.
+  for (const char* mx : {"B200", "GB200", "GB300"})
+    EXPECT_TRUE(find_device(none, mx).mx_formats()) << mx;
+  EXPECT_FALSE(h100.mx_formats());
   EXPECT_THROW(find_device(none, "H100"), base::InputError);
   EXPECT_THROW(peak_flops(h100, "bf61"), base::InputError);
 }
