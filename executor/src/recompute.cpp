@@ -5,12 +5,12 @@
 #include "mixed_precision.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/plan/recomputed_layers.hpp"
 
 namespace orrery::executor {
 namespace {
 
-pb::Recompute g_mode = pb::RECOMPUTE_NONE;
-int64_t g_every = 1;
+pb::Plan g_plan;  // only its recompute fields are set
 bool g_recomputing = false;
 
 // What the backward pass needs besides the saved inputs, kept in the autograd context.
@@ -68,14 +68,13 @@ class Recompute : public torch::autograd::Function<Recompute> {
 
 }  // namespace
 
-pb::Recompute recompute_mode() { return g_mode; }
-void set_recompute_mode(pb::Recompute mode, int64_t every) {
-  g_mode = mode;
-  g_every = every;
+pb::Recompute recompute_mode() { return g_plan.recompute(); }
+void set_recompute_mode(const pb::Plan& plan) {
+  g_plan.Clear();
+  g_plan.set_recompute(plan.recompute());
+  if (plan.has_recompute_every()) g_plan.set_recompute_every(plan.recompute_every());
 }
-bool recomputes_layer(int64_t layer) {
-  return g_mode == pb::RECOMPUTE_FULL && (layer + 1) % g_every == 0;
-}
+bool recomputes_layer(int64_t layer) { return plan::recomputes_layer(g_plan, layer); }
 bool recomputing() { return g_recomputing; }
 void set_recomputing(bool on) { g_recomputing = on; }
 

@@ -27,11 +27,10 @@ namespace orrery::executor {
 // The plan's recomputation for this rank process, set once by the trainer before the first step
 // and read by the model's forward pass (a process is one rank, like op_trace.hpp's current trace).
 pb::Recompute recompute_mode();
-// `every`: the plan's recompute_every (full recomputation of every every-th decoder layer only,
-// layers counted from 1 over the model), 1 when the plan leaves it out.
-void set_recompute_mode(pb::Recompute mode, int64_t every);
-// Whether decoder layer `layer` (0-based over the model) is recomputed whole, as
-// plan::ResolvedPlan::recomputes_layer says for the lowering.
+// The plan's recompute and recompute_every (which layers full recomputation re-runs).
+void set_recompute_mode(const pb::Plan& plan);
+// Whether decoder layer `layer` (0-based over the model) is recomputed whole: the lowering's rule,
+// plan::recomputes_layer (orrery/plan/recomputed_layers.hpp).
 bool recomputes_layer(int64_t layer);
 
 // While true (a region re-run in the backward pass), op_trace.hpp's site_name gives phase "fwd"

@@ -122,8 +122,7 @@ struct Run {
     // how the simulator prices the kernel, the executor runs whichever fused kernel libtorch picks.
     model.set_materialized_attention(config.plan.attention_kernel() ==
                                      pb::ATTENTION_KERNEL_MATERIALIZED);
-    set_recompute_mode(config.plan.recompute(),  // recompute.hpp
-                       config.plan.has_recompute_every() ? config.plan.recompute_every() : 1);
+    set_recompute_mode(config.plan);  // recompute.hpp
   }
 
   // This rank's rows of step n's global batch, [rows, seq + 1], drawn or read on the CPU (the same

@@ -10,6 +10,7 @@
 
 #include "orrery/base/error.hpp"
 #include "orrery/plan/fp8.hpp"
+#include "orrery/plan/recomputed_layers.hpp"
 #include "orrery/topologies/attention_kernels.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 #include "orrery/topologies/device_db.hpp"
@@ -611,9 +612,13 @@ const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank) {
   ORRERY_CHECK(false, "rank placed beyond the cluster's devices");
 }
 
-bool ResolvedPlan::recomputes_layer(int64_t layer) const {
+bool recomputes_layer(const pb::Plan& plan, int64_t layer) {
   if (plan.recompute() != pb::RECOMPUTE_FULL) return false;
   return !plan.has_recompute_every() || (layer + 1) % plan.recompute_every() == 0;
+}
+
+bool ResolvedPlan::recomputes_layer(int64_t layer) const {
+  return plan::recomputes_layer(plan, layer);
 }
 
 bool ResolvedPlan::recomputes_module(pb::RecomputeModule module) const {
