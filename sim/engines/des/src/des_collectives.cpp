@@ -2,7 +2,9 @@
 // collective cost model picked:
 //   ring (all-reduce, all-gather, reduce-scatter; broadcast/reduce as a chain): one ring per
 //     channel, channel c entering and leaving each NVLink island at its c-th member, so that a
-//     group with k members per island crosses the network on k NICs at once (NCCL's rings);
+//     group with k members per island crosses the network on k NICs at once (NCCL's rings):
+//     the island's last member hands its data to the c-th over NVLink, which sends it on
+//     (NCCL's PXN), so the ring stays on one rail of a rail-optimized fabric;
 //     each rank sends its bytes on the wire (bytes_on_wire_per_rank) split over the channels.
 //     The steps of a ring are aggregated into one flow per neighbour pair.
 //   tree (all-reduce across islands): a chain inside each island and a binary tree over the
@@ -44,12 +46,29 @@ void add_rings(const std::vector<std::vector<int32_t>>& islands, size_t channels
                FlowPlan& p) {
   for (size_t c = 0; c < channels; ++c) {
     std::vector<int32_t> order;
-    for (const auto& island : islands) {
-      for (size_t i = 0; i < island.size(); ++i) order.push_back(island[(i + c) % island.size()]);
+    std::vector<size_t> island_at;  // per position in `order`
+    for (size_t k = 0; k < islands.size(); ++k) {
+      for (size_t i = 0; i < islands[k].size(); ++i) {
+        order.push_back(islands[k][(i + c) % islands[k].size()]);
+        island_at.push_back(k);
+      }
     }
     const size_t n = order.size();
-    for (size_t i = 0; i + (chain ? 1 : 0) < n; ++i)
-      p.pairs.emplace_back(order[i], order[(i + 1) % n]);
+    for (size_t i = 0; i + (chain ? 1 : 0) < n; ++i) {
+      const int32_t from = order[i], to = order[(i + 1) % n];
+      const int32_t entry = member(islands[island_at[i]], c);
+      // Leaving its island, the ring leaves by the NIC it came in on (the entry member's, on the
+      // same rail as the next island's entry member): the last member hands its data over
+      // NVLink to the entry member, which sends it. This is NCCL's PXN (on by default since
+      // 2.12); it keeps a ring's network hops on one rail of a rail-optimized fabric instead
+      // of crossing to the neighbouring rail through the spines.
+      if (island_at[(i + 1) % n] != island_at[i] && entry != from) {
+        p.pairs.emplace_back(from, entry);
+        p.pairs.emplace_back(entry, to);
+      } else {
+        p.pairs.emplace_back(from, to);
+      }
+    }
   }
 }
 
