@@ -642,6 +642,13 @@ SimOutput AnalyticStep::result(double step, const std::vector<double>& recv_s) c
 }  // namespace
 
 SimOutput simulate_analytic(const plan::ResolvedPlan& plan, const CostModels& costs) {
+  // The merged forward/backward pairs are not priced yet: refused rather than priced as if the
+  // all-to-all stayed exposed (docs/simulator.md#moe-a2a-overlap).
+  if (plan.plan.moe_a2a_overlap()) {
+    throw base::InputError("", 0, "moe_a2a_overlap",
+                           "the analytic engine does not model the expert all-to-all overlap of "
+                           "merged forward/backward micro-batches yet");
+  }
   // A straggler breaks the symmetry every closed form here rests on (one rank stands for its
   // stage): refused, never priced as if absent.
   if (topologies::has_stragglers(plan.cluster)) {
