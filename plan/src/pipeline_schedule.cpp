@@ -61,8 +61,9 @@ std::vector<PipeStep> pipeline_order(pb::PipelineSchedule schedule, int64_t pp, 
     case pb::PIPELINE_SCHEDULE_GPIPE:
       return gpipe(num_micro_batches);
     case pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B:
-      return interleaved(pp, vp, num_micro_batches,
-                         warmup_passes(schedule, pp, vp, pipeline_rank, num_micro_batches, combined));
+      return interleaved(
+          pp, vp, num_micro_batches,
+          warmup_passes(schedule, pp, vp, pipeline_rank, num_micro_batches, combined));
     default:
       return one_f_one_b(num_micro_batches, warmup_passes(schedule, pp, vp, pipeline_rank,
                                                           num_micro_batches, combined));
@@ -80,8 +81,7 @@ int64_t warmup_passes(pb::PipelineSchedule schedule, int64_t pp, int64_t vp, int
     case pb::PIPELINE_SCHEDULE_GPIPE:
       return num_micro_batches;
     case pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B:
-      return std::min((pp - pipeline_rank - 1) * 2 + (vp - 1) * pp + extra,
-                      num_micro_batches * vp);
+      return std::min((pp - pipeline_rank - 1) * 2 + (vp - 1) * pp + extra, num_micro_batches * vp);
     default:
       return std::min(pp - pipeline_rank - 1 + extra, num_micro_batches);
   }

@@ -146,9 +146,8 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   // Activations alive at the schedule's worst moment: forwards done, backwards not yet (under
   // moe_a2a_overlap a steady pair's forward allocates before its partner backward frees).
   double live = 0, peak_live = 0;
-  for (const auto& step :
-       plan::pipeline_order(plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches,
-                            plan.plan.moe_a2a_overlap())) {
+  for (const auto& step : plan::pipeline_order(
+           plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches, plan.plan.moe_a2a_overlap())) {
     const double a = chunks[static_cast<size_t>(step.chunk)].activation_bytes;
     live += step.forward ? a : -a;
     peak_live = std::max(peak_live, live);

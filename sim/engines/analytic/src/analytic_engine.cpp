@@ -23,7 +23,9 @@
 // (ComputeCostModel::dispatch_s) is added once per op the lowering puts on the compute stream, as
 // des adds it before each of them. A calibrated rank skew (ComputeCostModel:: skew_wait_s) makes
 // every group wait for its slowest member: in-line TP/EP collectives after the compute since the
-// previous one, the data-parallel tail after the step's compute.
+// previous one, the data-parallel tail after the step's compute. Under moe_a2a_overlap each
+// rank's steady-state pairs hide expert all-to-all under the partner pass's compute
+// (a2a_overlap_hidden): taken off the M max_p term, never off the fill and drain.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -231,7 +233,8 @@ StageResult AnalyticStep::cost_stage(int64_t p) {
 // slowed while they overlap (beside()). Pairs on pipeline rank p: with no pipeline, every
 // micro-batch's forward but the first (Megatron: one forward, M - 1 pairs, one backward); under
 // interleaving, the steady chunk passes after the combined schedule's warm-up (plan::
-// warmup_passes), each pair a 1/vp share of the stage's micro-batch. Warm-up and cool-down passes have no partner: nothing hidden there.
+// warmup_passes), each pair a 1/vp share of the stage's micro-batch. Warm-up and cool-down passes
+// have no partner: nothing hidden there.
 double AnalyticStep::a2a_overlap_hidden(int64_t p, const StagePasses& s) const {
   const double slow = costs_.overlap_slowdown(), slow_comm = costs_.overlap_comm_slowdown();
   const double per_pair = s.fwd.ep_s + s.bwd.ep_s -
@@ -621,8 +624,7 @@ double AnalyticStep::pipeline_seconds(const std::vector<double>& recv_s, double 
   }
   if (d.pp == 1) return M_ * paired;
   if (plan_.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
-    return M_ * paired + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest +
-           hops;
+    return M_ * paired + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest + hops;
   }
   return (M_ - 1) * slowest + sum;
 }
