@@ -182,6 +182,10 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_flag("--tp-comm-overlap", a.tp_comm_overlap,
                 "Pipeline SP's TP collectives with their GEMMs in chunks (Megatron-core "
                 "--tp-comm-overlap; needs --sp; default off; a plan's true stays on)");
+  cmd->add_flag("--moe-a2a-overlap", a.moe_a2a_overlap,
+                "MoE: hide each steady micro-batch pair's expert all-to-all under the other's "
+                "compute (Megatron-core --overlap-moe-expert-parallel-comm; analytic engine; "
+                "default off; a plan's true stays on)");
   cmd->add_option("--tp-comm-overlap-chunks", a.tp_comm_overlap_chunks,
                   "Pieces of each overlapped collective and GEMM (>= 2; default 4)");
   cmd->add_option("--grad-reduce-dtype", a.grad_reduce_dtype,
@@ -262,6 +266,7 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.overlap_grad_reduce) p.set_overlap_grad_reduce(true);
   if (a.overlap_param_gather) p.set_overlap_param_gather(true);
   if (a.tp_comm_overlap) p.set_tp_comm_overlap(true);
+  if (a.moe_a2a_overlap) p.set_moe_a2a_overlap(true);
   if (a.tp_comm_overlap_chunks) p.set_tp_comm_overlap_chunks(*a.tp_comm_overlap_chunks);
   if (a.grad_reduce_dtype)
     p.set_grad_reduce_dtype(static_cast<pb::GradReduceDtype>(

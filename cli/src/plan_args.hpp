@@ -29,6 +29,7 @@ struct PlanArgs {
   std::optional<double> moe_imbalance;
   bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
   bool tp_comm_overlap = false;
+  bool moe_a2a_overlap = false;
   std::optional<int64_t> tp_comm_overlap_chunks;
   std::optional<std::string> grad_reduce_dtype;
   std::optional<std::string> framework;  // --framework NAME@VERSION

@@ -113,6 +113,10 @@ std::string plan_problem(const pb::Plan& plan) {
     return "moe_dispatcher deepep: DeepEP's dispatch kernels are simulated, not run by the "
            "executor (alltoall is)";
   }
+  if (plan.moe_a2a_overlap()) {
+    return "moe_a2a_overlap: merging one micro-batch's forward with another's backward to hide "
+           "the expert all-to-all is not implemented in the executor";
+  }
   if (plan.moe_expert_gemm() == pb::MOE_EXPERT_GEMM_PER_EXPERT) {
     // The executor does loop over its experts (model_moe.cpp), but times them under one node per
     // op, where this lowering has one node per expert (".expert<i>").

@@ -16,8 +16,7 @@ std::vector<PipeStep> gpipe(int64_t m) {
 
 // PipeDream-flush: rank r runs pp - r - 1 warm-up forwards, then alternates one forward and one
 // backward, then drains the remaining backwards.
-std::vector<PipeStep> one_f_one_b(int64_t pp, int64_t rank, int64_t m) {
-  const int64_t warmup = std::min(pp - rank - 1, m);
+std::vector<PipeStep> one_f_one_b(int64_t m, int64_t warmup) {
   std::vector<PipeStep> out;
   int64_t f = 0, b = 0;
   for (; f < warmup; ++f) out.push_back({true, f, 0});
@@ -32,7 +31,7 @@ std::vector<PipeStep> one_f_one_b(int64_t pp, int64_t rank, int64_t m) {
 // Megatron's interleaved schedule: micro-batches go through the chunks in rounds of pp; micro-step
 // k runs chunk (k / pp) % vp of micro-batch (k / (pp * vp)) * pp + k % pp, and backward
 // micro-steps visit the chunks in reverse.
-std::vector<PipeStep> interleaved(int64_t pp, int64_t vp, int64_t rank, int64_t m) {
+std::vector<PipeStep> interleaved(int64_t pp, int64_t vp, int64_t m, int64_t warmup) {
   const int64_t total = m * vp;
   auto step = [&](int64_t k, bool forward) {
     const int64_t in_group = k % (pp * vp);
@@ -41,8 +40,6 @@ std::vector<PipeStep> interleaved(int64_t pp, int64_t vp, int64_t rank, int64_t 
     const int64_t mb = k / (pp * vp) * pp + in_group % pp;
     return PipeStep{forward, mb, chunk};
   };
-  int64_t warmup = (pp - rank - 1) * 2 + (vp - 1) * pp;
-  warmup = std::min(warmup, total);
   std::vector<PipeStep> out;
   int64_t f = 0, b = 0;
   for (; f < warmup; ++f) out.push_back(step(f, true));
@@ -57,15 +54,36 @@ std::vector<PipeStep> interleaved(int64_t pp, int64_t vp, int64_t rank, int64_t 
 }  // namespace
 
 std::vector<PipeStep> pipeline_order(pb::PipelineSchedule schedule, int64_t pp, int64_t vp,
-                                     int64_t pipeline_rank, int64_t num_micro_batches) {
+                                     int64_t pipeline_rank, int64_t num_micro_batches,
+                                     bool combined) {
   ORRERY_CHECK(pipeline_rank >= 0 && pipeline_rank < pp, "pipeline rank out of range");
   switch (schedule) {
     case pb::PIPELINE_SCHEDULE_GPIPE:
       return gpipe(num_micro_batches);
     case pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B:
-      return interleaved(pp, vp, pipeline_rank, num_micro_batches);
+      return interleaved(
+          pp, vp, num_micro_batches,
+          warmup_passes(schedule, pp, vp, pipeline_rank, num_micro_batches, combined));
     default:
-      return one_f_one_b(pp, pipeline_rank, num_micro_batches);
+      return one_f_one_b(num_micro_batches, warmup_passes(schedule, pp, vp, pipeline_rank,
+                                                          num_micro_batches, combined));
+  }
+}
+
+// 1F1B: pp - r - 1; interleaved: Megatron's 2 (pp - r - 1) + (vp - 1) pp chunk passes; the
+// combined schedule one more (Megatron-core combined_1f1b.py: with no pipeline one forward before
+// the pairs, interleaved the warm-up grown by one so a steady pair's forward and backward do not
+// wait on each other). At most all of the passes.
+int64_t warmup_passes(pb::PipelineSchedule schedule, int64_t pp, int64_t vp, int64_t pipeline_rank,
+                      int64_t num_micro_batches, bool combined) {
+  const int64_t extra = combined ? 1 : 0;
+  switch (schedule) {
+    case pb::PIPELINE_SCHEDULE_GPIPE:
+      return num_micro_batches;
+    case pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B:
+      return std::min((pp - pipeline_rank - 1) * 2 + (vp - 1) * pp + extra, num_micro_batches * vp);
+    default:
+      return std::min(pp - pipeline_rank - 1 + extra, num_micro_batches);
   }
 }
 

@@ -225,6 +225,34 @@ void check_sharding(ResolvedPlan& r, const SourceMap& where) {
   }
 }
 
+// Megatron-core's own preconditions for --overlap-moe-expert-parallel-comm (transformer_config.py
+// __post_init__): expert parallelism, a virtual pipeline when there is a pipeline (the merged
+// forward/backward pairs come from its interleaved 1F1B schedule), and no whole-layer recompute
+// (a checkpointed layer's backward is one opaque recompute-and-backward, with no dispatch or
+// combine for the partner to run under).
+void check_moe_a2a_overlap(const ResolvedPlan& r, const SourceMap& where) {
+  if (!r.plan.moe_a2a_overlap()) return;
+  if (!r.model.has_moe()) {
+    broken(where, "moe_a2a_overlap", "moe-a2a-overlap-needs-moe",
+           "the dense model " + r.model.name() + " has no expert all-to-all to overlap");
+  }
+  if (r.degrees.ep < 2) {
+    broken(where, "moe_a2a_overlap", "moe-a2a-overlap-needs-ep",
+           "needs expert parallelism (ep > 1), got ep " + str(r.degrees.ep));
+  }
+  if (r.degrees.pp > 1 && r.plan.parallel().schedule() != pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
+    broken(where, "moe_a2a_overlap", "moe-a2a-overlap-needs-interleaving",
+           "with pp " + str(r.degrees.pp) +
+               " it needs schedule interleaved_1f1b (vp > 1), whose steady state pairs one "
+               "micro-batch's forward with another's backward");
+  }
+  if (r.plan.recompute() == pb::RECOMPUTE_FULL) {
+    broken(where, "moe_a2a_overlap", "moe-a2a-overlap-no-full-recompute",
+           "full recompute makes a layer's backward one opaque recompute-and-backward, with no "
+           "dispatch/combine to overlap");
+  }
+}
+
 // Token dropping and the experts' GEMMs only mean something where there are routed experts.
 void check_moe_fields(const ResolvedPlan& r, const SourceMap& where) {
   const bool moe = r.model.has_moe();
@@ -241,6 +269,7 @@ void check_moe_fields(const ResolvedPlan& r, const SourceMap& where) {
     broken(where, "moe_expert_gemm", "expert-gemm-needs-moe",
            "how experts run, given for the dense model " + r.model.name());
   }
+  check_moe_a2a_overlap(r, where);
   if (p.moe_dispatcher() != pb::MOE_DISPATCHER_UNSPECIFIED && !moe) {
     broken(where, "moe_dispatcher", "dispatcher-needs-moe",
            "a token dispatcher, given for the dense model " + r.model.name());

@@ -444,6 +444,14 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   // Megatron's module lists (each candidate recomputes every layer, selective its attention core).
   p.clear_recompute_every();
   p.clear_recompute_modules();
+  // A plan file's moe_a2a_overlap rides along where the candidate meets Megatron's preconditions
+  // (ep > 1, interleaving when pp > 1, no full recompute; the moe-a2a-overlap-* rules) and is
+  // dropped where it does not: those candidates run without it.
+  if (p.moe_a2a_overlap() &&
+      (k.ep < 2 || (k.pp > 1 && k.schedule != pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) ||
+       k.recompute == pb::RECOMPUTE_FULL)) {
+    p.clear_moe_a2a_overlap();
+  }
   p.set_micro_batch_size(k.micro_batch);
   p.set_placement_order(k.placement);
   p.clear_layers_per_stage();

@@ -114,6 +114,26 @@ TEST(PlanFlags, SwitchesLeftOutKeepThePlansTrue) {
   }
 }
 
+// --moe-a2a-overlap switches moe_a2a_overlap on (mixtral-8x7b, ep 8 on 2 DGX H100 nodes): the
+// flag and a plan's true simulate alike, a plan's true stays on without the flag, and the overlap
+// makes a difference.
+TEST(PlanFlags, MoeA2aOverlapSwitchesOn) {
+  const std::string base =
+      "simulate --json --allow-oom --model mixtral-8x7b --cluster dgx-h100 --nodes 2 --tp 1 "
+      "--dp 16 --ep 8 --global-batch 32 --seq 4096 --sharding zero1";
+  const auto off = run_command(orrery(base));
+  const auto by_flag = run_command(orrery(base + " --moe-a2a-overlap"));
+  const fs::path plan =
+      fs::temp_directory_path() / ("orrery_plan_a2a_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(plan) << "moe_a2a_overlap: true\n";
+  const auto by_plan = run_command(orrery(base + " --plan " + plan.string()));
+  fs::remove(plan);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  ASSERT_EQ(by_flag.exit_code, 0) << by_flag.err;
+  EXPECT_EQ(by_flag.out, by_plan.out);
+  EXPECT_NE(by_flag.out, off.out) << "the overlap makes no difference";
+}
+
 TEST(PlanFlags, PlanTakesExactlyOnePrecision) {
   const std::string job =
       "plan --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 64 --quiet";

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -165,17 +166,21 @@ TEST(AssembledValidationSet, EveryRunThatTrainedIsPredictedToFit) {
 }
 
 // Megatron's --expert-tensor-parallel-size 1 is read as MoE parallel folding: the Qwen3 MoE runs'
-// experts fold over tp x dp (EP 32 of tp 2 x dp 16 would not divide dp alone). The tp2/ep32 one
-// recomputes Megatron-core's norm and activation modules (layernorm, moe_act); all three read
-// and simulate.
+// experts fold over tp x dp (EP 32 of tp 2 x dp 16 would not divide dp alone). The tp2/ep32 ones
+// (with and without '+1f1b overlap') recompute Megatron-core's norm and activation modules
+// (layernorm, moe_act); all four read and simulate, the overlapped one with moe_a2a_overlap and
+// faster than its twin.
 TEST(AssembledValidationSet, ExpertTensorParallelFoldsTheExperts) {
   int moe = 0, modules = 0;
+  std::map<std::string, double> predicted;
   for (const auto& run : validation::published_runs(kData / "runs.json")) {
     if (run.id.rfind("MOEZOO-", 0) != 0) continue;
     ++moe;
     EXPECT_EQ(run.skipped, "") << run.id;
     EXPECT_TRUE(run.plan.parallel().has_etp()) << run.id;
     EXPECT_EQ(run.plan.parallel().etp(), 1) << run.id;
+    EXPECT_EQ(run.plan.moe_a2a_overlap(), run.id.find("-a2a-overlap") != std::string::npos)
+        << run.id;
     if (run.plan.recompute_modules_size() > 0) {
       ++modules;
       ASSERT_EQ(run.plan.recompute_modules_size(), 2) << run.id;
@@ -184,9 +189,12 @@ TEST(AssembledValidationSet, ExpertTensorParallelFoldsTheExperts) {
     }
     const validation::RunCase r = validation::simulate_run(run, EngineKind::kAnalytic, nullptr);
     EXPECT_EQ(r.skipped, "") << run.id;
+    predicted[run.id] = r.predicted_s;
   }
-  EXPECT_EQ(moe, 3);
-  EXPECT_EQ(modules, 1);
+  EXPECT_EQ(moe, 4);
+  EXPECT_EQ(modules, 2);
+  const std::string twin = "MOEZOO-QWEN3-235B-H100-256-tp2ep32pp8vp4";
+  EXPECT_LT(predicted.at(twin + "-a2a-overlap"), predicted.at(twin));
 }
 
 // torchtitan's layer-level selective checkpointing runs state their frequency (every 2nd block)

@@ -252,15 +252,35 @@ TEST(RunValidation, HsdpNeedsItsShardGroup) {
   EXPECT_EQ(runs.at("bf16-dense").plan.sharding(), pb::SHARDING_NONE);
 }
 
+// parallel.moe_a2a_overlap is read only as stated: true sets Plan.moe_a2a_overlap (and the plan
+// column says so), absent leaves it off, anything but a boolean skips the case naming the field.
+TEST(RunValidation, MoeA2aOverlapIsReadOnlyAsStated) {
+  auto runs = runs_by_id();
+  const auto& over = runs.at("moe-a2a-overlap");
+  ASSERT_EQ(over.skipped, "");
+  EXPECT_TRUE(over.plan.moe_a2a_overlap());
+  EXPECT_FALSE(runs.at("moe").plan.moe_a2a_overlap());
+  EXPECT_EQ(runs.at("moe-a2a-overlap-not-bool").skipped,
+            in_file("cases[28].parallel.moe_a2a_overlap: expected true or false, got \"+1f1b "
+                    "overlap\""));
+  const validation::RunCase with = validation::simulate_run(over, EngineKind::kAnalytic, nullptr);
+  const validation::RunCase without =
+      validation::simulate_run(runs.at("moe"), EngineKind::kAnalytic, nullptr);
+  ASSERT_EQ(with.skipped, "");
+  EXPECT_NE(with.plan.find("a2a-overlap"), std::string::npos) << with.plan;
+  EXPECT_LT(with.predicted_s, without.predicted_s);
+}
+
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
-  ASSERT_EQ(v.cases.size(), 27u);
+  ASSERT_EQ(v.cases.size(), 29u);
   // The first seven, the parallel block (10), the windowed model (11), FlashAttention-3 on H100
-  // (21), 64 GB200 trays (23) and HSDP with its shard group (24).
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21, 23, 24})
+  // (21), 64 GB200 trays (23), HSDP with its shard group (24) and the stated MoE all-to-all
+  // overlap (27).
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21, 23, 24, 27})
     EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
-  EXPECT_EQ(v.simulated, 12);
-  EXPECT_EQ(v.skipped, 15);
+  EXPECT_EQ(v.simulated, 13);
+  EXPECT_EQ(v.skipped, 16);
   // An MXFP8 run on H100 is refused by the plan's rule, naming the field and the reason.
   EXPECT_NE(v.cases[18].skipped.find("job.fp8_recipe: rule mxfp8-needs-mx-formats"),
             std::string::npos)

@@ -158,6 +158,7 @@ std::string summary(const pb::Plan& p) {
   if (q.has_etp()) o << " etp" << q.etp();
   if (q.sequence_parallel()) o << " sp";
   o << " mbs" << p.micro_batch_size();
+  if (p.moe_a2a_overlap()) o << " a2a-overlap";
   if (p.attention_kernel() != pb::ATTENTION_KERNEL_FLASH &&
       p.attention_kernel() != pb::ATTENTION_KERNEL_UNSPECIFIED)
     o << " attn="
@@ -271,6 +272,9 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   detail::read_pipeline_layout(par, out.model.num_layers(), plan);
   if (par.at("sequence_parallel").is_boolean())
     q->set_sequence_parallel(par.at("sequence_parallel").get<bool>());
+  // Megatron-core's --overlap-moe-expert-parallel-comm ("+1f1b overlap"): only when stated; a
+  // case that says nothing ran without it (the flag is off by default).
+  plan.set_moe_a2a_overlap(par.flag_or("moe_a2a_overlap", false));
   plan.set_sharding(sharding_of(par.text("zero_fsdp")));
   // HSDP's shard group sets what is gathered inside a group and reduced across groups: a case
   // states it, or is skipped; never a default group (docs/formats.md#published-runs).

@@ -143,10 +143,11 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
     total.largest_layer_fp8_params =
         std::max(total.largest_layer_fp8_params, chunks.back().largest_layer_fp8_params);
   }
-  // Activations alive at the schedule's worst moment: forwards done, backwards not yet.
+  // Activations alive at the schedule's worst moment: forwards done, backwards not yet (under
+  // moe_a2a_overlap a steady pair's forward allocates before its partner backward frees).
   double live = 0, peak_live = 0;
-  for (const auto& step :
-       plan::pipeline_order(plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches)) {
+  for (const auto& step : plan::pipeline_order(
+           plan.schedule(), d.pp, d.vp, p, plan.num_micro_batches, plan.plan.moe_a2a_overlap())) {
     const double a = chunks[static_cast<size_t>(step.chunk)].activation_bytes;
     live += step.forward ? a : -a;
     peak_live = std::max(peak_live, live);

@@ -17,9 +17,16 @@ struct PipeStep {
 };
 
 // Every (micro-batch, chunk) appears exactly once forward and once backward; a backward never
-// precedes its forward.
+// precedes its forward. `combined`: Megatron-core's combined 1F1B (moe_a2a_overlap), one more
+// warm-up forward than the schedule's own, after which each steady forward runs merged with the
+// backward listed right after it (so both micro-batches' activations are alive at once).
 std::vector<PipeStep> pipeline_order(pb::PipelineSchedule schedule, int64_t pp, int64_t vp,
-                                     int64_t pipeline_rank, int64_t num_micro_batches);
+                                     int64_t pipeline_rank, int64_t num_micro_batches,
+                                     bool combined = false);
+
+// The forward passes (of one chunk each) pipeline_order runs before its first backward.
+int64_t warmup_passes(pb::PipelineSchedule schedule, int64_t pp, int64_t vp, int64_t pipeline_rank,
+                      int64_t num_micro_batches, bool combined = false);
 
 // The name of a pipeline transfer ("send.act", "recv.act", "send.grad", "recv.grad") of the pass
 // at `virtual_stage`: with vp > 1 a rank runs several chunks of each micro-batch, each with its

@@ -23,7 +23,9 @@
 // (ComputeCostModel::dispatch_s) is added once per op the lowering puts on the compute stream, as
 // des adds it before each of them. A calibrated rank skew (ComputeCostModel:: skew_wait_s) makes
 // every group wait for its slowest member: in-line TP/EP collectives after the compute since the
-// previous one, the data-parallel tail after the step's compute.
+// previous one, the data-parallel tail after the step's compute. Under moe_a2a_overlap each
+// rank's steady-state pairs hide expert all-to-all under the partner pass's compute
+// (a2a_overlap_hidden): taken off the M max_p term, never off the fill and drain.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -35,6 +37,7 @@
 #include "orrery/plan/fp8.hpp"
 #include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/op_tables.hpp"
+#include "orrery/plan/pipeline_schedule.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/plan/stage_redistribution.hpp"
 #include "orrery/sim/analytic_engine.hpp"
@@ -57,6 +60,9 @@ struct StageResult {
   double dp_exposed_s = 0, optimizer_s = 0;
   double optimizer_dispatch_s = 0;  // the dispatch overhead before the optimizer node
   double fsdp_exposed_s = 0;        // per micro-batch
+  // moe_a2a_overlap: expert all-to-all time hidden under the paired micro-batch's compute, over
+  // the whole step (a2a_overlap_hidden).
+  double a2a_hidden_s = 0;
 };
 
 // A part (embedding, decoder layer, head) costed once per distinct kind.
@@ -109,6 +115,7 @@ class AnalyticStep {
   void add_fsdp_copies(const std::vector<FsdpBucket>& buckets, const RankCoster& rc,
                        StagePasses& s) const;
   void add_stage_gathers(const RankCoster& rc, int64_t rank, int64_t p, StagePasses& s) const;
+  double a2a_overlap_hidden(int64_t p, const StagePasses& s) const;
   double fsdp_exposed(const std::vector<FsdpBucket>& buckets, const RankCoster& rc, int64_t rank,
                       size_t units, const StageResult& s) const;
   double dp_tail_exposed(const plan::ResolvedPlan& sp, const RankCoster& rc, int64_t rank,
@@ -215,7 +222,30 @@ StageResult AnalyticStep::cost_stage(int64_t p) {
   }
   s.dp_exposed_s = dp_tail_exposed(sp, rc, rank, passes_of_stage, step_compute) + fsdp_skew;
   optimizer(sp, rc, rank, passes_of_stage, s);
+  if (plan_.plan.moe_a2a_overlap()) s.a2a_hidden_s = a2a_overlap_hidden(p, passes_of_stage);
   return s;
+}
+
+// moe_a2a_overlap (Megatron-core's combined 1F1B, docs/simulator.md#moe-a2a-overlap): in a
+// steady-state pair the forward of one micro-batch and the backward of another run merged, the
+// forward's dispatch/combine all-to-all on the communication stream beside the backward's compute
+// and the backward's beside the forward's; each hidden at most up to its partner's compute, both
+// slowed while they overlap (beside()). Pairs on pipeline rank p: with no pipeline, every
+// micro-batch's forward but the first (Megatron: one forward, M - 1 pairs, one backward); under
+// interleaving, the steady chunk passes after the combined schedule's warm-up (plan::
+// warmup_passes), each pair a 1/vp share of the stage's micro-batch. Warm-up and cool-down passes
+// have no partner: nothing hidden there.
+double AnalyticStep::a2a_overlap_hidden(int64_t p, const StagePasses& s) const {
+  const double slow = costs_.overlap_slowdown(), slow_comm = costs_.overlap_comm_slowdown();
+  const double per_pair = s.fwd.ep_s + s.bwd.ep_s -
+                          beside(s.fwd.ep_s, s.bwd.compute_s, slow, slow_comm) -
+                          beside(s.bwd.ep_s, s.fwd.compute_s, slow, slow_comm);
+  const auto& d = plan_.degrees;
+  const int64_t chunk_passes = plan_.num_micro_batches * d.vp;
+  const int64_t warm_up =
+      plan::warmup_passes(plan_.schedule(), d.pp, d.vp, p, plan_.num_micro_batches, true);
+  const double pairs = static_cast<double>(chunk_passes - warm_up) / static_cast<double>(d.vp);
+  return std::max(0.0, per_pair) * pairs;
 }
 
 StagePasses AnalyticStep::passes(const plan::detail::OpTables& ops, const RankCoster& rc,
@@ -583,16 +613,18 @@ std::vector<double> AnalyticStep::receive_seconds(double& hops) const {
 // The pipeline's time for the step's micro-batches (the header comment's formulas).
 double AnalyticStep::pipeline_seconds(const std::vector<double>& recv_s, double hops) const {
   const auto& d = plan_.degrees;
-  double slowest = 0, sum = 0;
+  // `paired`: the steady state's micro-batch time, the all-to-all hidden by moe_a2a_overlap's
+  // pairs taken out (averaged over the micro-batches); the fill and drain keep the unpaired time.
+  double slowest = 0, sum = 0, paired = 0;
   for (size_t p = 0; p < st_.size(); ++p) {
     const double mb = st_[p].forward_s + st_[p].backward_s + st_[p].fsdp_exposed_s + recv_s[p];
     sum += mb;
     slowest = std::max(slowest, mb);
+    paired = std::max(paired, mb - st_[p].a2a_hidden_s / M_);
   }
-  if (d.pp == 1) return M_ * slowest;
+  if (d.pp == 1) return M_ * paired;
   if (plan_.schedule() == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) {
-    return M_ * slowest + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest +
-           hops;
+    return M_ * paired + static_cast<double>(d.pp - 1) / static_cast<double>(d.vp) * slowest + hops;
   }
   return (M_ - 1) * slowest + sum;
 }
@@ -604,8 +636,8 @@ SimOutput AnalyticStep::result(double step, const std::vector<double>& recv_s) c
   double most = -1;
   for (size_t p = 0; p < st_.size(); ++p) {
     const auto& s = st_[p];
-    const double own = M_ * (s.forward_s + s.backward_s + s.fsdp_exposed_s + recv_s[p]) +
-                       s.dp_exposed_s + s.optimizer_dispatch_s + s.optimizer_s;
+    const double own = M_ * (s.forward_s + s.backward_s + s.fsdp_exposed_s + recv_s[p]) -
+                       s.a2a_hidden_s + s.dp_exposed_s + s.optimizer_dispatch_s + s.optimizer_s;
     if (own > most) most = own, critical = p;
   }
   SimOutput out;
@@ -628,11 +660,11 @@ SimOutput AnalyticStep::result(double step, const std::vector<double>& recv_s) c
   };
   add_comm("tp", M_ * c.per_micro_batch.tp_s);
   add_comm("cp", M_ * c.per_micro_batch.cp_s);
-  add_comm("ep", M_ * c.per_micro_batch.ep_s);
+  add_comm("ep", M_ * c.per_micro_batch.ep_s - c.a2a_hidden_s);
   add_comm("pp", M_ * recv_s[critical]);
   add_comm("dp", c.dp_exposed_s + M_ * c.fsdp_exposed_s);
-  const double accounted = M_ * (c.forward_s + c.backward_s + c.fsdp_exposed_s + recv_s[critical]) +
-                           c.dp_exposed_s + c.optimizer_dispatch_s + c.optimizer_s;
+  const double accounted = M_ * (c.forward_s + c.backward_s + c.fsdp_exposed_s + recv_s[critical]) -
+                           c.a2a_hidden_s + c.dp_exposed_s + c.optimizer_dispatch_s + c.optimizer_s;
   b->set_pipeline_bubble_s(std::max(0.0, step - accounted));
   for (auto& m : memory_per_stage(plan_)) *r.add_memory() = std::move(m);
   fill_throughput(plan_, recompute_flops_rank_sum_, r);

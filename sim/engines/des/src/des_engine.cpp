@@ -168,6 +168,13 @@ int wait_for(pid_t pid) {
 
 SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs,
                        const DesOptions& options) {
+  // The lowering does not emit the merged forward/backward pairs yet: refused rather than priced
+  // as if the all-to-all stayed exposed (docs/simulator.md#moe-a2a-overlap).
+  if (plan.plan.moe_a2a_overlap()) {
+    throw base::InputError("", 0, "moe_a2a_overlap",
+                           "the des engine does not model the expert all-to-all overlap of merged "
+                           "forward/backward micro-batches yet; use the analytic engine");
+  }
   des::check_budget(plan, costs, options);
   const auto started = std::chrono::steady_clock::now();
   const std::string job = des::to_job(plan, costs, options).SerializeAsString();
