@@ -114,24 +114,29 @@ TEST(PlanFlags, SwitchesLeftOutKeepThePlansTrue) {
   }
 }
 
-// --moe-a2a-overlap switches moe_a2a_overlap on (mixtral-8x7b, ep 8 on 2 DGX H100 nodes): the
-// flag and a plan's true simulate alike, a plan's true stays on without the flag, and the overlap
+// --moe-a2a-overlap switches moe_a2a_overlap on (mixtral-8x7b, ep 8 on 2 DGX H100 nodes): a plan
+// file's true without the flag simulates as the plan without it plus the flag, and the overlap
 // makes a difference.
 TEST(PlanFlags, MoeA2aOverlapSwitchesOn) {
-  const std::string base =
-      "simulate --json --allow-oom --model mixtral-8x7b --cluster dgx-h100 --nodes 2 --tp 1 "
-      "--dp 16 --ep 8 --global-batch 32 --seq 4096 --sharding zero1";
-  const auto off = run_command(orrery(base));
-  const auto by_flag = run_command(orrery(base + " --moe-a2a-overlap"));
-  const fs::path plan =
-      fs::temp_directory_path() / ("orrery_plan_a2a_" + std::to_string(::getpid()) + ".yaml");
-  std::ofstream(plan) << "moe_a2a_overlap: true\n";
-  const auto by_plan = run_command(orrery(base + " --plan " + plan.string()));
-  fs::remove(plan);
-  ASSERT_EQ(off.exit_code, 0) << off.err;
-  ASSERT_EQ(by_flag.exit_code, 0) << by_flag.err;
-  EXPECT_EQ(by_flag.out, by_plan.out);
-  EXPECT_NE(by_flag.out, off.out) << "the overlap makes no difference";
+  const std::string plan_base =
+      "model: mixtral-8x7b\ncluster: dgx-h100\nnodes: 2\nmicro_batch_size: 1\n"
+      "job: {global_batch_size: 32, seq_len: 4096, precision: bf16}\n"
+      "parallel: {tp: 1, pp: 1, dp: 16, ep: 8}\nsharding: zero1\n";
+  std::string outputs[3];
+  for (int i = 0; i < 2; ++i) {
+    const fs::path plan =
+        fs::temp_directory_path() / ("orrery_plan_a2a_" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(plan) << plan_base << (i == 0 ? "moe_a2a_overlap: true\n" : "");
+    const std::string sim = "simulate --json --allow-oom --plan " + plan.string();
+    const auto r = run_command(orrery(sim));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    outputs[i] = r.out;
+    if (i == 1) outputs[2] = run_command(orrery(sim + " --moe-a2a-overlap")).out;
+    fs::remove(plan);
+  }
+  EXPECT_FALSE(outputs[0].empty());
+  EXPECT_EQ(outputs[0], outputs[2]) << "the flag is not the plan's true";
+  EXPECT_NE(outputs[0], outputs[1]) << "the overlap makes no difference";
 }
 
 TEST(PlanFlags, PlanTakesExactlyOnePrecision) {

@@ -104,6 +104,25 @@ TEST(PlanSpace, MoeShapesIncludeFoldedExpertLayouts) {
   EXPECT_NE(expert_layouts_note(f.job.model, o).find("folded"), std::string::npos);
 }
 
+// A plan file's moe_a2a_overlap rides along on the candidates that meet its rules (ep > 1, no
+// full recompute) and is dropped on the others, which would be refused with it.
+TEST(PlanSpace, MoeA2aOverlapKeptWhereItsRulesHold) {
+  SpaceOptions o = small_space();
+  o.pp = {1};
+  o.cp = {1};
+  Fixture f("mixtral-8x7b", "dgx-h100", 1, 8, 4096, o);
+  f.job.base.set_moe_a2a_overlap(true);
+  const PlanSpace space(f.job, o);
+  const auto plan_of = [&](int64_t ep, pb::Recompute recompute) {
+    return space.plan(space.seed({2, 1, 4, 1, ep, ep > 4 ? 1 : 0, {}, {}, {}, 1}, 1,
+                                 pb::SHARDING_NONE, 0, recompute));
+  };
+  EXPECT_TRUE(plan_of(8, pb::RECOMPUTE_NONE).moe_a2a_overlap());
+  EXPECT_TRUE(plan_of(4, pb::RECOMPUTE_SELECTIVE).moe_a2a_overlap());
+  EXPECT_FALSE(plan_of(1, pb::RECOMPUTE_NONE).moe_a2a_overlap());
+  EXPECT_FALSE(plan_of(8, pb::RECOMPUTE_FULL).moe_a2a_overlap());
+}
+
 TEST(Search, ExhaustiveEqualsBruteForce) {
   Fixture f("llama3-8b", "dgx-h100", 2, 64, 4096, small_space());
   SearchOptions o;

@@ -227,19 +227,26 @@ StageResult AnalyticStep::cost_stage(int64_t p) {
 }
 
 // moe_a2a_overlap (Megatron-core's combined 1F1B, docs/simulator.md#moe-a2a-overlap): in a
-// steady-state pair the forward of one micro-batch and the backward of another run merged, the
-// forward's dispatch/combine all-to-all on the communication stream beside the backward's compute
-// and the backward's beside the forward's; each hidden at most up to its partner's compute, both
-// slowed while they overlap (beside()). Pairs on pipeline rank p: with no pipeline, every
-// micro-batch's forward but the first (Megatron: one forward, M - 1 pairs, one backward); under
-// interleaving, the steady chunk passes after the combined schedule's warm-up (plan::
-// warmup_passes), each pair a 1/vp share of the stage's micro-batch. Warm-up and cool-down passes
-// have no partner: nothing hidden there.
+// steady-state pair the forward of one micro-batch and the backward of another run merged, layer
+// by layer, in four steps (combined_1f1b.py's schedule_layer_1f1b): the forward's attention beside
+// the backward's combine all-to-all, the forward's dispatch beside the backward's MLP/experts, the
+// forward's MLP/experts beside the backward's dispatch, the forward's combine beside the
+// backward's attention. Each all-to-all is hidden at most up to the compute piece it is paired
+// with, both slowed while they overlap (beside()); dispatch and combine move the same tokens, half
+// the pass's expert communication each. Priced on the stage's totals, which for uniform layers is
+// the sum over layers. Pairs on pipeline rank p: with no pipeline, every micro-batch's forward but
+// the first (Megatron: one forward, M - 1 pairs, one backward); under interleaving, the steady
+// chunk passes after the combined schedule's warm-up (plan::warmup_passes), each pair a 1/vp
+// share of the stage's micro-batch. Warm-up and cool-down passes have no partner: nothing hidden
+// there.
 double AnalyticStep::a2a_overlap_hidden(int64_t p, const StagePasses& s) const {
   const double slow = costs_.overlap_slowdown(), slow_comm = costs_.overlap_comm_slowdown();
-  const double per_pair = s.fwd.ep_s + s.bwd.ep_s -
-                          beside(s.fwd.ep_s, s.bwd.compute_s, slow, slow_comm) -
-                          beside(s.bwd.ep_s, s.fwd.compute_s, slow, slow_comm);
+  const auto hidden = [&](double a2a, double compute) {
+    return a2a - beside(a2a, compute, slow, slow_comm);
+  };
+  const double f_a2a = s.fwd.ep_s / 2, b_a2a = s.bwd.ep_s / 2;
+  const double per_pair = hidden(b_a2a, s.fwd.attn_s) + hidden(f_a2a, s.bwd.mlp_s) +
+                          hidden(b_a2a, s.fwd.mlp_s) + hidden(f_a2a, s.bwd.attn_s);
   const auto& d = plan_.degrees;
   const int64_t chunk_passes = plan_.num_micro_batches * d.vp;
   const int64_t warm_up =

@@ -53,11 +53,15 @@ struct PassCost {
   double compute_s = 0;
   double recompute_s = 0;  // part of compute_s
   double tp_s = 0, ep_s = 0, cp_s = 0;
+  // Parts of compute_s: the decoder layers' attention blocks ("attn." ops) and MLP or MoE blocks
+  // ("mlp.", "moe."), the pieces moe_a2a_overlap pairs with the partner's all-to-all.
+  double attn_s = 0, mlp_s = 0;
   double dispatch_s = 0;  // the dispatch overhead of the pass's compute-stream ops
   double flops = 0, recompute_flops = 0;
   double total() const { return compute_s + tp_s + ep_s + cp_s + dispatch_s; }
   PassCost& operator+=(const PassCost& o) {
     compute_s += o.compute_s, recompute_s += o.recompute_s, tp_s += o.tp_s, ep_s += o.ep_s;
+    attn_s += o.attn_s, mlp_s += o.mlp_s;
     cp_s += o.cp_s, dispatch_s += o.dispatch_s, flops += o.flops,
         recompute_flops += o.recompute_flops;
     return *this;
@@ -65,6 +69,7 @@ struct PassCost {
   PassCost scaled(double k) const {
     PassCost c = *this;
     c.compute_s *= k, c.recompute_s *= k, c.tp_s *= k, c.ep_s *= k, c.cp_s *= k, c.dispatch_s *= k;
+    c.attn_s *= k, c.mlp_s *= k;
     c.flops *= k, c.recompute_flops *= k;
     return c;
   }
@@ -139,6 +144,7 @@ class RankCoster {
           const double t = op_seconds(*s.op, s.phase, s.work_fraction);
           const double f = plan::detail::op_work(*s.op, s.phase).flops * s.work_fraction;
           c.compute_s += t;
+          add_block(*s.op, t, c);
           c.dispatch_s += dispatch_s();
           c.flops += f;
           since += t;
@@ -151,6 +157,7 @@ class RankCoster {
           const double exchange =
               costs_.collectives().p2p_seconds(my_device_, cp_next_, s.ring_bytes);
           c.compute_s += cp * piece;
+          add_block(*s.op, cp * piece, c);
           c.dispatch_s += cp * dispatch_s();  // one compute node per piece
           since += cp * piece;
           // Each exchange beside a piece: both slowed while they overlap (as in des).
@@ -205,6 +212,7 @@ class RankCoster {
     const double g = op_seconds(*s.op, s.phase, 1.0 / n);
     const double f = plan::detail::op_work(*s.op, s.phase).flops;
     c.compute_s += n * g;
+    add_block(*s.op, n * g, c);
     c.dispatch_s += n * dispatch_s();
     c.flops += f;
     if (s.phase == pb::PHASE_RECOMPUTE) c.recompute_s += n * g, c.recompute_flops += f;
@@ -213,6 +221,15 @@ class RankCoster {
                                    costs_.overlap_slowdown(), costs_.overlap_comm_slowdown());
     }
     return n * g;
+  }
+
+  // Books `t` seconds of `op` to its block (PassCost::attn_s, mlp_s).
+  static void add_block(const models::LayerOp& op, double t, PassCost& c) {
+    if (op.name.rfind("attn.", 0) == 0) {
+      c.attn_s += t;
+    } else if (op.name.rfind("mlp.", 0) == 0 || op.name.rfind("moe.", 0) == 0) {
+      c.mlp_s += t;
+    }
   }
 
   double collective(pb::CollectiveKind kind, const std::vector<int64_t>& devs, double bytes) const {
