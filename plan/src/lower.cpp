@@ -1,11 +1,14 @@
 // The lowering driver: sets up each rank and walks its pipeline schedule.
 #include "orrery/plan/lower.hpp"
 
+#include <algorithm>
+
 #include "lower_rank.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/plan/fp8.hpp"
 #include "orrery/plan/moe_routing.hpp"
 #include "orrery/plan/pipeline_schedule.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::plan {
 namespace detail {
@@ -75,7 +78,9 @@ RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, c
   out->set_rank(rank);
   out->set_device(plan.device_of_rank[static_cast<size_t>(rank)]);
   for (auto s : kStreams) out->add_streams(std::string(s));
-  if (plan.plan.tp_comm_overlap()) out->add_streams(std::string(kCommTpName));
+  if (plan.plan.tp_comm_overlap() || plan.plan.moe_a2a_overlap())
+    out->add_streams(std::string(kCommTpName));
+  if (plan.plan.moe_a2a_overlap()) out->add_streams(std::string(kCommEpName));
   const auto& d = plan.degrees;
   tp_group_ = layout.group_id(GroupKind::kTp, rank);
   cp_group_ = layout.group_id(GroupKind::kCp, rank);
@@ -161,25 +166,19 @@ int64_t RankLowering::tag(int64_t mb, int64_t stage, bool forward) const {
   return (mb * stages_ + stage) * 2 + (forward ? 0 : 1);
 }
 
-void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
+int64_t RankLowering::forward_begin(int64_t mb, int64_t chunk) {
   const int64_t s = stage_of(chunk);
   Site site{pb::PHASE_FORWARD, -1, mb, s};
-  int64_t last;
-  if (s == 0) {
-    last = run_program(ops_.embedding, {pb::PHASE_FORWARD, -1, mb, s}, -1);
-  } else if (!plan_.uniform_stages()) {
-    last = receive_moved(site, true);
-  } else {
-    last = b_.recv(site, kRecvPrev, pipeline_transfer_name("recv.act", s, plan_.degrees.vp),
-                   pipeline_peer(coord_.pp - 1), tag(mb, s, true), activation_bytes_per_mb(),
-                   receive_posted_after());
-  }
-  const int64_t first = plan_.first_layer(s);
-  for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
-    site.layer = l;
-    last = run_program(ops_.layer(plan_.model, l), site, last);
-  }
-  site.layer = -1;
+  if (s == 0) return run_program(ops_.embedding, site, -1);
+  if (!plan_.uniform_stages()) return receive_moved(site, true);
+  return b_.recv(site, kRecvPrev, pipeline_transfer_name("recv.act", s, plan_.degrees.vp),
+                 pipeline_peer(coord_.pp - 1), tag(mb, s, true), activation_bytes_per_mb(),
+                 receive_posted_after());
+}
+
+void RankLowering::forward_end(int64_t mb, int64_t chunk, int64_t last) {
+  const int64_t s = stage_of(chunk);
+  Site site{pb::PHASE_FORWARD, -1, mb, s};
   if (s == stages_ - 1) {
     run_program(ops_.head, site, last);
   } else if (!plan_.uniform_stages()) {
@@ -190,36 +189,49 @@ void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
   }
 }
 
-void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
+void RankLowering::forward_chunk(int64_t mb, int64_t chunk) {
   const int64_t s = stage_of(chunk);
-  const bool last_mb = mb == plan_.num_micro_batches - 1;
-  Site site{pb::PHASE_BACKWARD, -1, mb, s};
-  int64_t last;
-  if (s == stages_ - 1) {
-    last = run_program(ops_.head, site, b_.last_on(kCompute));
-    if (last_mb) record_grads("head", ops_.head, last);
-  } else if (!plan_.uniform_stages()) {
-    last = receive_moved(site, false);
-  } else {
-    last = b_.recv(site, kRecvNext, pipeline_transfer_name("recv.grad", s, plan_.degrees.vp),
-                   pipeline_peer(coord_.pp + 1), tag(mb, s, false), activation_bytes_per_mb(),
-                   receive_posted_after());
-  }
+  int64_t last = forward_begin(mb, chunk);
+  Site site{pb::PHASE_FORWARD, -1, mb, s};
   const int64_t first = plan_.first_layer(s);
-  for (int64_t l = first + plan_.layers_per_stage[static_cast<size_t>(s)] - 1; l >= first; --l) {
+  for (int64_t l = first; l < first + plan_.layers_per_stage[static_cast<size_t>(s)]; ++l) {
     site.layer = l;
-    const auto& ops = ops_.layer(plan_.model, l);
-    if (plan_.recomputes_layer(l)) {
-      // Re-run the layer's forward from its saved input just before its backward.
-      last = run_program(ops, {pb::PHASE_RECOMPUTE, l, mb, s}, last);
-    }
-    last = run_program(ops, site, last);
-    if (last_mb) record_grads("L" + std::to_string(l), ops, last);
+    last = run_program(ops_.layer(plan_.model, l), site, last);
   }
-  site.layer = -1;
+  forward_end(mb, chunk, last);
+}
+
+int64_t RankLowering::backward_begin(int64_t mb, int64_t chunk) {
+  const int64_t s = stage_of(chunk);
+  Site site{pb::PHASE_BACKWARD, -1, mb, s};
+  if (s == stages_ - 1) {
+    const int64_t last = run_program(ops_.head, site, b_.last_on(kCompute));
+    if (mb == plan_.num_micro_batches - 1) record_grads("head", ops_.head, last);
+    return last;
+  }
+  if (!plan_.uniform_stages()) return receive_moved(site, false);
+  return b_.recv(site, kRecvNext, pipeline_transfer_name("recv.grad", s, plan_.degrees.vp),
+                 pipeline_peer(coord_.pp + 1), tag(mb, s, false), activation_bytes_per_mb(),
+                 receive_posted_after());
+}
+
+int64_t RankLowering::backward_layer(int64_t mb, int64_t stage, int64_t l, int64_t last) {
+  const auto& ops = ops_.layer(plan_.model, l);
+  if (plan_.recomputes_layer(l)) {
+    // Re-run the layer's forward from its saved input just before its backward.
+    last = run_program(ops, {pb::PHASE_RECOMPUTE, l, mb, stage}, last);
+  }
+  last = run_program(ops, {pb::PHASE_BACKWARD, l, mb, stage}, last);
+  if (mb == plan_.num_micro_batches - 1) record_grads("L" + std::to_string(l), ops, last);
+  return last;
+}
+
+void RankLowering::backward_end(int64_t mb, int64_t chunk, int64_t last) {
+  const int64_t s = stage_of(chunk);
+  Site site{pb::PHASE_BACKWARD, -1, mb, s};
   if (s == 0) {
     last = run_program(ops_.embedding, site, last);
-    if (last_mb) record_grads("embed", ops_.embedding, last);
+    if (mb == plan_.num_micro_batches - 1) record_grads("embed", ops_.embedding, last);
   } else if (!plan_.uniform_stages()) {
     send_moved(site, false, last);
   } else {
@@ -229,13 +241,61 @@ void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
   last_backward_ = last;
 }
 
+void RankLowering::backward_chunk(int64_t mb, int64_t chunk) {
+  const int64_t s = stage_of(chunk);
+  int64_t last = backward_begin(mb, chunk);
+  const int64_t first = plan_.first_layer(s);
+  for (int64_t l = first + plan_.layers_per_stage[static_cast<size_t>(s)] - 1; l >= first; --l)
+    last = backward_layer(mb, s, l, last);
+  backward_end(mb, chunk, last);
+}
+
+// moe_a2a_overlap: a steady forward and the backward after it, merged as Megatron-core's
+// combined 1F1B runs them (schedule_chunk_1f1b): both passes' entries (receives, or the embedding
+// and the head's backward), then layer i of the forward with layer n - 1 - i of the backward
+// (merged_layer) for as many layers as both chunks have, the rest of the backward's layers and
+// of the forward's alone, then both passes' exits.
+void RankLowering::merged_pair(const PipeStep& f, const PipeStep& b) {
+  const int64_t fs = stage_of(f.chunk), bs = stage_of(b.chunk);
+  int64_t f_last = forward_begin(f.micro_batch, f.chunk);
+  int64_t b_last = backward_begin(b.micro_batch, b.chunk);
+  const int64_t f_first = plan_.first_layer(fs), b_first = plan_.first_layer(bs);
+  const int64_t nf = plan_.layers_per_stage[static_cast<size_t>(fs)];
+  const int64_t nb = plan_.layers_per_stage[static_cast<size_t>(bs)];
+  const int64_t both = std::min(nf, nb);
+  for (int64_t i = 0; i < both; ++i) {
+    merged_layer({pb::PHASE_FORWARD, f_first + i, f.micro_batch, fs}, f_last,
+                 {pb::PHASE_BACKWARD, b_first + nb - 1 - i, b.micro_batch, bs}, b_last);
+  }
+  for (int64_t i = both; i < nb; ++i)
+    b_last = backward_layer(b.micro_batch, bs, b_first + nb - 1 - i, b_last);
+  for (int64_t i = both; i < nf; ++i) {
+    const int64_t l = f_first + i;
+    f_last =
+        run_program(ops_.layer(plan_.model, l), {pb::PHASE_FORWARD, l, f.micro_batch, fs}, f_last);
+  }
+  forward_end(f.micro_batch, f.chunk, f_last);
+  backward_end(b.micro_batch, b.chunk, b_last);
+}
+
 void RankLowering::run() {
   const auto& d = plan_.degrees;
+  const bool combined = plan_.plan.moe_a2a_overlap();
   const auto order =
-      pipeline_order(plan_.schedule(), d.pp, d.vp, coord_.pp, plan_.num_micro_batches);
+      pipeline_order(plan_.schedule(), d.pp, d.vp, coord_.pp, plan_.num_micro_batches, combined);
+  const int64_t warm_up = combined ? warmup_passes(plan_.schedule(), d.pp, d.vp, coord_.pp,
+                                                   plan_.num_micro_batches, true)
+                                   : 0;
   start_step();
-  for (const PipeStep& step : order) {
-    if (step.forward) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    const PipeStep& step = order[i];
+    // The combined schedule's steady state: each forward after the warm-up with the backward
+    // listed right after it.
+    if (combined && static_cast<int64_t>(i) >= warm_up && step.forward && i + 1 < order.size() &&
+        !order[i + 1].forward) {
+      merged_pair(step, order[i + 1]);
+      ++i;
+    } else if (step.forward) {
       forward_chunk(step.micro_batch, step.chunk);
     } else {
       backward_chunk(step.micro_batch, step.chunk);
@@ -254,6 +314,20 @@ std::vector<int64_t> representative_ranks(const ResolvedPlan& plan) {
 }
 
 pb::ExecGraph lower(const ResolvedPlan& plan, const LowerOptions& options) {
+  // moe_a2a_overlap's merged pairs are built from the layer programs alone (merged_layer); FSDP's
+  // per-bucket gathers and reductions hang on whole passes and are not placed in the merged
+  // order yet, so such a graph would not be the plan: refused, naming the field.
+  const auto sharding = plan.sharding();
+  if (plan.plan.moe_a2a_overlap() &&
+      (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
+       sharding == pb::SHARDING_HSDP)) {
+    throw base::InputError(
+        "", 0, "moe_a2a_overlap",
+        "the execution graph does not merge forward/backward pairs under "
+        "sharding " +
+            enum_value_name(*pb::Sharding_descriptor()->FindValueByNumber(sharding)) +
+            " (FSDP's gathers) yet; the analytic engine prices the plan");
+  }
   const RankLayout layout = rank_layout(plan);
   const detail::OpTables ops = detail::make_op_tables(plan);
   // Stages with their own degrees: each stage's view of the plan and its ops, made once.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lower_rank.hpp"
+#include "orrery/base/error.hpp"
 #include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/lower.hpp"
 
@@ -37,7 +38,19 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
     if (auto it = param_gather_.find(part_key(ops, site)); it != param_gather_.end())
       gathered = copy_part(it->second, last);
   }
-  for (const Step& step : layer_program(ops, plan_, site.phase)) {
+  const std::vector<Step> steps = layer_program(ops, plan_, site.phase);
+  last = run_steps(steps, 0, steps.size(), site, last, gathered);
+  if (bucket != nullptr && site.phase == pb::PHASE_BACKWARD &&
+      part_key(ops, site) == bucket->first) {
+    fsdp_reduce(site, part_key(ops, site), bucket->params, last);
+  }
+  return last;
+}
+
+int64_t RankLowering::run_steps(const std::vector<Step>& steps, size_t from, size_t to,
+                                const Site& site, int64_t last, int64_t gathered) {
+  for (size_t i = from; i < to; ++i) {
+    const Step& step = steps[i];
     switch (step.kind) {
       case Step::Kind::kCompute: {
         Site s = site;
@@ -69,11 +82,58 @@ int64_t RankLowering::run_program(const std::vector<models::LayerOp>& ops, Site 
       }
     }
   }
-  if (bucket != nullptr && site.phase == pb::PHASE_BACKWARD &&
-      part_key(ops, site) == bucket->first) {
-    fsdp_reduce(site, part_key(ops, site), bucket->params, last);
-  }
   return last;
+}
+
+// moe_a2a_overlap: forward layer `f` and backward layer `b` in Megatron-core's four steps
+// (combined_1f1b.py, schedule_layer_1f1b): on the compute stream the backward's part after its
+// combine (residual), the forward's attention (up to its dispatch), the backward's experts, the
+// forward's experts, the backward's attention, the forward's part after its combine; on kCommEp
+// the backward's combine all-to-all, the forward's dispatch, the backward's dispatch and the
+// forward's combine, each after its own pass's compute before it and waited for by its own
+// pass's compute after it. So each all-to-all runs beside the other pass's compute piece. A layer
+// without both all-to-alls (a dense layer, or no expert parallelism) runs its forward, then its
+// backward.
+void RankLowering::merged_layer(const Site& f, int64_t& f_last, const Site& b, int64_t& b_last) {
+  const auto& f_ops = ops_.layer(plan_.model, f.layer);
+  const auto& b_ops = ops_.layer(plan_.model, b.layer);
+  // Neither pass of a steady pair is a part's first forward, the one that copies out ZeRO's
+  // gathered parameters, nor a recomputed layer (a rule refuses full recomputation).
+  ORRERY_CHECK(f.micro_batch > 0 || param_gather_.count(f.layer) == 0,
+               "a merged forward copies out gathered parameters");
+  ORRERY_CHECK(!plan_.recomputes_layer(b.layer), "a merged backward recomputes its layer");
+  const std::vector<Step> fs = layer_program(f_ops, plan_, pb::PHASE_FORWARD);
+  const std::vector<Step> bs = layer_program(b_ops, plan_, pb::PHASE_BACKWARD);
+  auto all_to_alls = [&](const std::vector<Step>& steps) {
+    std::vector<size_t> at;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].kind == Step::Kind::kCollective && steps[i].group == Step::Group::kEp)
+        at.push_back(i);
+    }
+    return at;
+  };
+  const std::vector<size_t> fa = all_to_alls(fs), ba = all_to_alls(bs);
+  if (ep_group_ < 0 || fa.size() != 2 || ba.size() != 2) {
+    f_last = run_steps(fs, 0, fs.size(), f, f_last);
+    b_last = run_steps(bs, 0, bs.size(), b, b_last);
+  } else {
+    auto a2a = [&](const Step& step, const Site& site, int64_t after) {
+      return b_.collective(site, kCommEp, step.name, step.collective, ep_group_, step.bytes,
+                           {after});
+    };
+    b_last = run_steps(bs, 0, ba[0], b, b_last);
+    const int64_t b_combine = a2a(bs[ba[0]], b, b_last);
+    f_last = run_steps(fs, 0, fa[0], f, f_last);
+    const int64_t f_dispatch = a2a(fs[fa[0]], f, f_last);
+    b_last = run_steps(bs, ba[0] + 1, ba[1], b, b_combine);
+    const int64_t b_dispatch = a2a(bs[ba[1]], b, b_last);
+    f_last = run_steps(fs, fa[0] + 1, fa[1], f, f_dispatch);
+    const int64_t f_combine = a2a(fs[fa[1]], f, f_last);
+    b_last = run_steps(bs, ba[1] + 1, bs.size(), b, b_dispatch);
+    f_last = run_steps(fs, fa[1] + 1, fs.size(), f, f_combine);
+  }
+  if (b.micro_batch == plan_.num_micro_batches - 1)
+    record_grads("L" + std::to_string(b.layer), b_ops, b_last);
 }
 
 int64_t RankLowering::overlapped_gemm(const Step& step, const Site& site, int64_t input,

@@ -12,6 +12,7 @@
 #include "orrery/plan/graph_builder.hpp"
 #include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/op_tables.hpp"
+#include "orrery/plan/pipeline_schedule.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/plan/stage_redistribution.hpp"
@@ -35,9 +36,24 @@ class RankLowering {
   void run();
 
  private:
-  // Pipeline steps.
+  // Pipeline steps: a chunk's pass is its entry (a receive, or the embedding; the head's
+  // backward), its layers and its exit (a send, or the head; the embedding's backward).
   void forward_chunk(int64_t mb, int64_t chunk);
   void backward_chunk(int64_t mb, int64_t chunk);
+  int64_t forward_begin(int64_t mb, int64_t chunk);
+  void forward_end(int64_t mb, int64_t chunk, int64_t last);
+  int64_t backward_begin(int64_t mb, int64_t chunk);
+  int64_t backward_layer(int64_t mb, int64_t stage, int64_t l, int64_t last);
+  void backward_end(int64_t mb, int64_t chunk, int64_t last);
+  // moe_a2a_overlap (lower.cpp, lower_layer.cpp): a steady forward/backward pair merged, and
+  // within it one forward layer with one backward layer: their expert all-to-alls on kCommEp,
+  // each beside the other pass's compute.
+  void merged_pair(const PipeStep& f, const PipeStep& b);
+  void merged_layer(const Site& f, int64_t& f_last, const Site& b, int64_t& b_last);
+  // Steps [from, to) of a layer program as graph nodes, after `last`; the first compute waits
+  // for `gathered` too (a ZeRO copy-out) when it is not -1. Returns the last node.
+  int64_t run_steps(const std::vector<Step>& steps, size_t from, size_t to, const Site& site,
+                    int64_t last, int64_t gathered = -1);
   // One layer (or embedding/head part) in site.phase: returns the id of its last node.
   int64_t run_program(const std::vector<models::LayerOp>& ops, Site site, int64_t input);
   int64_t ring_attention(const models::LayerOp& op, double bytes, const Site& site, int64_t input);

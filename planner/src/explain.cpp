@@ -77,6 +77,7 @@ std::string plan_label(const RankedPlan& p) {
   if (k.vp > 1) s += " vp" + std::to_string(k.vp);
   if (k.sp) s += " sp";
   if (k.tp_overlap) s += " tp-overlap";
+  if (k.a2a_overlap) s += " a2a-overlap";
   const int64_t gbs = p.plan.job().global_batch_size();
   s += " mbs" + std::to_string(k.micro_batch) + " x" + std::to_string(gbs / (k.dp * k.micro_batch));
   if (k.pp > 1 && k.schedule != pb::PIPELINE_SCHEDULE_UNSPECIFIED) {

@@ -19,6 +19,7 @@ Knobs MoveGenerator::reshape(const Knobs& from, const Shape& to) const {
   k.bucket_bytes = from.bucket_bytes;
   k.overlap = from.overlap;
   k.tp_overlap = k.tp_overlap && from.tp_overlap;
+  k.a2a_overlap = from.a2a_overlap;  // kept where still allowed (moves())
   if (to.tp > 1 && space_.options().sp_both_ways) k.sp = from.sp;
   if (!k.balanced_split && to.pp > 1 && to.vp == 1) k.balanced_split = from.balanced_split;
   const auto mbs = space_.micro_batches(to);
@@ -98,6 +99,11 @@ void MoveGenerator::setting_moves(const Knobs& from, std::vector<Move>& out) con
     k.tp_overlap = !k.tp_overlap;
     add(out, k, {"exposed tp", "compute"});
   }
+  if (from.a2a_overlap || space_.a2a_overlap_allowed(from)) {
+    Knobs k = from;
+    k.a2a_overlap = !k.a2a_overlap;
+    add(out, k, {"exposed ep"});
+  }
   for (const auto& p : o.placements) {
     if (p == from.placement) continue;
     Knobs k = from;
@@ -159,6 +165,10 @@ std::vector<Move> MoveGenerator::moves(const Knobs& from) const {
   std::vector<Move> out;
   setting_moves(from, out);
   shape_moves(from, out);
+  // A move to full recomputation, FSDP or a shape without experts across ranks takes the
+  // all-to-all overlap off (a plan rule, or the des ranking, would refuse it).
+  for (auto& m : out)
+    m.knobs.a2a_overlap = m.knobs.a2a_overlap && space_.a2a_overlap_allowed(m.knobs);
   return out;
 }
 

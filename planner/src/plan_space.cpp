@@ -378,9 +378,16 @@ std::vector<Knobs> PlanSpace::settings(const Shape& s) const {
                     k.placement = placement;
                     k.bucket_bytes = bucket;
                     k.balanced_split = split;
-                    out.push_back(k);
-                    // TP communication overlap is a setting of its own: also without it.
-                    if (k.tp_overlap) k.tp_overlap = false, out.push_back(std::move(k));
+                    // TP communication overlap is a setting of its own: also without it; and
+                    // the MoE all-to-all overlap also with it, where it is allowed.
+                    std::vector<Knobs> variants = {k};
+                    if (k.tp_overlap) variants.push_back(k), variants.back().tp_overlap = false;
+                    for (size_t v = 0, n = variants.size(); v < n; ++v) {
+                      if (!a2a_overlap_allowed(variants[v])) continue;
+                      variants.push_back(variants[v]);
+                      variants.back().a2a_overlap = true;
+                    }
+                    for (auto& v : variants) out.push_back(std::move(v));
                   }
                 }
               }
@@ -419,6 +426,12 @@ std::vector<int64_t> PlanSpace::layer_split(const Knobs& k) const {
   return split;
 }
 
+bool PlanSpace::a2a_overlap_allowed(const Knobs& k) const {
+  return job_.model.has_moe() && k.ep > 1 &&
+         (k.pp == 1 || k.schedule == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) &&
+         k.recompute != pb::RECOMPUTE_FULL && !fsdp_like(k.sharding);
+}
+
 pb::Plan PlanSpace::plan(const Knobs& k) const {
   pb::Plan p = job_.base;
   auto* par = p.mutable_parallel();
@@ -444,14 +457,8 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   // Megatron's module lists (each candidate recomputes every layer, selective its attention core).
   p.clear_recompute_every();
   p.clear_recompute_modules();
-  // A plan file's moe_a2a_overlap rides along where the candidate meets Megatron's preconditions
-  // (ep > 1, interleaving when pp > 1, no full recompute; the moe-a2a-overlap-* rules) and is
-  // dropped where it does not: those candidates run without it.
-  if (p.moe_a2a_overlap() &&
-      (k.ep < 2 || (k.pp > 1 && k.schedule != pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) ||
-       k.recompute == pb::RECOMPUTE_FULL)) {
-    p.clear_moe_a2a_overlap();
-  }
+  // Searched (Knobs::a2a_overlap): the plan file's value does not ride along.
+  p.set_moe_a2a_overlap(k.a2a_overlap);
   p.set_micro_batch_size(k.micro_batch);
   p.set_placement_order(k.placement);
   p.clear_layers_per_stage();
@@ -489,6 +496,7 @@ std::string knob_key(const Knobs& k) {
   if (k.balanced_split) s += " balanced";
   if (!k.overlap) s += " no-overlap";
   if (k.tp_overlap) s += " tp-overlap";
+  if (k.a2a_overlap) s += " a2a-overlap";
   if (k.etp > 0) s += " etp" + std::to_string(k.etp);
   return s;
 }

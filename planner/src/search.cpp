@@ -243,6 +243,7 @@ std::string distinct_key(const Knobs& k) {
   d.balanced_split = false;
   d.sp = false;
   d.tp_overlap = false;
+  d.a2a_overlap = false;
   return knob_key(d);
 }
 

@@ -104,23 +104,35 @@ TEST(PlanSpace, MoeShapesIncludeFoldedExpertLayouts) {
   EXPECT_NE(expert_layouts_note(f.job.model, o).find("folded"), std::string::npos);
 }
 
-// A plan file's moe_a2a_overlap rides along on the candidates that meet its rules (ep > 1, no
-// full recompute) and is dropped on the others, which would be refused with it.
-TEST(PlanSpace, MoeA2aOverlapKeptWhereItsRulesHold) {
+// moe_a2a_overlap is a searched setting: the settings of an MoE shape with ep > 1 try it on and
+// off (never with full recomputation or FSDP), a dense model's never; the plan file says what the
+// knob says, whatever the base plan stated.
+TEST(PlanSpace, MoeA2aOverlapIsSearchedWhereAllowed) {
   SpaceOptions o = small_space();
   o.pp = {1};
   o.cp = {1};
   Fixture f("mixtral-8x7b", "dgx-h100", 1, 8, 4096, o);
   f.job.base.set_moe_a2a_overlap(true);
   const PlanSpace space(f.job, o);
-  const auto plan_of = [&](int64_t ep, pb::Recompute recompute) {
-    return space.plan(space.seed({2, 1, 4, 1, ep, ep > 4 ? 1 : 0, {}, {}, {}, 1}, 1,
-                                 pb::SHARDING_NONE, 0, recompute));
-  };
-  EXPECT_TRUE(plan_of(8, pb::RECOMPUTE_NONE).moe_a2a_overlap());
-  EXPECT_TRUE(plan_of(4, pb::RECOMPUTE_SELECTIVE).moe_a2a_overlap());
-  EXPECT_FALSE(plan_of(1, pb::RECOMPUTE_NONE).moe_a2a_overlap());
-  EXPECT_FALSE(plan_of(8, pb::RECOMPUTE_FULL).moe_a2a_overlap());
+  int on = 0, off_allowed = 0;
+  for (const Knobs& k : space.settings({2, 1, 4, 1, 4, 1, {}, {}, {}, 0})) {
+    if (k.a2a_overlap) {
+      ++on;
+      EXPECT_NE(k.recompute, pb::RECOMPUTE_FULL);
+      EXPECT_NE(k.sharding, pb::SHARDING_FSDP);
+      EXPECT_TRUE(space.plan(k).moe_a2a_overlap());
+    } else {
+      EXPECT_FALSE(space.plan(k).moe_a2a_overlap());
+      if (space.a2a_overlap_allowed(k)) ++off_allowed;
+    }
+  }
+  EXPECT_GT(on, 0);
+  EXPECT_EQ(on, off_allowed);  // each allowed setting both ways
+  for (const Knobs& k : space.settings({2, 1, 4, 1, 1, 1, {}, {}, {}, 0}))
+    EXPECT_FALSE(k.a2a_overlap);  // ep 1: no all-to-all
+  Fixture dense("llama3-8b", "dgx-h100", 1, 8, 4096, o);
+  for (const Knobs& k : dense.space.settings({2, 1, 4, 1, 1, 1, {}, {}, {}, 0}))
+    EXPECT_FALSE(k.a2a_overlap);
 }
 
 TEST(Search, ExhaustiveEqualsBruteForce) {

@@ -1,13 +1,17 @@
 // moe_a2a_overlap (Megatron-core's combined 1F1B, docs/simulator.md#moe-a2a-overlap): the
 // combined schedule's order (one more warm-up forward), the analytic engine hiding each steady
 // pair's expert all-to-all under its partner's compute and nothing in the warm-up or cool-down,
-// the extra micro-batch's activations it keeps, and the des engine's refusal.
+// the extra micro-batch's activations it keeps, the lowering's merged pairs, which the des engine
+// runs (agreeing with the analytic engine), and its refusal under FSDP.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "orrery/base/error.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/lower.hpp"
 #include "orrery/plan/pipeline_schedule.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 #include "orrery/sim/engine.hpp"
@@ -124,18 +128,77 @@ TEST(MoeA2aOverlap, InterleavedHidesOnlyInTheSteadyState) {
   EXPECT_LE(plain.step_time_s() - over.step_time_s(), exposed(plain, "ep") * 5.0 / 8.0 + 1e-12);
 }
 
-// The des lowering does not emit the merged pairs: refused naming the field, never priced as if
-// the all-to-all stayed exposed.
-TEST(MoeA2aOverlap, DesRefusesIt) {
+// The lowering merges each steady pair (no pipeline, 2 micro-batches: the forward of micro-batch 1
+// with the backward of micro-batch 0): its expert all-to-alls go to comm.ep, four per MoE layer,
+// in Megatron's order (the backward's combine, the forward's dispatch, the backward's dispatch,
+// the forward's combine); the unpaired passes keep theirs on the compute stream.
+TEST(MoeA2aOverlap, LoweringMergesEachSteadyPair) {
   const auto plan = resolve(overlapped(mixtral_plan(8, 1)));
+  plan::LowerOptions o;
+  o.ranks = {0};
+  const pb::ExecGraph g = plan::lower(plan, o);
+  const auto& r = g.ranks(0);
+  ASSERT_EQ(r.streams_size(), 10);
+  EXPECT_EQ(r.streams(plan::kCommEp), "comm.ep");
+  std::vector<std::string> merged;
+  int in_line = 0;
+  for (const auto& n : r.nodes()) {
+    if (n.kind() != pb::NODE_KIND_COLLECTIVE || n.name().find("all_to_all") == std::string::npos)
+      continue;
+    if (n.stream() == plan::kCommEp) merged.push_back(n.name());
+    if (n.stream() == plan::kCompute) ++in_line;
+  }
+  ASSERT_EQ(merged.size(), 16u);  // 4 layers x 4
+  EXPECT_EQ(in_line, 16);         // the forward of mb 0 and the backward of mb 1: 4 layers x 2 each
+  // Layer 0's forward pairs with layer 3's backward: combine (bwd), dispatch, dispatch (bwd),
+  // combine.
+  EXPECT_EQ(merged[0], "L3.mb0.bwd.moe.experts.down.grad.all_to_all");
+  EXPECT_EQ(merged[1], "L0.mb1.fwd.moe.router.all_to_all");
+  EXPECT_EQ(merged[2], "L3.mb0.bwd.moe.router.grad.all_to_all");
+  EXPECT_EQ(merged[3], "L0.mb1.fwd.moe.experts.down.all_to_all");
+}
+
+// The des engine runs the merged pairs: with the all-to-all inside one node and shorter than the
+// compute it runs beside, both engines hide it and agree within 2%; the overlap shortens the step
+// in both by about as much.
+TEST(MoeA2aOverlap, DesAgreesWithAnalytic) {
+  for (const int64_t pp : {1, 2}) {
+    SCOPED_TRACE(pp);
+    const int64_t global_batch = pp == 1 ? 8 : 16;
+    const auto plain = resolve(mixtral_plan(global_batch, pp));
+    const auto over = resolve(overlapped(mixtral_plan(global_batch, pp)));
+    const topologies::Topology topology(over.cluster);
+    const CostModels costs(topology, "bf16");
+    const double des_plain = simulate(plain, costs, EngineKind::kDes).result.step_time_s();
+    const double des_over = simulate(over, costs, EngineKind::kDes).result.step_time_s();
+    const double an_plain = simulate(plain, costs, EngineKind::kAnalytic).result.step_time_s();
+    const double an_over = simulate(over, costs, EngineKind::kAnalytic).result.step_time_s();
+    EXPECT_LT(std::abs(des_over - an_over) / an_over, 0.02) << des_over << " vs " << an_over;
+    EXPECT_LT(std::abs(des_plain - an_plain) / an_plain, 0.02) << des_plain << " vs " << an_plain;
+    EXPECT_LT(des_over, des_plain);
+    const double des_hidden = des_plain - des_over, an_hidden = an_plain - an_over;
+    EXPECT_NEAR(des_hidden, an_hidden, 0.25 * an_hidden) << des_hidden << " vs " << an_hidden;
+  }
+}
+
+// Under FSDP the lowering does not place the gathers in the merged order yet: the des engine and
+// the graph refuse it naming the field, never priced as if the all-to-all stayed exposed.
+TEST(MoeA2aOverlap, DesRefusesItUnderFsdp) {
+  pb::Plan p = overlapped(mixtral_plan(8, 1));
+  p.set_sharding(pb::SHARDING_FSDP);
+  const auto plan = resolve(p);
   const topologies::Topology topology(plan.cluster);
   const CostModels costs(topology, "bf16");
   try {
     simulate(plan, costs, EngineKind::kDes);
-    ADD_FAILURE() << "des accepted moe_a2a_overlap";
+    ADD_FAILURE() << "des accepted moe_a2a_overlap under fsdp";
   } catch (const base::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("moe_a2a_overlap"), std::string::npos) << e.what();
   }
+  // The graph (simulate --graph) neither: it would not be the plan.
+  EXPECT_THROW(plan::lower(plan), base::InputError);
+  // The analytic engine prices it.
+  EXPECT_GT(simulate(plan, costs, EngineKind::kAnalytic).result.step_time_s(), 0);
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ class GraphBuilder {
   int64_t p2p(pb::NodeKind kind, const Site& site, int32_t stream, const std::string& what,
               int64_t peer, int64_t tag, double bytes, std::vector<int64_t> deps);
   pb::RankGraph* rank_;
-  std::vector<int64_t> last_on_stream_ = std::vector<int64_t>(9, -1);
+  std::vector<int64_t> last_on_stream_ = std::vector<int64_t>(10, -1);  // lower.hpp's streams
 };
 
 std::string site_prefix(const Site& site);

@@ -33,10 +33,15 @@ enum Stream : int32_t {
   // userbuffers); a rank lists this stream only when its plan overlaps TP communication, so
   // other plans' graphs keep the eight streams of kStreams.
   kCommTp = 8,
+  // moe_a2a_overlap: the expert all-to-alls of merged forward/backward pairs, beside the partner
+  // pass's compute (Megatron-core's combined 1F1B). Listed, with comm.tp before it, only when the
+  // plan overlaps them.
+  kCommEp = 9,
 };
 inline constexpr std::array<std::string_view, 8> kStreams{
     "compute", "comm.dp", "cp.send", "cp.recv", "recv.prev", "send.next", "recv.next", "send.prev"};
 inline constexpr std::string_view kCommTpName = "comm.tp";
+inline constexpr std::string_view kCommEpName = "comm.ep";
 
 // A collective issued in line with compute (Megatron's TP/EP collectives, on the compute stream):
 // it blocks that stream, pays the calibrated blocking overhead and ends a stretch of compute. The

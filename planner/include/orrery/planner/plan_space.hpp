@@ -50,6 +50,9 @@ struct Knobs {
   // tp_comm_overlap (only with sp, stage 0's tp > 1): on in the seed, as NeMo's recipes for
   // large models ship it; settings and local search also try it off.
   bool tp_overlap = false;
+  // moe_a2a_overlap (Megatron-core's combined 1F1B): off in the seed, as Megatron-core ships it;
+  // settings and local search also try it on where PlanSpace::a2a_overlap_allowed.
+  bool a2a_overlap = false;
   // MoE parallel folding: the experts' tensor-parallel degree (plan parallel.etp), ep then
   // drawn from tp x cp x dp; 0: not folded (ep from dp x cp, experts split by tp).
   int64_t etp = 0;
@@ -133,6 +136,11 @@ class PlanSpace {
   // given.
   Knobs seed(const Shape& shape, int64_t micro_batch, pb::Sharding sharding, int64_t shard_group,
              pb::Recompute recompute) const;
+
+  // Whether moe_a2a_overlap may be on for `k`: an MoE model, ep > 1, interleaving when pp > 1, no
+  // full recompute (the plan rules), and no FSDP-style sharding (whose gathers the des engine
+  // does not place in the merged order, so the des ranking could not price the plan).
+  bool a2a_overlap_allowed(const Knobs& k) const;
 
   // The plan file for `k`: base fields plus the knobs, with layers_per_stage filled when the
   // split is uneven (pp x vp not dividing the layers, a balanced split asked for, or stages on
