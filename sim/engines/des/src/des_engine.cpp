@@ -30,7 +30,6 @@
 #include "des_job.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/helper_programs.hpp"
-#include "orrery/traces/spec_io.hpp"
 
 extern char** environ;
 
@@ -169,19 +168,6 @@ int wait_for(pid_t pid) {
 
 SimOutput simulate_des(const plan::ResolvedPlan& plan, const CostModels& costs,
                        const DesOptions& options) {
-  // The lowering merges the steady forward/backward pairs (plan/src/lower_layer.cpp,
-  // merged_layer) from the layer programs alone; FSDP's per-bucket gathers and reductions hang on
-  // whole passes and are not placed in the merged order yet: refused rather than priced wrong.
-  const auto sharding = plan.sharding();
-  if (plan.plan.moe_a2a_overlap() &&
-      (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
-       sharding == pb::SHARDING_HSDP)) {
-    throw base::InputError(
-        "", 0, "moe_a2a_overlap",
-        "the des engine does not merge forward/backward pairs under sharding " +
-            enum_value_name(*pb::Sharding_descriptor()->FindValueByNumber(sharding)) +
-            " (FSDP's gathers) yet; use the analytic engine");
-  }
   des::check_budget(plan, costs, options);
   const auto started = std::chrono::steady_clock::now();
   const std::string job = des::to_job(plan, costs, options).SerializeAsString();
