@@ -89,6 +89,24 @@ void check_number_flags(const PlanArgs& a) {
   }
 }
 
+// The switches that overlap communication with compute (each default off; a plan's true stays on).
+void add_overlap_flags(CLI::App* cmd, PlanArgs& a) {
+  cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
+                "Overlap gradient reduction with backward (default off; a plan's true stays on)");
+  cmd->add_flag(
+      "--overlap-param-gather", a.overlap_param_gather,
+      "Overlap ZeRO parameter gathers with forward (default off; a plan's true stays on)");
+  cmd->add_flag("--tp-comm-overlap", a.tp_comm_overlap,
+                "Pipeline SP's TP collectives with their GEMMs in chunks (Megatron-core "
+                "--tp-comm-overlap; needs --sp; default off; a plan's true stays on)");
+  cmd->add_flag("--moe-a2a-overlap", a.moe_a2a_overlap,
+                "MoE: run each steady micro-batch pair merged, each one's expert all-to-all "
+                "beside the other's compute (Megatron-core --overlap-moe-expert-parallel-comm; "
+                "default off; a plan's true stays on)");
+  cmd->add_option("--tp-comm-overlap-chunks", a.tp_comm_overlap_chunks,
+                  "Pieces of each overlapped collective and GEMM (>= 2; default 4)");
+}
+
 }  // namespace
 
 void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
@@ -174,20 +192,7 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
       "Comma-separated data-parallel degree per pipeline stage (heterogeneous clusters)");
   cmd->add_option("--moe-imbalance", a.moe_imbalance,
                   "Busiest expert's tokens over the mean (>= 1; default 1)");
-  cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
-                "Overlap gradient reduction with backward (default off; a plan's true stays on)");
-  cmd->add_flag(
-      "--overlap-param-gather", a.overlap_param_gather,
-      "Overlap ZeRO parameter gathers with forward (default off; a plan's true stays on)");
-  cmd->add_flag("--tp-comm-overlap", a.tp_comm_overlap,
-                "Pipeline SP's TP collectives with their GEMMs in chunks (Megatron-core "
-                "--tp-comm-overlap; needs --sp; default off; a plan's true stays on)");
-  cmd->add_flag("--moe-a2a-overlap", a.moe_a2a_overlap,
-                "MoE: hide each steady micro-batch pair's expert all-to-all under the other's "
-                "compute (Megatron-core --overlap-moe-expert-parallel-comm; analytic engine; "
-                "default off; a plan's true stays on)");
-  cmd->add_option("--tp-comm-overlap-chunks", a.tp_comm_overlap_chunks,
-                  "Pieces of each overlapped collective and GEMM (>= 2; default 4)");
+  add_overlap_flags(cmd, a);
   cmd->add_option("--grad-reduce-dtype", a.grad_reduce_dtype,
                   "fp32 | bf16: dtype of the data-parallel gradient reduction (default: fp32 for "
                   "bf16 and fp8 training, the training dtype otherwise)");
