@@ -114,8 +114,10 @@ std::string plan_problem(const pb::Plan& plan) {
            "executor (alltoall is)";
   }
   if (plan.moe_a2a_overlap()) {
-    return "moe_a2a_overlap: merging one micro-batch's forward with another's backward to hide "
-           "the expert all-to-all is not implemented in the executor";
+    // The executor runs each pass alone, its all-to-alls in line; the merged pairs that hide
+    // them are the simulator's (plan/src/lower_layer.cpp, merged_layer).
+    return "moe_a2a_overlap: the merged forward/backward pairs are simulated, not run by the "
+           "executor (each pass runs alone, its all-to-alls in line)";
   }
   if (plan.moe_expert_gemm() == pb::MOE_EXPERT_GEMM_PER_EXPERT) {
     // The executor does loop over its experts (model_moe.cpp), but times them under one node per

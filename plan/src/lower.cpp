@@ -137,10 +137,7 @@ void RankLowering::send_moved(const Site& site, bool forward, int64_t input) {
   }
 }
 
-bool RankLowering::fsdp() const {
-  const auto s = plan_.sharding();
-  return s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP;
-}
+bool RankLowering::fsdp() const { return shards_parameters(plan_.sharding()); }
 
 double RankLowering::activation_bytes_per_mb() const {
   const auto& d = plan_.degrees;
@@ -318,9 +315,7 @@ pb::ExecGraph lower(const ResolvedPlan& plan, const LowerOptions& options) {
   // per-bucket gathers and reductions hang on whole passes and are not placed in the merged
   // order yet, so such a graph would not be the plan: refused, naming the field.
   const auto sharding = plan.sharding();
-  if (plan.plan.moe_a2a_overlap() &&
-      (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
-       sharding == pb::SHARDING_HSDP)) {
+  if (plan.plan.moe_a2a_overlap() && detail::shards_parameters(sharding)) {
     throw base::InputError(
         "", 0, "moe_a2a_overlap",
         "the execution graph does not merge forward/backward pairs under "
