@@ -147,8 +147,9 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
                   "default every layer)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--recompute-modules", a.recompute_modules,
-                  "selective: the modules re-run, comma-separated: core_attn, layernorm, moe_act "
-                  "(Megatron-core --recompute-modules; default core_attn)");
+                  "selective: the modules re-run, comma-separated: core_attn, layernorm, "
+                  "moe_act, mlp, moe, shared_experts, mla_up_proj (Megatron-core "
+                  "--recompute-modules; default core_attn)");
   cmd->add_option("--moe-dispatcher", a.moe_dispatcher,
                   "MoE token dispatcher: alltoall | deepep (DeepEP: a token crosses the network "
                   "once per node it reaches; default: once per routed expert, or per node under "

@@ -77,11 +77,12 @@ std::string plan_problem(const pb::Plan& plan) {
   }
   for (const int m : plan.recompute_modules()) {
     // Megatron's core_attn is the executor's selective recomputation; the output-discarding
-    // modules (a tensor freed after its reader ran, re-made before its backward) are not.
+    // modules (a tensor freed after its reader ran, re-made before its backward) and the
+    // checkpointed mlp, moe and shared_experts are not.
     if (m != pb::RECOMPUTE_MODULE_CORE_ATTN) {
       return "recompute_modules " + lower_name(pb::RecomputeModule_Name(m), 17) +
-             ": Megatron-core's output-discarding recomputation is simulated, not run by the "
-             "executor yet (core_attn is)";
+             ": Megatron-core's module recomputation is simulated, not run by the executor yet "
+             "(core_attn is)";
     }
   }
   if (plan.sharding() == pb::SHARDING_HSDP && plan.shard_group_size() == 1) {

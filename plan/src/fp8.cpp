@@ -5,6 +5,7 @@
 #include <set>
 
 #include "orrery/topologies/device_db.hpp"
+#include "orrery/traces/spec_io.hpp"
 
 namespace orrery::plan {
 namespace {
@@ -227,11 +228,17 @@ void resolve_fp8(ResolvedPlan& r, const SourceMap& where) {
     }
   }
   const auto sharding = r.plan.sharding();
-  if (job.fp8_param_gather() && sharding != pb::SHARDING_ZERO1 && sharding != pb::SHARDING_ZERO2) {
-    // FSDP's fp8 gathers (torchao's float8 all-gather) are not lowered: refused, not ignored.
-    broken(where, "job.fp8_param_gather", "fp8-param-gather-needs-distributed-optimizer",
-           "fp8 parameter gathers are modelled for the distributed optimizer only (sharding "
-           "zero1 or zero2, Megatron's --fp8-param-gather), not for this plan's sharding");
+  // What gathers fp8 weights: Megatron's distributed optimizer (--fp8-param-gather) and FSDP
+  // (torchao's enable_fsdp_float8_all_gather, which casts each shard before FSDP2's all-gather).
+  // DeepSpeed's ZeRO-3 gathers at the compute dtype, and unsharded weights are not gathered.
+  const bool gathers = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2 ||
+                       sharding == pb::SHARDING_FSDP || sharding == pb::SHARDING_HSDP;
+  if (job.fp8_param_gather() && !gathers) {
+    broken(where, "job.fp8_param_gather", "fp8-param-gather-needs-sharded-parameters",
+           "fp8 parameter gathers are modelled for the distributed optimizer (sharding zero1 or "
+           "zero2, Megatron's --fp8-param-gather) and FSDP (fsdp or hsdp, torchao's float8 "
+           "all-gather), not for sharding " +
+               enum_value_name(*pb::Sharding_descriptor()->FindValueByNumber(sharding)));
   }
   Precisions& p = r.precision;
   p.fp8_recipe = job.fp8_recipe();

@@ -157,6 +157,84 @@ std::vector<Step> per_expert_kernels(const std::vector<Step>& in, int64_t expert
   return out;
 }
 
+// One op's forward as the program runs it: its compute (`phase`: forward, or recompute when a
+// checkpointed module re-runs it), then the collectives that follow it.
+void add_forward(std::vector<Step>& out, const std::vector<models::LayerOp>& ops, size_t i,
+                 const ResolvedPlan& p, pb::Phase phase) {
+  const models::LayerOp& op = ops[i];
+  if (is_fp8_grad_cast(op)) return;  // quantizes dY: backward only
+  const bool tp = p.degrees.tp > 1;
+  const bool sp = tp && p.sequence_parallel();
+  add_core(out, op, p, phase);
+  if (sp && gathers_after(op, ops, p)) {
+    out.push_back(collective(op.name + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                             full_activation_bytes(p)));
+  }
+  if (p.degrees.ep > 1 || op.etp_comm_bytes > 0) {
+    for (auto& s : expert_collectives(op, false)) out.push_back(std::move(s));
+  }
+  if (tp && op.tp_comm_bytes > 0 && op.name == "head.loss") {
+    // The loss's statistics stay all-reduces under SP, two of them as the executor issues
+    // them: the maximum (one of the three words per token), then the two sums stacked.
+    out.push_back(collective("head.loss.max.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE,
+                             op.tp_comm_bytes / 3));
+    out.push_back(collective("head.loss.sum.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE,
+                             op.tp_comm_bytes * 2 / 3));
+  } else if (tp && op.tp_comm_bytes > 0) {
+    out.push_back(
+        collective(op.name + (sp ? ".reduce_scatter" : ".all_reduce"),
+                   sp ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE,
+                   op.tp_comm_bytes));
+  }
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Megatron-core's checkpointed modules (tensor_parallel.checkpoint: the module's input kept,
+// its whole forward re-run when the backward reaches its output): `mlp` the dense MLP
+// (transformer_layer.py, not in MoE layers), `moe` the MoE layer (moe_layer.py: router,
+// dispatch, shared and routed experts, combine), `shared_experts` the shared experts alone.
+// Each as the [first, last] range of its ops in this layer.
+std::vector<std::pair<size_t, size_t>> checkpointed_modules(const std::vector<models::LayerOp>& ops,
+                                                            const ResolvedPlan& p) {
+  std::vector<std::pair<size_t, size_t>> out;
+  const auto add = [&](const auto& in_module) {
+    size_t first = ops.size(), last = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!in_module(ops[i])) continue;
+      first = std::min(first, i);
+      last = i;
+    }
+    if (first < ops.size()) out.emplace_back(first, last);
+  };
+  if (p.recomputes_module(pb::RECOMPUTE_MODULE_MLP)) {
+    add([](const models::LayerOp& o) {
+      return starts_with(o.name, "mlp.") && o.name != "mlp.norm" && o.name != "mlp.residual" &&
+             o.name != "mlp.post_norm";
+    });
+  }
+  if (p.recomputes_module(pb::RECOMPUTE_MODULE_MOE)) {
+    add([](const models::LayerOp& o) { return starts_with(o.name, "moe."); });
+  } else if (p.recomputes_module(pb::RECOMPUTE_MODULE_SHARED_EXPERTS)) {
+    add([](const models::LayerOp& o) { return starts_with(o.name, "moe.shared."); });
+  }
+  return out;
+}
+
+// A checkpointed module's re-run: the sequence-parallel gather of its input where the norm
+// before it gathers (the module's first column-parallel GEMM gathers again), then its ops'
+// forward with their collectives.
+void add_module_rerun(std::vector<Step>& out, const std::vector<models::LayerOp>& ops,
+                      std::pair<size_t, size_t> range, const ResolvedPlan& p) {
+  const auto [first, last] = range;
+  const bool sp = p.degrees.tp > 1 && p.sequence_parallel();
+  if (sp && first > 0 && gathers_after(ops[first - 1], ops, p)) {
+    out.push_back(collective(ops[first - 1].name + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
+                             full_activation_bytes(p)));
+  }
+  for (size_t i = first; i <= last; ++i) add_forward(out, ops, i, p, pb::PHASE_RECOMPUTE);
+}
+
 std::vector<Step> program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,
                           pb::Phase phase);
 
@@ -186,6 +264,19 @@ std::vector<std::vector<const models::LayerOp*>> module_reruns(
     const auto act = named("moe.experts.act"), down = named("moe.experts.down");
     if (act != ops.end() && down != ops.end())
       out[static_cast<size_t>(down - ops.begin())].push_back(&*act);
+  }
+  // mla_up_proj: the query and key/value up-projections (the query projection where there is
+  // no query latent) and the rotary embedding re-run before the attention core's backward
+  // (Megatron registers it on the core's output gradient), with their fp8 input casts.
+  if (p.recomputes_module(pb::RECOMPUTE_MODULE_MLA_UP_PROJ) && p.model.has_mla()) {
+    const auto core = std::find_if(ops.begin(), ops.end(),
+                                   [](const models::LayerOp& o) { return o.name == "attn.core"; });
+    for (const auto& o : ops) {
+      if (core == ops.end() || is_fp8_grad_cast(o)) continue;
+      const bool up = starts_with(o.name, "attn.q_up") || starts_with(o.name, "attn.kv_up") ||
+                      o.name == "attn.q" || starts_with(o.name, "attn.q.") || o.name == "attn.rope";
+      if (up) out[static_cast<size_t>(core - ops.begin())].push_back(&o);
+    }
   }
   return out;
 }
@@ -241,30 +332,7 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
   const double full = full_activation_bytes(p);
   std::vector<Step> out;
   if (phase != pb::PHASE_BACKWARD) {
-    for (const auto& op : ops) {
-      if (is_fp8_grad_cast(op)) continue;  // quantizes dY: backward only
-      add_core(out, op, p, phase);
-      if (sp && gathers_after(op, ops, p)) {
-        out.push_back(collective(op.name + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER, full));
-      }
-      if (ep || op.etp_comm_bytes > 0) {
-        for (auto& s : expert_collectives(op, false)) out.push_back(std::move(s));
-      }
-      if (tp && op.tp_comm_bytes > 0 && op.name == "head.loss") {
-        // The loss's statistics stay all-reduces under SP, two of them as the executor issues
-        // them: the maximum (one of the three words per token), then the two sums stacked.
-        out.push_back(collective("head.loss.max.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE,
-                                 op.tp_comm_bytes / 3));
-        out.push_back(collective("head.loss.sum.all_reduce", pb::COLLECTIVE_KIND_ALL_REDUCE,
-                                 op.tp_comm_bytes * 2 / 3));
-      } else if (tp && op.tp_comm_bytes > 0) {
-        const bool scatter = sp;
-        out.push_back(collective(
-            op.name + (scatter ? ".reduce_scatter" : ".all_reduce"),
-            scatter ? pb::COLLECTIVE_KIND_REDUCE_SCATTER : pb::COLLECTIVE_KIND_ALL_REDUCE,
-            op.tp_comm_bytes));
-      }
-    }
+    for (size_t i = 0; i < ops.size(); ++i) add_forward(out, ops, i, p, phase);
     return out;
   }
   const bool core_attn = p.recomputes_module(pb::RECOMPUTE_MODULE_CORE_ATTN);
@@ -276,10 +344,15 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
   // Megatron's output-discarding modules: what each op's backward needs re-run first.
   const auto rerun = decoder ? module_reruns(ops, p)
                              : std::vector<std::vector<const models::LayerOp*>>(ops.size());
+  const auto modules =
+      decoder ? checkpointed_modules(ops, p) : std::vector<std::pair<size_t, size_t>>{};
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     const auto& op = *it;
     const auto index = static_cast<size_t>(ops.rend() - it - 1);
     if (!sac.empty()) add_sac_recompute(out, op, sac[index], p);
+    for (const auto& range : modules) {
+      if (range.second == index) add_module_rerun(out, ops, range, p);
+    }
     for (const models::LayerOp* again : rerun[index]) add_core(out, *again, p, pb::PHASE_RECOMPUTE);
     if (is_fp8_forward_cast(op)) continue;  // quantizes the forward input: forward only
     if (sp && op.tp_comm_bytes > 0 && op.name != "head.loss") {

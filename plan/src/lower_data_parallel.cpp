@@ -47,9 +47,9 @@ int64_t RankLowering::issue_fsdp_gather(const FsdpBucket& b, bool forward, const
   s.phase = forward                                     ? pb::PHASE_FORWARD
             : part >= 0 && plan_.recomputes_layer(part) ? pb::PHASE_RECOMPUTE
                                                         : pb::PHASE_BACKWARD;
-  const int64_t id = b_.collective(s, kCommDp, fsdp_op_name(part, "fsdp.all_gather"),
-                                   pb::COLLECTIVE_KIND_ALL_GATHER, fsdp_group_,
-                                   b.params * plan_.precision.param_bytes, {gate});
+  const int64_t id =
+      b_.collective(s, kCommDp, fsdp_op_name(part, "fsdp.all_gather"),
+                    pb::COLLECTIVE_KIND_ALL_GATHER, fsdp_group_, b.gather_bytes, {gate});
   fsdp_gathers_[key] = id;
   return id;
 }
@@ -71,7 +71,7 @@ int64_t RankLowering::fsdp_gather(const Site& site, const FsdpBucket& bucket, in
   // The copy-out: the gathered buffer split into the parameters the part computes with.
   const int64_t key = forward ? bucket.first : bucket.last;
   return b_.copy(site, fsdp_op_name(key, "fsdp.copy_out"), "fsdp.copy_out",
-                 fsdp_copy(bucket.params, plan_.precision.param_bytes), {gathered, input});
+                 fsdp_copy(bucket.params, bucket.gather_bytes / bucket.params), {gathered, input});
 }
 
 RankLowering::PartGather RankLowering::gather_part(const std::string& name,
@@ -135,12 +135,15 @@ void RankLowering::plan_fsdp_buckets() {
   const bool tied_single_stage = plan_.model.tied_embeddings() && stages_ == 1;
   for (int64_t chunk = 0; chunk < plan_.degrees.vp; ++chunk) {
     std::vector<int64_t> keys;  // units in forward order
-    std::vector<double> params;
+    std::vector<double> params, bytes;
     const int64_t s = stage_of(chunk);
     auto add = [&](int64_t key, const std::vector<models::LayerOp>& ops) {
       double p = 0;
       for (const auto& op : ops) p += op.parameters;
-      if (p > 0) keys.push_back(key), params.push_back(p);
+      if (p <= 0) return;
+      keys.push_back(key), params.push_back(p);
+      bytes.push_back(param_gather_bytes(plan_.precision, ops, false) +
+                      param_gather_bytes(plan_.precision, ops, true));
     };
     if (s == 0) add(-1, ops_.embedding);
     const int64_t first = plan_.first_layer(s);
@@ -150,8 +153,11 @@ void RankLowering::plan_fsdp_buckets() {
     if (s == stages_ - 1) add(-2, ops_.head);
     fsdp_chunks_.emplace_back();
     for (const FsdpBucketSpan& span : fsdp_buckets(keys, params, limit, tied_single_stage)) {
-      const FsdpBucket b{span.params, keys[span.first],           keys[span.last],
-                         chunk,       fsdp_chunks_.back().size(), span.resident};
+      double gather_bytes = 0;
+      for (size_t j = span.first; j <= span.last; ++j) gather_bytes += bytes[j];
+      const FsdpBucket b{span.params,     gather_bytes, keys[span.first],
+                         keys[span.last], chunk,        fsdp_chunks_.back().size(),
+                         span.resident};
       for (size_t j = span.first; j <= span.last; ++j) fsdp_bucket_of_[keys[j]] = b;
       fsdp_chunks_.back().push_back(b);
     }

@@ -130,6 +130,9 @@ class RankLowering {
   // by part key (layer, -1 embedding, -2 head).
   struct FsdpBucket {
     double params = 0;
+    // What its all-gather carries: params at the compute dtype, fp8 GEMM weights at one byte
+    // under fp8_param_gather (torchao's float8 all-gather; plan/fp8.hpp param_gather_bytes).
+    double gather_bytes = 0;
     int64_t first =
         0;  // first part in forward order: gathered before its forward, reduced after its backward
     int64_t last = 0;  // last part in forward order: gathered before its backward

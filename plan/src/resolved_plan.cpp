@@ -276,6 +276,57 @@ void check_moe_fields(const ResolvedPlan& r, const SourceMap& where) {
   }
 }
 
+// A module the model does not have would be recomputed nowhere: refused, not ignored (Megatron
+// ignores `mlp` in MoE layers, which a model with dense layers still has).
+void check_recompute_module(const ResolvedPlan& r, const SourceMap& where, pb::RecomputeModule m) {
+  const auto& model = r.model;
+  const bool moe = model.has_moe();
+  switch (m) {
+    case pb::RECOMPUTE_MODULE_MOE_ACT:
+      if (!moe) {
+        broken(where, "recompute_modules", "moe-act-needs-moe",
+               "moe_act recomputes the routed experts' activation; the dense model " +
+                   model.name() + " has none");
+      }
+      break;
+    case pb::RECOMPUTE_MODULE_MLP:
+      if (moe && model.moe().first_dense_layers() == 0) {
+        broken(where, "recompute_modules", "mlp-needs-dense-layers",
+               "mlp recomputes the dense MLP of non-MoE layers; every layer of " + model.name() +
+                   " is an MoE layer (name moe or shared_experts instead)");
+      }
+      break;
+    case pb::RECOMPUTE_MODULE_MOE:
+    case pb::RECOMPUTE_MODULE_SHARED_EXPERTS: {
+      const bool shared = m == pb::RECOMPUTE_MODULE_SHARED_EXPERTS;
+      if (!moe || (shared && model.moe().num_shared_experts() == 0)) {
+        broken(where, "recompute_modules", shared ? "shared-experts-need-shared" : "moe-needs-moe",
+               std::string(shared ? "shared_experts" : "moe") + " recomputes " +
+                   (shared ? "the shared experts" : "the MoE layers") + "; " + model.name() +
+                   " has none");
+      }
+      // The merged pairs put each all-to-all beside the partner's compute; a checkpointed MoE
+      // layer's backward first re-runs its dispatch and combine, which that order has no place
+      // for.
+      if (!shared && r.plan.moe_a2a_overlap()) {
+        broken(where, "recompute_modules", "moe-recompute-no-a2a-overlap",
+               "moe recomputes the whole MoE layer, its all-to-alls included, which "
+               "moe_a2a_overlap's merged forward/backward pairs do not model");
+      }
+      break;
+    }
+    case pb::RECOMPUTE_MODULE_MLA_UP_PROJ:
+      if (!model.has_mla()) {
+        broken(where, "recompute_modules", "mla-up-proj-needs-mla",
+               "mla_up_proj recomputes multi-head latent attention's up-projections; " +
+                   model.name() + " has standard attention");
+      }
+      break;
+    default:
+      break;
+  }
+}
+
 // recompute_every refines full recomputation and recompute_modules selective recomputation:
 // either one beside another mode would be ignored, so it is refused.
 void check_recompute_fields(const ResolvedPlan& r, const SourceMap& where) {
@@ -301,11 +352,7 @@ void check_recompute_fields(const ResolvedPlan& r, const SourceMap& where) {
       broken(where, "recompute_modules", "recompute-module-once", name + " is listed twice");
     }
     seen.push_back(m);
-    if (m == pb::RECOMPUTE_MODULE_MOE_ACT && !r.model.has_moe()) {
-      broken(where, "recompute_modules", "moe-act-needs-moe",
-             "moe_act recomputes the routed experts' activation; the dense model " +
-                 r.model.name() + " has none");
-    }
+    check_recompute_module(r, where, static_cast<pb::RecomputeModule>(m));
   }
 }
 

@@ -160,7 +160,9 @@ TEST(RunValidation, RecomputeIsReadByItsPolicy) {
                                           "selective (layer, every 2nd block)",
                                           "selective (--recompute-modules: layernorm, core_attn)",
                                           "selective (--recompute-modules: core_attn, mlp)",
-                                          "selective (--recompute-modules: norm, fused)"};
+                                          "selective (--recompute-modules: norm, fused)",
+                                          "selective (--recompute-modules: mla_up_proj, moe, "
+                                          "shared_experts)"};
   nlohmann::json file = nlohmann::json::parse(std::ifstream(kReaders));
   const nlohmann::json base = file["cases"][0];
   file["cases"] = nlohmann::json::array();
@@ -213,8 +215,15 @@ TEST(RunValidation, RecomputeIsReadByItsPolicy) {
   ASSERT_EQ(runs[12].plan.recompute_modules_size(), 2);
   EXPECT_EQ(runs[12].plan.recompute_modules(0), pb::RECOMPUTE_MODULE_LAYERNORM);
   EXPECT_EQ(runs[12].plan.recompute_modules(1), pb::RECOMPUTE_MODULE_CORE_ATTN);
-  refuses(13, ": Megatron-core's mlp module recomputation is not modelled");
+  reads(13, pb::RECOMPUTE_SELECTIVE);
+  ASSERT_EQ(runs[13].plan.recompute_modules_size(), 2);
+  EXPECT_EQ(runs[13].plan.recompute_modules(1), pb::RECOMPUTE_MODULE_MLP);
   refuses(14, ": 'fused' is none of Megatron-core's --recompute-modules");
+  reads(15, pb::RECOMPUTE_SELECTIVE);
+  const auto& m15 = runs[15].plan.recompute_modules();
+  EXPECT_EQ(std::vector<int>(m15.begin(), m15.end()),
+            (std::vector<int>{pb::RECOMPUTE_MODULE_MLA_UP_PROJ, pb::RECOMPUTE_MODULE_MOE,
+                              pb::RECOMPUTE_MODULE_SHARED_EXPERTS}));
 }
 
 TEST(RunValidation, PipelineLayoutGivesUnevenStages) {

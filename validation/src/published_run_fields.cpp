@@ -214,11 +214,14 @@ std::vector<pb::RecomputeModule> modules_of(const CaseReader& run, const std::st
       out.push_back(pb::RECOMPUTE_MODULE_LAYERNORM);
     } else if (name == "moe_act" || name == "act") {
       out.push_back(pb::RECOMPUTE_MODULE_MOE_ACT);
-    } else if (name == "mlp" || name == "moe" || name == "shared_experts" ||
-               name == "shared_expert" || name == "mla_up_proj") {
-      run.fail("recompute", "got '" + text + "': Megatron-core's " + name +
-                                " module recomputation is not modelled (core_attn, layernorm and "
-                                "moe_act are)");
+    } else if (name == "mlp") {
+      out.push_back(pb::RECOMPUTE_MODULE_MLP);
+    } else if (name == "moe") {
+      out.push_back(pb::RECOMPUTE_MODULE_MOE);
+    } else if (name == "shared_experts" || name == "shared_expert") {
+      out.push_back(pb::RECOMPUTE_MODULE_SHARED_EXPERTS);
+    } else if (name == "mla_up_proj") {
+      out.push_back(pb::RECOMPUTE_MODULE_MLA_UP_PROJ);
     } else {
       run.fail("recompute", "got '" + text + "': '" + name +
                                 "' is none of Megatron-core's --recompute-modules (core_attn, "

@@ -1,7 +1,5 @@
 #include "orrery/sim/memory_model.hpp"
 
-#include <algorithm>
-
 #include "orrery/plan/fp8.hpp"
 #include "orrery/plan/op_sac.hpp"
 #include "orrery/plan/op_tables.hpp"
@@ -26,21 +24,46 @@ double expert_params_of(const std::vector<models::LayerOp>& ops) {
 
 // Activations one micro-batch leaves for the backward of these ops; `selective`: less what
 // recompute selective's modules drop: the attention core's internals (core_attn), each block
-// norm's output (layernorm: the tensor the next op kept, as large as the norm's input) and the
-// routed experts' activation output (moe_act: what their down projection kept).
+// norm's output (layernorm: the tensor the next op kept, as large as the norm's input), the
+// routed experts' activation output (moe_act: what their down projection kept) and MLA's query,
+// key and value (mla_up_proj: the core's inputs, re-made from the latents the up-projections
+// keep). A checkpointed module (mlp, moe, shared_experts) keeps its input alone: the dense MLP's
+// and the MoE layer's is the layer-sized `module_input` (none in a parallel block, where the
+// attention's projection keeps it), the shared experts' is the router's.
 double saved_bytes(const std::vector<models::LayerOp>& ops, const plan::ResolvedPlan& plan,
-                   bool selective) {
-  const bool core_attn = selective && plan.recomputes_module(pb::RECOMPUTE_MODULE_CORE_ATTN);
-  const bool norms = selective && plan.recomputes_module(pb::RECOMPUTE_MODULE_LAYERNORM);
-  const bool moe_act = selective && plan.recomputes_module(pb::RECOMPUTE_MODULE_MOE_ACT);
+                   bool selective, double module_input) {
+  const auto module = [&](pb::RecomputeModule m) { return selective && plan.recomputes_module(m); };
+  const bool core_attn = module(pb::RECOMPUTE_MODULE_CORE_ATTN);
+  const bool norms = module(pb::RECOMPUTE_MODULE_LAYERNORM);
+  const bool moe_act = module(pb::RECOMPUTE_MODULE_MOE_ACT);
+  const bool mla_up = module(pb::RECOMPUTE_MODULE_MLA_UP_PROJ) && plan.model.has_mla();
+  const bool mlp = module(pb::RECOMPUTE_MODULE_MLP);
+  const bool moe = module(pb::RECOMPUTE_MODULE_MOE);
+  const bool shared = module(pb::RECOMPUTE_MODULE_SHARED_EXPERTS);
+  const auto starts = [](const models::LayerOp& op, const char* prefix) {
+    return op.name.rfind(prefix, 0) == 0;
+  };
+  const double kept_input = plan.model.parallel_block() ? 0.0 : module_input;
   double bytes = 0;
+  bool has_mlp = false, has_moe = false;
   for (const auto& op : ops) {
     bytes += op.saved_activation_bytes;
     if (core_attn) bytes -= op.selective_recompute_bytes;
     if (norms && (op.name == "attn.norm" || op.name == "mlp.norm"))
       bytes -= op.saved_activation_bytes;
-    if (moe_act && op.name == "moe.experts.down") bytes -= op.saved_activation_bytes;
+    if (moe_act && !moe && op.name == "moe.experts.down") bytes -= op.saved_activation_bytes;
+    if (mla_up && op.name == "attn.core")
+      bytes -= op.saved_activation_bytes - op.selective_recompute_bytes;
+    const bool in_mlp = starts(op, "mlp.") && op.name != "mlp.norm" && op.name != "mlp.residual" &&
+                        op.name != "mlp.post_norm";
+    const bool in_moe = starts(op, "moe.");
+    has_mlp = has_mlp || in_mlp;
+    has_moe = has_moe || in_moe;
+    if ((mlp && in_mlp) || (moe && in_moe) || (shared && !moe && starts(op, "moe.shared.")))
+      bytes -= op.saved_activation_bytes;
   }
+  if (mlp && has_mlp) bytes += kept_input;
+  if (moe && has_moe) bytes += kept_input;
   return bytes;
 }
 
@@ -50,6 +73,9 @@ struct Stage {
   double activation_bytes = 0;     // one micro-batch
   double largest_layer_bytes = 0;  // full recomputation: one layer re-materialized at a time
   double largest_layer_params = 0;
+  // The largest unit as FSDP gathers it, in compute-dtype elements: its fp8 weights left out
+  // under fp8_param_gather (they arrive as the fp8 copy fp8_bytes counts).
+  double largest_gathered_params = 0;
   plan::Fp8Footprint fp8;  // fp8 GEMM weights (plan/fp8.hpp)
   double largest_layer_fp8_params = 0;
 };
@@ -82,7 +108,7 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
     const plan::Fp8Footprint fp8 = plan::fp8_footprint(ops);
     st.fp8.params += fp8.params, st.fp8.gemms += fp8.gemms;
     st.largest_layer_fp8_params = std::max(st.largest_layer_fp8_params, fp8.params);
-    const double saved = saved_bytes(ops, plan, selective);
+    const double saved = saved_bytes(ops, plan, selective, input);
     if (full) {
       st.activation_bytes += input;
       st.largest_layer_bytes = std::max(st.largest_layer_bytes, saved);
@@ -97,6 +123,8 @@ Stage stage_figures(const plan::ResolvedPlan& plan, const plan::detail::OpTables
     }
     // FSDP units: decoder layers, and the embedding and head (often the largest).
     st.largest_layer_params = std::max(st.largest_layer_params, params);
+    st.largest_gathered_params = std::max(
+        st.largest_gathered_params, params - (plan.precision.fp8_param_gather ? fp8.params : 0.0));
   };
   if (s == 0) add(t.embedding, -1);
   const int64_t first = plan.first_layer(s);
@@ -139,6 +167,8 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
         std::max(total.largest_layer_bytes, chunks.back().largest_layer_bytes);
     total.largest_layer_params =
         std::max(total.largest_layer_params, chunks.back().largest_layer_params);
+    total.largest_gathered_params =
+        std::max(total.largest_gathered_params, chunks.back().largest_gathered_params);
     total.fp8.params += chunks.back().fp8.params, total.fp8.gemms += chunks.back().fp8.gemms;
     total.largest_layer_fp8_params =
         std::max(total.largest_layer_fp8_params, chunks.back().largest_layer_fp8_params);
@@ -170,7 +200,7 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
     const double in_flight =
         static_cast<double>(1 + std::max<int64_t>(1, plan.plan.prefetch_buckets()));
     param_bytes =
-        kept * prec.param_bytes + in_flight * total.largest_layer_params * prec.param_bytes;
+        kept * prec.param_bytes + in_flight * total.largest_gathered_params * prec.param_bytes;
     grad_bytes += total.largest_layer_params * prec.grad_bytes;
   }
   param_bytes += fp8_bytes(plan, total, fsdp);

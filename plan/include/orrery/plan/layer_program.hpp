@@ -60,9 +60,11 @@ struct Step {
 };
 
 // Megatron-core's output-discarding recompute modules (recompute selective with
-// recompute_modules layernorm or moe_act) in one decoder layer's ops: for each op, the ops whose
-// forward re-runs just before its backward (a block norm before its block's last op, the routed
-// experts' activation before their down projection). Empty lists elsewhere.
+// recompute_modules layernorm, moe_act or mla_up_proj) in one decoder layer's ops: for each op,
+// the ops whose forward re-runs just before its backward (a block norm before its block's last
+// op, the routed experts' activation before their down projection, MLA's up-projections and
+// rotary embedding before the attention core). Empty lists elsewhere. The checkpointed modules
+// (mlp, moe, shared_experts), whose re-runs carry collectives, are placed by layer_program.
 std::vector<std::vector<const models::LayerOp*>> module_reruns(
     const std::vector<models::LayerOp>& ops, const ResolvedPlan& p);
 

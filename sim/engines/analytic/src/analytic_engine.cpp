@@ -95,6 +95,7 @@ struct StagePasses {
 // run on the compute stream.
 struct FsdpBucket {
   double params = 0, units = 0;
+  double gather_bytes = 0;  // params at the compute dtype; fp8 weights at 1 byte with fp8 gathers
   int64_t chunk = 0;
   bool backward_gather = true;
   pb::Phase backward_phase = pb::PHASE_BACKWARD;  // where the backward gather's copy-out runs
@@ -326,6 +327,8 @@ std::vector<FsdpBucket> AnalyticStep::fsdp_buckets(const StagePasses& s) const {
          plan::detail::fsdp_buckets(keys, params, limit, tied_single_stage)) {
       FsdpBucket b;
       b.params = span.params;
+      for (size_t j = begin + span.first; j <= begin + span.last; ++j)
+        b.gather_bytes += s.part_gather_bytes[j].first + s.part_gather_bytes[j].second;
       b.units = static_cast<double>(span.last - span.first + 1);
       b.chunk = s.part_chunk[begin];
       b.backward_gather = !span.resident;
@@ -346,7 +349,7 @@ void AnalyticStep::add_fsdp_copies(const std::vector<FsdpBucket>& buckets, const
                                    StagePasses& s) const {
   const auto& prec = plan_.precision;
   for (const FsdpBucket& fb : buckets) {
-    const auto out = plan::detail::fsdp_copy(fb.params, prec.param_bytes);
+    const auto out = plan::detail::fsdp_copy(fb.params, fb.gather_bytes / fb.params);
     s.fwd.compute_s += rc.copy_seconds(out, pb::PHASE_FORWARD, "fsdp.copy_out");
     s.fwd.dispatch_s += rc.dispatch_s();
     if (fb.backward_gather) {
@@ -399,8 +402,7 @@ double AnalyticStep::fsdp_exposed(const std::vector<FsdpBucket>& buckets, const 
   };
   std::vector<Transfers> c;
   for (const FsdpBucket& fb : buckets) {
-    const double g =
-        rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, fb.params * prec.param_bytes);
+    const double g = rc.collective(pb::COLLECTIVE_KIND_ALL_GATHER, group_devs, fb.gather_bytes);
     c.push_back({g, fb.backward_gather ? g : 0,
                  rc.collective(pb::COLLECTIVE_KIND_REDUCE_SCATTER, group_devs,
                                fb.params * prec.grad_reduce_bytes),
