@@ -287,7 +287,7 @@ torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t lay
     }
     return context;
   };
-  const torch::Tensor context = recompute_mode() == pb::RECOMPUTE_SELECTIVE
+  const torch::Tensor context = recomputes_module(pb::RECOMPUTE_MODULE_CORE_ATTN)
                                     ? recompute_in_backward({q, k, v}, core)
                                     : core({q, k, v});
   return timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); });
@@ -317,6 +317,8 @@ torch::Tensor Transformer::block_output(const torch::Tensor& x, const torch::Ten
 }
 
 torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
+  if (!models::is_moe_layer(spec_, layer) && recomputes_module(pb::RECOMPUTE_MODULE_MLP))
+    return checkpointed_mlp(x, layer);
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";
   auto n =
       enter_tp_region(timed_op(layer, "mlp.norm", [&] { return norm(x, m); }), layer, "mlp.norm");
@@ -329,6 +331,19 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
     return block_output(x, out, layer, "mlp.");
   }
   auto out = row_parallel_out(mlp_partial(n, layer), layer, "mlp.down");
+  return block_output(x, out, layer, "mlp.");
+}
+
+// Megatron-core's checkpointed dense MLP (recompute_modules mlp): only the norm's output is kept;
+// the TP region's entry (the SP all-gather), the MLP and its TP reduction re-run from it when the
+// backward reaches the MLP's output, named in the recompute phase as the lowering names them.
+torch::Tensor Transformer::checkpointed_mlp(const torch::Tensor& x, int64_t layer) const {
+  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
+  auto normed = timed_op(layer, "mlp.norm", [&] { return norm(x, m); });
+  auto out = recompute_in_backward({normed}, [this, layer](const std::vector<torch::Tensor>& in) {
+    return row_parallel_out(mlp_partial(enter_tp_region(in[0], layer, "mlp.norm"), layer), layer,
+                            "mlp.down");
+  });
   return block_output(x, out, layer, "mlp.");
 }
 

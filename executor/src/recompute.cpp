@@ -73,8 +73,12 @@ void set_recompute_mode(const pb::Plan& plan) {
   g_plan.Clear();
   g_plan.set_recompute(plan.recompute());
   if (plan.has_recompute_every()) g_plan.set_recompute_every(plan.recompute_every());
+  *g_plan.mutable_recompute_modules() = plan.recompute_modules();
 }
 bool recomputes_layer(int64_t layer) { return plan::recomputes_layer(g_plan, layer); }
+bool recomputes_module(pb::RecomputeModule module) {
+  return plan::recomputes_module(g_plan, module);
+}
 bool recomputing() { return g_recomputing; }
 void set_recomputing(bool on) { g_recomputing = on; }
 

@@ -1,8 +1,10 @@
 // Activation recomputation (plan field `recompute`), as the lowering runs it
 // (plan/src/lower.cpp, layer_program.cpp): `full` re-runs each decoder layer's forward from its
-// saved input just before the layer's backward; `selective` (Megatron's) re-runs only the ops the
-// layer decomposition marks `selective_recompute`, the attention core (fused `attn.core`, or
-// `attn.scores`, `attn.softmax` and `attn.context`), before their backward. The first forward
+// saved input just before the layer's backward; `selective` (Megatron's) re-runs the modules of
+// recompute_modules: core_attn (the default) the ops the layer decomposition marks
+// `selective_recompute`, the attention core (fused `attn.core`, or `attn.scores`, `attn.softmax`
+// and `attn.context`), before their backward; mlp the dense MLP from its normalized input, its TP
+// collectives included, when the backward reaches the MLP's output. The first forward
 // saves nothing inside the recomputed region but its inputs; the recomputation runs the same ops
 // on the same inputs (the CPU kernels are deterministic and the model has no dropout), so the
 // gradients, and so the losses, are bit-identical to a run without it.
@@ -32,6 +34,9 @@ void set_recompute_mode(const pb::Plan& plan);
 // Whether decoder layer `layer` (0-based over the model) is recomputed whole: the lowering's rule,
 // plan::recomputes_layer (orrery/plan/recomputed_layers.hpp).
 bool recomputes_layer(int64_t layer);
+// Whether selective recomputation re-runs Megatron-core's module `module` (recompute_modules;
+// core_attn when the list is empty): plan::recomputes_module.
+bool recomputes_module(pb::RecomputeModule module);
 
 // While true (a region re-run in the backward pass), op_trace.hpp's site_name gives phase "fwd"
 // as "rcp", the lowering's name for recomputed ops and their collectives.

@@ -223,16 +223,19 @@ std::vector<std::pair<size_t, size_t>> checkpointed_modules(const std::vector<mo
 
 // A checkpointed module's re-run: the sequence-parallel gather of its input where the norm
 // before it gathers (the module's first column-parallel GEMM gathers again), then its ops'
-// forward with their collectives.
+// forward with their collectives, all in the recompute phase (named "rcp" in the graph, as the
+// executor names what it re-runs).
 void add_module_rerun(std::vector<Step>& out, const std::vector<models::LayerOp>& ops,
                       std::pair<size_t, size_t> range, const ResolvedPlan& p) {
   const auto [first, last] = range;
+  const size_t begin = out.size();
   const bool sp = p.degrees.tp > 1 && p.sequence_parallel();
   if (sp && first > 0 && gathers_after(ops[first - 1], ops, p)) {
     out.push_back(collective(ops[first - 1].name + ".all_gather", pb::COLLECTIVE_KIND_ALL_GATHER,
                              full_activation_bytes(p)));
   }
   for (size_t i = first; i <= last; ++i) add_forward(out, ops, i, p, pb::PHASE_RECOMPUTE);
+  for (size_t i = begin; i < out.size(); ++i) out[i].phase = pb::PHASE_RECOMPUTE;
 }
 
 std::vector<Step> program(const std::vector<models::LayerOp>& ops, const ResolvedPlan& p,

@@ -75,8 +75,9 @@ int64_t RankLowering::run_steps(const std::vector<Step>& steps, size_t from, siz
                               : step.group == Step::Group::kEtp ? etp_group_
                                                                 : tp_group_;
         if (group >= 0) {
-          last =
-              b_.collective(site, kCompute, step.name, step.collective, group, step.bytes, {last});
+          Site s = site;
+          if (step.phase == pb::PHASE_RECOMPUTE) s.phase = step.phase;
+          last = b_.collective(s, kCompute, step.name, step.collective, group, step.bytes, {last});
         }
         break;
       }
@@ -143,7 +144,7 @@ int64_t RankLowering::overlapped_gemm(const Step& step, const Site& site, int64_
   const int64_t n = step.chunks;
   const double piece = 1.0 / static_cast<double>(n);
   auto comm = [&](int64_t i, int64_t after) {
-    return b_.collective(site, kCommTp, step.name + ".chunk" + std::to_string(i), step.collective,
+    return b_.collective(s, kCommTp, step.name + ".chunk" + std::to_string(i), step.collective,
                          tp_group_, step.bytes * piece, {after});
   };
   auto gemm = [&](int64_t i, std::vector<int64_t> deps) {

@@ -688,6 +688,13 @@ const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank) {
   ORRERY_CHECK(false, "rank placed beyond the cluster's devices");
 }
 
+bool recomputes_module(const pb::Plan& plan, pb::RecomputeModule module) {
+  if (plan.recompute() != pb::RECOMPUTE_SELECTIVE) return false;
+  const auto& m = plan.recompute_modules();
+  if (m.empty()) return module == pb::RECOMPUTE_MODULE_CORE_ATTN;
+  return std::find(m.begin(), m.end(), module) != m.end();
+}
+
 bool recomputes_layer(const pb::Plan& plan, int64_t layer) {
   if (plan.recompute() != pb::RECOMPUTE_FULL) return false;
   return !plan.has_recompute_every() || (layer + 1) % plan.recompute_every() == 0;
@@ -698,10 +705,7 @@ bool ResolvedPlan::recomputes_layer(int64_t layer) const {
 }
 
 bool ResolvedPlan::recomputes_module(pb::RecomputeModule module) const {
-  if (plan.recompute() != pb::RECOMPUTE_SELECTIVE) return false;
-  const auto& m = plan.recompute_modules();
-  if (m.empty()) return module == pb::RECOMPUTE_MODULE_CORE_ATTN;
-  return std::find(m.begin(), m.end(), module) != m.end();
+  return plan::recomputes_module(plan, module);
 }
 
 int64_t ResolvedPlan::first_layer(int64_t stage) const {

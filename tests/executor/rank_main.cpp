@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
   app.add_option("--recompute", recompute, "none | selective | full");
   int64_t recompute_every = 0;
   app.add_option("--recompute-every", recompute_every, "full: every N-th layer only");
+  std::vector<std::string> recompute_modules;
+  app.add_option("--recompute-modules", recompute_modules,
+                 "selective: Megatron-core's modules re-run (core_attn, mlp), comma-separated")
+      ->delimiter(',');
   bool materialized = false;
   app.add_flag("--materialized-attention", materialized, "attention_kernel materialized");
   app.add_option("--steps", c.steps);
@@ -94,6 +98,13 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--recompute " + recompute + ": none, selective or full");
     c.plan.set_recompute(r);
     if (recompute_every > 0) c.plan.set_recompute_every(recompute_every);
+    for (const auto& m : recompute_modules) {
+      pb::RecomputeModule module = pb::RECOMPUTE_MODULE_UNSPECIFIED;
+      if (!pb::RecomputeModule_Parse("RECOMPUTE_MODULE_" + upper_case(m), &module) ||
+          module == pb::RECOMPUTE_MODULE_UNSPECIFIED)
+        throw std::runtime_error("--recompute-modules " + m + ": a Megatron-core module name");
+      c.plan.add_recompute_modules(module);
+    }
     if (materialized) c.plan.set_attention_kernel(pb::ATTENTION_KERNEL_MATERIALIZED);
     c.plan.set_overlap_grad_reduce(overlap_grad);
     c.plan.set_overlap_param_gather(overlap_gather);

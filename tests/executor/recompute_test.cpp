@@ -69,6 +69,21 @@ TEST(Recompute, FullUnderTensorAndSequenceParallelism) {
   expect_identical(train(gpt(), tp2sp), train(gpt(), with(tp2sp, "full")));
 }
 
+// Megatron's checkpointed dense MLP (recompute_modules mlp, alone: the attention core is kept):
+// re-run from the norm's output with its SP all-gather and reduce-scatter inside the backward.
+TEST(Recompute, CheckpointedMlpUnderTensorAndSequenceParallelism) {
+  const Plan tp2sp{"tp2sp", 2, 1, 1, {"--sp"}};
+  Plan mlp = with(tp2sp, "selective");
+  mlp.name += "-mlp";
+  mlp.extra.insert(mlp.extra.end(), {"--recompute-modules", "mlp"});
+  expect_identical(train(gpt(), tp2sp), train(gpt(), mlp));
+  const Plan single{"single", 1, 1, 1, {}};
+  Plan mlp1 = with(single, "selective");
+  mlp1.name += "-mlp";
+  mlp1.extra.insert(mlp1.extra.end(), {"--recompute-modules", "mlp,core_attn"});
+  expect_identical(train("tiny", single), train("tiny", mlp1));
+}
+
 TEST(Recompute, FullAcrossPipelineStagesOneFOneB) {
   const Plan pp2{"pp2", 1, 1, 2, {"--schedule", "1f1b", "--overlap-grad-reduce"}};
   expect_identical(train("tiny", pp2), train("tiny", with(pp2, "full")));

@@ -175,10 +175,12 @@ TEST(UnsupportedReason, RecomputeModulesOtherThanCoreAttnAreRefused) {
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_CORE_ATTN);
   EXPECT_EQ(unsupported_reason(c), "");
+  c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_MLP);
+  EXPECT_EQ(unsupported_reason(c), "");
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
   EXPECT_EQ(unsupported_reason(c),
             "recompute_modules layernorm: Megatron-core's module recomputation is simulated, "
-            "not run by the executor yet (core_attn is)");
+            "not run by the executor yet (core_attn and mlp are)");
   c.plan.clear_recompute_modules();
   c.plan.set_recompute(pb::RECOMPUTE_FULL);
   c.plan.set_recompute_every(2);

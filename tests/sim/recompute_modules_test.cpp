@@ -44,7 +44,7 @@ plan::ResolvedPlan resolve(const std::string& model, int64_t layers,
 
 struct LayerNodes {
   std::map<std::string, double> forward, rerun;   // compute FLOPs by op
-  std::vector<std::string> backward_collectives;  // names, in order
+  std::vector<std::string> backward_collectives;  // names, in order (re-runs' included)
 };
 
 // Rank 0's layer `layer`, micro-batch 0.
@@ -59,7 +59,8 @@ LayerNodes layer_nodes(const plan::ResolvedPlan& plan, int64_t layer) {
       out.forward[n.op()] += n.flops();
     if (n.kind() == pb::NODE_KIND_COMPUTE && n.phase() == pb::PHASE_RECOMPUTE)
       out.rerun[n.op()] += n.flops();
-    if (n.kind() == pb::NODE_KIND_COLLECTIVE && n.name().find(".bwd.") != std::string::npos)
+    if (n.kind() == pb::NODE_KIND_COLLECTIVE && (n.name().find(".bwd.") != std::string::npos ||
+                                                 n.name().find(".rcp.") != std::string::npos))
       out.backward_collectives.push_back(n.name());
   }
   return out;
@@ -90,6 +91,8 @@ TEST(RecomputeModules, MlpRerunsTheDenseMlpWithItsCollectives) {
                 count_with(plain.backward_collectives, "mlp.norm.all_gather"),
             1u);
   EXPECT_EQ(count_with(mlp.backward_collectives, "mlp.down.reduce_scatter"), 1u);
+  // Named in the recompute phase, as full recomputation's and the executor's re-runs are.
+  EXPECT_EQ(count_with(mlp.backward_collectives, "L0.mb0.rcp.mlp.down.reduce_scatter"), 1u);
 }
 
 // moe: the whole MoE layer re-runs (router, routed experts), its dispatch and combine included:

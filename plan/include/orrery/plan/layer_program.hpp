@@ -37,7 +37,9 @@ struct Step {
   enum class Kind { kCompute, kCollective, kRing, kOverlapped };
   Kind kind = Kind::kCompute;
   const models::LayerOp* op = nullptr;  // kCompute, kRing, kOverlapped (the GEMM)
-  pb::Phase phase = pb::PHASE_FORWARD;  // kCompute: RECOMPUTE for selectively recomputed ops
+  // kCompute: RECOMPUTE for selectively recomputed ops; kCollective: RECOMPUTE for a
+  // checkpointed module's re-run collectives (the graph names them in that phase), else the pass's.
+  pb::Phase phase = pb::PHASE_FORWARD;
   // kCompute: the part of the op's work this step runs (op-level selective checkpointing
   // re-runs only the matmuls of a fused GEMM it did not keep: plan/op_sac.hpp).
   double work_fraction = 1;
