@@ -143,6 +143,35 @@ TEST(RunValidation, AttentionKernelFromItsFieldOrTheFrameworksDate) {
                     "no year, NeMo version or name that dates its kernel"));
 }
 
+// NeMo's recipe suffixes after fp8 (FP8-CS, FP8-MX, FP8-DS, FP8-SS) name the recipe; a suffix
+// elsewhere in the text does not.
+TEST(RunValidation, Fp8RecipeSuffixesAreRead) {
+  const std::vector<std::pair<std::string, pb::Fp8Recipe>> texts = {
+      {"FP8-CS", pb::FP8_RECIPE_CURRENT},
+      {"FP8-MX", pb::FP8_RECIPE_MXFP8},
+      {"fp8_ds", pb::FP8_RECIPE_DELAYED},
+      {"FP8 SS (subchannel)", pb::FP8_RECIPE_BLOCKWISE},
+      {"FP8 on the CS cluster", pb::FP8_RECIPE_UNSPECIFIED}};
+  nlohmann::json file = nlohmann::json::parse(std::ifstream(kReaders));
+  const nlohmann::json base = file["cases"][0];
+  file["cases"] = nlohmann::json::array();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    nlohmann::json c = base;
+    c["id"] = "p" + std::to_string(i);
+    c["precision"] = texts[i].first;
+    file["cases"].push_back(c);
+  }
+  const fs::path path = fs::temp_directory_path() / "orrery-fp8-suffix-runs.json";
+  std::ofstream(path) << file.dump();
+  const auto runs = validation::published_runs(path);
+  fs::remove(path);
+  ASSERT_EQ(runs.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(runs[i].plan.job().precision(), pb::PRECISION_FP8) << texts[i].first;
+    EXPECT_EQ(runs[i].plan.job().fp8_recipe(), texts[i].second) << texts[i].first;
+  }
+}
+
 // `recompute` by its first word and the policy its words name; what no plan field expresses is
 // refused naming the field, and "not stated" is read as none and said in the plan column.
 TEST(RunValidation, RecomputeIsReadByItsPolicy) {

@@ -174,6 +174,12 @@ pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
   }
   // Else as the precision text names it (Megatron's --fp8-recipe spellings and the usual prose).
   const std::string words = words_of(run.text("precision"));
+  // NeMo's performance scripts name the recipe by a suffix (--fp8_recipe ds | cs | mx | ss:
+  // per-tensor delayed, per-tensor current, MXFP8, subchannel scaling), written "FP8-CS".
+  if (names_any(words, {"fp8 mx"})) return pb::FP8_RECIPE_MXFP8;
+  if (names_any(words, {"fp8 ss"})) return pb::FP8_RECIPE_BLOCKWISE;
+  if (names_any(words, {"fp8 ds"})) return pb::FP8_RECIPE_DELAYED;
+  if (names_any(words, {"fp8 cs"})) return pb::FP8_RECIPE_CURRENT;
   if (names_any(words, {"mxfp8"})) return pb::FP8_RECIPE_MXFP8;
   if (names_any(words, {"blockwise", "block", "deepseek"})) return pb::FP8_RECIPE_BLOCKWISE;
   // An amax history is delayed scaling (Transformer Engine's DelayedScaling keeps one).
