@@ -317,7 +317,8 @@ torch::Tensor Transformer::block_output(const torch::Tensor& x, const torch::Ten
 }
 
 torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
-  if (!models::is_moe_layer(spec_, layer) && recomputes_module(pb::RECOMPUTE_MODULE_MLP))
+  const bool moe_layer = models::is_moe_layer(spec_, layer);
+  if (recomputes_module(moe_layer ? pb::RECOMPUTE_MODULE_MOE : pb::RECOMPUTE_MODULE_MLP))
     return checkpointed_mlp(x, layer);
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";
   auto n =
@@ -334,15 +335,21 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
   return block_output(x, out, layer, "mlp.");
 }
 
-// Megatron-core's checkpointed dense MLP (recompute_modules mlp): only the norm's output is kept;
-// the TP region's entry (the SP all-gather), the MLP and its TP reduction re-run from it when the
-// backward reaches the MLP's output, named in the recompute phase as the lowering names them.
+// Megatron-core's checkpointed MLP (recompute_modules mlp for a dense layer, moe for an MoE
+// layer): only the norm's output is kept; the TP region's entry (the SP all-gather), the MLP or
+// the MoE layer (router, dispatch, experts, combine) and the TP reduction re-run from it when the
+// backward reaches the block's output, named in the recompute phase as the lowering names them.
 torch::Tensor Transformer::checkpointed_mlp(const torch::Tensor& x, int64_t layer) const {
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";
   auto normed = timed_op(layer, "mlp.norm", [&] { return norm(x, m); });
   auto out = recompute_in_backward({normed}, [this, layer](const std::vector<torch::Tensor>& in) {
-    return row_parallel_out(mlp_partial(enter_tp_region(in[0], layer, "mlp.norm"), layer), layer,
-                            "mlp.down");
+    const torch::Tensor n = enter_tp_region(in[0], layer, "mlp.norm");
+    if (!models::is_moe_layer(spec_, layer))
+      return row_parallel_out(mlp_partial(n, layer), layer, "mlp.down");
+    const MoeContext moe{&spec_, ep_, tp_size_, tp_rank_, [this](const std::string& what) {
+                           return has(what) ? &p(what) : nullptr;
+                         }};
+    return row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
   });
   return block_output(x, out, layer, "mlp.");
 }

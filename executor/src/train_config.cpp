@@ -76,13 +76,14 @@ std::string plan_problem(const pb::Plan& plan) {
            "not run by the executor yet (none, selective and full are)";
   }
   for (const int m : plan.recompute_modules()) {
-    // Megatron's core_attn and mlp (the dense MLP) are the executor's selective recomputation;
-    // the output-discarding modules (a tensor freed after its reader ran, re-made before its
-    // backward) and the checkpointed moe and shared_experts are not.
-    if (m != pb::RECOMPUTE_MODULE_CORE_ATTN && m != pb::RECOMPUTE_MODULE_MLP) {
+    // Megatron's core_attn, mlp (the dense MLP) and moe (the MoE layer) are the executor's
+    // selective recomputation; the output-discarding modules (a tensor freed after its reader
+    // ran, re-made before its backward) and the shared experts alone are not.
+    if (m != pb::RECOMPUTE_MODULE_CORE_ATTN && m != pb::RECOMPUTE_MODULE_MLP &&
+        m != pb::RECOMPUTE_MODULE_MOE) {
       return "recompute_modules " + lower_name(pb::RecomputeModule_Name(m), 17) +
              ": Megatron-core's module recomputation is simulated, not run by the executor yet "
-             "(core_attn and mlp are)";
+             "(core_attn, mlp and moe are)";
     }
   }
   if (plan.sharding() == pb::SHARDING_HSDP && plan.shard_group_size() == 1) {

@@ -127,6 +127,20 @@ TEST(MoeSingleProcess, TrainsAndLossFalls) {
 
 // ep 2 inside dp 2: each rank holds 2 of the 4 experts; the EP group is the whole dp group and
 // the expert-data-parallel groups have one rank.
+// Megatron's checkpointed MoE layer (recompute_modules moe, with mlp for the dense first layer):
+// the router, dispatch, experts and combine re-run inside the backward, all-to-alls included,
+// and training is unchanged.
+TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2CheckpointedMoeLayer) {
+  const Outcome ref = train(spec("tiny-moe.yaml"), {"ep2dp2", 1, 2, 1, 2, {}});
+  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2-moe-rcp",
+                                                    1,
+                                                    2,
+                                                    1,
+                                                    2,
+                                                    {"--recompute", "selective",
+                                                     "--recompute-modules", "moe,mlp,core_attn"}}));
+}
+
 TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2) {
   const Outcome ref = train(spec("tiny-moe.yaml"), {"single", 1, 1, 1, 1, {}});
   expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2", 1, 2, 1, 2, {}}));

@@ -180,7 +180,7 @@ TEST(UnsupportedReason, RecomputeModulesOtherThanCoreAttnAreRefused) {
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
   EXPECT_EQ(unsupported_reason(c),
             "recompute_modules layernorm: Megatron-core's module recomputation is simulated, "
-            "not run by the executor yet (core_attn and mlp are)");
+            "not run by the executor yet (core_attn, mlp and moe are)");
   c.plan.clear_recompute_modules();
   c.plan.set_recompute(pb::RECOMPUTE_FULL);
   c.plan.set_recompute_every(2);
