@@ -6,6 +6,7 @@
 #include "mixed_precision.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "recompute.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -203,8 +204,18 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
                              site_name(layer, mb, "bwd", "moe.router.grad.all_to_all"));
   }
 
+  // The shared experts, checkpointed alone under recompute_modules shared_experts (Megatron's
+  // SharedExpertMLP checkpoint: the input kept, re-run when the backward reaches their output);
+  // under moe the whole layer already re-runs.
   torch::Tensor shared;
-  if (moe.num_shared_experts() > 0) shared = expert_ffn(c, layer, "moe.shared", pre + "shared.", x);
+  if (moe.num_shared_experts() > 0 && recomputes_module(pb::RECOMPUTE_MODULE_SHARED_EXPERTS) &&
+      !recomputes_module(pb::RECOMPUTE_MODULE_MOE)) {
+    shared = recompute_in_backward({x}, [c, layer, pre](const std::vector<torch::Tensor>& in) {
+      return expert_ffn(c, layer, "moe.shared", pre + "shared.", in[0]);
+    });
+  } else if (moe.num_shared_experts() > 0) {
+    shared = expert_ffn(c, layer, "moe.shared", pre + "shared.", x);
+  }
 
   // The rows here come by source rank, then local expert: group them by expert, run each expert
   // on its rows, and put the results back in arrival order.

@@ -76,14 +76,14 @@ std::string plan_problem(const pb::Plan& plan) {
            "not run by the executor yet (none, selective and full are)";
   }
   for (const int m : plan.recompute_modules()) {
-    // Megatron's core_attn, mlp (the dense MLP) and moe (the MoE layer) are the executor's
-    // selective recomputation; the output-discarding modules (a tensor freed after its reader
-    // ran, re-made before its backward) and the shared experts alone are not.
-    if (m != pb::RECOMPUTE_MODULE_CORE_ATTN && m != pb::RECOMPUTE_MODULE_MLP &&
-        m != pb::RECOMPUTE_MODULE_MOE) {
+    // Megatron's core_attn and its checkpointed modules (mlp, moe, shared_experts) are the
+    // executor's selective recomputation; the output-discarding modules (a tensor freed after
+    // its reader ran, re-made before its backward) are not.
+    if (m == pb::RECOMPUTE_MODULE_LAYERNORM || m == pb::RECOMPUTE_MODULE_MOE_ACT ||
+        m == pb::RECOMPUTE_MODULE_MLA_UP_PROJ) {
       return "recompute_modules " + lower_name(pb::RecomputeModule_Name(m), 17) +
-             ": Megatron-core's module recomputation is simulated, not run by the executor yet "
-             "(core_attn, mlp and moe are)";
+             ": Megatron-core's output-discarding recomputation is simulated, not run by the "
+             "executor yet (core_attn, mlp, moe and shared_experts are)";
     }
   }
   if (plan.sharding() == pb::SHARDING_HSDP && plan.shard_group_size() == 1) {

@@ -129,16 +129,16 @@ TEST(MoeSingleProcess, TrainsAndLossFalls) {
 // the expert-data-parallel groups have one rank.
 // Megatron's checkpointed MoE layer (recompute_modules moe, with mlp for the dense first layer):
 // the router, dispatch, experts and combine re-run inside the backward, all-to-alls included,
-// and training is unchanged.
+// and training is unchanged; so with the shared expert checkpointed alone (shared_experts).
 TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2CheckpointedMoeLayer) {
   const Outcome ref = train(spec("tiny-moe.yaml"), {"ep2dp2", 1, 2, 1, 2, {}});
-  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2-moe-rcp",
-                                                    1,
-                                                    2,
-                                                    1,
-                                                    2,
-                                                    {"--recompute", "selective",
-                                                     "--recompute-modules", "moe,mlp,core_attn"}}));
+  const auto checkpointed = [](const std::string& name, const std::string& modules) {
+    return Plan{name, 1, 2, 1, 2, {"--recompute", "selective", "--recompute-modules", modules}};
+  };
+  expect_matches(ref, train(spec("tiny-moe.yaml"), checkpointed("ep2dp2-moe-rcp", "moe,mlp")));
+  // The shared expert checkpointed alone.
+  expect_matches(ref,
+                 train(spec("tiny-moe.yaml"), checkpointed("ep2dp2-shared-rcp", "shared_experts")));
 }
 
 TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2) {

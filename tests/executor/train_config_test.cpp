@@ -179,8 +179,9 @@ TEST(UnsupportedReason, RecomputeModulesOtherThanCoreAttnAreRefused) {
   EXPECT_EQ(unsupported_reason(c), "");
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
   EXPECT_EQ(unsupported_reason(c),
-            "recompute_modules layernorm: Megatron-core's module recomputation is simulated, "
-            "not run by the executor yet (core_attn, mlp and moe are)");
+            "recompute_modules layernorm: Megatron-core's output-discarding recomputation is "
+            "simulated, not run by the executor yet (core_attn, mlp, moe and shared_experts "
+            "are)");
   c.plan.clear_recompute_modules();
   c.plan.set_recompute(pb::RECOMPUTE_FULL);
   c.plan.set_recompute_every(2);
