@@ -87,6 +87,8 @@ std::string plan_label(const RankedPlan& p) {
   if (k.sharding == pb::SHARDING_HSDP) s += "/" + std::to_string(k.shard_group);
   if (k.recompute != pb::RECOMPUTE_NONE)
     s += " recompute=" + enum_name(pb::Recompute_descriptor(), k.recompute);
+  if (k.recompute == pb::RECOMPUTE_FULL && k.recompute_every > 1)
+    s += "/every" + std::to_string(k.recompute_every);
   if (!k.placement.empty()) s += " placement=" + k.placement;
   if (k.bucket_bytes > 0) s += " bucket=" + base::units::bytes(k.bucket_bytes);
   if (p.plan.layers_per_stage_size() > 0) {

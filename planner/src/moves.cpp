@@ -20,6 +20,7 @@ Knobs MoveGenerator::reshape(const Knobs& from, const Shape& to) const {
   k.overlap = from.overlap;
   k.tp_overlap = k.tp_overlap && from.tp_overlap;
   k.a2a_overlap = from.a2a_overlap;  // kept where still allowed (moves())
+  k.recompute_every = from.recompute_every;
   if (to.tp > 1 && space_.options().sp_both_ways) k.sp = from.sp;
   if (!k.balanced_split && to.pp > 1 && to.vp == 1) k.balanced_split = from.balanced_split;
   const auto mbs = space_.micro_batches(to);
@@ -64,7 +65,23 @@ void MoveGenerator::setting_moves(const Knobs& from, std::vector<Move>& out) con
     if (r == from.recompute) continue;
     Knobs k = from;
     k.recompute = r;
+    k.recompute_every = 0;
     add(out, k, {"recompute", "exposed dp", "compute"});
+  }
+  // Full recomputation of every N-th layer: re-run half as many layers (N doubled, while a
+  // layer is still re-run) or twice as many (N halved; N 1 is every layer).
+  if (from.recompute == pb::RECOMPUTE_FULL) {
+    const int64_t every = std::max<int64_t>(1, from.recompute_every);
+    if (every * 2 <= space_.job().model.num_layers()) {
+      Knobs k = from;
+      k.recompute_every = every * 2;
+      add(out, k, {"recompute"});
+    }
+    if (every > 1) {
+      Knobs k = from;
+      k.recompute_every = every / 2 > 1 ? every / 2 : 0;
+      add(out, k, {"recompute", "exposed dp", "compute"});
+    }
   }
   for (auto s : o.sharding) {
     if (from.dp == 1 && s != pb::SHARDING_NONE) continue;

@@ -453,9 +453,11 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   if (fsdp_like(k.sharding)) p.set_prefetch_buckets(1);
   p.set_bucket_bytes(k.bucket_bytes);
   p.set_recompute(k.recompute);
-  // The search ranges over the four policies whole: not over recompute_every's layer counts or
-  // Megatron's module lists (each candidate recomputes every layer, selective its attention core).
+  // recompute_every is searched (Knobs::recompute_every); Megatron's module lists are not (a
+  // selective candidate recomputes its attention core).
   p.clear_recompute_every();
+  if (k.recompute == pb::RECOMPUTE_FULL && k.recompute_every > 1)
+    p.set_recompute_every(k.recompute_every);
   p.clear_recompute_modules();
   // Searched (Knobs::a2a_overlap): the plan file's value does not ride along.
   p.set_moe_a2a_overlap(k.a2a_overlap);
@@ -484,7 +486,8 @@ std::string knob_key(const Knobs& k) {
       (k.sp ? " sp" : "") + " mbs" + std::to_string(k.micro_batch) + " sched" +
       std::to_string(static_cast<int>(k.schedule)) + " shard" +
       std::to_string(static_cast<int>(k.sharding)) + "/" + std::to_string(k.shard_group) + " rc" +
-      std::to_string(static_cast<int>(k.recompute)) + " bucket" +
+      std::to_string(static_cast<int>(k.recompute)) +
+      (k.recompute_every > 1 ? "/" + std::to_string(k.recompute_every) : "") + " bucket" +
       std::to_string(static_cast<int64_t>(k.bucket_bytes)) + " place[" + k.placement + "]";
   for (const auto& g : k.stage_groups) s += " " + g;
   if (!k.stage_tp.empty()) {

@@ -244,6 +244,7 @@ std::string distinct_key(const Knobs& k) {
   d.sp = false;
   d.tp_overlap = false;
   d.a2a_overlap = false;
+  d.recompute_every = 0;
   return knob_key(d);
 }
 
@@ -265,6 +266,31 @@ void summarize_rejections(const PlanSpace& space, const Memo& memo, SearchResult
     out.closest_oom_peak_bytes = closest->eval.peak_bytes;
     out.closest_oom_capacity_bytes = closest->eval.capacity_bytes;
   }
+}
+
+// Full recomputation of every N-th layer is not a setting of its own (it would multiply the
+// full-recompute settings by log2 of the layers): after an exhaustive pass, the `count` best
+// full-recompute plans try N = 2, 4, ... (each halving the layers re-run), as local search's
+// moves reach it from any full-recompute plan.
+void refine_recompute_every(const PlanSpace& space, Memo& memo, int64_t count) {
+  std::vector<std::pair<const Knobs*, const Evaluation*>> full;
+  for (const auto& [key, e] : memo.entries()) {
+    if (e.eval.status == Status::kTimed && e.knobs.recompute == pb::RECOMPUTE_FULL &&
+        e.knobs.recompute_every == 0)
+      full.emplace_back(&e.knobs, &e.eval);
+  }
+  std::sort(full.begin(), full.end(), [](const auto& a, const auto& b) {
+    return better_timed(*a.first, *a.second, *b.first, *b.second);
+  });
+  if (static_cast<int64_t>(full.size()) > count) full.resize(static_cast<size_t>(count));
+  std::vector<Knobs> batch;
+  for (const auto& [k, e] : full) {
+    for (int64_t n = 2; n <= space.job().model.num_layers(); n *= 2) {
+      batch.push_back(*k);
+      batch.back().recompute_every = n;
+    }
+  }
+  memo.run(batch, true, "recompute every");
 }
 
 }  // namespace
@@ -298,6 +324,7 @@ SearchResult search(const PlanSpace& space, const Engine& engine, const SearchOp
       options.force_exhaustive || out.stats.space_size <= options.exhaustive_limit;
   if (out.stats.exhaustive) {
     memo.run(all_points(space), true, "exhaustive");
+    refine_recompute_every(space, memo, options.beam);
   } else {
     const auto screened = screen(space, memo, shapes);
     local_search(space, memo, pick_seeds(memo, screened, options.beam), out.stats);

@@ -135,6 +135,30 @@ TEST(PlanSpace, MoeA2aOverlapIsSearchedWhereAllowed) {
     EXPECT_FALSE(k.a2a_overlap);
 }
 
+// recompute_every is searched: an exhaustive pass refines the best full-recompute plans to every
+// N-th layer (here, with memory to spare, every 32nd: one of Llama 3 8B's 32 layers re-run, the
+// least recomputation full allows), and the plan file says it; a knob of 0 writes no field.
+TEST(Search, RecomputeEveryIsSearchedFromFullRecompute) {
+  SpaceOptions o = small_space();
+  o.recompute = {pb::RECOMPUTE_FULL};
+  Fixture f("llama3-8b", "dgx-h100", 1, 16, 2048, o);
+  SearchOptions so;
+  so.force_exhaustive = true;
+  so.threads = 2;
+  const auto r = search(f.space, f.engine, so);
+  ASSERT_FALSE(r.ranked.empty());
+  const RankedPlan& best = r.ranked.front();
+  EXPECT_EQ(best.knobs.recompute, pb::RECOMPUTE_FULL);
+  EXPECT_EQ(best.knobs.recompute_every, 32);
+  EXPECT_EQ(best.plan.recompute_every(), 32);
+  Knobs every_layer = best.knobs;
+  every_layer.recompute_every = 0;
+  EXPECT_FALSE(f.space.plan(every_layer).has_recompute_every());
+  const Evaluation e = evaluate(f.space, every_layer, f.engine);
+  ASSERT_EQ(e.status, Evaluation::Status::kTimed);
+  EXPECT_LT(best.eval.result.step_time_s(), e.result.step_time_s());
+}
+
 TEST(Search, ExhaustiveEqualsBruteForce) {
   Fixture f("llama3-8b", "dgx-h100", 2, 64, 4096, small_space());
   SearchOptions o;

@@ -34,6 +34,10 @@ struct Knobs {
   pb::Sharding sharding = pb::SHARDING_NONE;
   int64_t shard_group = 0;  // hsdp only
   pb::Recompute recompute = pb::RECOMPUTE_NONE;
+  // Full recomputation of every N-th layer only (plan recompute_every, torchtitan's layer-level
+  // checkpointing); 0: every layer. Reached by local search from recompute full, which halves
+  // or doubles N: fewer layers re-run where memory allows, more where it does not.
+  int64_t recompute_every = 0;
   double bucket_bytes = 0;  // 0: the simulator's default
   std::string placement;    // "" = tp,cp,dp,pp
   // Node group of each pipeline stage on heterogeneous clusters (pp entries), else empty.
