@@ -143,6 +143,25 @@ TEST(RunValidation, AttentionKernelFromItsFieldOrTheFrameworksDate) {
                     "no year, NeMo version or name that dates its kernel"));
 }
 
+// The readers' file's first case once per text, with `field` set to the text, read back.
+std::vector<validation::PublishedRun> runs_with(const std::string& field,
+                                                const std::vector<std::string>& texts) {
+  nlohmann::json file = nlohmann::json::parse(std::ifstream(kReaders));
+  const nlohmann::json base = file["cases"][0];
+  file["cases"] = nlohmann::json::array();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    nlohmann::json c = base;
+    c["id"] = field + std::to_string(i);
+    c[field] = texts[i];
+    file["cases"].push_back(c);
+  }
+  const fs::path path = fs::temp_directory_path() / ("orrery-" + field + "-runs.json");
+  std::ofstream(path) << file.dump();
+  auto runs = validation::published_runs(path);
+  fs::remove(path);
+  return runs;
+}
+
 // NeMo's recipe suffixes after fp8 (FP8-CS, FP8-MX, FP8-DS, FP8-SS) name the recipe; a suffix
 // elsewhere in the text does not.
 TEST(RunValidation, Fp8RecipeSuffixesAreRead) {
@@ -152,19 +171,9 @@ TEST(RunValidation, Fp8RecipeSuffixesAreRead) {
       {"fp8_ds", pb::FP8_RECIPE_DELAYED},
       {"FP8 SS (subchannel)", pb::FP8_RECIPE_BLOCKWISE},
       {"FP8 on the CS cluster", pb::FP8_RECIPE_UNSPECIFIED}};
-  nlohmann::json file = nlohmann::json::parse(std::ifstream(kReaders));
-  const nlohmann::json base = file["cases"][0];
-  file["cases"] = nlohmann::json::array();
-  for (size_t i = 0; i < texts.size(); ++i) {
-    nlohmann::json c = base;
-    c["id"] = "p" + std::to_string(i);
-    c["precision"] = texts[i].first;
-    file["cases"].push_back(c);
-  }
-  const fs::path path = fs::temp_directory_path() / "orrery-fp8-suffix-runs.json";
-  std::ofstream(path) << file.dump();
-  const auto runs = validation::published_runs(path);
-  fs::remove(path);
+  std::vector<std::string> precisions;
+  for (const auto& t : texts) precisions.push_back(t.first);
+  const auto runs = runs_with("precision", precisions);
   ASSERT_EQ(runs.size(), texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {
     EXPECT_EQ(runs[i].plan.job().precision(), pb::PRECISION_FP8) << texts[i].first;
@@ -192,19 +201,7 @@ TEST(RunValidation, RecomputeIsReadByItsPolicy) {
                                           "selective (--recompute-modules: norm, fused)",
                                           "selective (--recompute-modules: mla_up_proj, moe, "
                                           "shared_experts)"};
-  nlohmann::json file = nlohmann::json::parse(std::ifstream(kReaders));
-  const nlohmann::json base = file["cases"][0];
-  file["cases"] = nlohmann::json::array();
-  for (size_t i = 0; i < texts.size(); ++i) {
-    nlohmann::json c = base;
-    c["id"] = "r" + std::to_string(i);
-    c["recompute"] = texts[i];
-    file["cases"].push_back(c);
-  }
-  const fs::path path = fs::temp_directory_path() / "orrery-recompute-runs.json";
-  std::ofstream(path) << file.dump();
-  const auto runs = validation::published_runs(path);
-  fs::remove(path);
+  const auto runs = runs_with("recompute", texts);
   ASSERT_EQ(runs.size(), texts.size());
   const auto reads = [&](size_t i, pb::Recompute want) {
     EXPECT_EQ(runs[i].skipped, "") << texts[i];
