@@ -389,7 +389,14 @@ torch::Tensor Transformer::parallel_block(const torch::Tensor& x, int64_t layer)
   auto n = enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, l + "attn."); }),
                            layer, "attn.norm");
   auto attn = attention_partial(n, layer);
-  auto mlp = mlp_partial(n, layer);
+  // recompute_modules mlp: the MLP re-runs from the shared normalized input (kept for the
+  // attention anyway); the one TP reduction after block.sum is outside it.
+  auto mlp = recomputes_module(pb::RECOMPUTE_MODULE_MLP)
+                 ? recompute_in_backward({n},
+                                         [this, layer](const std::vector<torch::Tensor>& in) {
+                                           return mlp_partial(in[0], layer);
+                                         })
+                 : mlp_partial(n, layer);
   auto out = row_parallel_out(timed_op(layer, "block.sum", [&] { return attn + mlp; }), layer,
                               "block.sum");
   return timed_op(layer, "block.residual", [&] {

@@ -96,6 +96,14 @@ TEST(ModelFeatures, AlibiAndTheParallelBlockMatchOneProcess) {
   test::expect_matches(ref, run({"tp2", 2, 1, 1, {}}), 1e-5, 1e-4);
   test::expect_matches(ref, run({"tp2sp", 2, 1, 1, {"--sp"}}), 1e-5, 1e-4);
   test::expect_matches(ref, run({"pp2", 1, 1, 2, {}}), 1e-5, 1e-4);
+  // The parallel block's MLP checkpointed (recompute_modules mlp) re-runs from the shared norm.
+  test::expect_matches(ref,
+                       run({"tp2sp-mlp",
+                            2,
+                            1,
+                            1,
+                            {"--sp", "--recompute", "selective", "--recompute-modules", "mlp"}}),
+                       1e-5, 1e-4);
 }
 
 TEST(ModelFeatures, QkNormAndPartialRotaryMatchOneProcess) {
