@@ -207,16 +207,14 @@ std::vector<std::pair<size_t, size_t>> checkpointed_modules(const std::vector<mo
     }
     if (first < ops.size()) out.emplace_back(first, last);
   };
-  if (p.recomputes_module(pb::RECOMPUTE_MODULE_MLP)) {
-    add([](const models::LayerOp& o) {
-      return starts_with(o.name, "mlp.") && o.name != "mlp.norm" && o.name != "mlp.residual" &&
-             o.name != "mlp.post_norm";
-    });
-  }
+  const auto module = [&](pb::RecomputeModule m) {
+    add([m](const models::LayerOp& o) { return in_checkpointed_module(o, m); });
+  };
+  if (p.recomputes_module(pb::RECOMPUTE_MODULE_MLP)) module(pb::RECOMPUTE_MODULE_MLP);
   if (p.recomputes_module(pb::RECOMPUTE_MODULE_MOE)) {
-    add([](const models::LayerOp& o) { return starts_with(o.name, "moe."); });
+    module(pb::RECOMPUTE_MODULE_MOE);
   } else if (p.recomputes_module(pb::RECOMPUTE_MODULE_SHARED_EXPERTS)) {
-    add([](const models::LayerOp& o) { return starts_with(o.name, "moe.shared."); });
+    module(pb::RECOMPUTE_MODULE_SHARED_EXPERTS);
   }
   return out;
 }
@@ -242,6 +240,20 @@ std::vector<Step> program(const std::vector<models::LayerOp>& ops, const Resolve
                           pb::Phase phase);
 
 }  // namespace
+
+bool in_checkpointed_module(const models::LayerOp& op, pb::RecomputeModule module) {
+  switch (module) {
+    case pb::RECOMPUTE_MODULE_MLP:
+      return starts_with(op.name, "mlp.") && op.name != "mlp.norm" && op.name != "mlp.residual" &&
+             op.name != "mlp.post_norm";
+    case pb::RECOMPUTE_MODULE_MOE:
+      return starts_with(op.name, "moe.");
+    case pb::RECOMPUTE_MODULE_SHARED_EXPERTS:
+      return starts_with(op.name, "moe.shared.");
+    default:
+      return false;
+  }
+}
 
 std::vector<std::vector<const models::LayerOp*>> module_reruns(
     const std::vector<models::LayerOp>& ops, const ResolvedPlan& p) {

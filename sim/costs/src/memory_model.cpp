@@ -1,6 +1,9 @@
 #include "orrery/sim/memory_model.hpp"
 
+#include <algorithm>
+
 #include "orrery/plan/fp8.hpp"
+#include "orrery/plan/layer_program.hpp"
 #include "orrery/plan/op_sac.hpp"
 #include "orrery/plan/op_tables.hpp"
 #include "orrery/plan/pipeline_schedule.hpp"
@@ -40,9 +43,6 @@ double saved_bytes(const std::vector<models::LayerOp>& ops, const plan::Resolved
   const bool mlp = module(pb::RECOMPUTE_MODULE_MLP);
   const bool moe = module(pb::RECOMPUTE_MODULE_MOE);
   const bool shared = module(pb::RECOMPUTE_MODULE_SHARED_EXPERTS);
-  const auto starts = [](const models::LayerOp& op, const char* prefix) {
-    return op.name.rfind(prefix, 0) == 0;
-  };
   const double kept_input = plan.model.parallel_block() ? 0.0 : module_input;
   double bytes = 0;
   bool has_mlp = false, has_moe = false;
@@ -54,12 +54,13 @@ double saved_bytes(const std::vector<models::LayerOp>& ops, const plan::Resolved
     if (moe_act && !moe && op.name == "moe.experts.down") bytes -= op.saved_activation_bytes;
     if (mla_up && op.name == "attn.core")
       bytes -= op.saved_activation_bytes - op.selective_recompute_bytes;
-    const bool in_mlp = starts(op, "mlp.") && op.name != "mlp.norm" && op.name != "mlp.residual" &&
-                        op.name != "mlp.post_norm";
-    const bool in_moe = starts(op, "moe.");
+    const bool in_mlp = plan::detail::in_checkpointed_module(op, pb::RECOMPUTE_MODULE_MLP);
+    const bool in_moe = plan::detail::in_checkpointed_module(op, pb::RECOMPUTE_MODULE_MOE);
+    const bool in_shared =
+        plan::detail::in_checkpointed_module(op, pb::RECOMPUTE_MODULE_SHARED_EXPERTS);
     has_mlp = has_mlp || in_mlp;
     has_moe = has_moe || in_moe;
-    if ((mlp && in_mlp) || (moe && in_moe) || (shared && !moe && starts(op, "moe.shared.")))
+    if ((mlp && in_mlp) || (moe && in_moe) || (shared && !moe && in_shared))
       bytes -= op.saved_activation_bytes;
   }
   if (mlp && has_mlp) bytes += kept_input;

@@ -67,6 +67,11 @@ struct Step {
 // op, the routed experts' activation before their down projection, MLA's up-projections and
 // rotary embedding before the attention core). Empty lists elsewhere. The checkpointed modules
 // (mlp, moe, shared_experts), whose re-runs carry collectives, are placed by layer_program.
+// Whether `op` belongs to Megatron-core's checkpointed module `module` (mlp: the dense MLP's up,
+// activation and down projection with their fp8 casts; moe: every op of the MoE layer;
+// shared_experts: the shared experts'); false for the other modules.
+bool in_checkpointed_module(const models::LayerOp& op, pb::RecomputeModule module);
+
 std::vector<std::vector<const models::LayerOp*>> module_reruns(
     const std::vector<models::LayerOp>& ops, const ResolvedPlan& p);
 
