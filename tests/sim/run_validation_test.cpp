@@ -200,7 +200,8 @@ TEST(RunValidation, RecomputeIsReadByItsPolicy) {
                                           "selective (--recompute-modules: core_attn, mlp)",
                                           "selective (--recompute-modules: norm, fused)",
                                           "selective (--recompute-modules: mla_up_proj, moe, "
-                                          "shared_experts)"};
+                                          "shared_experts)",
+                                          "selective (recompute_modules: [mlp])"};
   const auto runs = runs_with("recompute", texts);
   ASSERT_EQ(runs.size(), texts.size());
   const auto reads = [&](size_t i, pb::Recompute want) {
@@ -250,6 +251,10 @@ TEST(RunValidation, RecomputeIsReadByItsPolicy) {
   EXPECT_EQ(std::vector<int>(m15.begin(), m15.end()),
             (std::vector<int>{pb::RECOMPUTE_MODULE_MLA_UP_PROJ, pb::RECOMPUTE_MODULE_MOE,
                               pb::RECOMPUTE_MODULE_SHARED_EXPERTS}));
+  // The config key's spelling, as Megatron-core's TransformerConfig writes it.
+  reads(16, pb::RECOMPUTE_SELECTIVE);
+  ASSERT_EQ(runs[16].plan.recompute_modules_size(), 1);
+  EXPECT_EQ(runs[16].plan.recompute_modules(0), pb::RECOMPUTE_MODULE_MLP);
 }
 
 TEST(RunValidation, PipelineLayoutGivesUnevenStages) {

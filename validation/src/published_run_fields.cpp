@@ -203,11 +203,15 @@ int64_t every_nth(const std::string& words) {
   return std::stoll(n);
 }
 
-// Megatron-core's --recompute-modules as the text lists them after "recompute-modules", up to a
-// closing parenthesis: its module names, and the ModelZoo tables' short "norm" and "act".
+// Megatron-core's --recompute-modules as the text lists them after "recompute-modules" (or the
+// config key's "recompute_modules", or "recompute modules"), up to a closing parenthesis: its
+// module names, and the ModelZoo tables' short "norm" and "act".
 std::vector<pb::RecomputeModule> modules_of(const CaseReader& run, const std::string& text) {
   const std::string lower = lowercase(text);
-  const auto at = lower.find("recompute-modules");
+  auto at = std::string::npos;
+  for (const char* spelling : {"recompute-modules", "recompute_modules", "recompute modules"})
+    at = std::min(at, lower.find(spelling));
+  if (at == std::string::npos) run.fail("recompute", "got '" + text + "': no module list");
   std::string list = lower.substr(at + 17);
   list = list.substr(0, list.find(')'));
   std::vector<pb::RecomputeModule> out;
