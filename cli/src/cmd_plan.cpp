@@ -48,7 +48,8 @@ struct PlanCommandArgs {
   std::optional<int64_t> nodes, seq;
   int64_t global_batch = 0;
   std::optional<std::string> precision;
-  std::string grad_reduce_dtype;  // empty: the precision table's
+  std::string grad_reduce_dtype;      // empty: the precision table's
+  std::string optimizer_state_dtype;  // empty: fp32
   // MoE: given to every candidate, not searched (empty / absent: as the plan fields' defaults).
   std::optional<double> moe_capacity_factor;
   bool moe_pad_to_capacity = false;
@@ -163,6 +164,28 @@ void apply_moe_flags(const PlanCommandArgs& a, const pb::ModelSpec& model, pb::P
   base.set_moe_expert_gemm(gemm.front());
 }
 
+// Numerical choices, like the precision: given to every candidate, not searched.
+void apply_dtype_flags(const PlanCommandArgs& a, pb::Plan& base) {
+  if (!a.grad_reduce_dtype.empty()) {
+    const auto dtype = enum_list<pb::GradReduceDtype>("--grad-reduce-dtype", a.grad_reduce_dtype,
+                                                      pb::GradReduceDtype_descriptor());
+    if (dtype.size() != 1) {
+      throw base::InputError("", 0, "--grad-reduce-dtype",
+                             "got '" + a.grad_reduce_dtype + "', expected one of: fp32, bf16");
+    }
+    base.set_grad_reduce_dtype(dtype.front());
+  }
+  if (!a.optimizer_state_dtype.empty()) {
+    const auto dtype = enum_list<pb::OptimizerStateDtype>(
+        "--optimizer-state-dtype", a.optimizer_state_dtype, pb::OptimizerStateDtype_descriptor());
+    if (dtype.size() != 1) {
+      throw base::InputError("", 0, "--optimizer-state-dtype",
+                             "got '" + a.optimizer_state_dtype + "', expected one of: fp32, bf16");
+    }
+    base.set_optimizer_state_dtype(dtype.front());
+  }
+}
+
 planner::PlanningJob load(const PlanCommandArgs& a) {
   planner::PlanningJob job;
   if (a.global_batch <= 0) throw base::InputError("", 0, "--global-batch", "required");
@@ -188,16 +211,7 @@ planner::PlanningJob load(const PlanCommandArgs& a) {
     }
     j->set_precision(precision.front());
   }
-  // A numerical choice, like the precision: given to every candidate, not searched.
-  if (!a.grad_reduce_dtype.empty()) {
-    const auto dtype = enum_list<pb::GradReduceDtype>("--grad-reduce-dtype", a.grad_reduce_dtype,
-                                                      pb::GradReduceDtype_descriptor());
-    if (dtype.size() != 1) {
-      throw base::InputError("", 0, "--grad-reduce-dtype",
-                             "got '" + a.grad_reduce_dtype + "', expected one of: fp32, bf16");
-    }
-    job.base.set_grad_reduce_dtype(dtype.front());
-  }
+  apply_dtype_flags(a, job.base);
   apply_moe_flags(a, job.model, job.base);
   plan::fill_unstated_job(*j, job.model, job.cluster);
   return job;
@@ -556,6 +570,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--grad-reduce-dtype", a->grad_reduce_dtype,
                   "fp32 | bf16: every candidate's gradient reduction dtype, not searched "
                   "(default: the precision's, fp32 for bf16)");
+  cmd->add_option("--optimizer-state-dtype", a->optimizer_state_dtype,
+                  "fp32 | bf16: every candidate's Adam moment dtype, not searched (default fp32)");
   cmd->add_option("--moe-capacity-factor", a->moe_capacity_factor,
                   "MoE: every candidate's expert capacity factor (tokens beyond it dropped), not "
                   "searched (default: no capacity)")

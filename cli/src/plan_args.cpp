@@ -107,6 +107,16 @@ void add_overlap_flags(CLI::App* cmd, PlanArgs& a) {
                   "Pieces of each overlapped collective and GEMM (>= 2; default 4)");
 }
 
+// The dtypes of what the step moves besides the training dtype.
+void add_dtype_flags(CLI::App* cmd, PlanArgs& a) {
+  cmd->add_option("--grad-reduce-dtype", a.grad_reduce_dtype,
+                  "fp32 | bf16: dtype of the data-parallel gradient reduction (default: fp32 for "
+                  "bf16 and fp8 training, the training dtype otherwise)");
+  cmd->add_option("--optimizer-state-dtype", a.optimizer_state_dtype,
+                  "fp32 | bf16: dtype of Adam's moments (bf16: Megatron-core's precision-aware "
+                  "optimizer, --exp-avg-dtype/--exp-avg-sq-dtype bf16; default fp32)");
+}
+
 }  // namespace
 
 void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
@@ -194,9 +204,7 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_option("--moe-imbalance", a.moe_imbalance,
                   "Busiest expert's tokens over the mean (>= 1; default 1)");
   add_overlap_flags(cmd, a);
-  cmd->add_option("--grad-reduce-dtype", a.grad_reduce_dtype,
-                  "fp32 | bf16: dtype of the data-parallel gradient reduction (default: fp32 for "
-                  "bf16 and fp8 training, the training dtype otherwise)");
+  add_dtype_flags(cmd, a);
   cmd->add_option("--framework", a.framework,
                   "NAME@VERSION of the framework release (e.g. megatron-core@0.6): its profile "
                   "fills the overlap, bucket, prefetch and kernel fields neither the plan nor a "
@@ -277,6 +285,11 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.grad_reduce_dtype)
     p.set_grad_reduce_dtype(static_cast<pb::GradReduceDtype>(
         parse_enum("--grad-reduce-dtype", *a.grad_reduce_dtype, pb::GradReduceDtype_descriptor())));
+  if (a.optimizer_state_dtype) {
+    p.set_optimizer_state_dtype(static_cast<pb::OptimizerStateDtype>(
+        parse_enum("--optimizer-state-dtype", *a.optimizer_state_dtype,
+                   pb::OptimizerStateDtype_descriptor())));
+  }
 }
 
 // Whether a flag sets plan field `field` (one a framework profile may fill).

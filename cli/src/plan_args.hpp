@@ -31,7 +31,7 @@ struct PlanArgs {
   bool tp_comm_overlap = false;
   bool moe_a2a_overlap = false;
   std::optional<int64_t> tp_comm_overlap_chunks;
-  std::optional<std::string> grad_reduce_dtype;
+  std::optional<std::string> grad_reduce_dtype, optimizer_state_dtype;
   std::optional<std::string> framework;  // --framework NAME@VERSION
   // `run` only: an unstated global batch (no flag, no plan field) becomes one micro-batch per
   // pipeline stage and replica, dp x micro-batch x pp, and the run's header says so. simulate and

@@ -218,6 +218,9 @@ void check_sharding(ResolvedPlan& r, const SourceMap& where) {
   }
   if (r.plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16) r.precision.grad_reduce_bytes = 2;
   if (r.plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_FP32) r.precision.grad_reduce_bytes = 4;
+  // Adam's two moments at 2 bytes each under the precision-aware optimizer's bf16 moments.
+  if (r.plan.optimizer_state_dtype() == pb::OPTIMIZER_STATE_DTYPE_BF16)
+    r.precision.optimizer_state_bytes = 4;
   if (r.plan.moe_imbalance() != 0 && r.plan.moe_imbalance() < 1) {
     broken(where, "moe_imbalance", "imbalance-at-least-one",
            "got " + std::to_string(r.plan.moe_imbalance()) +

@@ -139,6 +139,36 @@ TEST(PlanFlags, MoeA2aOverlapSwitchesOn) {
   EXPECT_NE(outputs[0], outputs[1]) << "the overlap makes no difference";
 }
 
+// --optimizer-state-dtype bf16 is the plan's `optimizer_state_dtype: bf16` (same output bytes),
+// shrinks the optimizer state, and `plan` gives it to every candidate.
+TEST(PlanFlags, OptimizerStateDtypeIsThePlanField) {
+  const std::string plan_base =
+      "model: llama3-8b\ncluster: dgx-h100\nnodes: 1\nmicro_batch_size: 1\n"
+      "job: {global_batch_size: 16, seq_len: 2048, precision: bf16}\n"
+      "parallel: {tp: 1, pp: 1, dp: 8}\nsharding: zero1\n";
+  std::string outputs[3];
+  for (int i = 0; i < 2; ++i) {
+    const fs::path plan =
+        fs::temp_directory_path() / ("orrery_plan_osd_" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(plan) << plan_base << (i == 0 ? "optimizer_state_dtype: bf16\n" : "");
+    const std::string sim = "simulate --json --plan " + plan.string();
+    const auto r = run_command(orrery(sim));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    outputs[i] = r.out;
+    if (i == 1) outputs[2] = run_command(orrery(sim + " --optimizer-state-dtype bf16")).out;
+    fs::remove(plan);
+  }
+  EXPECT_FALSE(outputs[0].empty());
+  EXPECT_EQ(outputs[0], outputs[2]) << "the flag is not the plan field";
+  EXPECT_NE(outputs[0], outputs[1]) << "bf16 moments make no difference";
+  const auto p = run_command(orrery(
+      "plan --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 16 --seq 2048 --quiet "
+      "--json --top 1 --optimizer-state-dtype bf16"));
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("\"optimizer_state_dtype\": \"bf16\""), std::string::npos)
+      << p.out.substr(0, 400);
+}
+
 TEST(PlanFlags, PlanTakesExactlyOnePrecision) {
   const std::string job =
       "plan --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 64 --quiet";

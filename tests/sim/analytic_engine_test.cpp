@@ -15,6 +15,7 @@
 #include "orrery/models/model_catalog.hpp"
 #include "orrery/plan/rank_layout.hpp"
 #include "orrery/sim/engine.hpp"
+#include "orrery/sim/memory_model.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
 namespace orrery::sim {
@@ -226,6 +227,28 @@ double expected_bubble(const PipelineFigures& f, double m, double step) {
     if (m * f.x[p] + f.tail[p] > m * f.x[c] + f.tail[c]) c = p;
   }
   return step - (m * f.x[c] + f.tail[c]);
+}
+
+// The precision-aware optimizer's bf16 moments (optimizer_state_dtype bf16): AdamW reads 4 + 4
+// + 4 and writes 4 + 4 + 2 bytes a parameter (22, from 30), and each rank keeps 4 + 4 bytes of
+// master weights and moments a parameter instead of 4 + 8; the des engine prices the same step.
+TEST(AnalyticEngine, Bf16MomentsShrinkTheOptimizerStepAndState) {
+  Bench h100(topologies::load_cluster("dgx-h100", 1));
+  pb::Plan p = base("llama3-8b", 16, 2048);
+  p.mutable_parallel()->set_dp(8);
+  const plan::ResolvedPlan fp32 = resolve(p, h100.cluster);
+  p.set_optimizer_state_dtype(pb::OPTIMIZER_STATE_DTYPE_BF16);
+  const plan::ResolvedPlan bf16 = resolve(p, h100.cluster);
+  const SimOutput out = simulate_analytic(bf16, h100.costs);
+  const double params = stage_params(bf16, 0);
+  const double optimizer = h100.costs.compute().seconds(
+      plan::device_of(bf16, 0), pb::OP_CLASS_OPTIMIZER, 12 * params, 22 * params);
+  EXPECT_NEAR(out.result.breakdown().optimizer_s(), optimizer, 1e-15);
+  EXPECT_LT(optimizer, simulate_analytic(fp32, h100.costs).result.breakdown().optimizer_s());
+  EXPECT_DOUBLE_EQ(memory_per_stage(bf16)[0].optimizer_bytes(), 8 * params);
+  EXPECT_DOUBLE_EQ(memory_per_stage(fp32)[0].optimizer_bytes(), 12 * params);
+  const double des = simulate(bf16, h100.costs, EngineKind::kDes).result.step_time_s();
+  EXPECT_NEAR(des, out.result.step_time_s(), 0.02 * out.result.step_time_s());
 }
 
 TEST(AnalyticEngine, OneFOneBBubbleIsTheOtherStagesWork) {

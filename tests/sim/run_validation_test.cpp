@@ -181,6 +181,18 @@ TEST(RunValidation, Fp8RecipeSuffixesAreRead) {
   }
 }
 
+// Adam's moments' dtype as stated (fp32 or bf16); any other skips the case naming the field.
+TEST(RunValidation, OptimizerStateDtypeIsRead) {
+  const auto runs = runs_with("optimizer_state_dtype", {"bf16", "fp32", "fp8"});
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].plan.optimizer_state_dtype(), pb::OPTIMIZER_STATE_DTYPE_BF16);
+  EXPECT_EQ(runs[1].plan.optimizer_state_dtype(), pb::OPTIMIZER_STATE_DTYPE_FP32);
+  EXPECT_NE(runs[2].skipped.find("cases[2].optimizer_state_dtype: got 'fp8', expected one of "
+                                 "fp32, bf16"),
+            std::string::npos)
+      << runs[2].skipped;
+}
+
 // `recompute` by its first word and the policy its words name; what no plan field expresses is
 // refused naming the field, and "not stated" is read as none and said in the plan column.
 TEST(RunValidation, RecomputeIsReadByItsPolicy) {

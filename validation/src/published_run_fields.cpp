@@ -162,6 +162,12 @@ pb::MoeDispatcher moe_dispatcher_of(const CaseReader& parallel) {
       {{"alltoall", pb::MOE_DISPATCHER_ALLTOALL}, {"deepep", pb::MOE_DISPATCHER_DEEPEP}});
 }
 
+pb::OptimizerStateDtype optimizer_state_dtype_of(const CaseReader& run) {
+  return one_of<pb::OptimizerStateDtype>(
+      run, "optimizer_state_dtype",
+      {{"fp32", pb::OPTIMIZER_STATE_DTYPE_FP32}, {"bf16", pb::OPTIMIZER_STATE_DTYPE_BF16}});
+}
+
 pb::Fp8Recipe fp8_recipe_of(const CaseReader& run) {
   if (run.has("fp8_recipe")) {
     return one_of<pb::Fp8Recipe>(run, "fp8_recipe",

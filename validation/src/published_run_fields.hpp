@@ -61,6 +61,9 @@ pb::Fp8Recipe fp8_recipe_of(const CaseReader& run);
 // `parallel.moe_dispatcher`: alltoall (Megatron-core's NCCL all-to-all dispatcher) or deepep
 // (its flex dispatcher with DeepEP); anything else fails naming the field.
 pb::MoeDispatcher moe_dispatcher_of(const CaseReader& parallel);
+// `optimizer_state_dtype` (fp32 | bf16: Adam's moments, bf16 under Megatron-core's
+// precision-aware optimizer), as Plan.optimizer_state_dtype.
+pb::OptimizerStateDtype optimizer_state_dtype_of(const CaseReader& run);
 
 // `recompute`, by its leading word, into `plan`'s recompute fields: none (also no, off, false,
 // disabled); full (whole layers; "N of M layers" with N < M is refused: a partial count is not

@@ -258,6 +258,8 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
     plan.mutable_job()->set_fp8_attention(r.flag_or("fp8_attention", false));
     plan.mutable_job()->set_fp8_param_gather(r.flag_or("fp8_param_gather", false));
   }
+  if (r.has("optimizer_state_dtype"))
+    plan.set_optimizer_state_dtype(detail::optimizer_state_dtype_of(r));
   auto* q = plan.mutable_parallel();
   q->set_tp(par.integer_or("tp", 1));
   q->set_pp(par.integer_or("pp", 1));
