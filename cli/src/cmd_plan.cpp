@@ -111,6 +111,16 @@ std::vector<E> enum_list(const std::string& flag, const std::string& text,
   return out;
 }
 
+// A flag that gives every candidate one value (not a list to search): exactly one of `expected`.
+template <class E>
+E one_enum(const std::string& flag, const std::string& text,
+           const google::protobuf::EnumDescriptor* e, const std::string& expected) {
+  const auto values = enum_list<E>(flag, text, e);
+  if (values.size() != 1)
+    throw base::InputError("", 0, flag, "got '" + text + "', expected one of: " + expected);
+  return values.front();
+}
+
 // Progress on stderr: a redrawn bar when stderr is a terminal (at most ~10 times a second).
 class ProgressBar {
  public:
@@ -155,34 +165,22 @@ void apply_moe_flags(const PlanCommandArgs& a, const pb::ModelSpec& model, pb::P
   if (a.moe_capacity_factor) base.set_moe_capacity_factor(*a.moe_capacity_factor);
   if (a.moe_pad_to_capacity) base.set_moe_pad_to_capacity(true);
   if (a.moe_expert_gemm.empty()) return;
-  const auto gemm = enum_list<pb::MoeExpertGemm>("--moe-expert-gemm", a.moe_expert_gemm,
-                                                 pb::MoeExpertGemm_descriptor());
-  if (gemm.size() != 1) {
-    throw base::InputError("", 0, "--moe-expert-gemm",
-                           "got '" + a.moe_expert_gemm + "', expected one of: grouped, per_expert");
-  }
-  base.set_moe_expert_gemm(gemm.front());
+  base.set_moe_expert_gemm(one_enum<pb::MoeExpertGemm>("--moe-expert-gemm", a.moe_expert_gemm,
+                                                       pb::MoeExpertGemm_descriptor(),
+                                                       "grouped, per_expert"));
 }
 
 // Numerical choices, like the precision: given to every candidate, not searched.
 void apply_dtype_flags(const PlanCommandArgs& a, pb::Plan& base) {
   if (!a.grad_reduce_dtype.empty()) {
-    const auto dtype = enum_list<pb::GradReduceDtype>("--grad-reduce-dtype", a.grad_reduce_dtype,
-                                                      pb::GradReduceDtype_descriptor());
-    if (dtype.size() != 1) {
-      throw base::InputError("", 0, "--grad-reduce-dtype",
-                             "got '" + a.grad_reduce_dtype + "', expected one of: fp32, bf16");
-    }
-    base.set_grad_reduce_dtype(dtype.front());
+    base.set_grad_reduce_dtype(
+        one_enum<pb::GradReduceDtype>("--grad-reduce-dtype", a.grad_reduce_dtype,
+                                      pb::GradReduceDtype_descriptor(), "fp32, bf16"));
   }
   if (!a.optimizer_state_dtype.empty()) {
-    const auto dtype = enum_list<pb::OptimizerStateDtype>(
-        "--optimizer-state-dtype", a.optimizer_state_dtype, pb::OptimizerStateDtype_descriptor());
-    if (dtype.size() != 1) {
-      throw base::InputError("", 0, "--optimizer-state-dtype",
-                             "got '" + a.optimizer_state_dtype + "', expected one of: fp32, bf16");
-    }
-    base.set_optimizer_state_dtype(dtype.front());
+    base.set_optimizer_state_dtype(
+        one_enum<pb::OptimizerStateDtype>("--optimizer-state-dtype", a.optimizer_state_dtype,
+                                          pb::OptimizerStateDtype_descriptor(), "fp32, bf16"));
   }
 }
 

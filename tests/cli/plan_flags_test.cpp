@@ -5,6 +5,7 @@
 // default would fail here.
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -114,53 +115,46 @@ TEST(PlanFlags, SwitchesLeftOutKeepThePlansTrue) {
   }
 }
 
+// `simulate --json` of a plan file with `field_line` appended equals that of the file without it
+// plus `flag`, and differs from the file alone (the field makes a difference).
+void expect_flag_is_field(const std::string& plan_base, const std::string& field_line,
+                          const std::string& flag, const std::string& tag) {
+  std::array<std::string, 3> outputs;
+  for (int i = 0; i < 2; ++i) {
+    const fs::path plan =
+        fs::temp_directory_path() / ("orrery_plan_" + tag + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(plan) << plan_base << (i == 0 ? field_line : "");
+    const std::string sim = "simulate --json --allow-oom --plan " + plan.string();
+    const auto r = run_command(orrery(sim));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    outputs[static_cast<size_t>(i)] = r.out;
+    if (i == 1) outputs[2] = run_command(orrery(sim + " " + flag)).out;
+    fs::remove(plan);
+  }
+  EXPECT_FALSE(outputs[0].empty()) << flag;
+  EXPECT_EQ(outputs[0], outputs[2]) << flag << " is not the plan's " << field_line;
+  EXPECT_NE(outputs[0], outputs[1]) << field_line << " makes no difference";
+}
+
 // --moe-a2a-overlap switches moe_a2a_overlap on (mixtral-8x7b, ep 8 on 2 DGX H100 nodes): a plan
 // file's true without the flag simulates as the plan without it plus the flag, and the overlap
 // makes a difference.
 TEST(PlanFlags, MoeA2aOverlapSwitchesOn) {
-  const std::string plan_base =
+  expect_flag_is_field(
       "model: mixtral-8x7b\ncluster: dgx-h100\nnodes: 2\nmicro_batch_size: 1\n"
       "job: {global_batch_size: 32, seq_len: 4096, precision: bf16}\n"
-      "parallel: {tp: 1, pp: 1, dp: 16, ep: 8}\nsharding: zero1\n";
-  std::string outputs[3];
-  for (int i = 0; i < 2; ++i) {
-    const fs::path plan =
-        fs::temp_directory_path() / ("orrery_plan_a2a_" + std::to_string(::getpid()) + ".yaml");
-    std::ofstream(plan) << plan_base << (i == 0 ? "moe_a2a_overlap: true\n" : "");
-    const std::string sim = "simulate --json --allow-oom --plan " + plan.string();
-    const auto r = run_command(orrery(sim));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    outputs[i] = r.out;
-    if (i == 1) outputs[2] = run_command(orrery(sim + " --moe-a2a-overlap")).out;
-    fs::remove(plan);
-  }
-  EXPECT_FALSE(outputs[0].empty());
-  EXPECT_EQ(outputs[0], outputs[2]) << "the flag is not the plan's true";
-  EXPECT_NE(outputs[0], outputs[1]) << "the overlap makes no difference";
+      "parallel: {tp: 1, pp: 1, dp: 16, ep: 8}\nsharding: zero1\n",
+      "moe_a2a_overlap: true\n", "--moe-a2a-overlap", "a2a_");
 }
 
 // --optimizer-state-dtype bf16 is the plan's `optimizer_state_dtype: bf16` (same output bytes),
 // shrinks the optimizer state, and `plan` gives it to every candidate.
 TEST(PlanFlags, OptimizerStateDtypeIsThePlanField) {
-  const std::string plan_base =
+  expect_flag_is_field(
       "model: llama3-8b\ncluster: dgx-h100\nnodes: 1\nmicro_batch_size: 1\n"
       "job: {global_batch_size: 16, seq_len: 2048, precision: bf16}\n"
-      "parallel: {tp: 1, pp: 1, dp: 8}\nsharding: zero1\n";
-  std::string outputs[3];
-  for (int i = 0; i < 2; ++i) {
-    const fs::path plan =
-        fs::temp_directory_path() / ("orrery_plan_osd_" + std::to_string(::getpid()) + ".yaml");
-    std::ofstream(plan) << plan_base << (i == 0 ? "optimizer_state_dtype: bf16\n" : "");
-    const std::string sim = "simulate --json --plan " + plan.string();
-    const auto r = run_command(orrery(sim));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    outputs[i] = r.out;
-    if (i == 1) outputs[2] = run_command(orrery(sim + " --optimizer-state-dtype bf16")).out;
-    fs::remove(plan);
-  }
-  EXPECT_FALSE(outputs[0].empty());
-  EXPECT_EQ(outputs[0], outputs[2]) << "the flag is not the plan field";
-  EXPECT_NE(outputs[0], outputs[1]) << "bf16 moments make no difference";
+      "parallel: {tp: 1, pp: 1, dp: 8}\nsharding: zero1\n",
+      "optimizer_state_dtype: bf16\n", "--optimizer-state-dtype bf16", "osd_");
   const auto p = run_command(orrery(
       "plan --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 16 --seq 2048 --quiet "
       "--json --top 1 --optimizer-state-dtype bf16"));
