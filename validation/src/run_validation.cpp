@@ -194,6 +194,18 @@ constexpr const char* kTokensWhy = "1,000x the fastest published tokens/s per GP
 constexpr double kMaxMemoryGib = 1e5;
 constexpr const char* kMemoryWhy = "beyond any device's memory";
 
+// The run's numerics: its precision with the fp8 recipe's fields, and Adam's moments' dtype.
+void read_numerics(const CaseReader& r, pb::Plan& plan) {
+  plan.mutable_job()->set_precision(detail::precision_of(r));
+  if (plan.job().precision() == pb::PRECISION_FP8) {
+    plan.mutable_job()->set_fp8_recipe(detail::fp8_recipe_of(r));
+    plan.mutable_job()->set_fp8_attention(r.flag_or("fp8_attention", false));
+    plan.mutable_job()->set_fp8_param_gather(r.flag_or("fp8_param_gather", false));
+  }
+  if (r.has("optimizer_state_dtype"))
+    plan.set_optimizer_state_dtype(detail::optimizer_state_dtype_of(r));
+}
+
 // One case as the simulator sees it: model, cluster sized to the run, the published plan. The
 // rules are the same for every case (see docs/validation.md).
 PublishedRun read_run(const json& c, const std::string& file, const std::string& path,
@@ -252,14 +264,7 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   plan.set_nodes(nodes);
   plan.mutable_job()->set_global_batch_size(batch.integer("global_batch_seqs"));
   plan.mutable_job()->set_seq_len(detail::seq_len_of(r));
-  plan.mutable_job()->set_precision(detail::precision_of(r));
-  if (plan.job().precision() == pb::PRECISION_FP8) {
-    plan.mutable_job()->set_fp8_recipe(detail::fp8_recipe_of(r));
-    plan.mutable_job()->set_fp8_attention(r.flag_or("fp8_attention", false));
-    plan.mutable_job()->set_fp8_param_gather(r.flag_or("fp8_param_gather", false));
-  }
-  if (r.has("optimizer_state_dtype"))
-    plan.set_optimizer_state_dtype(detail::optimizer_state_dtype_of(r));
+  read_numerics(r, plan);
   auto* q = plan.mutable_parallel();
   q->set_tp(par.integer_or("tp", 1));
   q->set_pp(par.integer_or("pp", 1));
