@@ -111,7 +111,6 @@ class Transformer {
   torch::Tensor attention_partial(const torch::Tensor& n, int64_t layer) const;
   torch::Tensor mlp(const torch::Tensor& x, int64_t layer) const;
   torch::Tensor mlp_partial(const torch::Tensor& n, int64_t layer) const;
-  torch::Tensor checkpointed_mlp(const torch::Tensor& x, int64_t layer) const;
   torch::Tensor parallel_block(const torch::Tensor& x, int64_t layer) const;
   torch::Tensor block_output(const torch::Tensor& x, const torch::Tensor& out, int64_t layer,
                              const std::string& block) const;

@@ -316,41 +316,26 @@ torch::Tensor Transformer::block_output(const torch::Tensor& x, const torch::Ten
   return timed_op(layer, residual, [&] { return x + normed; });
 }
 
+// The MLP block: norm, then from the norm's output the TP region's entry (the SP all-gather),
+// the dense MLP or the MoE layer (model_moe.cpp; one TP reduction of routed + shared experts) and
+// the TP reduction. Megatron-core's checkpointed MLP (recompute_modules mlp for a dense layer, moe
+// for an MoE layer) keeps only the norm's output and re-runs the rest from it when the backward
+// reaches the block's output, named in the recompute phase as the lowering names it.
 torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
   const bool moe_layer = models::is_moe_layer(spec_, layer);
-  if (recomputes_module(moe_layer ? pb::RECOMPUTE_MODULE_MOE : pb::RECOMPUTE_MODULE_MLP))
-    return checkpointed_mlp(x, layer);
-  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
-  auto n =
-      enter_tp_region(timed_op(layer, "mlp.norm", [&] { return norm(x, m); }), layer, "mlp.norm");
-  if (models::is_moe_layer(spec_,
-                           layer)) {  // model_moe.cpp; one TP reduction of routed + shared experts
-    const MoeContext moe{&spec_, ep_, tp_size_, tp_rank_, [this](const std::string& what) {
-                           return has(what) ? &p(what) : nullptr;
-                         }};
-    auto out = row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
-    return block_output(x, out, layer, "mlp.");
-  }
-  auto out = row_parallel_out(mlp_partial(n, layer), layer, "mlp.down");
-  return block_output(x, out, layer, "mlp.");
-}
-
-// Megatron-core's checkpointed MLP (recompute_modules mlp for a dense layer, moe for an MoE
-// layer): only the norm's output is kept; the TP region's entry (the SP all-gather), the MLP or
-// the MoE layer (router, dispatch, experts, combine) and the TP reduction re-run from it when the
-// backward reaches the block's output, named in the recompute phase as the lowering names them.
-torch::Tensor Transformer::checkpointed_mlp(const torch::Tensor& x, int64_t layer) const {
-  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
-  auto normed = timed_op(layer, "mlp.norm", [&] { return norm(x, m); });
-  auto out = recompute_in_backward({normed}, [this, layer](const std::vector<torch::Tensor>& in) {
+  const auto from_norm = [this, layer, moe_layer](const std::vector<torch::Tensor>& in) {
     const torch::Tensor n = enter_tp_region(in[0], layer, "mlp.norm");
-    if (!models::is_moe_layer(spec_, layer))
-      return row_parallel_out(mlp_partial(n, layer), layer, "mlp.down");
+    if (!moe_layer) return row_parallel_out(mlp_partial(n, layer), layer, "mlp.down");
     const MoeContext moe{&spec_, ep_, tp_size_, tp_rank_, [this](const std::string& what) {
                            return has(what) ? &p(what) : nullptr;
                          }};
     return row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
-  });
+  };
+  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
+  auto normed = timed_op(layer, "mlp.norm", [&] { return norm(x, m); });
+  auto out = recomputes_module(moe_layer ? pb::RECOMPUTE_MODULE_MOE : pb::RECOMPUTE_MODULE_MLP)
+                 ? recompute_in_backward({normed}, from_norm)
+                 : from_norm({normed});
   return block_output(x, out, layer, "mlp.");
 }
 

@@ -3,23 +3,19 @@
 #include "loss_scaler.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/plan/resolved_plan.hpp"
 #include "sharding_strategy.hpp"
 
 namespace orrery::executor {
 
 namespace {
 
-// ZeRO-3, FSDP and HSDP (FSDP inside each shard group): the parameters live only as chunks.
-bool fully_sharded(pb::Sharding s) {
-  return s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP;
-}
-
 std::unique_ptr<ShardingStrategy> make_strategy(Transformer& model, const RankGroups& groups,
                                                 const TrainConfig& c, int64_t ep_size) {
   const auto sharding = c.plan.sharding();
   // Without a DP group there is nothing to shard: the lowering has no data-parallel collectives.
   if (!groups.dp) return make_replicated_strategy(model, groups, c, ep_size);
-  if (fully_sharded(sharding)) {
+  if (plan::shards_parameters(sharding)) {
     return make_fsdp_strategy(model, groups, c);
   }
   if (sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2) {
@@ -36,7 +32,7 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
       opt_{c.learning_rate, c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_grad_norm},
       world_(groups.world),
       strategy_(make_strategy(model, groups, c, ep_size)),
-      parameters_are_chunks_(groups.dp && fully_sharded(c.plan.sharding())) {
+      parameters_are_chunks_(groups.dp && plan::shards_parameters(c.plan.sharding())) {
   if (strategy_->uses_part_hooks()) model_.set_part_hooks(this);
   adamw_ = std::make_unique<torch::optim::AdamW>(strategy_->optimized(),
                                                  torch::optim::AdamWOptions(opt_.learning_rate)

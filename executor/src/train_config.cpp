@@ -50,8 +50,7 @@ std::string virtual_stage_problem(const pb::Plan& plan) {
            " with pp 1: every virtual stage on one rank, whose activations would be sent to the "
            "rank itself; not implemented in the executor (vp with pp >= 2 is)";
   }
-  const auto s = plan.sharding();
-  if (s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP) {
+  if (plan::shards_parameters(plan.sharding())) {
     return name +
            " with sharding zero3/fsdp/hsdp: the lowering buckets FSDP parameters per model chunk, "
            "the "

@@ -315,7 +315,7 @@ pb::ExecGraph lower(const ResolvedPlan& plan, const LowerOptions& options) {
   // per-bucket gathers and reductions hang on whole passes and are not placed in the merged
   // order yet, so such a graph would not be the plan: refused, naming the field.
   const auto sharding = plan.sharding();
-  if (plan.plan.moe_a2a_overlap() && detail::shards_parameters(sharding)) {
+  if (plan.plan.moe_a2a_overlap() && shards_parameters(sharding)) {
     throw base::InputError(
         "", 0, "moe_a2a_overlap",
         "the execution graph does not merge forward/backward pairs under "

@@ -27,11 +27,6 @@ struct GradReady {
   double expert_params = 0;  // reduced over the expert-data-parallel group
 };
 
-// ZeRO-3, FSDP and HSDP: parameters sharded and gathered per bucket around each pass.
-inline bool shards_parameters(pb::Sharding s) {
-  return s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP;
-}
-
 class RankLowering {
  public:
   // `plan`: the plan as this rank's stage sees it (ResolvedPlan::for_stage when the stages

@@ -691,6 +691,11 @@ const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank) {
   ORRERY_CHECK(false, "rank placed beyond the cluster's devices");
 }
 
+bool shards_parameters(pb::Sharding sharding) {
+  return sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
+         sharding == pb::SHARDING_HSDP;
+}
+
 bool recomputes_module(const pb::Plan& plan, pb::RecomputeModule module) {
   if (plan.recompute() != pb::RECOMPUTE_SELECTIVE) return false;
   const auto& m = plan.recompute_modules();

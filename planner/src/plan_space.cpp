@@ -56,10 +56,6 @@ std::string effective_placement(const std::string& placement, const Knobs& k) {
   return out;
 }
 
-bool fsdp_like(pb::Sharding s) {
-  return s == pb::SHARDING_ZERO3 || s == pb::SHARDING_FSDP || s == pb::SHARDING_HSDP;
-}
-
 }  // namespace
 
 struct PlanSpace::Cache {
@@ -429,7 +425,7 @@ std::vector<int64_t> PlanSpace::layer_split(const Knobs& k) const {
 bool PlanSpace::a2a_overlap_allowed(const Knobs& k) const {
   return job_.model.has_moe() && k.ep > 1 &&
          (k.pp == 1 || k.schedule == pb::PIPELINE_SCHEDULE_INTERLEAVED_1F1B) &&
-         k.recompute != pb::RECOMPUTE_FULL && !fsdp_like(k.sharding);
+         k.recompute != pb::RECOMPUTE_FULL && !plan::shards_parameters(k.sharding);
 }
 
 pb::Plan PlanSpace::plan(const Knobs& k) const {
@@ -450,7 +446,7 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   par->set_schedule(k.schedule);
   p.set_sharding(k.sharding);
   if (k.sharding == pb::SHARDING_HSDP) p.set_shard_group_size(k.shard_group);
-  if (fsdp_like(k.sharding)) p.set_prefetch_buckets(1);
+  if (plan::shards_parameters(k.sharding)) p.set_prefetch_buckets(1);
   p.set_bucket_bytes(k.bucket_bytes);
   p.set_recompute(k.recompute);
   // recompute_every is searched (Knobs::recompute_every); Megatron's module lists are not (a
@@ -471,7 +467,7 @@ pb::Plan PlanSpace::plan(const Knobs& k) const {
   p.clear_stage_dp();
   for (int64_t v : k.stage_tp) p.add_stage_tp(v);
   for (int64_t v : k.stage_dp) p.add_stage_dp(v);
-  const bool reduces = k.dp * k.cp > 1 && !fsdp_like(k.sharding);
+  const bool reduces = k.dp * k.cp > 1 && !plan::shards_parameters(k.sharding);
   p.set_overlap_grad_reduce(k.overlap && reduces);
   p.set_overlap_param_gather(
       k.overlap && (k.sharding == pb::SHARDING_ZERO1 || k.sharding == pb::SHARDING_ZERO2));

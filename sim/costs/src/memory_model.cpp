@@ -156,8 +156,7 @@ pb::RankMemory stage_memory(const plan::ResolvedPlan& plan, const plan::detail::
   const auto& d = plan.degrees;
   const auto& prec = plan.precision;
   const auto sharding = plan.sharding();
-  const bool fsdp = sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP ||
-                    sharding == pb::SHARDING_HSDP;
+  const bool fsdp = plan::shards_parameters(sharding);
   std::vector<Stage> chunks;
   Stage total;
   for (int64_t c = 0; c < d.vp; ++c) {

@@ -128,6 +128,10 @@ std::vector<Dim> parse_placement(const std::string& text, const SourceMap& where
 // The device spec `rank` runs on.
 const pb::DeviceSpec& device_of(const ResolvedPlan& plan, int64_t rank);
 
+// ZeRO-3, FSDP and HSDP: parameters kept as shards and gathered per bucket around each pass (the
+// lowering, the memory model, the analytic engine, the planner and the executor ask the same).
+bool shards_parameters(pb::Sharding sharding);
+
 // Fills defaults and checks the rules. Violations throw InputError naming the plan field and
 // the rule ("parallel.tp: rule tp-divides-kv-heads: tp 3 must divide num_kv_heads 8"); `where`
 // locates the field in the plan file when there is one.

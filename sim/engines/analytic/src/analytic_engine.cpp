@@ -160,8 +160,7 @@ AnalyticStep::AnalyticStep(const plan::ResolvedPlan& plan, const CostModels& cos
       layout_(plan::rank_layout(plan)),
       M_(static_cast<double>(plan.num_micro_batches)),
       stages_(plan.degrees.pp * plan.degrees.vp),
-      fsdp_(plan.sharding() == pb::SHARDING_ZERO3 || plan.sharding() == pb::SHARDING_FSDP ||
-            plan.sharding() == pb::SHARDING_HSDP),
+      fsdp_(plan::shards_parameters(plan.sharding())),
       dist_opt_(plan.sharding() == pb::SHARDING_ZERO1 || plan.sharding() == pb::SHARDING_ZERO2) {
   if (!plan.uniform_stages()) {
     for (int64_t p = 0; p + 1 < plan.degrees.pp; ++p) {
