@@ -87,6 +87,10 @@ void check_number_flags(const PlanArgs& a) {
     check_flag("--moe-imbalance", plan, "moe_imbalance", *a.moe_imbalance,
                base::units::number(*a.moe_imbalance));
   }
+  if (a.moe_capacity_factor) {
+    check_flag("--moe-capacity-factor", plan, "moe_capacity_factor", *a.moe_capacity_factor,
+               base::units::number(*a.moe_capacity_factor));
+  }
 }
 
 // The switches that overlap communication with compute (each default off; a plan's true stays on).
@@ -203,6 +207,14 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
       "Comma-separated data-parallel degree per pipeline stage (heterogeneous clusters)");
   cmd->add_option("--moe-imbalance", a.moe_imbalance,
                   "Busiest expert's tokens over the mean (>= 1; default 1)");
+  cmd->add_option("--moe-capacity-factor", a.moe_capacity_factor,
+                  "MoE token dropping: each expert takes at most this many times its mean share "
+                  "of a rank's routed tokens (Megatron-core --moe-expert-capacity-factor; "
+                  "default: no capacity, nothing dropped)");
+  cmd->add_flag("--moe-pad-to-capacity", a.moe_pad_to_capacity,
+                "With --moe-capacity-factor: every expert's input padded to its capacity "
+                "(Megatron-core --moe-pad-expert-input-to-capacity; default off; a plan's true "
+                "stays on)");
   add_overlap_flags(cmd, a);
   add_dtype_flags(cmd, a);
   cmd->add_option("--framework", a.framework,
@@ -277,6 +289,8 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
     for (const auto& item : split_commas(*a.stage_node_groups)) p.add_stage_node_groups(item);
   }
   if (a.moe_imbalance) p.set_moe_imbalance(*a.moe_imbalance);
+  if (a.moe_capacity_factor) p.set_moe_capacity_factor(*a.moe_capacity_factor);
+  if (a.moe_pad_to_capacity) p.set_moe_pad_to_capacity(true);
   if (a.overlap_grad_reduce) p.set_overlap_grad_reduce(true);
   if (a.overlap_param_gather) p.set_overlap_param_gather(true);
   if (a.tp_comm_overlap) p.set_tp_comm_overlap(true);

@@ -26,7 +26,8 @@ struct PlanArgs {
   std::optional<std::string> layers_per_stage, stage_node_groups, stage_tp, stage_dp;
   std::optional<std::string> fp8_recipe;
   bool fp8_attention = false, fp8_param_gather = false;
-  std::optional<double> moe_imbalance;
+  std::optional<double> moe_imbalance, moe_capacity_factor;
+  bool moe_pad_to_capacity = false;
   bool sp = false, overlap_grad_reduce = false, overlap_param_gather = false;
   bool tp_comm_overlap = false;
   bool moe_a2a_overlap = false;

@@ -80,6 +80,8 @@ class Transformer {
   // Attention as three timed kernels (scores, softmax, context) rather than one fused op, as the
   // plan's attention_kernel says; the math is the same.
   void set_materialized_attention(bool on) { materialized_attention_ = on; }
+  // The plan's expert capacity for the MoE layers (moe_capacity.hpp); none by default.
+  void set_moe_capacity(const MoeCapacity& capacity) { moe_capacity_ = capacity; }
 
   const std::vector<ShardedParam>& parameters() const { return params_; }
   // For the data-parallel optimizer, which may replace the tensors (FSDP: by gathered copies).
@@ -129,6 +131,7 @@ class Transformer {
   int64_t head_dim_;
   bool sp_;
   bool materialized_attention_ = false;
+  MoeCapacity moe_capacity_;
   ExpertParallel ep_;
   StageLayers stage_;
   c10::Device device_;

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "mixed_precision.hpp"
+#include "moe_capacity.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
 #include "recompute.hpp"
@@ -180,10 +181,16 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
     expert = index.reshape({-1});
     return top / top.sum(-1, true);
   });
-  // Routed copies grouped by expert (stable: token order within an expert).
-  const torch::Tensor order = std::get<1>(torch::sort(expert, true, 0, false));
-  const torch::Tensor per_expert = torch::bincount(expert, {}, experts);  // [experts]
+  // The copies the experts take (all of them without a capacity), grouped by expert with token
+  // order within an expert; padded to the capacity, each expert's rows end in zeros.
+  const RoutedCopies copies = route_copies(expert, weights.reshape({-1}), experts, k,
+                                           input.size(1), c.token_groups, c.capacity);
+  const torch::Tensor& order = copies.order;
+  const torch::Tensor& per_expert = copies.rows;  // [experts]
   torch::Tensor routed = x.index_select(0, torch::div(order, k, "floor"));
+  if (copies.slot.defined()) {
+    routed = torch::zeros({copies.padded_rows, h}, routed.options()).index_copy(0, copies.slot, routed);
+  }
 
   // Dispatch: the copies for expert e go to the EP rank holding it. First the counts per
   // (source rank, local expert), then the rows.
@@ -242,8 +249,10 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
                           site_name(layer, mb, "fwd", "moe.experts.down.all_to_all"),
                           site_name(layer, mb, "bwd", "moe.experts.down.grad.all_to_all"));
   }
-  // Back to token-major order, weighted by the router and summed over each token's k copies.
-  out = out.index_select(0, inverse_permutation(order)).view({tokens, k, h});
+  // Back to token-major order (a dropped copy's output is zero), weighted by the router and
+  // summed over each token's k copies.
+  if (copies.slot.defined()) out = out.index_select(0, copies.slot);
+  out = torch::zeros({tokens * k, h}, out.options()).index_copy(0, order, out).view({tokens, k, h});
   auto y = (out * weights.unsqueeze(-1)).sum(1);
   if (shared.defined()) y = y + shared;
   return y.view(input.sizes());

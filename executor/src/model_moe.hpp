@@ -2,8 +2,11 @@
 //
 // Routing is Mixtral's (the spec has no routing options): a replicated router (linear to
 // num_experts), softmax over the experts in fp32, the top_k of them, their weights renormalized to
-// sum to 1. Every routed copy of a token is processed (no capacity, no dropping), so a plan gives
-// the same numbers as one process up to fp32 summation order. There is no auxiliary
+// sum to 1 (Megatron-core's default, a softmax over the top-k logits, is the same). Every routed
+// copy of a token is processed, so a plan gives the same numbers as one process up to fp32
+// summation order; unless the plan sets an expert capacity (moe_capacity_factor), when each
+// expert drops the copies past it (moe_capacity.hpp) and the numbers depend on which tokens a
+// rank routes together. There is no auxiliary
 // load-balancing loss: ModelSpec has no coefficient for one. Shared experts (DeepSeek, Qwen2-MoE)
 // run on every token as one FFN of their combined width, as models/ layer_ops costs them.
 //
@@ -35,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "moe_capacity.hpp"
 #include "orrery/pb/model.pb.h"
 #include "parallel.hpp"
 
@@ -71,6 +75,8 @@ struct MoeContext {
   ExpertParallel ep;
   int64_t tp_size = 1, tp_rank = 0;
   std::function<const torch::Tensor*(const std::string&)> param;
+  MoeCapacity capacity;       // none: every routed copy processed
+  int64_t token_groups = 1;   // slices of the sequence routed apart (tp under SP; moe_capacity.hpp)
 };
 
 // Routed plus shared experts of decoder layer `layer` on `x` ([batch, seq, hidden], the normalized

@@ -326,9 +326,13 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
   const auto from_norm = [this, layer, moe_layer](const std::vector<torch::Tensor>& in) {
     const torch::Tensor n = enter_tp_region(in[0], layer, "mlp.norm");
     if (!moe_layer) return row_parallel_out(mlp_partial(n, layer), layer, "mlp.down");
-    const MoeContext moe{&spec_, ep_, tp_size_, tp_rank_, [this](const std::string& what) {
-                           return has(what) ? &p(what) : nullptr;
-                         }};
+    const MoeContext moe{&spec_,
+                         ep_,
+                         tp_size_,
+                         tp_rank_,
+                         [this](const std::string& what) { return has(what) ? &p(what) : nullptr; },
+                         moe_capacity_,
+                         sp_ ? tp_size_ : 1};
     return row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
   };
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";

@@ -108,10 +108,6 @@ std::string plan_problem(const pb::Plan& plan) {
     return "parallel.etp: MoE parallel folding (expert tensor parallelism) is simulated, not "
            "implemented in the executor yet";
   }
-  if (plan.has_moe_capacity_factor() || plan.moe_pad_to_capacity()) {
-    return "moe_capacity_factor/moe_pad_to_capacity: token dropping at an expert capacity is "
-           "simulated, not implemented in the executor yet";
-  }
   if (plan.moe_dispatcher() == pb::MOE_DISPATCHER_DEEPEP) {
     // The executor's dispatch is one all-to-all per direction over the process group (Gloo or
     // NCCL); DeepEP's node-deduplicating kernels are a separate library.

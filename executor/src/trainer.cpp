@@ -122,6 +122,10 @@ struct Run {
     // how the simulator prices the kernel, the executor runs whichever fused kernel libtorch picks.
     model.set_materialized_attention(config.plan.attention_kernel() ==
                                      pb::ATTENTION_KERNEL_MATERIALIZED);
+    if (config.plan.has_moe_capacity_factor()) {
+      model.set_moe_capacity(
+          {config.plan.moe_capacity_factor(), config.plan.moe_pad_to_capacity()});
+    }
     set_recompute_mode(config.plan);  // recompute.hpp
   }
 

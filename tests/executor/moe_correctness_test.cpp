@@ -3,6 +3,8 @@
 // losses, gradient norms and parameters as one process with the same model and seed. Exact
 // routing (no capacity, no dropped tokens) leaves only fp32 summation order as a difference: the
 // experts' GEMMs see the tokens of several ranks at once, and gradients are summed across ranks.
+// With an expert capacity (ExpertCapacity), plans are compared where they route the same tokens
+// together.
 //
 // Models: tests/executor/tiny-moe.yaml (Llama-style, a dense first layer, then 2 MoE layers of 4
 // SwiGLU experts, top-2, plus a shared expert) and tiny-moe-gpt.yaml (GPT-style: LayerNorm, GeLU,
@@ -200,17 +202,51 @@ TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2Pp2GptStyle) {
   expect_matches(ref, train(spec("tiny-moe-gpt.yaml"), {"gpt-ep2dp2pp2", 1, 2, 2, 2, {}}));
 }
 
+// Token dropping at an expert capacity (moe_capacity_factor): each rank decides on the tokens
+// it routes, so a plan matches one process only where the tokens routed together are the same.
+// Factor 0.5 on 32-token micro-batches: capacity ceil(32 x 2 / 4 x 0.5) = 8 copies per expert, 32
+// of the 64 copies at most, so copies are dropped in every MoE layer.
+const std::vector<std::string> kCapacity = {"--moe-capacity-factor", "0.5"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// ep 2 in dp 2 against dp 2 without EP: each rank routes its own micro-batches in both, and the
+// experts receiving them on another rank drop nothing else. Dropping changes the training.
+TEST(ExpertCapacity, Ep2Dp2MatchesDp2) {
+  const Outcome ref = train(spec("tiny-moe.yaml"), {"dp2-cap", 1, 2, 1, 1, kCapacity});
+  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2-cap", 1, 2, 1, 2, kCapacity}));
+  const Outcome dropless = train(spec("tiny-moe.yaml"), {"dp2", 1, 2, 1, 1, {}});
+  EXPECT_GT(std::abs(dropless.steps.front().loss - ref.steps.front().loss), 1e-4);
+}
+
+// Padding to the capacity (zero rows through the experts and both all-to-alls) changes the work,
+// not the numbers.
+TEST(ExpertCapacity, PaddingChangesNothing) {
+  const Outcome ref = train(spec("tiny-moe.yaml"), {"ep2dp2-cap", 1, 2, 1, 2, kCapacity});
+  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2-cap-pad", 1, 2, 1, 2,
+                                                     with(kCapacity, {"--moe-pad-to-capacity"})}));
+}
+
+// TP without SP: both TP ranks route the whole sequence, as one process does.
+TEST(ExpertCapacity, Tp2MatchesSingleProcess) {
+  const Outcome ref = train(spec("tiny-moe.yaml"), {"single-cap", 1, 1, 1, 1, kCapacity});
+  expect_matches(ref, train(spec("tiny-moe.yaml"), {"tp2-cap", 2, 1, 1, 1, kCapacity}));
+}
+
 // `orrery run --out` times every op under the simulator's node names and fails (an internal
 // error) when the executor ran an op the lowering lacks or skipped one it has; so a traced EP
 // run that succeeds ran exactly the lowered MoE graph. Here also: the all-to-alls and experts
 // were timed on both ranks, forward and backward.
-TEST(ExpertParallel, TracedRunMatchesTheLowering) {
+void expect_traced_run_matches_the_lowering(const std::string& flags) {
   const std::string dir = test::fresh_dir("moe-trace");
   std::filesystem::remove_all(dir);  // `orrery run` creates it
   const std::string command =
       std::string("timeout 180 ") + ORRERY_RUN_CLI_BIN + " run --model " + spec("tiny-moe.yaml") +
       " --cluster local --dp 2 --ep 2 --global-batch 4 --seq 32 --steps 2 --seed 5 --out " + dir +
-      " 2>&1";
+      flags + " 2>&1";
   std::string out;
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
@@ -241,6 +277,13 @@ TEST(ExpertParallel, TracedRunMatchesTheLowering) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ExpertParallel, TracedRunMatchesTheLowering) { expect_traced_run_matches_the_lowering(""); }
+
+// The same with a capacity, padded, given as `run` flags.
+TEST(ExpertCapacity, TracedRunMatchesTheLowering) {
+  expect_traced_run_matches_the_lowering(" --moe-capacity-factor 1.25 --moe-pad-to-capacity");
+}
+
 TrainConfig config(const std::string& model, int64_t tp, int64_t dp, int64_t ep) {
   TrainConfig c;
   c.model = models::load_model(model);
@@ -257,6 +300,10 @@ TrainConfig config(const std::string& model, int64_t tp, int64_t dp, int64_t ep)
 TEST(ExpertParallel, UnsupportedReasons) {
   EXPECT_EQ(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 2, 2)), "");
   EXPECT_EQ(unsupported_reason(config(spec("tiny-moe.yaml"), 2, 4, 4)), "");
+  TrainConfig capacity = config(spec("tiny-moe.yaml"), 1, 2, 2);
+  capacity.plan.set_moe_capacity_factor(1.25);
+  capacity.plan.set_moe_pad_to_capacity(true);
+  EXPECT_EQ(unsupported_reason(capacity), "");
   EXPECT_NE(unsupported_reason(config("tiny", 1, 2, 2)).find("rule ep-needs-moe"),
             std::string::npos);
   EXPECT_NE(unsupported_reason(config(spec("tiny-moe.yaml"), 1, 4, 8))

@@ -70,6 +70,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   bool materialized = false;
   app.add_flag("--materialized-attention", materialized, "attention_kernel materialized");
+  double capacity_factor = 0;
+  bool pad_to_capacity = false;
+  app.add_option("--moe-capacity-factor", capacity_factor, "MoE: each expert's capacity");
+  app.add_flag("--moe-pad-to-capacity", pad_to_capacity, "MoE: experts' rows padded to it");
   app.add_option("--steps", c.steps);
   app.add_option("--seed", c.seed);
   app.add_option("--timeout", c.timeout_s);
@@ -106,6 +110,8 @@ int main(int argc, char** argv) {
       c.plan.add_recompute_modules(module);
     }
     if (materialized) c.plan.set_attention_kernel(pb::ATTENTION_KERNEL_MATERIALIZED);
+    if (capacity_factor > 0) c.plan.set_moe_capacity_factor(capacity_factor);
+    c.plan.set_moe_pad_to_capacity(pad_to_capacity);
     c.plan.set_overlap_grad_reduce(overlap_grad);
     c.plan.set_overlap_param_gather(overlap_gather);
     c.plan.mutable_parallel()->set_tp(tp);
