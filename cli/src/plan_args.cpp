@@ -211,6 +211,9 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
                   "MoE token dropping: each expert takes at most this many times its mean share "
                   "of a rank's routed tokens (Megatron-core --moe-expert-capacity-factor; "
                   "default: no capacity, nothing dropped)");
+  cmd->add_option("--moe-expert-gemm", a.moe_expert_gemm,
+                  "grouped | per_expert: the routed experts as one grouped GEMM per kernel, or "
+                  "one GEMM per expert (Megatron-core's SequentialMLP; default grouped)");
   cmd->add_flag("--moe-pad-to-capacity", a.moe_pad_to_capacity,
                 "With --moe-capacity-factor: every expert's input padded to its capacity "
                 "(Megatron-core --moe-pad-expert-input-to-capacity; default off; a plan's true "
@@ -265,6 +268,10 @@ void apply_strategy_flags(const PlanArgs& a, pb::Plan& p) {
   if (a.moe_dispatcher) {
     p.set_moe_dispatcher(static_cast<pb::MoeDispatcher>(
         parse_enum("--moe-dispatcher", *a.moe_dispatcher, pb::MoeDispatcher_descriptor())));
+  }
+  if (a.moe_expert_gemm) {
+    p.set_moe_expert_gemm(static_cast<pb::MoeExpertGemm>(
+        parse_enum("--moe-expert-gemm", *a.moe_expert_gemm, pb::MoeExpertGemm_descriptor())));
   }
   if (a.bucket) p.set_bucket_bytes(bucket_bytes(*a.bucket));
   if (a.prefetch) p.set_prefetch_buckets(*a.prefetch);

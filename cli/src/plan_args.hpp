@@ -21,7 +21,7 @@ struct PlanArgs {
   std::string plan_file, model, cluster;
   std::optional<int64_t> nodes, tp, pp, dp, cp, ep, etp, vp, micro_batch, global_batch, seq;
   std::optional<int64_t> shard_group, prefetch, recompute_every;
-  std::optional<std::string> recompute_modules, moe_dispatcher;
+  std::optional<std::string> recompute_modules, moe_dispatcher, moe_expert_gemm;
   std::optional<std::string> schedule, sharding, recompute, precision, bucket, placement, attention;
   std::optional<std::string> layers_per_stage, stage_node_groups, stage_tp, stage_dp;
   std::optional<std::string> fp8_recipe;

@@ -82,6 +82,8 @@ class Transformer {
   void set_materialized_attention(bool on) { materialized_attention_ = on; }
   // The plan's expert capacity for the MoE layers (moe_capacity.hpp); none by default.
   void set_moe_capacity(const MoeCapacity& capacity) { moe_capacity_ = capacity; }
+  // moe_expert_gemm per_expert: each routed expert's kernels timed as their own nodes.
+  void set_per_expert_nodes(bool on) { per_expert_nodes_ = on; }
 
   const std::vector<ShardedParam>& parameters() const { return params_; }
   // For the data-parallel optimizer, which may replace the tensors (FSDP: by gathered copies).
@@ -132,6 +134,7 @@ class Transformer {
   bool sp_;
   bool materialized_attention_ = false;
   MoeCapacity moe_capacity_;
+  bool per_expert_nodes_ = false;
   ExpertParallel ep_;
   StageLayers stage_;
   c10::Device device_;

@@ -78,10 +78,13 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
 };
 
 // up (+ gate, one GEMM), activation, down of one expert (or of the shared experts) under the
-// lowering's op names `<op>.up`, `<op>.act`, `<op>.down`; the times of all experts of a layer
-// add up under one name. `prefix` names the parameters ("layers.1.moe.experts.2.").
+// lowering's op names `<op>.up<piece>`, `<op>.act<piece>`, `<op>.down<piece>`: with an empty
+// `piece` the times of all experts of a layer add up under one name (grouped GEMMs); under
+// moe_expert_gemm per_expert each local expert has its own (".expert<j>"). `prefix` names the
+// parameters ("layers.1.moe.experts.2.").
 torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& op,
-                         const std::string& prefix, const torch::Tensor& x) {
+                         const std::string& prefix, const torch::Tensor& x,
+                         const std::string& piece = "") {
   auto need = [&](const std::string& name) -> const torch::Tensor& {
     const torch::Tensor* t = c.param(prefix + name);
     ORRERY_CHECK(t != nullptr, "no parameter " + prefix + name);
@@ -93,14 +96,14 @@ torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& 
   };
   const auto activation = c.spec->activation();
   const bool gate = models::gated_activation(activation);
-  auto up = timed_op(layer, op + ".up", [&] {
+  auto up = timed_op(layer, op + ".up" + piece, [&] {
     const torch::Tensor bias = maybe("up.bias");
     if (!gate) return torch::linear(x, need("up.weight"), bias);
     // [..., 2 w], gate first; the bias belongs to the up half.
     auto w = torch::cat({need("up.gate_weight"), need("up.weight")});
     return torch::linear(x, w, bias.defined() ? torch::cat({torch::zeros_like(bias), bias}) : bias);
   });
-  auto act = timed_op(layer, op + ".act", [&] {
+  auto act = timed_op(layer, op + ".act" + piece, [&] {
     if (gate) {
       auto halves = up.chunk(2, -1);
       return activation == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
@@ -115,7 +118,7 @@ torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& 
         return torch::gelu(up);
     }
   });
-  return timed_op(layer, op + ".down", [&] {
+  return timed_op(layer, op + ".down" + piece, [&] {
     torch::Tensor bias = maybe("down.bias");
     // The TP ranks' partial outputs are summed: each adds bias / tp (exact for powers of two).
     if (bias.defined() && c.tp_size > 1) bias = bias / static_cast<double>(c.tp_size);
@@ -239,7 +242,8 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
   for (int64_t j = 0; j < local; ++j) {
     outs.push_back(expert_ffn(c, layer, "moe.experts",
                               pre + "experts." + std::to_string(first + j) + ".",
-                              pieces[static_cast<size_t>(j)]));
+                              pieces[static_cast<size_t>(j)],
+                              c.per_expert_nodes ? ".expert" + std::to_string(j) : ""));
   }
   torch::Tensor out = torch::cat(outs);
   if (ep > 1) {

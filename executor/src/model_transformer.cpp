@@ -332,7 +332,8 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
                          tp_rank_,
                          [this](const std::string& what) { return has(what) ? &p(what) : nullptr; },
                          moe_capacity_,
-                         sp_ ? tp_size_ : 1};
+                         sp_ ? tp_size_ : 1,
+                         per_expert_nodes_};
     return row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
   };
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";

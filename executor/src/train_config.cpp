@@ -120,12 +120,6 @@ std::string plan_problem(const pb::Plan& plan) {
     return "moe_a2a_overlap: the merged forward/backward pairs are simulated, not run by the "
            "executor (each pass runs alone, its all-to-alls in line)";
   }
-  if (plan.moe_expert_gemm() == pb::MOE_EXPERT_GEMM_PER_EXPERT) {
-    // The executor does loop over its experts (model_moe.cpp), but times them under one node per
-    // op, where this lowering has one node per expert (".expert<i>").
-    return "moe_expert_gemm per_expert: one graph node per local expert is simulated, not "
-           "implemented in the executor yet (it times all experts of an op as one node)";
-  }
   return "";
 }
 

@@ -122,6 +122,7 @@ struct Run {
     // how the simulator prices the kernel, the executor runs whichever fused kernel libtorch picks.
     model.set_materialized_attention(config.plan.attention_kernel() ==
                                      pb::ATTENTION_KERNEL_MATERIALIZED);
+    model.set_per_expert_nodes(config.plan.moe_expert_gemm() == pb::MOE_EXPERT_GEMM_PER_EXPERT);
     if (config.plan.has_moe_capacity_factor()) {
       model.set_moe_capacity(
           {config.plan.moe_capacity_factor(), config.plan.moe_pad_to_capacity()});

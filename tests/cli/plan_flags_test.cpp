@@ -147,10 +147,10 @@ TEST(PlanFlags, MoeA2aOverlapSwitchesOn) {
       "moe_a2a_overlap: true\n", "--moe-a2a-overlap", "a2a_");
 }
 
-// --moe-capacity-factor and --moe-pad-to-capacity are the plan's fields (mixtral-8x7b, ep 8 on
-// 2 DGX H100 nodes, experts 1.5x over the mean): a capacity of 1.25 caps the busiest experts'
-// work, padding fills every expert to it.
-TEST(PlanFlags, MoeCapacityFlagsAreThePlanFields) {
+// --moe-capacity-factor, --moe-pad-to-capacity and --moe-expert-gemm are the plan's fields
+// (mixtral-8x7b, ep 8 on 2 DGX H100 nodes, experts 1.5x over the mean): a capacity of 1.25 caps
+// the busiest experts' work, padding fills every expert to it, per-expert GEMMs pay more launches.
+TEST(PlanFlags, MoeFlagsAreThePlanFields) {
   const std::string plan =
       "model: mixtral-8x7b\ncluster: dgx-h100\nnodes: 2\nmicro_batch_size: 1\n"
       "job: {global_batch_size: 32, seq_len: 4096, precision: bf16}\n"
@@ -158,6 +158,11 @@ TEST(PlanFlags, MoeCapacityFlagsAreThePlanFields) {
   expect_flag_is_field(plan, "moe_capacity_factor: 1.25\n", "--moe-capacity-factor 1.25", "cap_");
   expect_flag_is_field(plan + "moe_capacity_factor: 1.25\n", "moe_pad_to_capacity: true\n",
                        "--moe-pad-to-capacity", "pad_");
+  // ep 4: two local experts, so two GEMMs per kernel instead of one.
+  std::string ep4 = plan;
+  ep4.replace(ep4.find("ep: 8"), 5, "ep: 4");
+  expect_flag_is_field(ep4, "moe_expert_gemm: per_expert\n", "--moe-expert-gemm per_expert",
+                       "gemm_");
 }
 
 // --optimizer-state-dtype bf16 is the plan's `optimizer_state_dtype: bf16` (same output bytes),

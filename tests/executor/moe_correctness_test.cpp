@@ -240,7 +240,10 @@ TEST(ExpertCapacity, Tp2MatchesSingleProcess) {
 // error) when the executor ran an op the lowering lacks or skipped one it has; so a traced EP
 // run that succeeds ran exactly the lowered MoE graph. Here also: the all-to-alls and experts
 // were timed on both ranks, forward and backward.
-void expect_traced_run_matches_the_lowering(const std::string& flags) {
+// `experts`: the suffixes of the routed experts' kernels (".expert0", ".expert1" under
+// moe_expert_gemm per_expert, one node per local expert).
+void expect_traced_run_matches_the_lowering(const std::string& flags,
+                                            const std::vector<std::string>& experts = {""}) {
   const std::string dir = test::fresh_dir("moe-trace");
   std::filesystem::remove_all(dir);  // `orrery run` creates it
   const std::string command =
@@ -265,11 +268,16 @@ void expect_traced_run_matches_the_lowering(const std::string& flags) {
       EXPECT_TRUE(node.has_duration_s()) << node.name();
       seconds[node.name()] = node.duration_s();
     }
-    for (const char* name :
-         {"L1.mb0.fwd.moe.router", "L1.mb0.fwd.moe.router.all_to_all", "L2.mb1.fwd.moe.shared.up",
-          "L1.mb0.fwd.moe.experts.up", "L2.mb1.fwd.moe.experts.down.all_to_all",
-          "L2.mb0.bwd.moe.experts.down.grad.all_to_all", "L1.mb1.bwd.moe.router.grad.all_to_all",
-          "L1.mb1.bwd.moe.experts.down", "L2.mb0.bwd.moe.router"}) {
+    std::vector<std::string> names = {
+        "L1.mb0.fwd.moe.router",        "L1.mb0.fwd.moe.router.all_to_all",
+        "L2.mb1.fwd.moe.shared.up",     "L2.mb1.fwd.moe.experts.down.all_to_all",
+        "L2.mb0.bwd.moe.router",        "L2.mb0.bwd.moe.experts.down.grad.all_to_all",
+        "L1.mb1.bwd.moe.router.grad.all_to_all"};
+    for (const auto& e : experts) {
+      names.push_back("L1.mb0.fwd.moe.experts.up" + e);
+      names.push_back("L1.mb1.bwd.moe.experts.down" + e);
+    }
+    for (const auto& name : names) {
       ASSERT_EQ(seconds.count(name), 1u) << "rank " << rank.rank() << ": " << name;
       EXPECT_GT(seconds[name], 0) << "rank " << rank.rank() << ": " << name;
     }
@@ -282,6 +290,12 @@ TEST(ExpertParallel, TracedRunMatchesTheLowering) { expect_traced_run_matches_th
 // The same with a capacity, padded, given as `run` flags.
 TEST(ExpertCapacity, TracedRunMatchesTheLowering) {
   expect_traced_run_matches_the_lowering(" --moe-capacity-factor 1.25 --moe-pad-to-capacity");
+}
+
+// Megatron-core's SequentialMLP (moe_expert_gemm per_expert): each of a rank's 2 experts is timed
+// as its own node, as the lowering has one per local expert (".expert0", ".expert1").
+TEST(ExpertParallel, PerExpertGemmsTracedAsTheLowering) {
+  expect_traced_run_matches_the_lowering(" --moe-expert-gemm per_expert", {".expert0", ".expert1"});
 }
 
 TrainConfig config(const std::string& model, int64_t tp, int64_t dp, int64_t ep) {
