@@ -1,5 +1,6 @@
 #include "parallel_sharding.hpp"
 
+#include "adamw_bf16_moments.hpp"
 #include "loss_scaler.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
@@ -34,11 +35,15 @@ DataParallelOptimizer::DataParallelOptimizer(Transformer& model, const RankGroup
       strategy_(make_strategy(model, groups, c, ep_size)),
       parameters_are_chunks_(groups.dp && plan::shards_parameters(c.plan.sharding())) {
   if (strategy_->uses_part_hooks()) model_.set_part_hooks(this);
-  adamw_ = std::make_unique<torch::optim::AdamW>(strategy_->optimized(),
-                                                 torch::optim::AdamWOptions(opt_.learning_rate)
-                                                     .betas({opt_.beta1, opt_.beta2})
-                                                     .eps(opt_.eps)
-                                                     .weight_decay(opt_.weight_decay));
+  const auto options = torch::optim::AdamWOptions(opt_.learning_rate)
+                           .betas({opt_.beta1, opt_.beta2})
+                           .eps(opt_.eps)
+                           .weight_decay(opt_.weight_decay);
+  if (c.plan.optimizer_state_dtype() == pb::OPTIMIZER_STATE_DTYPE_BF16) {
+    adamw_ = std::make_unique<AdamWBf16Moments>(strategy_->optimized(), options);
+  } else {
+    adamw_ = std::make_unique<torch::optim::AdamW>(strategy_->optimized(), options);
+  }
 }
 
 DataParallelOptimizer::~DataParallelOptimizer() {

@@ -70,10 +70,6 @@ std::string plan_problem(const pb::Plan& plan) {
            "the executor yet "
            "(every stage uses parallel.tp and parallel.dp)";
   }
-  if (plan.optimizer_state_dtype() == pb::OPTIMIZER_STATE_DTYPE_BF16) {
-    return "optimizer_state_dtype bf16: the precision-aware optimizer's bf16 moments are "
-           "simulated, not run by the executor yet (its Adam keeps fp32 moments)";
-  }
   if (plan.recompute() == pb::RECOMPUTE_SELECTIVE_OP) {
     return "recompute selective_op: torchtitan's op-level selective checkpointing is simulated, "
            "not run by the executor yet (none, selective and full are)";

@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   bool materialized = false;
   app.add_flag("--materialized-attention", materialized, "attention_kernel materialized");
+  std::string optimizer_state_dtype;
+  app.add_option("--optimizer-state-dtype", optimizer_state_dtype, "fp32 | bf16: Adam's moments");
   double capacity_factor = 0;
   bool pad_to_capacity = false;
   app.add_option("--moe-capacity-factor", capacity_factor, "MoE: each expert's capacity");
@@ -110,6 +112,13 @@ int main(int argc, char** argv) {
       c.plan.add_recompute_modules(module);
     }
     if (materialized) c.plan.set_attention_kernel(pb::ATTENTION_KERNEL_MATERIALIZED);
+    if (!optimizer_state_dtype.empty()) {
+      pb::OptimizerStateDtype d = pb::OPTIMIZER_STATE_DTYPE_UNSPECIFIED;
+      if (!pb::OptimizerStateDtype_Parse("OPTIMIZER_STATE_DTYPE_" + upper_case(optimizer_state_dtype),
+                                         &d))
+        throw std::runtime_error("--optimizer-state-dtype " + optimizer_state_dtype + ": fp32 or bf16");
+      c.plan.set_optimizer_state_dtype(d);
+    }
     if (capacity_factor > 0) c.plan.set_moe_capacity_factor(capacity_factor);
     c.plan.set_moe_pad_to_capacity(pad_to_capacity);
     c.plan.set_overlap_grad_reduce(overlap_grad);

@@ -175,12 +175,9 @@ TEST(UnsupportedReason, RecomputeModulesOtherThanCoreAttnAreRefused) {
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_CORE_ATTN);
   EXPECT_EQ(unsupported_reason(c), "");
-  c.plan.set_optimizer_state_dtype(pb::OPTIMIZER_STATE_DTYPE_BF16);
-  EXPECT_EQ(unsupported_reason(c),
-            "optimizer_state_dtype bf16: the precision-aware optimizer's bf16 moments are "
-            "simulated, not run by the executor yet (its Adam keeps fp32 moments)");
-  c.plan.set_optimizer_state_dtype(pb::OPTIMIZER_STATE_DTYPE_FP32);
+  c.plan.set_optimizer_state_dtype(pb::OPTIMIZER_STATE_DTYPE_BF16);  // runs (adamw_bf16_moments)
   EXPECT_EQ(unsupported_reason(c), "");
+  c.plan.set_optimizer_state_dtype(pb::OPTIMIZER_STATE_DTYPE_FP32);
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_MLP);
   EXPECT_EQ(unsupported_reason(c), "");
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
