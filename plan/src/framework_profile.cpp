@@ -46,6 +46,9 @@ std::vector<pb::FrameworkProfile> read_profiles() {
     parse_spec(file.text, source, SpecFormat::kYaml, &p);
     check_sources(p, source);
     for (const auto& have : out) {
+      // A version-free name must mean one profile.
+      ORRERY_CHECK(have.name() != p.name() || !(have.unversioned() || p.unversioned()),
+                   "two framework profiles are named " + p.name() + " and one is unversioned");
       for (const auto& v : p.versions()) {
         const auto& vs = have.versions();
         ORRERY_CHECK(have.name() != p.name() || std::find(vs.begin(), vs.end(), v) == vs.end(),
@@ -129,6 +132,7 @@ const std::vector<pb::FrameworkProfile>& framework_profiles() {
 std::vector<std::string> known_frameworks() {
   std::vector<std::string> out;
   for (const auto& p : framework_profiles()) {
+    if (p.unversioned()) out.push_back(p.name());
     for (const auto& v : p.versions()) out.push_back(p.name() + "@" + v);
   }
   std::sort(out.begin(), out.end());
@@ -142,7 +146,12 @@ const pb::FrameworkProfile& find_framework_profile(std::string_view text, std::s
     throw base::InputError(std::string(file), line, std::string(field),
                            "got '" + std::string(text) + "', " + why + "; known: " + known_list());
   };
-  if (at == std::string_view::npos) return fail("expected NAME@VERSION");
+  if (at == std::string_view::npos) {
+    for (const auto& p : framework_profiles()) {
+      if (p.name() == text && p.unversioned()) return p;
+    }
+    return fail("expected NAME@VERSION (only an unversioned profile goes by its name alone)");
+  }
   const std::string_view name = text.substr(0, at);
   const std::string_view version = text.substr(at + 1);
   bool named = false;

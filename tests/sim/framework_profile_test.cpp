@@ -1,7 +1,8 @@
 // Framework profiles (plan/frameworks/*.yaml): every shipped profile reads and sources each value,
 // a name or version no profile covers is refused naming the file, the field and the known values,
 // a profile fills only what the plan leaves unstated, and validate --runs applies the profile a
-// case's framework text names (and none where the text names no release).
+// case's framework text names (and none where the text names no release, unless the profile is
+// unversioned).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -60,6 +61,10 @@ TEST(FrameworkProfiles, AnUnknownNameOrVersionIsRefusedWithTheKnownValues) {
       << version;
   EXPECT_NE(refusal("torchtitan").find("expected NAME@VERSION"), std::string::npos);
   EXPECT_EQ(refusal("megatron-core@0.6"), "accepted");
+  // PyTorch FSDP's profiles are unversioned: their name alone is enough, and listed as known.
+  EXPECT_EQ(refusal("pytorch-fsdp1"), "accepted");
+  EXPECT_EQ(find_framework_profile("pytorch-fsdp2", "", "framework").name(), "pytorch-fsdp2");
+  EXPECT_NE(name.find("pytorch-fsdp1, pytorch-fsdp1@2.0"), std::string::npos) << name;
 }
 
 TEST(FrameworkProfiles, TheProfileFillsOnlyWhatThePlanLeavesUnstated) {
@@ -126,6 +131,21 @@ TEST(FrameworkProfiles, ValidateRunsAppliesTheProfileTheFrameworkTextNames) {
   EXPECT_EQ(runs.at("DGXC-L70B-BF16-64").plan.grad_reduce_dtype(), pb::GRAD_REDUCE_DTYPE_FP32);
   EXPECT_EQ(without.at("DGXC-L70B-BF16-64").profile, "");
   for (const auto& [id, run] : runs) EXPECT_FALSE(run.profile.empty()) << id;
+}
+
+// The assembled runs: "fms-fsdp 3b1ce15 (2024-05, PyTorch FSDP1)" names FSDP1 (hyphen as a space)
+// and no release, which its unversioned profile does not need; "torchtitan 6fc499f (2025-08, ...)"
+// names a release the torchtitan profile does not cover, and Megatron-Core's MoE runs name no
+// megatron-core release: neither gets a profile.
+TEST(FrameworkProfiles, AnUnversionedProfileNeedsNoRelease) {
+  std::map<std::string, validation::PublishedRun> runs;
+  for (auto& r : validation::published_runs(fs::path(ORRERY_SOURCE_DIR) / "validation/data/runs.json"))
+    runs[r.id] = std::move(r);
+  EXPECT_EQ(runs.at("FMSFSDP-L2-7B-A100-128-hsdp").profile, "pytorch-fsdp1");
+  EXPECT_EQ(runs.at("FMSFSDP-L2-7B-A100-128-hsdp").plan.prefetch_buckets(), 1);
+  EXPECT_EQ(runs.at("TTAO-B200-L3-8B-8-bf16").profile, "");
+  EXPECT_EQ(runs.at("MOEZOO-QWEN3-235B-H100-256-tp2ep8dp128-fsdp").profile, "");
+  EXPECT_EQ(runs.at("TT24-T1-8B-8-FSDP").profile, "torchtitan@2024-12");
 }
 
 }  // namespace

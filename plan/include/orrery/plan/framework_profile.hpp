@@ -17,11 +17,13 @@ namespace orrery::plan {
 // sorted by name and first version.
 const std::vector<pb::FrameworkProfile>& framework_profiles();
 
-// "NAME@VERSION" of every release the profiles cover, sorted: the known values errors list.
+// "NAME@VERSION" of every release the profiles cover, and the bare "NAME" of each unversioned
+// profile, sorted: the known values errors list.
 std::vector<std::string> known_frameworks();
 
-// The profile `text` ("NAME@VERSION") names. Throws base::InputError at `file`, `line` and `field`
-// naming the known values when the name or the version is unknown or the text has no '@'.
+// The profile `text` ("NAME@VERSION", or "NAME" of an unversioned profile) names. Throws
+// base::InputError at `file`, `line` and `field` naming the known values when the name or the
+// version is unknown, or the text has no '@' and the profile needs a version.
 const pb::FrameworkProfile& find_framework_profile(std::string_view text, std::string_view file,
                                                    std::string_view field, int line = 0);
 
