@@ -485,11 +485,12 @@ TEST(CliValidate, UnreadableCasesAreSkippedWithTheField) {
   const auto some = run_command(orrery("validate --runs " + readers.string() + " --json"));
   ASSERT_EQ(some.exit_code, 0) << some.err;
   const auto j = nlohmann::json::parse(some.out);
-  EXPECT_EQ(j["simulated"].get<int>(), 13);
+  EXPECT_EQ(j["simulated"].get<int>(), 15);
   // Two fp8 recipe cases (17, 18), two malformed model variants (19, 20) and a case naming two
   // flash generations (22) among them, HSDP without its shard group (25), a shard group without
-  // HSDP (26) and a moe_a2a_overlap that is no boolean (28).
-  EXPECT_EQ(j["skipped"].get<int>(), 16);
+  // HSDP (26), a moe_a2a_overlap that is no boolean (28), a stated cluster without the GPU's
+  // generation (31), a PCIe part without a cluster (32) and an unknown cluster (33).
+  EXPECT_EQ(j["skipped"].get<int>(), 19);
   EXPECT_EQ(j["cases"][15]["skipped"].get<std::string>(),
             readers.string() +
                 ": cases[15].hardware.num_gpus: expected a positive integer, got \"eight\"");

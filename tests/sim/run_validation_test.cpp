@@ -31,6 +31,13 @@ std::map<std::string, validation::PublishedRun> runs_by_id() {
   return out;
 }
 
+// The case reads and simulates to a step time.
+void expect_simulates(const validation::PublishedRun& run) {
+  const validation::RunCase r = validation::simulate_run(run, EngineKind::kAnalytic, nullptr);
+  EXPECT_EQ(r.skipped, "") << run.id;
+  EXPECT_GT(r.predicted_s, 0) << run.id;
+}
+
 TEST(RunValidation, PrecisionIsReadAsWritten) {
   auto runs = runs_by_id();
   EXPECT_EQ(runs.at("bf16-dense").plan.job().precision(), pb::PRECISION_BF16);
@@ -291,9 +298,7 @@ TEST(RunValidation, HsdpNeedsItsShardGroup) {
   ASSERT_EQ(hsdp.skipped, "");
   EXPECT_EQ(hsdp.plan.sharding(), pb::SHARDING_HSDP);
   EXPECT_EQ(hsdp.plan.shard_group_size(), 8);
-  const validation::RunCase r = validation::simulate_run(hsdp, EngineKind::kAnalytic, nullptr);
-  EXPECT_EQ(r.skipped, "");
-  EXPECT_GT(r.predicted_s, 0);
+  expect_simulates(hsdp);
   EXPECT_EQ(runs.at("hsdp-without-group").skipped,
             in_file("cases[25].parallel.shard_group: missing: zero_fsdp 'HSDP' names HSDP, which "
                     "shards each parameter over a group of ranks; give the group's size"));
@@ -323,16 +328,42 @@ TEST(RunValidation, MoeA2aOverlapIsReadOnlyAsStated) {
   EXPECT_LT(with.predicted_s, without.predicted_s);
 }
 
+// hardware.cluster names the cluster (a preset, or a file beside the runs file) instead of the
+// preset the GPU's generation picks; it must hold that generation. A PCIe part, which no preset
+// has, needs it.
+TEST(RunValidation, AStatedClusterReplacesTheGenerationsPreset) {
+  auto runs = runs_by_id();
+  const auto& p5 = runs.at("stated-cluster-preset");
+  ASSERT_EQ(p5.skipped, "");
+  EXPECT_EQ(p5.cluster_label, "aws-p5 x2");
+  EXPECT_EQ(p5.cluster.node_types(0).nic().transport().kind(), pb::TRANSPORT_KIND_EFA);
+  const auto& file = runs.at("stated-cluster-file");
+  ASSERT_EQ(file.skipped, "");
+  EXPECT_EQ(file.cluster.node_types(0).device(), "L40S");
+  expect_simulates(file);
+  EXPECT_EQ(runs.at("stated-cluster-mismatch").skipped,
+            in_file("cases[31].hardware.cluster: its node type p5.48xlarge holds H100-SXM GPUs, but "
+                    "hardware.gpu names A100 80GB"));
+  EXPECT_EQ(runs.at("pcie-without-cluster").skipped,
+            in_file("cases[32].hardware.gpu: got 'H100 PCIe 80GB', a PCIe part, which no cluster "
+                    "preset has: state hardware.cluster (a cluster file with its devices and "
+                    "links)"));
+  EXPECT_NE(runs.at("unknown-cluster").skipped.find("cases[33].hardware.cluster: "),
+            std::string::npos)
+      << runs.at("unknown-cluster").skipped;
+  EXPECT_NE(runs.at("unknown-cluster").skipped.find("aws-p9"), std::string::npos);
+}
+
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
-  ASSERT_EQ(v.cases.size(), 29u);
+  ASSERT_EQ(v.cases.size(), 34u);
   // The first seven, the parallel block (10), the windowed model (11), FlashAttention-3 on H100
-  // (21), 64 GB200 trays (23), HSDP with its shard group (24) and the stated MoE all-to-all
-  // overlap (27).
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21, 23, 24, 27})
+  // (21), 64 GB200 trays (23), HSDP with its shard group (24), the stated MoE all-to-all
+  // overlap (27) and the two stated clusters (29, 30).
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 10, 11, 21, 23, 24, 27, 29, 30})
     EXPECT_TRUE(v.cases[i].skipped.empty()) << v.cases[i].id << ": " << v.cases[i].skipped;
-  EXPECT_EQ(v.simulated, 13);
-  EXPECT_EQ(v.skipped, 16);
+  EXPECT_EQ(v.simulated, 15);
+  EXPECT_EQ(v.skipped, 19);
   // An MXFP8 run on H100 is refused by the plan's rule, naming the field and the reason.
   EXPECT_NE(v.cases[18].skipped.find("job.fp8_recipe: rule mxfp8-needs-mx-formats"),
             std::string::npos)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -51,19 +52,68 @@ std::string split_into_domains(pb::ClusterSpec& cluster, int64_t nodes) {
          "-node domains)";
 }
 
-// The cluster preset a run's GPU is built on (docs/validation.md), by the GPU's generation as the
-// text names it; "" when no preset has it. Longer names first: "gb200" also contains "b200".
-std::string cluster_preset_of(const std::string& gpu) {
-  const std::string g = lowercase(gpu);
+// The GPU generations a run's text may name, each with the cluster preset it is built on
+// (docs/validation.md). Longer names first: "gb200" also contains "b200".
+const std::vector<std::pair<const char*, const char*>>& generation_presets() {
   static const std::vector<std::pair<const char*, const char*>> kPresets = {
       {"gb300", "gb300-nvl72"}, {"gb200", "gb200-nvl72"}, {"b200", "hgx-b200"},
       {"h200", "hgx-h200"},     {"h800", "h800"},         {"h100", "dgx-h100"},
       {"a100", "dgx-a100"},     {"a800", "hgx-a800"},     {"mi325x", "mi325x"},
       {"mi300x", "mi300x"}};
-  for (const auto& [name, preset] : kPresets) {
-    if (g.find(name) != std::string::npos) return preset;
+  return kPresets;
+}
+
+// The generation the GPU's text names ("h100"), "" when it names none of them.
+std::string generation_of(const std::string& gpu) {
+  const std::string g = lowercase(gpu);
+  for (const auto& [name, preset] : generation_presets()) {
+    if (g.find(name) != std::string::npos) return name;
   }
   return {};
+}
+
+// The cluster preset a run's GPU is built on, by its generation; "" when no preset has it.
+std::string cluster_preset_of(const std::string& gpu) {
+  const std::string generation = generation_of(gpu);
+  for (const auto& [name, preset] : generation_presets()) {
+    if (name == generation) return preset;
+  }
+  return {};
+}
+
+// `hardware.cluster`: a cluster preset name, or a cluster file (a path with '/' or a .yaml, .yml
+// or .json name) relative to the runs file's folder. Loaded unsized; a preset or file that does
+// not load skips the case naming the field.
+pb::ClusterSpec stated_cluster(const CaseReader& hw, const std::string& runs_file,
+                               std::string& label) {
+  label = hw.text("cluster");
+  std::string where = label;
+  const auto ends_with = [&](const char* suffix) {
+    const std::string s(suffix);
+    return label.size() >= s.size() && label.compare(label.size() - s.size(), s.size(), s) == 0;
+  };
+  const bool file = label.find('/') != std::string::npos || ends_with(".yaml") ||
+                    ends_with(".yml") || ends_with(".json");
+  if (file && std::filesystem::path(label).is_relative())
+    where = (std::filesystem::path(runs_file).parent_path() / label).string();
+  try {
+    return topologies::load_cluster(where);
+  } catch (const base::InputError& e) {
+    hw.fail("cluster", e.what());
+  }
+}
+
+// A stated cluster must hold the generation the GPU's text names, if it names one.
+void check_stated_generation(const CaseReader& hw, const std::string& gpu,
+                             const pb::ClusterSpec& cluster) {
+  const std::string generation = generation_of(gpu);
+  if (generation.empty()) return;
+  for (const auto& type : cluster.node_types()) {
+    if (lowercase(type.device()).find(generation) == std::string::npos) {
+      hw.fail("cluster", "its node type " + type.name() + " holds " + type.device() +
+                             " GPUs, but hardware.gpu names " + gpu);
+    }
+  }
 }
 
 // The memory the GPU's text states ("H100 SXM 96GB HBM2e"), in whole GB; 0 when it states none.
@@ -227,19 +277,32 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   }
   const CaseReader hw = r.child("hardware");
   out.gpu = hw.text("gpu");
-  const std::string preset = cluster_preset_of(hw.text("gpu"));
-  if (preset.empty()) {
-    out.skipped = file + ": " + hw.path() + ".gpu: got '" + hw.text("gpu") +
-                  "', which names no GPU a cluster preset has (A100, A800, H100, H200, H800, "
-                  "B200, GB200, GB300, MI300X, MI325X)";
+  const bool states_cluster = hw.has("cluster");
+  std::string preset = cluster_preset_of(out.gpu);
+  if (!states_cluster && contains(lowercase(out.gpu), "pcie")) {
+    // Every preset a generation maps to has SXM/OAM parts on NVLink or xGMI: a PCIe card there
+    // would get the wrong device and links.
+    out.skipped = file + ": " + hw.path() + ".gpu: got '" + out.gpu +
+                  "', a PCIe part, which no cluster preset has: state hardware.cluster (a "
+                  "cluster file with its devices and links)";
     return out;
+  }
+  if (preset.empty() && !states_cluster) {
+    out.skipped = file + ": " + hw.path() + ".gpu: got '" + out.gpu +
+                  "', which names no GPU a cluster preset has (A100, A800, H100, H200, H800, "
+                  "B200, GB200, GB300, MI300X, MI325X); hardware.cluster can name the cluster";
+    return out;
+  }
+  if (states_cluster) {
+    out.cluster = stated_cluster(hw, file, preset);
+    check_stated_generation(hw, out.gpu, out.cluster);
   }
   const int64_t gpus = hw.integer("num_gpus");
   const int64_t per_node = hw.integer("gpus_per_node");
   const int64_t nodes = (gpus + per_node - 1) / per_node;
   std::string domains;
   try {
-    out.cluster = topologies::load_cluster(preset);
+    if (!states_cluster) out.cluster = topologies::load_cluster(preset);
     domains = split_into_domains(out.cluster, nodes);
     topologies::resize(out.cluster, nodes);
     topologies::validate_cluster(out.cluster, SourceMap());
@@ -250,7 +313,9 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
                            std::to_string(gpus) + " GPUs, " + std::to_string(per_node) +
                                " per node, do not size " + preset + ": " + e.what());
   }
-  set_device_variant(hw.text("gpu"), out.cluster);
+  // A stated cluster's devices are the run's as the file or preset gives them; the GPU's text
+  // only picks a variant of a generation's preset.
+  if (!states_cluster) set_device_variant(out.gpu, out.cluster);
   set_stated_bandwidth(hw, out.cluster);
   out.cluster_label =
       preset + " x" + std::to_string(topologies::total_nodes(out.cluster)) + domains;
