@@ -186,13 +186,14 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
   });
   // The copies the experts take (all of them without a capacity), grouped by expert with token
   // order within an expert; padded to the capacity, each expert's rows end in zeros.
-  const RoutedCopies copies = route_copies(expert, weights.reshape({-1}), experts, k,
-                                           input.size(1), c.token_groups, c.capacity);
+  const RoutedCopies copies = route_copies(expert, weights.reshape({-1}), experts, k, input.size(1),
+                                           c.token_groups, c.capacity);
   const torch::Tensor& order = copies.order;
   const torch::Tensor& per_expert = copies.rows;  // [experts]
   torch::Tensor routed = x.index_select(0, torch::div(order, k, "floor"));
   if (copies.slot.defined()) {
-    routed = torch::zeros({copies.padded_rows, h}, routed.options()).index_copy(0, copies.slot, routed);
+    routed =
+        torch::zeros({copies.padded_rows, h}, routed.options()).index_copy(0, copies.slot, routed);
   }
 
   // Dispatch: the copies for expert e go to the EP rank holding it. First the counts per
@@ -240,10 +241,9 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
   const auto pieces = routed.split_with_sizes(rows);
   std::vector<torch::Tensor> outs;
   for (int64_t j = 0; j < local; ++j) {
-    outs.push_back(expert_ffn(c, layer, "moe.experts",
-                              pre + "experts." + std::to_string(first + j) + ".",
-                              pieces[static_cast<size_t>(j)],
-                              c.per_expert_nodes ? ".expert" + std::to_string(j) : ""));
+    outs.push_back(expert_ffn(
+        c, layer, "moe.experts", pre + "experts." + std::to_string(first + j) + ".",
+        pieces[static_cast<size_t>(j)], c.per_expert_nodes ? ".expert" + std::to_string(j) : ""));
   }
   torch::Tensor out = torch::cat(outs);
   if (ep > 1) {

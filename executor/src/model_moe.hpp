@@ -75,8 +75,8 @@ struct MoeContext {
   ExpertParallel ep;
   int64_t tp_size = 1, tp_rank = 0;
   std::function<const torch::Tensor*(const std::string&)> param;
-  MoeCapacity capacity;       // none: every routed copy processed
-  int64_t token_groups = 1;   // slices of the sequence routed apart (tp under SP; moe_capacity.hpp)
+  MoeCapacity capacity;      // none: every routed copy processed
+  int64_t token_groups = 1;  // slices of the sequence routed apart (tp under SP; moe_capacity.hpp)
   // moe_expert_gemm per_expert: each local expert's kernels timed under their own names
   // ("moe.experts.up.expert<j>"), as the lowering has one node per expert; else one per op.
   bool per_expert_nodes = false;

@@ -15,22 +15,21 @@ namespace {
 
 // Each copy's place among the copies of its (slice, expert) when they are ranked by weight,
 // highest first (ties: the earlier copy): 0 for the best.
-torch::Tensor rank_by_weight(const torch::Tensor& key, const torch::Tensor& weight,
-                             int64_t keys) {
+torch::Tensor rank_by_weight(const torch::Tensor& key, const torch::Tensor& weight, int64_t keys) {
   const torch::Tensor by_weight = std::get<1>(torch::sort(weight, true, 0, true));
   const torch::Tensor ranked = by_weight.index_select(
       0, std::get<1>(torch::sort(key.index_select(0, by_weight), true, 0, false)));
   const torch::Tensor counts = torch::bincount(key, {}, keys);
   const torch::Tensor starts = counts.cumsum(0) - counts;
-  const torch::Tensor place = torch::arange(key.numel(), key.options()) -
-                              torch::repeat_interleave(starts, counts);
+  const torch::Tensor place =
+      torch::arange(key.numel(), key.options()) - torch::repeat_interleave(starts, counts);
   return torch::empty_like(place).scatter_(0, ranked, place);
 }
 
 }  // namespace
 
-RoutedCopies route_copies(const torch::Tensor& expert, const torch::Tensor& weight,
-                          int64_t experts, int64_t top_k, int64_t seq, int64_t token_groups,
+RoutedCopies route_copies(const torch::Tensor& expert, const torch::Tensor& weight, int64_t experts,
+                          int64_t top_k, int64_t seq, int64_t token_groups,
                           const MoeCapacity& capacity) {
   ORRERY_CHECK(token_groups >= 1 && seq % token_groups == 0,
                "token groups must divide the sequence");

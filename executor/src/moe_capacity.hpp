@@ -42,8 +42,8 @@ struct RoutedCopies {
 // `expert` [tokens * top_k] int64: the expert of each copy; `weight` [tokens * top_k]: its routing
 // weight. `seq`: tokens per sequence (the copies come from whole sequences, token-major), which
 // `token_groups` divides.
-RoutedCopies route_copies(const torch::Tensor& expert, const torch::Tensor& weight,
-                          int64_t experts, int64_t top_k, int64_t seq, int64_t token_groups,
+RoutedCopies route_copies(const torch::Tensor& expert, const torch::Tensor& weight, int64_t experts,
+                          int64_t top_k, int64_t seq, int64_t token_groups,
                           const MoeCapacity& capacity);
 
 }  // namespace orrery::executor

@@ -67,8 +67,9 @@ TEST(RouteCopies, PaddingFillsEachExpertToItsCapacity) {
 }
 
 // Sequence parallelism: each of 2 slices of the sequence decides alone, with a capacity of
-// ceil(2 tokens x 1 / 2 experts x 1) = 1 per slice and expert. All four copies go to expert 0 (weights 0.8 0.9 | 0.7 0.6):
-// one pool of capacity 2 keeps copies 0 and 1, two slices of capacity 1 keep 1 and 2.
+// ceil(2 tokens x 1 / 2 experts x 1) = 1 per slice and expert. All four copies go to expert 0
+// (weights 0.8 0.9 | 0.7 0.6): one pool of capacity 2 keeps copies 0 and 1, two slices of capacity
+// 1 keep 1 and 2.
 TEST(RouteCopies, SequenceSlicesDecideApart) {
   const auto expert = ints({0, 0, 0, 0});
   const auto weight = floats({0.8, 0.9, 0.7, 0.6});

@@ -227,7 +227,7 @@ TEST(ExpertCapacity, Ep2Dp2MatchesDp2) {
 TEST(ExpertCapacity, PaddingChangesNothing) {
   const Outcome ref = train(spec("tiny-moe.yaml"), {"ep2dp2-cap", 1, 2, 1, 2, kCapacity});
   expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2-cap-pad", 1, 2, 1, 2,
-                                                     with(kCapacity, {"--moe-pad-to-capacity"})}));
+                                                    with(kCapacity, {"--moe-pad-to-capacity"})}));
 }
 
 // TP without SP: both TP ranks route the whole sequence, as one process does.
@@ -268,11 +268,13 @@ void expect_traced_run_matches_the_lowering(const std::string& flags,
       EXPECT_TRUE(node.has_duration_s()) << node.name();
       seconds[node.name()] = node.duration_s();
     }
-    std::vector<std::string> names = {
-        "L1.mb0.fwd.moe.router",        "L1.mb0.fwd.moe.router.all_to_all",
-        "L2.mb1.fwd.moe.shared.up",     "L2.mb1.fwd.moe.experts.down.all_to_all",
-        "L2.mb0.bwd.moe.router",        "L2.mb0.bwd.moe.experts.down.grad.all_to_all",
-        "L1.mb1.bwd.moe.router.grad.all_to_all"};
+    std::vector<std::string> names = {"L1.mb0.fwd.moe.router",
+                                      "L1.mb0.fwd.moe.router.all_to_all",
+                                      "L2.mb1.fwd.moe.shared.up",
+                                      "L2.mb1.fwd.moe.experts.down.all_to_all",
+                                      "L2.mb0.bwd.moe.router",
+                                      "L2.mb0.bwd.moe.experts.down.grad.all_to_all",
+                                      "L1.mb1.bwd.moe.router.grad.all_to_all"};
     for (const auto& e : experts) {
       names.push_back("L1.mb0.fwd.moe.experts.up" + e);
       names.push_back("L1.mb1.bwd.moe.experts.down" + e);

@@ -12,7 +12,8 @@
 namespace orrery::executor {
 namespace {
 
-const auto kOptions = torch::optim::AdamWOptions(0.1).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01);
+const auto kOptions =
+    torch::optim::AdamWOptions(0.1).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01);
 
 // Two steps on the same gradients with each optimizer; returns the parameters after each step.
 template <typename Optimizer>
@@ -40,7 +41,8 @@ TEST(Bf16Moments, OneStepAsAdamWThenTheRoundedMomentsCount) {
   EXPECT_TRUE(torch::equal(fp32[0], bf16[0])) << fp32[0] << bf16[0];
   // The stored moments are bf16: m = 0.9 bf16(0.1 g1) + 0.1 g2, rounded again.
   ASSERT_EQ(m_bf16.scalar_type(), torch::kBFloat16);
-  const torch::Tensor g1 = torch::tensor({0.3F, 0.1F, -0.7F}), g2 = torch::tensor({-0.2F, 0.05F, 0.4F});
+  const torch::Tensor g1 = torch::tensor({0.3F, 0.1F, -0.7F}),
+                      g2 = torch::tensor({-0.2F, 0.05F, 0.4F});
   const torch::Tensor m1 =
       torch::zeros({3}).mul_(0.9).add_(g1, 0.1).to(torch::kBFloat16).to(torch::kFloat32);
   const torch::Tensor m2 = m1.clone().mul_(0.9).add_(g2, 0.1).to(torch::kBFloat16);

@@ -114,9 +114,10 @@ int main(int argc, char** argv) {
     if (materialized) c.plan.set_attention_kernel(pb::ATTENTION_KERNEL_MATERIALIZED);
     if (!optimizer_state_dtype.empty()) {
       pb::OptimizerStateDtype d = pb::OPTIMIZER_STATE_DTYPE_UNSPECIFIED;
-      if (!pb::OptimizerStateDtype_Parse("OPTIMIZER_STATE_DTYPE_" + upper_case(optimizer_state_dtype),
-                                         &d))
-        throw std::runtime_error("--optimizer-state-dtype " + optimizer_state_dtype + ": fp32 or bf16");
+      if (!pb::OptimizerStateDtype_Parse(
+              "OPTIMIZER_STATE_DTYPE_" + upper_case(optimizer_state_dtype), &d))
+        throw std::runtime_error("--optimizer-state-dtype " + optimizer_state_dtype +
+                                 ": fp32 or bf16");
       c.plan.set_optimizer_state_dtype(d);
     }
     if (capacity_factor > 0) c.plan.set_moe_capacity_factor(capacity_factor);

@@ -139,7 +139,8 @@ TEST(FrameworkProfiles, ValidateRunsAppliesTheProfileTheFrameworkTextNames) {
 // megatron-core release: neither gets a profile.
 TEST(FrameworkProfiles, AnUnversionedProfileNeedsNoRelease) {
   std::map<std::string, validation::PublishedRun> runs;
-  for (auto& r : validation::published_runs(fs::path(ORRERY_SOURCE_DIR) / "validation/data/runs.json"))
+  for (auto& r :
+       validation::published_runs(fs::path(ORRERY_SOURCE_DIR) / "validation/data/runs.json"))
     runs[r.id] = std::move(r);
   EXPECT_EQ(runs.at("FMSFSDP-L2-7B-A100-128-hsdp").profile, "pytorch-fsdp1");
   EXPECT_EQ(runs.at("FMSFSDP-L2-7B-A100-128-hsdp").plan.prefetch_buckets(), 1);

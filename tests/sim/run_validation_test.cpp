@@ -341,9 +341,10 @@ TEST(RunValidation, AStatedClusterReplacesTheGenerationsPreset) {
   ASSERT_EQ(file.skipped, "");
   EXPECT_EQ(file.cluster.node_types(0).device(), "L40S");
   expect_simulates(file);
-  EXPECT_EQ(runs.at("stated-cluster-mismatch").skipped,
-            in_file("cases[31].hardware.cluster: its node type p5.48xlarge holds H100-SXM GPUs, but "
-                    "hardware.gpu names A100 80GB"));
+  EXPECT_EQ(
+      runs.at("stated-cluster-mismatch").skipped,
+      in_file("cases[31].hardware.cluster: its node type p5.48xlarge holds H100-SXM GPUs, but "
+              "hardware.gpu names A100 80GB"));
   EXPECT_EQ(runs.at("pcie-without-cluster").skipped,
             in_file("cases[32].hardware.gpu: got 'H100 PCIe 80GB', a PCIe part, which no cluster "
                     "preset has: state hardware.cluster (a cluster file with its devices and "

@@ -47,7 +47,7 @@ bool names_version(const std::string& text, const std::string& version) {
 std::string profile_named_by(const std::string& framework_text) {
   const std::string text = lowercase(framework_text);
   std::string found;
-  std::set<std::string> named;                      // every profile name the text holds
+  std::set<std::string> named;                        // every profile name the text holds
   const pb::FrameworkProfile* unversioned = nullptr;  // the last unversioned one of them
   for (const auto& p : plan::framework_profiles()) {
     if (!names_word(text, p.name())) continue;
