@@ -93,6 +93,27 @@ void check_number_flags(const PlanArgs& a) {
   }
 }
 
+// How an MoE layer routes, dispatches and runs its experts.
+void add_moe_flags(CLI::App* cmd, PlanArgs& a) {
+  cmd->add_option("--moe-dispatcher", a.moe_dispatcher,
+                  "MoE token dispatcher: alltoall | deepep (DeepEP: a token crosses the network "
+                  "once per node it reaches; default: once per routed expert, or per node under "
+                  "group-limited routing)");
+  cmd->add_option("--moe-imbalance", a.moe_imbalance,
+                  "Busiest expert's tokens over the mean (>= 1; default 1)");
+  cmd->add_option("--moe-capacity-factor", a.moe_capacity_factor,
+                  "MoE token dropping: each expert takes at most this many times its mean share "
+                  "of a rank's routed tokens (Megatron-core --moe-expert-capacity-factor; "
+                  "default: no capacity, nothing dropped)");
+  cmd->add_option("--moe-expert-gemm", a.moe_expert_gemm,
+                  "grouped | per_expert: the routed experts as one grouped GEMM per kernel, or "
+                  "one GEMM per expert (Megatron-core's SequentialMLP; default grouped)");
+  cmd->add_flag("--moe-pad-to-capacity", a.moe_pad_to_capacity,
+                "With --moe-capacity-factor: every expert's input padded to its capacity "
+                "(Megatron-core --moe-pad-expert-input-to-capacity; default off; a plan's true "
+                "stays on)");
+}
+
 // The switches that overlap communication with compute (each default off; a plan's true stays on).
 void add_overlap_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
@@ -164,10 +185,6 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
                   "selective: the modules re-run, comma-separated: core_attn, layernorm, "
                   "moe_act, mlp, moe, shared_experts, mla_up_proj (Megatron-core "
                   "--recompute-modules; default core_attn)");
-  cmd->add_option("--moe-dispatcher", a.moe_dispatcher,
-                  "MoE token dispatcher: alltoall | deepep (DeepEP: a token crosses the network "
-                  "once per node it reaches; default: once per routed expert, or per node under "
-                  "group-limited routing)");
   cmd->add_option("--micro-batch", a.micro_batch, "Sequences per micro-batch (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--global-batch", a.global_batch, "Sequences per step")
@@ -205,19 +222,7 @@ void add_plan_flags(CLI::App* cmd, PlanArgs& a) {
   cmd->add_option(
       "--stage-dp", a.stage_dp,
       "Comma-separated data-parallel degree per pipeline stage (heterogeneous clusters)");
-  cmd->add_option("--moe-imbalance", a.moe_imbalance,
-                  "Busiest expert's tokens over the mean (>= 1; default 1)");
-  cmd->add_option("--moe-capacity-factor", a.moe_capacity_factor,
-                  "MoE token dropping: each expert takes at most this many times its mean share "
-                  "of a rank's routed tokens (Megatron-core --moe-expert-capacity-factor; "
-                  "default: no capacity, nothing dropped)");
-  cmd->add_option("--moe-expert-gemm", a.moe_expert_gemm,
-                  "grouped | per_expert: the routed experts as one grouped GEMM per kernel, or "
-                  "one GEMM per expert (Megatron-core's SequentialMLP; default grouped)");
-  cmd->add_flag("--moe-pad-to-capacity", a.moe_pad_to_capacity,
-                "With --moe-capacity-factor: every expert's input padded to its capacity "
-                "(Megatron-core --moe-pad-expert-input-to-capacity; default off; a plan's true "
-                "stays on)");
+  add_moe_flags(cmd, a);
   add_overlap_flags(cmd, a);
   add_dtype_flags(cmd, a);
   cmd->add_option("--framework", a.framework,
