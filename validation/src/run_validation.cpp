@@ -256,26 +256,14 @@ void read_numerics(const CaseReader& r, pb::Plan& plan) {
     plan.set_optimizer_state_dtype(detail::optimizer_state_dtype_of(r));
 }
 
-// One case as the simulator sees it: model, cluster sized to the run, the published plan. The
-// rules are the same for every case (see docs/validation.md).
-PublishedRun read_run(const json& c, const std::string& file, const std::string& path,
-                      bool framework_profiles) {
-  const CaseReader r(c, file, path);
-  PublishedRun out;
-  out.id = r.text("id");
-  out.framework = r.text("framework");
-  if (r.has("source") && r.at("source").is_object()) out.source_url = r.child("source").text("url");
-  // Every measured number is checked when present, read or not: a damaged one means a damaged
-  // case (bounds and reasons: docs/formats.md#published-runs).
-  const CaseReader measured = r.child("measured");
-  out.measured_s = measured.measure_or("iter_time_s", kMaxStep_s, kStepWhy);
-  measured.measure_or("tokens_per_s_per_gpu", kMaxTokensPerGpu, kTokensWhy);
-  measured.measure_or("peak_memory_gib", kMaxMemoryGib, kMemoryWhy);
-  if (r.has("derived")) {
-    const double derived = r.child("derived").measure_or("iter_time_s", kMaxStep_s, kStepWhy);
-    if (out.measured_s == 0) out.measured_s = derived;
-  }
-  const CaseReader hw = r.child("hardware");
+// What a case's `hardware` says the run ran on: `out`'s gpu, cluster (sized to the run) and
+// cluster label, and the preset (or stated cluster) and node count for its plan. A case the
+// reader cannot place gets `out.skipped` and an empty result.
+struct RunCluster {
+  std::string preset;
+  int64_t nodes = 0;
+};
+RunCluster read_cluster(const CaseReader& hw, const std::string& file, PublishedRun& out) {
   out.gpu = hw.text("gpu");
   const bool states_cluster = hw.has("cluster");
   std::string preset = cluster_preset_of(out.gpu);
@@ -285,13 +273,13 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
     out.skipped = file + ": " + hw.path() + ".gpu: got '" + out.gpu +
                   "', a PCIe part, which no cluster preset has: state hardware.cluster (a "
                   "cluster file with its devices and links)";
-    return out;
+    return {};
   }
   if (preset.empty() && !states_cluster) {
     out.skipped = file + ": " + hw.path() + ".gpu: got '" + out.gpu +
                   "', which names no GPU a cluster preset has (A100, A800, H100, H200, H800, "
                   "B200, GB200, GB300, MI300X, MI325X); hardware.cluster can name the cluster";
-    return out;
+    return {};
   }
   if (states_cluster) {
     out.cluster = stated_cluster(hw, file, preset);
@@ -319,6 +307,33 @@ PublishedRun read_run(const json& c, const std::string& file, const std::string&
   set_stated_bandwidth(hw, out.cluster);
   out.cluster_label =
       preset + " x" + std::to_string(topologies::total_nodes(out.cluster)) + domains;
+  return {preset, nodes};
+}
+
+// One case as the simulator sees it: model, cluster sized to the run, the published plan. The
+// rules are the same for every case (see docs/validation.md).
+PublishedRun read_run(const json& c, const std::string& file, const std::string& path,
+                      bool framework_profiles) {
+  const CaseReader r(c, file, path);
+  PublishedRun out;
+  out.id = r.text("id");
+  out.framework = r.text("framework");
+  if (r.has("source") && r.at("source").is_object()) out.source_url = r.child("source").text("url");
+  // Every measured number is checked when present, read or not: a damaged one means a damaged
+  // case (bounds and reasons: docs/formats.md#published-runs).
+  const CaseReader measured = r.child("measured");
+  out.measured_s = measured.measure_or("iter_time_s", kMaxStep_s, kStepWhy);
+  measured.measure_or("tokens_per_s_per_gpu", kMaxTokensPerGpu, kTokensWhy);
+  measured.measure_or("peak_memory_gib", kMaxMemoryGib, kMemoryWhy);
+  if (r.has("derived")) {
+    const double derived = r.child("derived").measure_or("iter_time_s", kMaxStep_s, kStepWhy);
+    if (out.measured_s == 0) out.measured_s = derived;
+  }
+  const CaseReader hw = r.child("hardware");
+  const RunCluster where = read_cluster(hw, file, out);
+  if (!out.skipped.empty()) return out;
+  const std::string& preset = where.preset;
+  const int64_t nodes = where.nodes;
   out.model = detail::model_of(r, out.model_label);
   const CaseReader par = r.child("parallel");
   const CaseReader batch = r.child("batch");
