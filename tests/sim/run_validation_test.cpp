@@ -355,6 +355,21 @@ TEST(RunValidation, AStatedClusterReplacesTheGenerationsPreset) {
   EXPECT_NE(runs.at("unknown-cluster").skipped.find("aws-p9"), std::string::npos);
 }
 
+// A power limit the GPU's text states is not modelled, and the case's cluster label says so
+// (with the limit when the text gives one), so no reader takes the prediction for a capped part.
+TEST(RunValidation, AStatedPowerLimitIsNamedAsNotModelled) {
+  std::map<std::string, validation::PublishedRun> runs;
+  for (auto& r : validation::published_runs(fs::path(ORRERY_SOURCE_DIR) / "validation" / "data" /
+                                            "runs.json"))
+    runs[r.id] = std::move(r);
+  EXPECT_EQ(runs.at("TT24-T1-8B-8-FSDP").cluster_label,
+            "dgx-h100 x1 (the stated 500 W power limit not modelled: priced at the part's rated "
+            "700 W)");
+  EXPECT_EQ(runs.at("TTAO-B200-L3-8B-8-bf16").cluster_label,
+            "hgx-b200 x1 (a stated power limit not modelled: priced at the part's rated 1000 W)");
+  EXPECT_EQ(runs.at("TRAINY-H200-8B-32").cluster_label.find("power"), std::string::npos);
+}
+
 TEST(RunValidation, UnreadableCasesAreSkippedAndTheOthersRun) {
   const validation::RunValidation v = validation::validate_runs(kReaders, EngineKind::kAnalytic);
   ASSERT_EQ(v.cases.size(), 34u);

@@ -256,6 +256,31 @@ void read_numerics(const CaseReader& r, pb::Plan& plan) {
     plan.set_optimizer_state_dtype(detail::optimizer_state_dtype_of(r));
 }
 
+// A power limit the GPU's text states ("500 W power limit", "power limited B200"), which nothing
+// models: the note the case's cluster label carries, "" when the text states none. The part is
+// priced at its rated power (`tdp_watts`), so such a run is predicted too fast by what the
+// limit costs (docs/validation.md).
+std::string power_limit_note(const std::string& gpu, const pb::ClusterSpec& cluster) {
+  const std::string g = lowercase(gpu);
+  const size_t at = std::min({g.find("power limit"), g.find("power-limit"), g.find("power cap")});
+  if (at == std::string::npos) return {};
+  // "500 W power limit": the number just before the watts, if the text gives one.
+  std::string stated = "a stated power limit";
+  size_t end = at;
+  while (end > 0 && g[end - 1] == ' ') --end;
+  if (end > 0 && g[end - 1] == 'w') {
+    size_t digits = end - 1;
+    while (digits > 0 && g[digits - 1] == ' ') --digits;
+    size_t first = digits;
+    while (first > 0 && std::isdigit(static_cast<unsigned char>(g[first - 1]))) --first;
+    if (first < digits) stated = "the stated " + g.substr(first, digits - first) + " W power limit";
+  }
+  const pb::DeviceSpec d = topologies::find_device(cluster, cluster.node_types(0).device());
+  return stated + " not modelled: priced at the part's " +
+         (d.tdp_watts() > 0 ? "rated " + base::units::number(d.tdp_watts()) + " W"
+                            : std::string("full clocks"));
+}
+
 // What a case's `hardware` says the run ran on: `out`'s gpu, cluster (sized to the run) and
 // cluster label, and the preset (or stated cluster) and node count for its plan. A case the
 // reader cannot place gets `out.skipped` and an empty result.
@@ -307,6 +332,8 @@ RunCluster read_cluster(const CaseReader& hw, const std::string& file, Published
   set_stated_bandwidth(hw, out.cluster);
   out.cluster_label =
       preset + " x" + std::to_string(topologies::total_nodes(out.cluster)) + domains;
+  if (const std::string note = power_limit_note(out.gpu, out.cluster); !note.empty())
+    out.cluster_label += " (" + note + ")";
   return {preset, nodes};
 }
 
