@@ -208,11 +208,6 @@ TEST(ExpertParallelMatchesSingleProcess, Ep2Dp2Pp2GptStyle) {
 // of the 64 copies at most, so copies are dropped in every MoE layer.
 const std::vector<std::string> kCapacity = {"--moe-capacity-factor", "0.5"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // ep 2 in dp 2 against dp 2 without EP: each rank routes its own micro-batches in both, and the
 // experts receiving them on another rank drop nothing else. Dropping changes the training.
 TEST(ExpertCapacity, Ep2Dp2MatchesDp2) {
@@ -226,8 +221,8 @@ TEST(ExpertCapacity, Ep2Dp2MatchesDp2) {
 // not the numbers.
 TEST(ExpertCapacity, PaddingChangesNothing) {
   const Outcome ref = train(spec("tiny-moe.yaml"), {"ep2dp2-cap", 1, 2, 1, 2, kCapacity});
-  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2-cap-pad", 1, 2, 1, 2,
-                                                    with(kCapacity, {"--moe-pad-to-capacity"})}));
+  const std::vector<std::string> padded = {"--moe-capacity-factor", "0.5", "--moe-pad-to-capacity"};
+  expect_matches(ref, train(spec("tiny-moe.yaml"), {"ep2dp2-cap-pad", 1, 2, 1, 2, padded}));
 }
 
 // TP without SP: both TP ranks route the whole sequence, as one process does.

@@ -52,49 +52,42 @@ std::string split_into_domains(pb::ClusterSpec& cluster, int64_t nodes) {
          "-node domains)";
 }
 
-// The GPU generations a run's text may name, each with the cluster preset it is built on
-// (docs/validation.md). Longer names first: "gb200" also contains "b200".
-const std::vector<std::pair<const char*, const char*>>& generation_presets() {
+// The GPU generation a run's text names, with the cluster preset it is built on
+// (docs/validation.md); null when it names none. Longer names first: "gb200" also contains
+// "b200".
+const std::pair<const char*, const char*>* generation_entry(const std::string& gpu) {
   static const std::vector<std::pair<const char*, const char*>> kPresets = {
       {"gb300", "gb300-nvl72"}, {"gb200", "gb200-nvl72"}, {"b200", "hgx-b200"},
       {"h200", "hgx-h200"},     {"h800", "h800"},         {"h100", "dgx-h100"},
       {"a100", "dgx-a100"},     {"a800", "hgx-a800"},     {"mi325x", "mi325x"},
       {"mi300x", "mi300x"}};
-  return kPresets;
+  const std::string g = lowercase(gpu);
+  for (const auto& entry : kPresets) {
+    if (g.find(entry.first) != std::string::npos) return &entry;
+  }
+  return nullptr;
 }
 
 // The generation the GPU's text names ("h100"), "" when it names none of them.
 std::string generation_of(const std::string& gpu) {
-  const std::string g = lowercase(gpu);
-  for (const auto& [name, preset] : generation_presets()) {
-    if (g.find(name) != std::string::npos) return name;
-  }
-  return {};
+  const auto* entry = generation_entry(gpu);
+  return entry != nullptr ? entry->first : "";
 }
 
 // The cluster preset a run's GPU is built on, by its generation; "" when no preset has it.
 std::string cluster_preset_of(const std::string& gpu) {
-  const std::string generation = generation_of(gpu);
-  for (const auto& [name, preset] : generation_presets()) {
-    if (name == generation) return preset;
-  }
-  return {};
+  const auto* entry = generation_entry(gpu);
+  return entry != nullptr ? entry->second : "";
 }
 
-// `hardware.cluster`: a cluster preset name, or a cluster file (a path with '/' or a .yaml, .yml
-// or .json name) relative to the runs file's folder. Loaded unsized; a preset or file that does
+// `hardware.cluster`: a cluster preset name, or a cluster file (base::names_a_file) relative to
+// the runs file's folder. Loaded unsized; a preset or file that does
 // not load skips the case naming the field.
 pb::ClusterSpec stated_cluster(const CaseReader& hw, const std::string& runs_file,
                                std::string& label) {
   label = hw.text("cluster");
   std::string where = label;
-  const auto ends_with = [&](const char* suffix) {
-    const std::string s(suffix);
-    return label.size() >= s.size() && label.compare(label.size() - s.size(), s.size(), s) == 0;
-  };
-  const bool file = label.find('/') != std::string::npos || ends_with(".yaml") ||
-                    ends_with(".yml") || ends_with(".json");
-  if (file && std::filesystem::path(label).is_relative())
+  if (base::names_a_file(label) && std::filesystem::path(label).is_relative())
     where = (std::filesystem::path(runs_file).parent_path() / label).string();
   try {
     return topologies::load_cluster(where);
@@ -116,18 +109,22 @@ void check_stated_generation(const CaseReader& hw, const std::string& gpu,
   }
 }
 
+// The whole number written just before position `at` of `g`, spaces between them skipped ("96"
+// before the "gb" of "96 gb"); "" when there is none, or when it ends a decimal ("255.98 gb").
+std::string number_before(const std::string& g, size_t at) {
+  while (at > 0 && g[at - 1] == ' ') --at;
+  size_t first = at;
+  while (first > 0 && std::isdigit(static_cast<unsigned char>(g[first - 1]))) --first;
+  if (first > 0 && g[first - 1] == '.') return {};
+  return g.substr(first, at - first);
+}
+
 // The memory the GPU's text states ("H100 SXM 96GB HBM2e"), in whole GB; 0 when it states none.
+// ("255.98 GB reported" is a measured total, not a part's size: not a whole number.)
 int64_t stated_memory_gb(const std::string& gpu) {
   const std::string g = lowercase(gpu);
   for (size_t at = g.find("gb"); at != std::string::npos; at = g.find("gb", at + 2)) {
-    size_t start = at;
-    while (start > 0 && g[start - 1] == ' ') --start;
-    size_t digits = start;
-    while (digits > 0 && std::isdigit(static_cast<unsigned char>(g[digits - 1]))) --digits;
-    if (digits == start) continue;
-    // "255.98 GB reported" is a measured total, not a part's size: not a whole number.
-    if (digits > 0 && g[digits - 1] == '.') continue;
-    return std::stoll(g.substr(digits, start - digits));
+    if (const std::string n = number_before(g, at); !n.empty()) return std::stoll(n);
   }
   return 0;
 }
@@ -266,14 +263,11 @@ std::string power_limit_note(const std::string& gpu, const pb::ClusterSpec& clus
   if (at == std::string::npos) return {};
   // "500 W power limit": the number just before the watts, if the text gives one.
   std::string stated = "a stated power limit";
-  size_t end = at;
-  while (end > 0 && g[end - 1] == ' ') --end;
-  if (end > 0 && g[end - 1] == 'w') {
-    size_t digits = end - 1;
-    while (digits > 0 && g[digits - 1] == ' ') --digits;
-    size_t first = digits;
-    while (first > 0 && std::isdigit(static_cast<unsigned char>(g[first - 1]))) --first;
-    if (first < digits) stated = "the stated " + g.substr(first, digits - first) + " W power limit";
+  size_t watts = at;
+  while (watts > 0 && g[watts - 1] == ' ') --watts;
+  if (watts > 0 && g[watts - 1] == 'w') {
+    if (const std::string n = number_before(g, watts - 1); !n.empty())
+      stated = "the stated " + n + " W power limit";
   }
   const pb::DeviceSpec d = topologies::find_device(cluster, cluster.node_types(0).device());
   return stated + " not modelled: priced at the part's " +
@@ -292,7 +286,7 @@ RunCluster read_cluster(const CaseReader& hw, const std::string& file, Published
   out.gpu = hw.text("gpu");
   const bool states_cluster = hw.has("cluster");
   std::string preset = cluster_preset_of(out.gpu);
-  if (!states_cluster && contains(lowercase(out.gpu), "pcie")) {
+  if (!states_cluster && contains(out.gpu, "pcie")) {
     // Every preset a generation maps to has SXM/OAM parts on NVLink or xGMI: a PCIe card there
     // would get the wrong device and links.
     out.skipped = file + ": " + hw.path() + ".gpu: got '" + out.gpu +
