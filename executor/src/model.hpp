@@ -126,6 +126,19 @@ class Transformer {
   torch::Tensor row_parallel_out(const torch::Tensor& partial, int64_t layer,
                                  const std::string& op) const;
   torch::Tensor rope(const torch::Tensor& x) const;  // [b, heads, s, d]
+  // Decoder layer `l`'s forward as a region re-run in the backward pass (recompute full, or
+  // op-level checkpointing, whose first forward also keeps outputs: op_checkpoint.hpp).
+  torch::Tensor recomputed_layer(const torch::Tensor& x, int64_t l, bool op_level);
+  // A weight (with its bias, null for none) of a GEMM op.
+  struct GemmPiece {
+    const torch::Tensor* weight;
+    const torch::Tensor* bias;
+  };
+  // A decoder layer's GEMM op `op` on x, the pieces' outputs side by side (model_transformer.cpp).
+  torch::Tensor gemm(int64_t layer, const std::string& op, const torch::Tensor& x,
+                     const std::vector<GemmPiece>& pieces) const;
+  // p(name), or null when this stage has no such parameter.
+  const torch::Tensor* maybe(const std::string& name) const;
 
   pb::ModelSpec spec_;
   GroupPtr tp_;

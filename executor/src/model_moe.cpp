@@ -5,6 +5,7 @@
 
 #include "mixed_precision.hpp"
 #include "moe_capacity.hpp"
+#include "op_checkpoint.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
 #include "recompute.hpp"
@@ -60,9 +61,11 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
     ctx->saved_data["recv"] = recv;
     ctx->saved_data["grad_name"] = grad_name;
     ctx->saved_data["bf16"] = bf16;
-    OpTrace::Scope scope(current_trace(), name);
-    mark_bf16(name, bf16);
-    return exchange_rows(x, from_handle(group), send, recv, bf16);
+    return kept_collective([&] {  // op_checkpoint.hpp
+      OpTrace::Scope scope(current_trace(), name);
+      mark_bf16(name, bf16);
+      return exchange_rows(x, from_handle(group), send, recv, bf16);
+    });
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const std::string& name = ctx->saved_data["grad_name"].toStringRef();
@@ -202,12 +205,14 @@ torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& i
   std::vector<int64_t> send, recv;
   if (ep > 1) {
     const std::string name = site_name(layer, mb, "fwd", "moe.router.all_to_all");
-    torch::Tensor in = per_expert.contiguous(), out = torch::empty_like(in);
-    {
+    torch::Tensor in = per_expert.contiguous();
+    const torch::Tensor out = kept_collective([&] {
       OpTrace::Scope scope(current_trace(), name);
+      torch::Tensor received = torch::empty_like(in);
       std::vector<int64_t> equal;
-      c.ep.group->alltoall_base(out, in, equal, equal)->wait();
-    }
+      c.ep.group->alltoall_base(received, in, equal, equal)->wait();
+      return received;
+    });
     counts = out.view({ep, local});
     send = as_vector(in.view({ep, local}).sum(1));
     recv = as_vector(counts.sum(1));

@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <cmath>
 
 #include <torch/version.h>
 
 #include "attention_math.hpp"
 #include "model.hpp"
+#include "op_checkpoint.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/models/activation.hpp"
@@ -145,6 +147,51 @@ const torch::Tensor& Transformer::p(const std::string& name) const {
   return params_[it->second].tensor;
 }
 
+const torch::Tensor* Transformer::maybe(const std::string& name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &params_[it->second].tensor;
+}
+
+// One fused GEMM over the pieces' weights side by side, as Megatron runs attn.qkv and a gated
+// mlp.up. Under op-level checkpointing one GEMM per piece instead, as torchtitan's separate
+// projections (wq, wk, wv; w1, w3) are the matmuls its policy counts: each kept or re-run as the
+// policy decides, and an op whose pieces are all kept is not re-run at all (no `rcp` node, as the
+// lowering has none: plan/op_sac.hpp).
+torch::Tensor Transformer::gemm(int64_t layer, const std::string& op, const torch::Tensor& x,
+                                const std::vector<GemmPiece>& pieces) const {
+  if (!op_checkpointing()) {
+    return timed_op(layer, op, [&] {
+      if (pieces.size() == 1) {
+        return torch::linear(x, *pieces[0].weight,
+                             pieces[0].bias != nullptr ? *pieces[0].bias : torch::Tensor());
+      }
+      std::vector<torch::Tensor> weights, biases;
+      bool any_bias = false;
+      for (const auto& piece : pieces) {
+        weights.push_back(*piece.weight);
+        any_bias = any_bias || piece.bias != nullptr;
+        biases.push_back(piece.bias != nullptr
+                             ? *piece.bias
+                             : torch::zeros({piece.weight->size(0)}, piece.weight->options()));
+      }
+      return torch::linear(x, torch::cat(weights), any_bias ? torch::cat(biases) : torch::Tensor());
+    });
+  }
+  const std::vector<bool> kept = next_matmuls_kept(pieces.size());
+  auto run = [&] {
+    std::vector<torch::Tensor> outs;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const torch::Tensor b = pieces[i].bias != nullptr ? *pieces[i].bias : torch::Tensor();
+      outs.push_back(kept[i] ? kept_linear(op + "." + std::to_string(i), x, *pieces[i].weight, b)
+                             : torch::linear(x, *pieces[i].weight, b));
+    }
+    return outs.size() == 1 ? outs[0] : torch::cat(outs, -1);
+  };
+  const bool all_kept = std::all_of(kept.begin(), kept.end(), [](bool k) { return k; });
+  if (all_kept && recomputing()) return backward_mark(run(), name(layer, "bwd", op));
+  return timed_op(layer, op, run);
+}
+
 torch::Tensor Transformer::norm(const torch::Tensor& x, const std::string& prefix) const {
   if (spec_.norm() == pb::NORM_LAYERNORM) {
     return torch::layer_norm(x, {x.size(-1)}, p(prefix + "norm.weight"), p(prefix + "norm.bias"),
@@ -209,13 +256,12 @@ torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t lay
   const int64_t heads = spec_.num_attention_heads() / tp_size_,
                 kv_heads = spec_.num_kv_heads() / tp_size_;
   // Q, K and V as one GEMM (as Megatron fuses them), split afterwards: [b, heads + 2 kv, s, d].
-  auto qkv = timed_op(layer, "attn.qkv", [&] {
-    auto w = torch::cat({p(a + "qkv.q_weight"), p(a + "qkv.k_weight"), p(a + "qkv.v_weight")});
-    torch::Tensor bias;
-    if (has(a + "qkv.q_bias"))
-      bias = torch::cat({p(a + "qkv.q_bias"), p(a + "qkv.k_bias"), p(a + "qkv.v_bias")});
-    return torch::linear(n, w, bias).view({b, s, heads + 2 * kv_heads, d}).transpose(1, 2);
-  });
+  auto qkv = gemm(layer, "attn.qkv", n,
+                  {{&p(a + "qkv.q_weight"), maybe(a + "qkv.q_bias")},
+                   {&p(a + "qkv.k_weight"), maybe(a + "qkv.k_bias")},
+                   {&p(a + "qkv.v_weight"), maybe(a + "qkv.v_bias")}})
+                 .view({b, s, heads + 2 * kv_heads, d})
+                 .transpose(1, 2);
   auto qk = qkv.narrow(1, 0, heads + kv_heads);
   if (spec_.qk_norm()) {
     qk = torch::cat(
@@ -287,10 +333,18 @@ torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t lay
     }
     return context;
   };
-  const torch::Tensor context = recomputes_module(pb::RECOMPUTE_MODULE_CORE_ATTN)
-                                    ? recompute_in_backward({q, k, v}, core)
-                                    : core({q, k, v});
-  return timed_op(layer, "attn.out", [&] { return torch::linear(context, p(a + "out.weight")); });
+  torch::Tensor context;
+  if (op_checkpointing() && !materialized) {
+    // Op-level checkpointing keeps the fused kernel's output: the re-run takes it from memory,
+    // so only the kernel's backward is timed then.
+    context = kept_region("attn.core", {q, k, v}, core);
+    if (recomputing()) context = backward_mark(context, name(layer, "bwd", "attn.core"));
+  } else {
+    context = recomputes_module(pb::RECOMPUTE_MODULE_CORE_ATTN)
+                  ? recompute_in_backward({q, k, v}, core)
+                  : core({q, k, v});
+  }
+  return gemm(layer, "attn.out", context, {{&p(a + "out.weight"), nullptr}});
 }
 
 torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) const {
@@ -349,10 +403,10 @@ torch::Tensor Transformer::mlp_partial(const torch::Tensor& n, int64_t layer) co
   const std::string m = "layers." + std::to_string(layer) + ".mlp.";
   const bool gate = has(m + "up.gate_weight");
   // Gated MLPs run the gate and up projections as one GEMM: [..., 2 f] (gate first).
-  auto up = timed_op(layer, "mlp.up", [&] {
-    auto w = gate ? torch::cat({p(m + "up.gate_weight"), p(m + "up.weight")}) : p(m + "up.weight");
-    return torch::linear(n, w, has(m + "up.bias") ? p(m + "up.bias") : torch::Tensor());
-  });
+  std::vector<GemmPiece> up_pieces;
+  if (gate) up_pieces.push_back({&p(m + "up.gate_weight"), nullptr});
+  up_pieces.push_back({&p(m + "up.weight"), maybe(m + "up.bias")});
+  auto up = gemm(layer, "mlp.up", n, up_pieces);
   auto act = timed_op(layer, "mlp.act", [&] {
     if (gate) {
       auto halves = up.chunk(2, -1);
@@ -368,7 +422,7 @@ torch::Tensor Transformer::mlp_partial(const torch::Tensor& n, int64_t layer) co
         return torch::gelu(up);
     }
   });
-  return timed_op(layer, "mlp.down", [&] { return torch::linear(act, p(m + "down.weight")); });
+  return gemm(layer, "mlp.down", act, {{&p(m + "down.weight"), nullptr}});
 }
 
 // GPT-J/PaLM's parallel block: attention and MLP both read the one norm's output, their partial
@@ -427,6 +481,41 @@ torch::Tensor Transformer::layer(const torch::Tensor& x, int64_t l) const {
   return spec_.parallel_block() ? parallel_block(x, l) : mlp(attention(x, l), l);
 }
 
+torch::Tensor Transformer::recomputed_layer(const torch::Tensor& x, int64_t l, bool op_level) {
+  // Under ZeRO-3/FSDP the layer's parameters are this micro-batch's gathered copies, not leaves:
+  // they are inputs of the region too, so the re-run reads the copies the backward gather
+  // re-filled (params_ may hold a later micro-batch's by then, or a freed bucket's) and their
+  // gradients flow back through the gather to the reduce-scatter (a leaf parameter needs neither).
+  std::vector<torch::Tensor> inputs{x};
+  std::vector<size_t> gathered;
+  const std::string prefix = "layers." + std::to_string(l) + ".";
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& t = params_[i].tensor;
+    if (params_[i].name.rfind(prefix, 0) == 0 && t.requires_grad() && !t.is_leaf()) {
+      gathered.push_back(i);
+      inputs.push_back(t);
+    }
+  }
+  return recompute_in_backward(inputs,
+                               [this, l, gathered, op_level](const std::vector<torch::Tensor>& in) {
+                                 std::vector<torch::Tensor> outer;
+                                 for (size_t j = 0; j < gathered.size(); ++j) {
+                                   outer.push_back(params_[gathered[j]].tensor);
+                                   params_[gathered[j]].tensor = in[j + 1];
+                                 }
+                                 torch::Tensor out;
+                                 if (op_level) {
+                                   const OpCheckpointScope scope(l);
+                                   out = layer(in[0], l);
+                                 } else {
+                                   out = layer(in[0], l);
+                                 }
+                                 for (size_t j = 0; j < gathered.size(); ++j)
+                                   params_[gathered[j]].tensor = outer[j];
+                                 return out;
+                               });
+}
+
 torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Tensor& hidden,
                                    int64_t chunk) {
   const int64_t s = tokens.size(1) - 1;
@@ -437,33 +526,8 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
   const LayerRange& range = stage_.chunks.at(static_cast<size_t>(chunk));
   for (int64_t l = range.first; l < range.end; ++l) {
     x = in_part("L" + std::to_string(l), [&] {
-      if (!recomputes_layer(l)) return layer(x, l);
-      // Under ZeRO-3/FSDP the layer's parameters are this micro-batch's gathered copies, not
-      // leaves: they are inputs of the region too, so the recomputation reads the copies the
-      // backward gather re-filled (not a later micro-batch's) and their gradients flow back
-      // through the gather to the reduce-scatter (a leaf parameter needs neither).
-      std::vector<torch::Tensor> inputs{x};
-      std::vector<size_t> gathered;
-      const std::string prefix = "L" + std::to_string(l) + ".";
-      for (size_t i = 0; i < params_.size(); ++i) {
-        const torch::Tensor& t = params_[i].tensor;
-        if (params_[i].name.rfind(prefix, 0) == 0 && t.requires_grad() && !t.is_leaf()) {
-          gathered.push_back(i);
-          inputs.push_back(t);
-        }
-      }
-      return recompute_in_backward(inputs,
-                                   [this, l, gathered](const std::vector<torch::Tensor>& in) {
-                                     std::vector<torch::Tensor> outer;
-                                     for (size_t j = 0; j < gathered.size(); ++j) {
-                                       outer.push_back(params_[gathered[j]].tensor);
-                                       params_[gathered[j]].tensor = in[j + 1];
-                                     }
-                                     torch::Tensor out = layer(in[0], l);
-                                     for (size_t j = 0; j < gathered.size(); ++j)
-                                       params_[gathered[j]].tensor = outer[j];
-                                     return out;
-                                   });
+      const bool op_level = recompute_mode() == pb::RECOMPUTE_SELECTIVE_OP;
+      return recomputes_layer(l) || op_level ? recomputed_layer(x, l, op_level) : layer(x, l);
     });
   }
   if (!ends) return x;

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "mixed_precision.hpp"
+#include "op_checkpoint.hpp"
 #include "op_trace.hpp"
 #include "parallel.hpp"
 
@@ -123,9 +124,11 @@ struct GatherFromSeq : torch::autograd::Function<GatherFromSeq> {
     ctx->saved_data["grad_name"] = grad_name;
     const bool bf16 = bf16_wire(x);
     ctx->saved_data["bf16"] = bf16;
-    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    describe(name, bf16, nullptr);
-    return seq_gather(x, from_handle(group), bf16);
+    return kept_collective([&] {  // op_checkpoint.hpp
+      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+      describe(name, bf16, nullptr);
+      return seq_gather(x, from_handle(group), bf16);
+    });
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     auto* g = from_handle(ctx->saved_data["group"].toInt());
@@ -145,10 +148,11 @@ struct ReduceScatterToSeq : torch::autograd::Function<ReduceScatterToSeq> {
     ctx->saved_data["grad_name"] = grad_name;
     const bool bf16 = bf16_wire(x);
     ctx->saved_data["bf16"] = bf16;
-    auto* g = from_handle(group);
-    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    describe(name, bf16, kReduceScatterAlgorithm);
-    return seq_reduce_scatter(x, g, bf16);
+    return kept_collective([&] {
+      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+      describe(name, bf16, kReduceScatterAlgorithm);
+      return seq_reduce_scatter(x, from_handle(group), bf16);
+    });
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const std::string name = name_of(ctx, "grad_name");
@@ -181,10 +185,12 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static torch::Tensor forward(AutogradContext*, torch::Tensor x, int64_t group,
                                const std::string& name) {
-    const bool bf16 = bf16_wire(x);
-    OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
-    describe(name, bf16, bf16 ? kBf16AllReduceAlgorithm : nullptr);
-    return summed(x, from_handle(group), bf16);
+    return kept_collective([&] {
+      const bool bf16 = bf16_wire(x);
+      OpTrace::Scope scope(name.empty() ? nullptr : current_trace(), name);
+      describe(name, bf16, bf16 ? kBf16AllReduceAlgorithm : nullptr);
+      return summed(x, from_handle(group), bf16);
+    });
   }
   static variable_list backward(AutogradContext*, variable_list grad) {
     return {grad[0], torch::Tensor(), torch::Tensor()};

@@ -70,10 +70,6 @@ std::string plan_problem(const pb::Plan& plan) {
            "the executor yet "
            "(every stage uses parallel.tp and parallel.dp)";
   }
-  if (plan.recompute() == pb::RECOMPUTE_SELECTIVE_OP) {
-    return "recompute selective_op: torchtitan's op-level selective checkpointing is simulated, "
-           "not run by the executor yet (none, selective and full are)";
-  }
   for (const int m : plan.recompute_modules()) {
     // Megatron's core_attn and its checkpointed modules (mlp, moe, shared_experts) are the
     // executor's selective recomputation; the output-discarding modules (a tensor freed after

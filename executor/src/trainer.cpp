@@ -15,6 +15,7 @@
 #include "measured_trace.hpp"
 #include "mixed_precision.hpp"
 #include "model.hpp"
+#include "op_checkpoint.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/base/filesystem_type.hpp"
@@ -160,6 +161,10 @@ struct Run {
     if (scaler) pipe.loss_scale = scaler->scale();
     // The last stage's summed loss, zero on the others (fp64, on the device).
     auto loss = run_pipeline(pipe, micro_batches, c.plan.parallel().schedule(), forward);
+    // Every output op-level checkpointing kept was taken back by its layer's re-run.
+    ORRERY_CHECK(kept_outputs_pending() == 0,
+                 std::to_string(kept_outputs_pending()) +
+                     " kept outputs were never re-used by the step's backward pass");
     StepResult r;
     r.step = n;
     // Megatron's finalize-gradients all-reduces (SP norms over TP, tied embeddings over the first

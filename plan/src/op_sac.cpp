@@ -23,6 +23,11 @@ std::vector<double> matmul_widths(const models::LayerOp& op, const pb::ModelSpec
 
 }  // namespace
 
+bool counted_matmul(const models::LayerOp& op) {
+  return op.op_class == pb::OP_CLASS_GEMM && !starts_with(op.name, "moe.") &&
+         op.name != "attn.scores" && op.name != "attn.context" && op.shape.size() >= 2;
+}
+
 bool in_decoder_layer(const models::LayerOp& op) {
   return !starts_with(op.name, "embed.") && !starts_with(op.name, "head.");
 }
@@ -38,13 +43,12 @@ std::vector<OpSacSplit> op_sac_split(const std::vector<models::LayerOp>& layer,
       // would drop of its saved tensors). A materialized attention's scores, softmax and
       // context are batched matmuls and pointwise ops, none on the save list: re-run.
       s.kept_bytes = op.forward_bytes_written + op.selective_recompute_bytes;
-    } else if (op.op_class == pb::OP_CLASS_GEMM && !starts_with(op.name, "moe.") &&
-               op.shape.size() >= 2) {
+    } else if (counted_matmul(op)) {
       const double rows = static_cast<double>(op.shape[0]);
       double width = 0, recomputed = 0;
       for (const double w : matmul_widths(op, model)) {
         width += w;
-        if (++matmuls % 2 == 1) {
+        if (keeps_matmul(matmuls++)) {
           s.kept_bytes += rows * w * act_bytes;
         } else {
           recomputed += w;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -288,6 +289,41 @@ TEST(MeasuredTrace, SelectiveRecomputationMaterializedAttention) {
     rcp += n.name().find(".rcp.") != std::string::npos ? 1 : 0;
   // Scores, softmax and context of tiny's two layers in each of the two micro-batches.
   EXPECT_EQ(rcp, 3 * 2 * 2);
+}
+
+// Op-level checkpointing re-runs what it did not keep, under the lowering's "rcp" names: in each
+// of tiny's layers norms, RoPE, activation, residual adds, attn.out and the not-kept piece of
+// attn.qkv (k) and mlp.up (up); the attention kernel and mlp.down are kept, so never re-run.
+TEST(MeasuredTrace, OpLevelCheckpointing) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering(
+      "rcp-op", "--model tiny --dp 1 --global-batch 2 --seq 32 --recompute selective_op",
+      &measured);
+  std::set<std::string> rcp;
+  for (const auto& n : measured.ranks(0).nodes()) {
+    if (n.name().rfind("L1.mb1.rcp.", 0) == 0) rcp.insert(n.name().substr(11));
+  }
+  EXPECT_EQ(
+      rcp, (std::set<std::string>{"attn.norm", "attn.qkv", "attn.rope", "attn.out", "attn.residual",
+                                  "mlp.norm", "mlp.up", "mlp.act", "mlp.residual"}));
+}
+
+// Under TP with SP the layer's collectives are kept, not re-run: no "rcp" collective, as in the
+// lowering.
+TEST(MeasuredTrace, OpLevelCheckpointingUnderSequenceParallelism) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("rcp-op-tp2sp",
+                                "--model " + std::string(ORRERY_EXECUTOR_TEST_DIR) +
+                                    "/tiny-gpt.yaml --tp 2 --sp --dp 1 --global-batch 2 --seq 32 "
+                                    "--recompute selective_op",
+                                &measured);
+  int rcp_gemm = 0;
+  for (const auto& n : measured.ranks(1).nodes()) {
+    EXPECT_FALSE(n.name().find(".rcp.") != std::string::npos && n.kind() != pb::NODE_KIND_COMPUTE)
+        << n.name();
+    rcp_gemm += n.name() == "L0.mb0.rcp.attn.qkv" ? 1 : 0;
+  }
+  EXPECT_EQ(rcp_gemm, 1);
 }
 
 TEST(MeasuredTrace, RefusesANonEmptyOutputDirectory) {

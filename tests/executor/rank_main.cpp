@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
                  "fp16: clean steps before the scale grows");
   app.add_option("--lr", c.learning_rate);
   std::string recompute = "none";
-  app.add_option("--recompute", recompute, "none | selective | full");
+  app.add_option("--recompute", recompute, "none | selective | selective_op | full");
   int64_t recompute_every = 0;
   app.add_option("--recompute-every", recompute_every, "full: every N-th layer only");
   std::vector<std::string> recompute_modules;
@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
     pb::Recompute r = pb::RECOMPUTE_UNSPECIFIED;
     if (!pb::Recompute_Parse("RECOMPUTE_" + upper_case(recompute), &r) ||
         r == pb::RECOMPUTE_UNSPECIFIED)
-      throw std::runtime_error("--recompute " + recompute + ": none, selective or full");
+      throw std::runtime_error("--recompute " + recompute +
+                               ": none, selective, selective_op or full");
     c.plan.set_recompute(r);
     if (recompute_every > 0) c.plan.set_recompute_every(recompute_every);
     for (const auto& m : recompute_modules) {

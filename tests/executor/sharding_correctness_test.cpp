@@ -317,6 +317,21 @@ TEST_P(ShardingMatchesSingleProcess, FsdpDp2RecomputeFull) {
           {"fsdp-rcp", 1, 2, 1, {"--sharding", "fsdp", "--prefetch", "1", "--recompute", "full"}}));
 }
 
+// One bucket for the whole model (the planner's 200 MiB on a small model): gathered for the
+// head's backward, the recomputed layers re-run inside it from this micro-batch's copies, which
+// the region keeps as its inputs (the model's tensors by then are the next micro-batch's, or
+// freed: this crashed before). The same under op-level checkpointing.
+TEST_P(ShardingMatchesSingleProcess, FsdpDp2OneBucketRecompute) {
+  for (const char* recompute : {"full", "selective_op"}) {
+    expect_matches(reference(model()), train(model(), {std::string("fsdp-1bucket-") + recompute,
+                                                       1,
+                                                       2,
+                                                       1,
+                                                       {"--sharding", "fsdp", "--bucket-bytes",
+                                                        "209715200", "--recompute", recompute}}));
+  }
+}
+
 TEST_P(ShardingMatchesSingleProcess, HsdpDp4BucketedRecomputeFull) {
   // Buckets {embed, L0} and {L1, head}: the first is gathered for L0's recomputation (the
   // embedding's backward uses that gather too), the second for the head's backward, before L1's

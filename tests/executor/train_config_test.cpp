@@ -148,7 +148,7 @@ TEST(UnsupportedReason, OverlapFlagsRun) {
   }
 }
 
-TEST(UnsupportedReason, RecomputationRunsWithEveryShardingButSelectiveOp) {
+TEST(UnsupportedReason, RecomputationRunsWithEverySharding) {
   TrainConfig c = tiny_pp2();
   for (auto r : {pb::RECOMPUTE_SELECTIVE, pb::RECOMPUTE_FULL}) {
     c.plan.set_recompute(r);
@@ -163,9 +163,7 @@ TEST(UnsupportedReason, RecomputationRunsWithEveryShardingButSelectiveOp) {
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
   EXPECT_EQ(unsupported_reason(c), "");
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE_OP);
-  EXPECT_EQ(unsupported_reason(c),
-            "recompute selective_op: torchtitan's op-level selective checkpointing is simulated, "
-            "not run by the executor yet (none, selective and full are)");
+  EXPECT_EQ(unsupported_reason(c), "");
 }
 
 // Megatron's core_attn is the executor's selective recomputation; the output-discarding modules

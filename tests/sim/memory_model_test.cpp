@@ -16,7 +16,12 @@
 //   -> 1,084,227,584; the embedding keeps nothing.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
+#include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/op_sac.hpp"
 #include "orrery/sim/memory_model.hpp"
 #include "orrery/topologies/cluster_catalog.hpp"
 
@@ -245,6 +250,36 @@ TEST(MemoryModel, TensorParallelismSplitsWeightsAndMostActivations) {
   const double layer = (kLayerParams - 8192) / 8 + 8192;
   EXPECT_EQ(layer, 27271168.0);
   EXPECT_DOUBLE_EQ(m[0].parameters_bytes(), 2 * (32 * layer + 2 * 65667072.0 + 4096));
+}
+
+// The policy counts plain matmuls only: a materialized attention's batched matmuls (attn.scores,
+// attn.context) are re-run whole and shift no projection's turn, so llama3-8b keeps q and v of
+// attn.qkv (k re-run: 1,024 of 6,144 columns), re-runs attn.out and up, keeps gate and down, with
+// either attention kernel.
+TEST(OpLevelCheckpointing, MaterializedAttentionBatchedMatmulsAreNotCounted) {
+  const pb::ModelSpec spec = models::load_model("llama3-8b");
+  for (const bool flash : {true, false}) {
+    models::ShardContext ctx;
+    ctx.micro_batch = 1;
+    ctx.seq_len = 1024;
+    ctx.flash_attention = flash;
+    const auto ops = models::layer_ops(spec, models::LayerPart::kDecoder, 0, ctx);
+    const auto split = plan::op_sac_split(ops, spec, 2);
+    ASSERT_EQ(split.size(), ops.size());
+    std::map<std::string, plan::OpSacSplit> by_name;
+    for (size_t i = 0; i < ops.size(); ++i) by_name[ops[i].name] = split[i];
+    EXPECT_DOUBLE_EQ(by_name["attn.qkv"].recompute_fraction, 1024.0 / 6144) << flash;
+    EXPECT_DOUBLE_EQ(by_name["attn.out"].recompute_fraction, 1) << flash;
+    EXPECT_DOUBLE_EQ(by_name["mlp.up"].recompute_fraction, 0.5) << flash;
+    EXPECT_DOUBLE_EQ(by_name["mlp.down"].recompute_fraction, 0) << flash;
+    EXPECT_DOUBLE_EQ(by_name["mlp.down"].kept_bytes, 1024.0 * 4096 * 2) << flash;
+    if (!flash) {
+      for (const char* bmm : {"attn.scores", "attn.context"}) {
+        EXPECT_DOUBLE_EQ(by_name[bmm].recompute_fraction, 1) << bmm;
+        EXPECT_DOUBLE_EQ(by_name[bmm].kept_bytes, 0) << bmm;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 // checkpointed layers.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "orrery/models/layer_ops.hpp"
@@ -27,6 +28,16 @@ struct OpSacSplit {
   double kept_bytes = 0;          // of the op's outputs, what stays in memory until backward
   double recompute_fraction = 0;  // of the op's forward work, what the backward re-runs
 };
+
+// Whether a decoder layer's matmul number `index` (0-based, in the order the layer calls them,
+// counted afresh in each layer's forward) is kept: every other one, starting with the first
+// (torchtitan counts aten.mm calls and saves the odd ones, 1-based).
+constexpr bool keeps_matmul(int64_t index) { return index % 2 == 0; }
+
+// Whether `op` is one of the plain matmuls the policy counts: a GEMM of a decoder layer that is
+// neither a routed/shared expert's (moe.*) nor a materialized attention's batched matmul
+// (attn.scores, attn.context: aten.bmm, not aten.mm).
+bool counted_matmul(const models::LayerOp& op);
 
 // Whether `op` belongs to a decoder layer (not the embedding or the head).
 bool in_decoder_layer(const models::LayerOp& op);
