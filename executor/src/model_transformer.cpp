@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <torch/version.h>
 
@@ -166,13 +167,17 @@ torch::Tensor Transformer::gemm(int64_t layer, const std::string& op, const torc
                              pieces[0].bias != nullptr ? *pieces[0].bias : torch::Tensor());
       }
       std::vector<torch::Tensor> weights, biases;
-      bool any_bias = false;
+      const bool any_bias = std::any_of(pieces.begin(), pieces.end(), [](const GemmPiece& piece) {
+        return piece.bias != nullptr;
+      });
       for (const auto& piece : pieces) {
         weights.push_back(*piece.weight);
-        any_bias = any_bias || piece.bias != nullptr;
-        biases.push_back(piece.bias != nullptr
-                             ? *piece.bias
-                             : torch::zeros({piece.weight->size(0)}, piece.weight->options()));
+        // A piece without a bias (a gated MLP's gate beside the up projection's) adds zeros.
+        if (any_bias) {
+          biases.push_back(piece.bias != nullptr
+                               ? *piece.bias
+                               : torch::zeros({piece.weight->size(0)}, piece.weight->options()));
+        }
       }
       return torch::linear(x, torch::cat(weights), any_bias ? torch::cat(biases) : torch::Tensor());
     });
@@ -503,13 +508,10 @@ torch::Tensor Transformer::recomputed_layer(const torch::Tensor& x, int64_t l, b
                                    outer.push_back(params_[gathered[j]].tensor);
                                    params_[gathered[j]].tensor = in[j + 1];
                                  }
-                                 torch::Tensor out;
-                                 if (op_level) {
-                                   const OpCheckpointScope scope(l);
-                                   out = layer(in[0], l);
-                                 } else {
-                                   out = layer(in[0], l);
-                                 }
+                                 std::optional<OpCheckpointScope> scope;
+                                 if (op_level) scope.emplace(l);
+                                 const torch::Tensor out = layer(in[0], l);
+                                 scope.reset();
                                  for (size_t j = 0; j < gathered.size(); ++j)
                                    params_[gathered[j]].tensor = outer[j];
                                  return out;
