@@ -149,8 +149,8 @@ const torch::Tensor& Transformer::p(const std::string& name) const {
 }
 
 const torch::Tensor* Transformer::maybe(const std::string& name) const {
-  const auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &params_[it->second].tensor;
+  const ShardedParam* param = find(name);
+  return param != nullptr ? &param->tensor : nullptr;
 }
 
 // One fused GEMM over the pieces' weights side by side, as Megatron runs attn.qkv and a gated

@@ -3,7 +3,6 @@
 #include <map>
 #include <optional>
 
-#include "mixed_precision.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
 #include "orrery/plan/op_sac.hpp"
@@ -26,8 +25,10 @@ std::string key_of(const std::string& what) {
          "." + what;
 }
 
-void keep(const std::string& key, const torch::Tensor& out) {
+// Keeps `out` under `key` and returns it.
+torch::Tensor keep(const std::string& key, torch::Tensor out) {
   ORRERY_CHECK(g_kept.emplace(key, out).second, "output " + key + " kept twice");
+  return out;
 }
 
 torch::Tensor take(const std::string& key) {
@@ -41,9 +42,7 @@ torch::Tensor take(const std::string& key) {
 // What a kept output's backward needs besides its saved tensors.
 struct KeptHolder : torch::CustomClassHolder {
   torch::Tensor kept;
-  RecomputedRegion region;  // kept_region only
-  c10::DeviceType device = c10::DeviceType::CPU;
-  std::optional<at::ScalarType> autocast;  // the re-run's autocast type on `device`, if on
+  std::optional<RegionReplay> replay;  // kept_region only
 };
 
 c10::intrusive_ptr<KeptHolder> holder_of(torch::autograd::AutogradContext* ctx) {
@@ -105,19 +104,14 @@ class KeptRegion : public torch::autograd::Function<KeptRegion> {
                                                  torch::autograd::variable_list grads) {
     const auto holder = holder_of(ctx);
     holder->kept = torch::Tensor();  // the output was handed on; only the region is needed now
-    std::vector<torch::Tensor> inputs;
-    for (const auto& saved : ctx->get_saved_variables())
-      inputs.push_back(saved.detach().requires_grad_(saved.requires_grad()));
-    std::vector<torch::Tensor> wanted;
-    for (const auto& in : inputs)
-      if (in.requires_grad()) wanted.push_back(in);
     torch::autograd::variable_list result;
     {
-      const torch::AutoGradMode grad_mode(true);
       const UntracedScope untraced;
-      const AutocastScope autocast(holder->autocast.has_value(), holder->device,
-                                   holder->autocast.value_or(at::kBFloat16));
-      const torch::Tensor out = holder->region(inputs);
+      std::vector<torch::Tensor> inputs;
+      const torch::Tensor out = holder->replay->run(ctx->get_saved_variables(), inputs);
+      std::vector<torch::Tensor> wanted;
+      for (const auto& in : inputs)
+        if (in.requires_grad()) wanted.push_back(in);
       const auto got = torch::autograd::grad({out}, wanted, {grads[0]});
       size_t next = 0;
       for (const auto& in : inputs)
@@ -149,11 +143,7 @@ std::vector<bool> next_matmuls_kept(size_t count) {
 torch::Tensor kept_linear(const std::string& what, const torch::Tensor& x, const torch::Tensor& w,
                           const torch::Tensor& b) {
   const std::string key = key_of(what);
-  if (!recomputing()) {
-    torch::Tensor y = torch::linear(x, w, b);
-    keep(key, y);
-    return y;
-  }
+  if (!recomputing()) return keep(key, torch::linear(x, w, b));
   auto holder = c10::make_intrusive<KeptHolder>();
   holder->kept = take(key);
   return b.defined() ? KeptLinear::apply(at::TensorList({x, w, b}), holder)
@@ -163,26 +153,17 @@ torch::Tensor kept_linear(const std::string& what, const torch::Tensor& x, const
 torch::Tensor kept_region(const std::string& what, const std::vector<torch::Tensor>& inputs,
                           RecomputedRegion region) {
   const std::string key = key_of(what);
-  if (!recomputing()) {
-    torch::Tensor y = region(inputs);
-    keep(key, y);
-    return y;
-  }
+  if (!recomputing()) return keep(key, region(inputs));
   auto holder = c10::make_intrusive<KeptHolder>();
   holder->kept = take(key);
-  holder->region = std::move(region);
-  holder->device = inputs.front().device().type();
-  holder->autocast = autocast_type(holder->device);
+  holder->replay.emplace(std::move(region), inputs.front().device().type());
   return KeptRegion::apply(at::TensorList(inputs), holder);
 }
 
 torch::Tensor kept_collective(const std::function<torch::Tensor()>& run) {
   if (!g_scope.has_value()) return run();
   const std::string key = key_of("collective" + std::to_string(g_scope->collectives++));
-  if (recomputing()) return take(key);
-  torch::Tensor out = run();
-  keep(key, out);
-  return out;
+  return recomputing() ? take(key) : keep(key, run());
 }
 
 size_t kept_outputs_pending() { return g_kept.size(); }

@@ -15,9 +15,8 @@ bool g_recomputing = false;
 
 // What the backward pass needs besides the saved inputs, kept in the autograd context.
 struct RegionHolder : torch::CustomClassHolder {
-  RecomputedRegion region;
-  c10::DeviceType device = c10::DeviceType::CPU;
-  std::optional<at::ScalarType> autocast;  // the forward's autocast type on `device`, if on
+  explicit RegionHolder(RegionReplay r) : replay(std::move(r)) {}
+  RegionReplay replay;
 };
 
 // Phase "rcp" in op names while alive (op_trace.hpp).
@@ -39,7 +38,7 @@ class Recompute : public torch::autograd::Function<Recompute> {
                                const c10::intrusive_ptr<RegionHolder>& holder) {
     ctx->save_for_backward(inputs.vec());
     ctx->saved_data["region"] = c10::IValue::make_capsule(holder);
-    return holder->region(inputs.vec());
+    return holder->replay.region()(inputs.vec());
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -47,15 +46,10 @@ class Recompute : public torch::autograd::Function<Recompute> {
     auto holder =
         c10::static_intrusive_pointer_cast<RegionHolder>(ctx->saved_data["region"].toCapsule());
     std::vector<torch::Tensor> inputs;
-    for (const auto& saved : ctx->get_saved_variables())
-      inputs.push_back(saved.detach().requires_grad_(saved.requires_grad()));
     torch::Tensor out;
     {
-      const torch::AutoGradMode grad_mode(true);
       const RecomputingScope rcp;
-      const AutocastScope autocast(holder->autocast.has_value(), holder->device,
-                                   holder->autocast.value_or(at::kBFloat16));
-      out = holder->region(inputs);
+      out = holder->replay.run(ctx->get_saved_variables(), inputs);
     }
     torch::autograd::backward({out}, {grads[0]});
     torch::autograd::variable_list result;
@@ -80,6 +74,18 @@ bool recomputes_module(pb::RecomputeModule module) {
   return plan::recomputes_module(g_plan, module);
 }
 bool recomputing() { return g_recomputing; }
+
+RegionReplay::RegionReplay(RecomputedRegion region, c10::DeviceType device)
+    : region_(std::move(region)), device_(device), autocast_(autocast_type(device)) {}
+
+torch::Tensor RegionReplay::run(const std::vector<torch::Tensor>& saved,
+                                std::vector<torch::Tensor>& inputs) const {
+  inputs.clear();
+  for (const auto& t : saved) inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
+  const torch::AutoGradMode grad_mode(true);
+  const AutocastScope autocast(autocast_.has_value(), device_, autocast_.value_or(at::kBFloat16));
+  return region_(inputs);
+}
 void set_recomputing(bool on) { g_recomputing = on; }
 
 torch::Tensor recompute_in_backward(const std::vector<torch::Tensor>& inputs,
@@ -90,10 +96,8 @@ torch::Tensor recompute_in_backward(const std::vector<torch::Tensor>& inputs,
   ORRERY_CHECK(any,
                "a recomputed region needs an input that requires grad (else its parameters "
                "would get no gradient)");
-  auto holder = c10::make_intrusive<RegionHolder>();
-  holder->region = std::move(region);
-  holder->device = inputs.front().device().type();
-  holder->autocast = autocast_type(holder->device);
+  auto holder = c10::make_intrusive<RegionHolder>(
+      RegionReplay(std::move(region), inputs.front().device().type()));
   return Recompute::apply(at::TensorList(inputs), holder);
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <torch/torch.h>
@@ -47,6 +48,26 @@ void set_recomputing(bool on);
 // the backward pass, after its caller returned) and depend on nothing else that requires grad
 // but parameters (leaf tensors).
 using RecomputedRegion = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+
+// A region kept to run again in the backward pass, under the autocast state of the call that
+// made it (autograd runs backward functions without one). Used by recompute_in_backward and by
+// op-level checkpointing's kept attention kernel (op_checkpoint.hpp).
+class RegionReplay {
+ public:
+  // Captures autocast_type(device) now.
+  RegionReplay(RecomputedRegion region, c10::DeviceType device);
+  const RecomputedRegion& region() const { return region_; }  // for the first run
+  // region on detached copies of `saved` (each requiring grad as its original did), with grad
+  // mode on and the captured autocast; the copies go to `inputs`, for the caller to read their
+  // gradients once it has differentiated the result.
+  torch::Tensor run(const std::vector<torch::Tensor>& saved,
+                    std::vector<torch::Tensor>& inputs) const;
+
+ private:
+  RecomputedRegion region_;
+  c10::DeviceType device_;
+  std::optional<at::ScalarType> autocast_;
+};
 
 // region(inputs), keeping only `inputs` for backward; recomputed (under the autocast state of
 // this call) when the backward pass reaches it. At least one input must require grad.
