@@ -94,7 +94,7 @@ RankLowering::RankLowering(const ResolvedPlan& plan, const RankLayout& layout, c
   if (fsdp()) {
     const bool hsdp = plan.sharding() == pb::SHARDING_HSDP;
     // FSDP shards over every replica of the weights, as it reduces over them (torchtitan's
-    // dp_shard x cp mesh); HSDP over its shard group.
+    // dp_shard x cp mesh); HSDP over its shard group (dp ranks with their CP ranks too).
     fsdp_group_ = layout.group_id(
         hsdp ? GroupKind::kDpShard : (d.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp), rank);
     if (hsdp) replica_group_ = layout.group_id(GroupKind::kDpReplica, rank);

@@ -216,7 +216,7 @@ void RankLowering::finish_step() {
     if (!fsdp_reduces_.empty()) reduced.push_back(fsdp_reduces_.back());
     if (replica_group_ >= 0) {
       const double shard =
-          (params + expert_params) / static_cast<double>(plan_.plan.shard_group_size());
+          (params + expert_params) / static_cast<double>(plan_.dense_shard_degree());
       reduced.push_back(b_.collective(site, kCommDp, "hsdp.replica_all_reduce",
                                       pb::COLLECTIVE_KIND_ALL_REDUCE, replica_group_,
                                       shard * prec.grad_reduce_bytes, {last_backward_}));

@@ -156,9 +156,11 @@ std::vector<int64_t> RankLayout::group(GroupKind kind, int64_t r) const {
       break;
     }
     case GroupKind::kDpShard: {
+      // The dp ranks [first, first + size) with every CP rank of theirs: consecutive positions
+      // of the plane (torchtitan shards over its dp_shard x cp mesh).
       const int64_t size = shard_ > 0 ? shard_ : d.dp;
       const int64_t first = c.dp / size * size;
-      for (int64_t i = 0; i < size; ++i) out.push_back(rank({c.tp, c.cp, first + i, c.pp}));
+      for (int64_t i = first * d.cp; i < (first + size) * d.cp; ++i) out.push_back(from_plane(i));
       break;
     }
     case GroupKind::kDpReplica: {

@@ -646,15 +646,16 @@ const char* to_string(Dim dim) {
   return "?";
 }
 
+// HSDP shards inside its shard groups, each shard_group_size dp ranks with their CP ranks.
 int64_t ResolvedPlan::dense_shard_degree() const {
   if (sharding() == pb::SHARDING_NONE) return 1;
-  if (sharding() == pb::SHARDING_HSDP) return plan.shard_group_size();
+  if (sharding() == pb::SHARDING_HSDP) return plan.shard_group_size() * degrees.cp;
   return degrees.dp * degrees.cp;
 }
 
 int64_t ResolvedPlan::expert_shard_degree() const {
   if (sharding() == pb::SHARDING_NONE) return 1;
-  if (sharding() == pb::SHARDING_HSDP) return plan.shard_group_size();
+  if (sharding() == pb::SHARDING_HSDP) return plan.shard_group_size() * degrees.cp;
   return std::max<int64_t>(1, degrees.edp());
 }
 

@@ -259,6 +259,19 @@ TEST(RankLayout, HsdpShardAndReplicaGroups) {
   }
 }
 
+TEST(RankLayout, HsdpShardGroupsTakeTheirCpRanks) {
+  // cp 2 x dp 4 (cp inner): shard groups of 2 dp ranks with their CP ranks, {0..3} and {4..7};
+  // replicas the ranks at the same place of the other shard group, of the same CP index.
+  plan::RankLayout layout(degrees(1, 2, 4, 1), kMegatron, 2);
+  EXPECT_EQ(layout.group(plan::GroupKind::kDpShard, 5), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(layout.group(plan::GroupKind::kDpReplica, 5), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(layout.index_in_group(plan::GroupKind::kDpShard, 5),
+            layout.index_in_group(plan::GroupKind::kDpShard, 1));
+  // Without HSDP the shard group is every replica of the weights: dp x cp.
+  plan::RankLayout fsdp(degrees(1, 2, 4, 1), kMegatron);
+  EXPECT_EQ(fsdp.group(plan::GroupKind::kDpShard, 5), fsdp.group(plan::GroupKind::kDpCp, 5));
+}
+
 // The executor forms its process groups from the plan as written (plan::layout_of).
 TEST(LayoutOf, DefaultPlacementPutsTpInnermost) {
   pb::Plan p;

@@ -24,8 +24,9 @@ enum class GroupKind {
   kPp,         // same tp, cp, dp
   kEp,         // MoE: ep consecutive ranks of the (dp, cp) plane with the same tp, pp
   kEdp,        // MoE: expert-data-parallel, same expert shard: reduces expert gradients
-  kDpShard,    // HSDP: shard_group_size consecutive members of the dp group
-  kDpReplica,  // HSDP: the members of the dp group holding the same shard
+  kDpShard,    // FSDP's shard group: dp x cp (kDpCp), or with HSDP shard_group_size
+               // consecutive dp ranks x cp
+  kDpReplica,  // HSDP: the ranks of the same cp index holding the same shard
   // MoE parallel folding (Degrees::folded): the routed experts' tensor-parallel group. Without
   // folding the experts use the TP group and this group is the rank alone.
   kEtp,
