@@ -84,6 +84,10 @@ class Transformer {
   void set_moe_capacity(const MoeCapacity& capacity) { moe_capacity_ = capacity; }
   // moe_expert_gemm per_expert: each routed expert's kernels timed as their own nodes.
   void set_per_expert_nodes(bool on) { per_expert_nodes_ = on; }
+  // Context parallelism over the ring `cp` (ring_attention.hpp): this rank trains on its two
+  // chunks of each `seq_len`-token sequence; forward() still takes the whole sequences and keeps
+  // this rank's tokens, and attention runs around the ring.
+  void set_context_parallel(GroupPtr cp, int64_t seq_len);
 
   const std::vector<ShardedParam>& parameters() const { return params_; }
   // For the data-parallel optimizer, which may replace the tensors (FSDP: by gathered copies).
@@ -126,6 +130,8 @@ class Transformer {
   torch::Tensor row_parallel_out(const torch::Tensor& partial, int64_t layer,
                                  const std::string& op) const;
   torch::Tensor rope(const torch::Tensor& x) const;  // [b, heads, s, d]
+  // The sequence positions of this rank's `s` tokens (0 .. s - 1 without CP), on its device.
+  torch::Tensor positions(int64_t s) const;
   // Decoder layer `l`'s forward as a region re-run in the backward pass (recompute full, or
   // op-level checkpointing, whose first forward also keeps outputs: op_checkpoint.hpp).
   torch::Tensor recomputed_layer(const torch::Tensor& x, int64_t l, bool op_level);
@@ -149,6 +155,9 @@ class Transformer {
   MoeCapacity moe_capacity_;
   bool per_expert_nodes_ = false;
   ExpertParallel ep_;
+  GroupPtr cp_;                 // null: no context parallelism
+  torch::Tensor cp_positions_;  // this CP rank's sequence positions
+  int64_t seq_len_ = 0;         // the whole sequence, under CP
   StageLayers stage_;
   c10::Device device_;
   torch::Generator gen_;  // CPU, seeded: the same draws whatever the device

@@ -16,12 +16,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The group travels through the autograd context as a raw pointer: the groups outlive training.
-int64_t as_handle(const GroupPtr& g) {
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get()));
-}
-Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
-
 // Records on the trace that collective `name` carried bf16.
 void mark_bf16(const std::string& name, bool bf16) {
   if (OpTrace* t = current_trace(); t != nullptr && bf16) t->set_dtype(name, "bf16");

@@ -13,6 +13,7 @@
 #include "orrery/models/layer_ops.hpp"
 #include "orrery/models/model_catalog.hpp"
 #include "recompute.hpp"
+#include "ring_attention.hpp"
 
 namespace orrery::executor {
 namespace {
@@ -216,11 +217,23 @@ torch::Tensor Transformer::rope(const torch::Tensor& x) const {
   const int64_t s = x.size(2), d = x.size(3);
   const auto fp64 = x.options().dtype(torch::kFloat64);  // on x's device
   auto inv_freq = torch::pow(kRopeTheta, -torch::arange(0, d, 2, fp64) / static_cast<double>(d));
-  auto angles = torch::outer(torch::arange(s, fp64), inv_freq);  // [s, d/2]
+  auto angles = torch::outer(positions(s).to(fp64), inv_freq);  // [s, d/2]
   angles = torch::cat({angles, angles}, -1).to(x.scalar_type());
   auto halves = x.chunk(2, -1);
   auto rotated = torch::cat({-halves[1], halves[0]}, -1);
   return x * angles.cos() + rotated * angles.sin();
+}
+
+torch::Tensor Transformer::positions(int64_t s) const {
+  if (cp_) return cp_positions_;
+  return torch::arange(s, torch::dtype(torch::kLong).device(device_));
+}
+
+void Transformer::set_context_parallel(GroupPtr cp, int64_t seq_len) {
+  if (!cp) return;
+  cp_ = std::move(cp);
+  seq_len_ = seq_len;
+  cp_positions_ = cp_positions(seq_len, cp_->getSize(), cp_->getRank()).to(device_);
 }
 
 // Every op below runs inside timed_op (op_trace.hpp) under the name the simulator's lowering
@@ -280,7 +293,9 @@ torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t lay
     qk = timed_op(layer, "attn.rope", [&] { return rope(qk); });
   }
   auto q = qk.narrow(1, 0, heads), k = qk.narrow(1, heads, kv_heads);
-  if (kv_heads != heads) {  // GQA: each KV head serves heads / kv_heads consecutive query heads
+  // GQA: each KV head serves heads / kv_heads consecutive query heads (the CP ring passes the
+  // KV heads themselves and repeats them in its kernel).
+  if (kv_heads != heads && !cp_) {
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
@@ -293,8 +308,19 @@ torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t lay
   const int64_t all_heads = spec_.num_attention_heads(), first_head = tp_rank_ * heads;
   // The attention core from q, k and v. It owns what it captures: selective recomputation
   // (recompute.hpp) runs it again in the backward pass, after attention() has returned.
+  RingAttention ring;
+  if (cp_) {
+    ring = {cp_, seq_len_, scale, window, cap, {}, layer};
+    if (alibi) {
+      const auto slopes = alibi_slopes(all_heads);
+      ring.alibi_slopes.assign(slopes.begin() + first_head, slopes.begin() + first_head + heads);
+    }
+  }
   auto core = [=, this](const std::vector<torch::Tensor>& qkv_in) {
     const auto &q = qkv_in[0], &k = qkv_in[1], &v = qkv_in[2];
+    if (cp_) {  // around the CP ring, each step timed as its own node
+      return ring_attention(q, k, v, ring).transpose(1, 2).reshape({b, s, heads * d});
+    }
     // ALiBi's biases join the scores in the QK^T GEMM (as the lowering's attn.scores has them).
     auto scores_of = [&] {
       auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
@@ -339,7 +365,7 @@ torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t lay
     return context;
   };
   torch::Tensor context;
-  if (op_checkpointing() && !materialized) {
+  if (op_checkpointing() && !materialized && !cp_) {  // (the CP ring keeps its own output)
     // Op-level checkpointing keeps the fused kernel's output: the re-run takes it from memory,
     // so only the kernel's backward is timed then.
     context = kept_region("attn.core", {q, k, v}, core);
@@ -478,8 +504,12 @@ torch::Tensor Transformer::embed(const torch::Tensor& inputs) const {
   if (!has("embed.positions.weight")) return x;
   // Under SP this rank holds the sequence positions [rank * s / tp, (rank + 1) * s / tp).
   const int64_t s = x.size(1), first = sp_ ? tp_rank_ * s : 0;
-  return timed_op(-1, "embed.positions",
-                  [&] { return x + p("embed.positions.weight").narrow(0, first, s); });
+  return timed_op(-1, "embed.positions", [&] {
+    const auto& table = p("embed.positions.weight");
+    // Under CP this rank's tokens sit at its two chunks' positions.
+    return x + (cp_ ? table.index_select(0, cp_positions_.narrow(0, first, s))
+                    : table.narrow(0, first, s));
+  });
 }
 
 torch::Tensor Transformer::layer(const torch::Tensor& x, int64_t l) const {
@@ -522,6 +552,10 @@ torch::Tensor Transformer::forward(const torch::Tensor& tokens, const torch::Ten
                                    int64_t chunk) {
   const int64_t s = tokens.size(1) - 1;
   auto inputs = tokens.narrow(1, 0, s), targets = tokens.narrow(1, 1, s);
+  if (cp_) {  // this CP rank's two chunks of each sequence
+    inputs = inputs.index_select(1, cp_positions_);
+    targets = targets.index_select(1, cp_positions_);
+  }
   const bool embeds = stage_.first && chunk == 0;
   const bool ends = stage_.last && chunk + 1 == static_cast<int64_t>(stage_.chunks.size());
   torch::Tensor x = embeds ? in_part("embed", [&] { return embed(inputs); }) : hidden;

@@ -11,12 +11,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The group travels through the autograd context as a raw pointer: the groups outlive training.
-int64_t as_handle(const GroupPtr& g) {
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get()));
-}
-Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
-
 // How a TP/SP collective carries its tensor: fp32 runs move and reduce the tensor as it is; under
 // bf16 autocast it travels as bf16 (the lowering's activation_bytes 2), reductions run as an
 // all-to-all of bf16 pieces plus a local fp32 sum (Gloo 1.13 reduces no bf16; mixed_precision.hpp),

@@ -72,13 +72,19 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
     g.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
     g.world = make_group(GroupBackend::kGloo, g.store, "pg/world", env.rank, env.world_size,
                          env.master_addr, timeout);
-    for (plan::GroupKind dim : {plan::GroupKind::kTp, plan::GroupKind::kDp, plan::GroupKind::kPp}) {
+    const bool cp = grid.degrees().cp > 1;
+    const plan::GroupKind replicas = cp ? plan::GroupKind::kDpCp : plan::GroupKind::kDp;
+    for (plan::GroupKind dim :
+         {plan::GroupKind::kTp, replicas, plan::GroupKind::kPp, plan::GroupKind::kCp}) {
       const auto members = grid.group(dim, env.rank);
       if (members.size() < 2) continue;
       const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
       auto pg = make_group(backend, g.store, group_name(dim, members), index,
                            static_cast<int64_t>(members.size()), env.master_addr, timeout);
-      (dim == plan::GroupKind::kTp ? g.tp : dim == plan::GroupKind::kDp ? g.dp : g.pp) = pg;
+      (dim == plan::GroupKind::kTp   ? g.tp
+       : dim == replicas             ? g.dp
+       : dim == plan::GroupKind::kPp ? g.pp
+                                     : g.cp) = pg;
     }
     const int64_t last = grid.degrees().pp - 1;
     if (tied_embeddings && last > 0 && (g.coord.pp == 0 || g.coord.pp == last)) {
@@ -97,7 +103,7 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
     const auto edp_members = grid.group(plan::GroupKind::kEdp, env.rank);
     auto moe_group = [&](const char* kind, const std::vector<int64_t>& members) -> GroupPtr {
       if (members.size() < 2) return {};
-      if (members == grid.group(plan::GroupKind::kDp, env.rank)) return g.dp;
+      if (members == grid.group(replicas, env.rank)) return g.dp;
       std::string name = std::string("pg/") + kind;
       for (int64_t m : members) name += "/" + std::to_string(m);
       const auto index = std::find(members.begin(), members.end(), env.rank) - members.begin();
@@ -107,8 +113,8 @@ RankGroups make_groups(const RankEnv& env, const plan::RankLayout& grid, double 
     g.ep = moe_group("ep", ep_members);
     g.ep_index = std::find(ep_members.begin(), ep_members.end(), env.rank) - ep_members.begin();
     g.edp = moe_group("edp", edp_members);
-    // HSDP's shard and replica groups, last (without HSDP the layout's shard group is dp and its
-    // replica group this rank alone: no new group).
+    // HSDP's shard and replica groups, last (without HSDP the layout's shard group is the dp
+    // group and its replica group this rank alone: no new group).
     g.dp_shard = moe_group("dp_shard", grid.group(plan::GroupKind::kDpShard, env.rank));
     g.dp_replica = moe_group("dp_replica", grid.group(plan::GroupKind::kDpReplica, env.rank));
   } catch (const c10::Error& e) {

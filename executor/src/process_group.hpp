@@ -28,6 +28,13 @@ using Group = c10d::ProcessGroup;
 #endif
 using GroupPtr = c10::intrusive_ptr<Group>;
 
+// A group as an autograd function carries it through its context (saved_data holds no pointers):
+// its address as an integer. The groups outlive training, so the pointer stays valid.
+inline int64_t as_handle(const GroupPtr& g) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(g.get()));
+}
+inline Group* from_handle(int64_t h) { return reinterpret_cast<Group*>(static_cast<intptr_t>(h)); }
+
 // Which c10d implementation carries the rank's tensors: Gloo for CPU tensors, NCCL for CUDA ones
 // (NCCL only in an executor built with CUDA).
 enum class GroupBackend { kGloo, kNccl };
@@ -38,19 +45,24 @@ struct RankGroups {
   // barrier, which carries no tensor (NCCL's would guess a device from the rank).
   GroupPtr world;
   GroupPtr tp;  // null when tp == 1
-  GroupPtr dp;  // null when dp == 1
+  // Every replica of the dense weights, which reduces their gradients (and ZeRO/FSDP shard them):
+  // the dp group, or under context parallelism the dp x cp ranks (the lowering's gradient group).
+  // Null when it has one rank.
+  GroupPtr dp;
+  GroupPtr cp;  // the context-parallel ring; null when cp == 1
   GroupPtr pp;  // null when pp == 1
   // Tied embeddings with pp > 1: the first and last stage of this rank's pipeline (they both hold
   // the embedding matrix and sum its gradient); null elsewhere.
   GroupPtr embedding;
   // MoE: the expert-parallel group (null when ep == 1) and this rank's index in it; the
-  // expert-data-parallel group that reduces expert gradients (the dp group when ep == 1 and
-  // cp == 1; null when it has one rank).
+  // expert-data-parallel group that reduces expert gradients (the dp group when ep == 1; null
+  // when it has one rank).
   GroupPtr ep, edp;
   int64_t ep_index = 0;
-  // HSDP (sharding hsdp): the layout's shard group (shard_group_size consecutive dp ranks, which
-  // FSDP shards over) and replica group (the dp ranks holding the same shard, which all-reduce
-  // its gradients). Without HSDP the shard group is dp and the replica group null.
+  // HSDP (sharding hsdp): the layout's shard group (shard_group_size consecutive dp ranks with
+  // their CP ranks, which FSDP shards over) and replica group (the ranks holding the same shard,
+  // which all-reduce its gradients). Without HSDP the shard group is dp and the replica group
+  // null.
   GroupPtr dp_shard, dp_replica;
   plan::RankCoord coord;
 };

@@ -197,8 +197,11 @@ std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig&
   const std::vector<ShardedParam> params = rank_parameters(c, grid, rank);
   const auto sharding = c.plan.sharding();
   const int64_t dp = grid.degrees().dp;
+  // Dense gradients are reduced (and FSDP shards them) over every replica of the weights: the dp
+  // x cp ranks (CP ranks hold the same weights and see other tokens).
+  const int64_t replicas = dp * grid.degrees().cp;
   if (sharding == pb::SHARDING_ZERO3 || sharding == pb::SHARDING_FSDP) {
-    return dp < 2 ? std::vector<DataParallelCollective>{} : fsdp_collectives(params, c.plan);
+    return replicas < 2 ? std::vector<DataParallelCollective>{} : fsdp_collectives(params, c.plan);
   }
   if (sharding == pb::SHARDING_HSDP) return hsdp_collectives(params, c.plan, grid, rank);
   const bool zero = sharding == pb::SHARDING_ZERO1 || sharding == pb::SHARDING_ZERO2;
@@ -208,7 +211,7 @@ std::vector<DataParallelCollective> data_parallel_collectives(const TrainConfig&
   std::vector<DataParallelCollective> out;
   std::vector<std::pair<bool, std::vector<ModelPart>>> subsets;
   for (const bool experts : {false, true}) {
-    if ((experts ? edp : dp) < 2) continue;
+    if ((experts ? edp : replicas) < 2) continue;
     auto parts = model_parts(params, experts);
     for (const auto& b : gradient_buckets(parts, bucket_params, experts ? "edp" : "dp", zero)) {
       std::vector<const ModelPart*> members;

@@ -18,12 +18,13 @@ BucketReduction::BucketReduction(Transformer& model, const RankGroups& groups, c
   drop_grads_ = c.plan.sharding() == pb::SHARDING_ZERO2;
   bf16_grads_ = c.plan.grad_reduce_dtype() == pb::GRAD_REDUCE_DTYPE_BF16;
   overlap_grad_ = c.plan.overlap_grad_reduce();
-  const int64_t dp = group_size(groups.dp);
+  // The dp group reduces over dp x cp ranks under CP (process_group.hpp); the micro-batches are
+  // split over dp only.
+  const int64_t dp = plan::degrees_of(c.plan.parallel()).dp;
   last_micro_batch_ = c.plan.job().global_batch_size() / (dp * c.plan.micro_batch_size()) - 1;
-  const double bucket_params =
-      plan::gradient_bucket_params(c.plan, plan::degrees_of(c.plan.parallel()).dp,
-                                   plan::precisions_of(c.plan.job().precision()).grad_bytes);
-  add_reduction(groups, false, static_cast<double>(dp), bucket_params);
+  const double bucket_params = plan::gradient_bucket_params(
+      c.plan, dp, plan::precisions_of(c.plan.job().precision()).grad_bytes);
+  add_reduction(groups, false, static_cast<double>(group_size(groups.dp)), bucket_params);
   // Routed experts: averaged over the expert-data-parallel group, then by ep (model_moe.hpp).
   add_reduction(groups, true, static_cast<double>(group_size(groups.edp) * ep_size), bucket_params);
   // The last stage's copy of a tied embedding: full, never sharded.

@@ -60,10 +60,6 @@ std::string virtual_stage_problem(const pb::Plan& plan) {
 }
 
 std::string plan_problem(const pb::Plan& plan) {
-  const auto& p = plan.parallel();
-  if (p.cp() > 1)
-    return "parallel.cp " + str(p.cp()) +
-           ": context parallelism is not implemented in the executor yet";
   if (auto v = virtual_stage_problem(plan); !v.empty()) return v;
   if (plan.stage_tp_size() > 0 || plan.stage_dp_size() > 0) {
     return "stage_tp/stage_dp: per-stage tensor- and data-parallel degrees are not implemented in "
@@ -174,7 +170,7 @@ std::string unsupported_reason(const TrainConfig& c) {
   if (auto p = model_problem(c.model); !p.empty()) return p;
   // The plan's rules (degrees against the model, batch, sequence, pipeline split, MoE), worded
   // as `simulate` and `plan` word them: one copy, in plan/. (The executor places EP groups inside
-  // dp replicas; the plan's ep-divides-dp-cp is that rule, as cp > 1 is refused above.)
+  // the dp x cp plane as the plan's layout does; the plan's ep-divides-dp-cp is that rule.)
   if (auto p = plan::rule_violation(c.plan, c.model); !p.empty()) return p;
   if (auto p = sharding_problem(c.plan, c.model); !p.empty()) return p;
   if (c.steps < 1) return "steps must be at least 1";

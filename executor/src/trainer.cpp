@@ -113,7 +113,8 @@ struct Run {
     pipe.stage = groups.coord.pp;
     pipe.stages = grid.degrees().pp;
     pipe.chunks = grid.degrees().vp;
-    const int64_t seq = config.plan.job().seq_len() /
+    // A stage's hidden states hold this CP rank's tokens (seq / cp), split over TP under SP.
+    const int64_t seq = config.plan.job().seq_len() / grid.degrees().cp /
                         (config.plan.parallel().sequence_parallel() ? grid.degrees().tp : 1);
     pipe.activation_shape = {config.plan.micro_batch_size(), seq, config.model.hidden_size()};
     pipe.wire_dtype = bf16() ? torch::kBFloat16 : autocast_fp16() ? torch::kHalf : torch::kFloat32;
@@ -128,6 +129,7 @@ struct Run {
       model.set_moe_capacity(
           {config.plan.moe_capacity_factor(), config.plan.moe_pad_to_capacity()});
     }
+    model.set_context_parallel(groups.cp, config.plan.job().seq_len());
     set_recompute_mode(config.plan);  // recompute.hpp
   }
 
@@ -186,8 +188,10 @@ struct Run {
     // Reading the loss back waits for the step's last kernels on a GPU, so the step's wall time
     // below is the GPU's too.
     all_reduce_sum(groups.pp, loss);
+    // The mean over every replica's tokens (under CP the dp group holds the dp x cp ranks, each
+    // with its own share of every sequence's tokens).
     all_reduce_sum(groups.dp, loss);
-    r.loss = loss.item<double>() / static_cast<double>(dp_size);
+    r.loss = loss.item<double>() / static_cast<double>(groups.dp ? groups.dp->getSize() : 1);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   }

@@ -94,6 +94,7 @@ struct Plan {
   std::string name;
   int64_t tp = 1, dp = 1, pp = 1;
   std::vector<std::string> extra;  // --placement, --sharding, --bucket-bytes, ...
+  int64_t cp = 1;
 };
 
 // Trains `plan` for `steps` steps (global batch 4, micro-batch 1, seq 32, seed 7) on real ranks
@@ -105,6 +106,7 @@ inline Outcome train(const std::string& prefix, const std::string& model, const 
                                    "--tp",           std::to_string(plan.tp),
                                    "--dp",           std::to_string(plan.dp),
                                    "--pp",           std::to_string(plan.pp),
+                                   "--cp",           std::to_string(plan.cp),
                                    "--global-batch", "4",
                                    "--micro-batch",  "1",
                                    "--seq",          "32",
@@ -113,7 +115,7 @@ inline Outcome train(const std::string& prefix, const std::string& model, const 
                                    "--out",          dir,
                                    "--save-params"};
   args.insert(args.end(), plan.extra.begin(), plan.extra.end());
-  const std::string out = launch(plan.tp * plan.dp * plan.pp, args);
+  const std::string out = launch(plan.tp * plan.cp * plan.dp * plan.pp, args);
   EXPECT_NE(out.find("step " + std::to_string(steps) + " loss"), std::string::npos) << out;
   Outcome o = read_outcome(dir, steps);
   std::filesystem::remove_all(dir);

@@ -326,6 +326,55 @@ TEST(MeasuredTrace, OpLevelCheckpointingUnderSequenceParallelism) {
   EXPECT_EQ(rcp_gemm, 1);
 }
 
+// Ring attention (ring_attention.hpp): each layer's attention core as cp kernels with cp - 1
+// sends and receives of the KV block, forward and backward, as the lowering has them; gradients
+// reduced over the dp x cp ranks.
+TEST(MeasuredTrace, ContextParallelRingAttention) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("cp2-dp2", "--model tiny --cp 2 --dp 2 --global-batch 4 --seq 32",
+                                &measured);
+  std::vector<std::string> ring;
+  for (const auto& n : measured.ranks(1).nodes()) {
+    if (n.name().rfind("L0.mb0.", 0) == 0 && n.name().find(".ring") != std::string::npos)
+      ring.push_back(n.name().substr(7));
+  }
+  std::sort(ring.begin(), ring.end());
+  EXPECT_EQ(ring, (std::vector<std::string>{"bwd.attn.core.ring0", "bwd.attn.core.ring0.recv",
+                                            "bwd.attn.core.ring0.send", "bwd.attn.core.ring1",
+                                            "fwd.attn.core.ring0", "fwd.attn.core.ring0.recv",
+                                            "fwd.attn.core.ring0.send", "fwd.attn.core.ring1"}));
+}
+
+TEST(MeasuredTrace, ContextParallelWithSequenceParallelismAndRecomputation) {
+  expect_trace_matches_lowering("cp2-tp2sp-full",
+                                "--model " + std::string(ORRERY_EXECUTOR_TEST_DIR) +
+                                    "/tiny-gpt.yaml --cp 2 --tp 2 --sp --dp 1 --global-batch 2 "
+                                    "--seq 32 --recompute full --sharding zero1");
+}
+
+// HSDP with CP: FSDP's collectives over 2 dp ranks x their CP ranks, the replica all-reduce over
+// the other shard group's rank at the same place.
+TEST(MeasuredTrace, ContextParallelUnderHsdp) {
+  expect_trace_matches_lowering(
+      "cp2-hsdp",
+      "--model tiny --cp 2 --dp 4 --sharding hsdp --shard-group 2 --global-batch 4 --seq 32");
+}
+
+// Under op-level checkpointing the ring runs in the layer's first forward only: no `rcp` ring
+// node, the backward ring as usual.
+TEST(MeasuredTrace, ContextParallelUnderOpLevelCheckpointing) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering(
+      "cp2-sop", "--model tiny --cp 2 --dp 1 --global-batch 2 --seq 32 --recompute selective_op",
+      &measured);
+  int ring = 0;
+  for (const auto& n : measured.ranks(0).nodes()) {
+    EXPECT_FALSE(n.name().find(".rcp.attn.core") != std::string::npos) << n.name();
+    ring += n.name() == "L0.mb0.bwd.attn.core.ring1" ? 1 : 0;
+  }
+  EXPECT_EQ(ring, 1);
+}
+
 TEST(MeasuredTrace, RefusesANonEmptyOutputDirectory) {
   const std::string dir = test::fresh_dir("trace-nonempty");
   std::ofstream(dir + "/notes.txt") << "mine\n";

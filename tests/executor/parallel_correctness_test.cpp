@@ -58,6 +58,32 @@ TEST_P(ParallelMatchesSingleProcess, Tp2Dp2DpInnermost) {
                  train(model(), {"tp2dp2", 2, 2, 1, {"--placement", "dp,tp"}}));
 }
 
+// Context parallelism: each rank trains on two of the 2 cp chunks of every sequence, its
+// attention a ring (ring_attention.hpp); gradients are reduced over the dp x cp ranks. The
+// GPT-style model has learned positions, which CP ranks look up at their chunks' positions.
+TEST_P(ParallelMatchesSingleProcess, Cp2Dp2) {
+  expect_matches(train(model(), {"single", 1, 1, 1, {}}),
+                 train(model(), {"cp2dp2", 1, 2, 1, {}, 2}));
+}
+
+TEST_P(ParallelMatchesSingleProcess, Cp4UnderFsdp) {
+  expect_matches(train(model(), {"single", 1, 1, 1, {}}),
+                 train(model(), {"cp4fsdp", 1, 1, 1, {"--sharding", "fsdp"}, 4}));
+}
+
+TEST_P(ParallelMatchesSingleProcess, Cp2Tp2SequenceParallelPp2) {
+  expect_matches(train(model(), {"single", 1, 1, 1, {}}),
+                 train(model(), {"cp2tp2pp2sp", 2, 1, 2, {"--sp"}, 2}));
+}
+
+// HSDP with CP: shards over 2 dp ranks x their 2 CP ranks, replicated over the other 2 dp ranks
+// (torchtitan's dp_replicate x dp_shard x cp mesh).
+TEST(ContextParallelMatchesSingleProcess, Cp2Dp4Hsdp) {
+  expect_matches(
+      train("tiny", {"single", 1, 1, 1, {}}),
+      train("tiny", {"cp2dp4hsdp", 1, 4, 1, {"--sharding", "hsdp", "--shard-group", "2"}, 2}));
+}
+
 // Pipeline stages, 4 micro-batches per step, so both schedules really interleave. With the
 // GPT-style model the first and last stage share the tied embedding matrix.
 TEST_P(ParallelMatchesSingleProcess, Pp2) {

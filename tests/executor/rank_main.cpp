@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   std::string model = "tiny", placement, out, schedule = "1f1b", sharding = "none";
   int64_t prefetch = 0, shard_group = 0;
   std::string grad_reduce_dtype;
-  int64_t tp = 1, dp = 1, pp = 1, vp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
+  int64_t tp = 1, cp = 1, dp = 1, pp = 1, vp = 1, ep = 1, mbs = 1, gbs = 4, seq = 32;
   double bucket = 0;
   bool sp = false, overlap_grad = false, overlap_gather = false;
   std::string precision = "fp32";
@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   CLI::App app{"orrery executor test rank"};
   app.add_option("--model", model);
   app.add_option("--tp", tp);
+  app.add_option("--cp", cp);
   app.add_option("--dp", dp);
   app.add_option("--pp", pp);
   app.add_option("--vp", vp, "model chunks per pipeline rank (interleaved_1f1b)");
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
     c.plan.set_overlap_grad_reduce(overlap_grad);
     c.plan.set_overlap_param_gather(overlap_gather);
     c.plan.mutable_parallel()->set_tp(tp);
+    c.plan.mutable_parallel()->set_cp(cp);
     c.plan.mutable_parallel()->set_dp(dp);
     c.plan.mutable_parallel()->set_pp(pp);
     c.plan.mutable_parallel()->set_ep(ep);

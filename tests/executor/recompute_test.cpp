@@ -135,6 +135,13 @@ TEST(OpLevelCheckpointing, UnderTensorSequenceAndExpertParallelism) {
   expect_rounding_close(train(moe, ep2), train(moe, with(ep2, "selective_op")));
 }
 
+// Context parallelism: the ring runs in the layer's first forward only, its output, log-sum-exp
+// and last block kept (ring_attention.hpp); the backward ring runs as without checkpointing.
+TEST(OpLevelCheckpointing, UnderContextParallelism) {
+  const Plan cp2{"cp2", 1, 1, 1, {}, 2};
+  expect_rounding_close(train("tiny", cp2), train("tiny", with(cp2, "selective_op")));
+}
+
 // bf16 autocast: the kept GEMM outputs are bf16 and their backward casts the gradients back to
 // the fp32 masters' type; a materialized attention is re-run (its batched matmuls are not on the
 // save list). bf16's rounding of the separate GEMMs' outputs moves the losses by up to 1e-4.

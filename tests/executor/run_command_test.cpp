@@ -95,12 +95,12 @@ TEST(RunCommand, SaysWhyItStoppedOnSigintAndSigterm) {
   EXPECT_EQ(left.out, "") << left.out;
 }
 
-TEST(RunCommand, RejectsContextParallelismForNow) {
-  const Ran r = run_cli("--model tiny --cluster local --cp 2 --dp 1 --global-batch 2 --steps 1");
-  EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("context parallelism is not implemented in the executor yet"),
-            std::string::npos)
-      << r.out;
+TEST(RunCommand, ContextParallelismTrains) {
+  const Ran r =
+      run_cli("--model tiny --cluster local --cp 2 --dp 1 --global-batch 2 --seq 32 --steps 1");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("dp1 cp2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 1 loss"), std::string::npos) << r.out;
 }
 
 TEST(RunCommand, PipelineWithGpipe) {
