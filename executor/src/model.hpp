@@ -12,10 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "discard_output.hpp"
 #include "model_moe.hpp"
 #include "orrery/pb/model.pb.h"
 #include "parallel.hpp"
@@ -112,6 +114,14 @@ class Transformer {
   }
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   torch::Tensor norm(const torch::Tensor& x, const std::string& prefix) const;
+  // The model's norm with these weights (bias: LayerNorm's; undefined for RMSNorm).
+  torch::Tensor norm_of(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias) const;
+  // Block `block`'s ("attn." or "mlp.") input norm of decoder layer `layer`, timed as
+  // "<block>norm"; under recompute_modules layernorm its output is discarded and `discarded`
+  // holds it for the block to free (discard_output.hpp).
+  torch::Tensor block_norm(const torch::Tensor& x, int64_t layer, const std::string& block,
+                           std::optional<DiscardedOutput>& discarded) const;
   torch::Tensor embed(const torch::Tensor& inputs) const;
   // One decoder layer: attention then MLP, or the two side by side in a parallel block.
   torch::Tensor layer(const torch::Tensor& x, int64_t l) const;

@@ -1,13 +1,15 @@
 #include "model_moe.hpp"
-#include "orrery/models/activation.hpp"
 
 #include <numeric>
+#include <optional>
 
+#include "discard_output.hpp"
 #include "mixed_precision.hpp"
 #include "moe_capacity.hpp"
 #include "op_checkpoint.hpp"
 #include "op_trace.hpp"
 #include "orrery/base/error.hpp"
+#include "orrery/models/activation.hpp"
 #include "recompute.hpp"
 
 namespace orrery::executor {
@@ -100,27 +102,37 @@ torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& 
     auto w = torch::cat({need("up.gate_weight"), need("up.weight")});
     return torch::linear(x, w, bias.defined() ? torch::cat({torch::zeros_like(bias), bias}) : bias);
   });
-  auto act = timed_op(layer, op + ".act" + piece, [&] {
-    if (gate) {
-      auto halves = up.chunk(2, -1);
-      return activation == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
-                                                 : torch::gelu(halves[0]) * halves[1];
-    }
-    switch (activation) {
-      case pb::ACTIVATION_RELU:
-        return torch::relu(up);
-      case pb::ACTIVATION_SQUARED_RELU:
-        return torch::relu(up).pow(2);
-      default:
-        return torch::gelu(up);
-    }
-  });
-  return timed_op(layer, op + ".down" + piece, [&] {
+  const std::string act_op = op + ".act" + piece;
+  auto act_of = [layer, act_op, gate, activation](const std::vector<torch::Tensor>& in) {
+    return timed_op(layer, act_op, [&] {
+      const torch::Tensor& up = in[0];
+      if (gate) {
+        auto halves = up.chunk(2, -1);
+        return activation == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
+                                                   : torch::gelu(halves[0]) * halves[1];
+      }
+      switch (activation) {
+        case pb::ACTIVATION_RELU:
+          return torch::relu(up);
+        case pb::ACTIVATION_SQUARED_RELU:
+          return torch::relu(up).pow(2);
+        default:
+          return torch::gelu(up);
+      }
+    });
+  };
+  // recompute_modules moe_act: the routed experts' activation output is discarded once the down
+  // projection has read it and re-made before that projection's backward (discard_output.hpp).
+  std::optional<DiscardedOutput> discarded;
+  const bool discard = op == "moe.experts" && recomputes_module(pb::RECOMPUTE_MODULE_MOE_ACT);
+  auto act = discard ? discarded.emplace().run({up}, act_of) : act_of({up});
+  auto down = timed_op(layer, op + ".down" + piece, [&] {
     torch::Tensor bias = maybe("down.bias");
     // The TP ranks' partial outputs are summed: each adds bias / tp (exact for powers of two).
     if (bias.defined() && c.tp_size > 1) bias = bias / static_cast<double>(c.tp_size);
     return torch::linear(act, need("down.weight"), bias);
   });
+  return discarded ? discarded->discard_until(down) : down;
 }
 
 // The inverse of permutation `p`.

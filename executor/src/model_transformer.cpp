@@ -5,6 +5,7 @@
 #include <torch/version.h>
 
 #include "attention_math.hpp"
+#include "discard_output.hpp"
 #include "model.hpp"
 #include "op_checkpoint.hpp"
 #include "op_trace.hpp"
@@ -199,11 +200,33 @@ torch::Tensor Transformer::gemm(int64_t layer, const std::string& op, const torc
 }
 
 torch::Tensor Transformer::norm(const torch::Tensor& x, const std::string& prefix) const {
-  if (spec_.norm() == pb::NORM_LAYERNORM) {
-    return torch::layer_norm(x, {x.size(-1)}, p(prefix + "norm.weight"), p(prefix + "norm.bias"),
-                             kNormEps);
-  }
-  return x * torch::rsqrt(x.pow(2).mean(-1, true) + kNormEps) * p(prefix + "norm.weight");
+  const bool layernorm = spec_.norm() == pb::NORM_LAYERNORM;
+  return norm_of(x, p(prefix + "norm.weight"),
+                 layernorm ? p(prefix + "norm.bias") : torch::Tensor());
+}
+
+torch::Tensor Transformer::norm_of(const torch::Tensor& x, const torch::Tensor& weight,
+                                   const torch::Tensor& bias) const {
+  if (spec_.norm() == pb::NORM_LAYERNORM)
+    return torch::layer_norm(x, {x.size(-1)}, weight, bias, kNormEps);
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + kNormEps) * weight;
+}
+
+// Under recompute_modules layernorm the norm's output is discarded once its block has read it
+// (discard_output.hpp); its weights are inputs of the region, so the re-run reads this micro-
+// batch's (under FSDP gathered) copies.
+torch::Tensor Transformer::block_norm(const torch::Tensor& x, int64_t layer,
+                                      const std::string& block,
+                                      std::optional<DiscardedOutput>& discarded) const {
+  const std::string prefix = "layers." + std::to_string(layer) + "." + block, op = block + "norm";
+  if (!recomputes_module(pb::RECOMPUTE_MODULE_LAYERNORM))
+    return timed_op(layer, op, [&] { return norm(x, prefix); });
+  std::vector<torch::Tensor> inputs{x, p(prefix + "norm.weight")};
+  if (spec_.norm() == pb::NORM_LAYERNORM) inputs.push_back(p(prefix + "norm.bias"));
+  return discarded.emplace().run(inputs, [this, layer, op](const std::vector<torch::Tensor>& in) {
+    return timed_op(layer, op,
+                    [&] { return norm_of(in[0], in[1], in.size() > 2 ? in[2] : torch::Tensor()); });
+  });
 }
 
 // Rotary embedding, rotate-half form (GPT-NeoX, Hugging Face Llama), over the first
@@ -379,11 +402,11 @@ torch::Tensor Transformer::attention_partial(const torch::Tensor& n, int64_t lay
 }
 
 torch::Tensor Transformer::attention(const torch::Tensor& x, int64_t layer) const {
-  const std::string a = "layers." + std::to_string(layer) + ".attn.";
-  auto n =
-      enter_tp_region(timed_op(layer, "attn.norm", [&] { return norm(x, a); }), layer, "attn.norm");
+  std::optional<DiscardedOutput> discarded;
+  auto n = enter_tp_region(block_norm(x, layer, "attn.", discarded), layer, "attn.norm");
   auto out = row_parallel_out(attention_partial(n, layer), layer, "attn.out");
-  return block_output(x, out, layer, "attn.");
+  auto y = block_output(x, out, layer, "attn.");
+  return discarded ? discarded->discard_until(y) : y;
 }
 
 // The residual add of a block's reduced output (with its row-parallel bias), through the block's
@@ -421,12 +444,13 @@ torch::Tensor Transformer::mlp(const torch::Tensor& x, int64_t layer) const {
                          per_expert_nodes_};
     return row_parallel_out(moe_ffn(moe, layer, n), layer, "moe.experts.down");
   };
-  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
-  auto normed = timed_op(layer, "mlp.norm", [&] { return norm(x, m); });
+  std::optional<DiscardedOutput> discarded;
+  auto normed = block_norm(x, layer, "mlp.", discarded);
   auto out = recomputes_module(moe_layer ? pb::RECOMPUTE_MODULE_MOE : pb::RECOMPUTE_MODULE_MLP)
                  ? recompute_in_backward({normed}, from_norm)
                  : from_norm({normed});
-  return block_output(x, out, layer, "mlp.");
+  auto y = block_output(x, out, layer, "mlp.");
+  return discarded ? discarded->discard_until(y) : y;
 }
 
 // The dense MLP from the normalized input `n` up to the down projection's partial sum.

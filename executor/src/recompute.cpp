@@ -19,18 +19,6 @@ struct RegionHolder : torch::CustomClassHolder {
   RegionReplay replay;
 };
 
-// Phase "rcp" in op names while alive (op_trace.hpp).
-class RecomputingScope {
- public:
-  RecomputingScope() : previous_(recomputing()) { set_recomputing(true); }
-  ~RecomputingScope() { set_recomputing(previous_); }
-  RecomputingScope(const RecomputingScope&) = delete;
-  RecomputingScope& operator=(const RecomputingScope&) = delete;
-
- private:
-  bool previous_;
-};
-
 class Recompute : public torch::autograd::Function<Recompute> {
  public:
   // Runs with grad mode off (Function::apply), so the region saves nothing.

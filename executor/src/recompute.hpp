@@ -44,6 +44,18 @@ bool recomputes_module(pb::RecomputeModule module);
 bool recomputing();
 void set_recomputing(bool on);
 
+// recomputing() while alive.
+class RecomputingScope {
+ public:
+  RecomputingScope() : previous_(recomputing()) { set_recomputing(true); }
+  ~RecomputingScope() { set_recomputing(previous_); }
+  RecomputingScope(const RecomputingScope&) = delete;
+  RecomputingScope& operator=(const RecomputingScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // A region's forward as a function of its inputs. It must own what it captures (it runs again in
 // the backward pass, after its caller returned) and depend on nothing else that requires grad
 // but parameters (leaf tensors).

@@ -4,6 +4,7 @@
 
 #include "orrery/executor/train_config.hpp"
 #include "orrery/models/model_catalog.hpp"
+#include "orrery/plan/recomputed_layers.hpp"
 #include "orrery/plan/resolved_plan.hpp"
 
 namespace orrery::executor {
@@ -67,14 +68,19 @@ std::string plan_problem(const pb::Plan& plan) {
            "(every stage uses parallel.tp and parallel.dp)";
   }
   for (const int m : plan.recompute_modules()) {
-    // Megatron's core_attn and its checkpointed modules (mlp, moe, shared_experts) are the
-    // executor's selective recomputation; the output-discarding modules (a tensor freed after
-    // its reader ran, re-made before its backward) are not.
-    if (m == pb::RECOMPUTE_MODULE_LAYERNORM || m == pb::RECOMPUTE_MODULE_MOE_ACT ||
-        m == pb::RECOMPUTE_MODULE_MLA_UP_PROJ) {
-      return "recompute_modules " + lower_name(pb::RecomputeModule_Name(m), 17) +
-             ": Megatron-core's output-discarding recomputation is simulated, not run by the "
-             "executor yet (core_attn, mlp, moe and shared_experts are)";
+    // Megatron's core_attn, its checkpointed modules (mlp, moe, shared_experts) and the
+    // output-discarding layernorm and moe_act (discard_output.hpp) are the executor's selective
+    // recomputation; mla_up_proj is not (MLA is not either), nor layernorm around a parallel
+    // block's shared norm, nor moe_act inside a checkpointed MoE layer.
+    if (m == pb::RECOMPUTE_MODULE_MLA_UP_PROJ) {
+      return "recompute_modules mla_up_proj: Megatron-core's output-discarding recomputation of "
+             "it is simulated, not run by the executor yet (core_attn, mlp, moe, shared_experts, "
+             "layernorm and moe_act are)";
+    }
+    if (m == pb::RECOMPUTE_MODULE_MOE_ACT &&
+        plan::recomputes_module(plan, pb::RECOMPUTE_MODULE_MOE)) {
+      return "recompute_modules moe_act with moe: the activation inside a checkpointed MoE layer "
+             "is not discarded by the executor yet (either alone is)";
     }
   }
   if (plan.sharding() == pb::SHARDING_HSDP && plan.shard_group_size() == 1) {
@@ -168,6 +174,10 @@ std::string unsupported_reason(const TrainConfig& c) {
   if (auto p = plan_problem(c.plan); !p.empty()) return p;
   if (auto p = precision_problem(c); !p.empty()) return p;
   if (auto p = model_problem(c.model); !p.empty()) return p;
+  if (c.model.parallel_block() && plan::recomputes_module(c.plan, pb::RECOMPUTE_MODULE_LAYERNORM)) {
+    return "recompute_modules layernorm with model " + c.model.name() +
+           "'s parallel block: the norm both branches read is not discarded by the executor yet";
+  }
   // The plan's rules (degrees against the model, batch, sequence, pipeline split, MoE), worded
   // as `simulate` and `plan` word them: one copy, in plan/. (The executor places EP groups inside
   // the dp x cp plane as the plan's layout does; the plan's ep-divides-dp-cp is that rule.)

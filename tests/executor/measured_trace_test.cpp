@@ -375,6 +375,37 @@ TEST(MeasuredTrace, ContextParallelUnderOpLevelCheckpointing) {
   EXPECT_EQ(ring, 1);
 }
 
+// recompute_modules layernorm: each block norm re-run (`rcp`) before its block's backward.
+TEST(MeasuredTrace, DiscardedNormsUnderSequenceParallelism) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("ln-tp2sp",
+                                "--model " + std::string(ORRERY_EXECUTOR_TEST_DIR) +
+                                    "/tiny-gpt.yaml --tp 2 --sp --dp 1 --global-batch 2 --seq 32 "
+                                    "--recompute selective --recompute-modules layernorm,core_attn",
+                                &measured);
+  std::vector<std::string> rcp;
+  for (const auto& n : measured.ranks(0).nodes()) {
+    if (n.name().rfind("L1.mb0.rcp.", 0) == 0) rcp.push_back(n.name().substr(11));
+  }
+  std::sort(rcp.begin(), rcp.end());
+  EXPECT_EQ(rcp, (std::vector<std::string>{"attn.core", "attn.norm", "mlp.norm"}));
+}
+
+// recompute_modules moe_act with one kernel per expert: each expert's activation re-run.
+TEST(MeasuredTrace, DiscardedExpertActivationsPerExpert) {
+  pb::ExecGraph measured;
+  expect_trace_matches_lowering("moe-act",
+                                "--model " + std::string(ORRERY_EXECUTOR_TEST_DIR) +
+                                    "/tiny-moe.yaml --ep 2 --dp 2 --global-batch 4 --seq 32 "
+                                    "--moe-expert-gemm per_expert --recompute selective "
+                                    "--recompute-modules moe_act",
+                                &measured);
+  int rcp = 0;
+  for (const auto& n : measured.ranks(0).nodes())
+    rcp += n.name().rfind("L1.mb0.rcp.moe.experts.act", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(rcp, 2);  // the rank's two experts
+}
+
 TEST(MeasuredTrace, RefusesANonEmptyOutputDirectory) {
   const std::string dir = test::fresh_dir("trace-nonempty");
   std::ofstream(dir + "/notes.txt") << "mine\n";

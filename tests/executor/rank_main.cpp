@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
   bool pad_to_capacity = false;
   app.add_option("--moe-capacity-factor", capacity_factor, "MoE: each expert's capacity");
   app.add_flag("--moe-pad-to-capacity", pad_to_capacity, "MoE: experts' rows padded to it");
+  std::string expert_gemm = "grouped";
+  app.add_option("--moe-expert-gemm", expert_gemm, "grouped | per_expert");
   app.add_option("--steps", c.steps);
   app.add_option("--seed", c.seed);
   app.add_option("--timeout", c.timeout_s);
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
     }
     if (capacity_factor > 0) c.plan.set_moe_capacity_factor(capacity_factor);
     c.plan.set_moe_pad_to_capacity(pad_to_capacity);
+    if (expert_gemm == "per_expert") c.plan.set_moe_expert_gemm(pb::MOE_EXPERT_GEMM_PER_EXPERT);
     c.plan.set_overlap_grad_reduce(overlap_grad);
     c.plan.set_overlap_param_gather(overlap_gather);
     c.plan.mutable_parallel()->set_tp(tp);

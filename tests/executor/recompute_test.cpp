@@ -103,6 +103,44 @@ void expect_rounding_close(const Outcome& ref, const Outcome& got) {
   test::expect_matches(ref, got, 2e-6, 1e-4, 1e-5);
 }
 
+// Megatron's output-discarding layernorm (discard_output.hpp): each block norm's output freed
+// after its block's forward and re-made into the same memory before its block's backward. The
+// GPT-style model's LayerNorm has a bias; under FSDP the norm's weights are this micro-batch's
+// gathered copies; with several micro-batches in flight (1F1B) each keeps its own; beside the
+// checkpointed MLP, whose region saved the discarded output as its input. The norm's input
+// gradient comes out of the re-run's own backward and is then added to the residual's, an order
+// of summation that moves the gradients by an ulp or so: compared as op-level checkpointing is.
+TEST(Recompute, DiscardedNormsMatchToRounding) {
+  auto layernorm = [](Plan plan, const std::string& modules) {
+    plan = with(plan, "selective");
+    plan.name += "-ln";
+    plan.extra.insert(plan.extra.end(), {"--recompute-modules", modules});
+    return plan;
+  };
+  const Plan single{"single", 1, 1, 1, {}};
+  expect_rounding_close(train("tiny", single), train("tiny", layernorm(single, "layernorm")));
+  const Plan tp2sp{"tp2sp", 2, 1, 1, {"--sp"}};
+  expect_rounding_close(train(gpt(), tp2sp), train(gpt(), layernorm(tp2sp, "layernorm,mlp")));
+  const Plan fsdp{"fsdp", 1, 2, 1, {"--sharding", "fsdp"}};
+  expect_rounding_close(train("tiny", fsdp), train("tiny", layernorm(fsdp, "layernorm,core_attn")));
+  const Plan pp2{"pp2", 1, 1, 2, {"--schedule", "1f1b"}};
+  expect_rounding_close(train("tiny", pp2), train("tiny", layernorm(pp2, "layernorm")));
+}
+
+// moe_act: the routed experts' activation output discarded after their down projection read it
+// and re-made before its backward, with EP (each rank's experts) and one kernel per expert.
+TEST(Recompute, DiscardedExpertActivationsMatchToRounding) {
+  const std::string moe = std::string(ORRERY_EXECUTOR_TEST_DIR) + "/tiny-moe.yaml";
+  for (const Plan& plan :
+       {Plan{"ep2dp2", 1, 2, 1, {"--ep", "2"}},
+        Plan{"ep2dp2-per-expert", 1, 2, 1, {"--ep", "2", "--moe-expert-gemm", "per_expert"}}}) {
+    Plan act = with(plan, "selective");
+    act.name += "-moe-act";
+    act.extra.insert(act.extra.end(), {"--recompute-modules", "moe_act"});
+    expect_rounding_close(train(moe, plan), train(moe, act));
+  }
+}
+
 // "tiny" (gated MLP, RMSNorm, RoPE: kept q, v, O, gate and down), "tiny-gpt" (biases, GELU,
 // learned positions: kept q, v, O and up) and "tiny-moe" (router and experts re-run) on one
 // process.

@@ -166,9 +166,11 @@ TEST(UnsupportedReason, RecomputationRunsWithEverySharding) {
   EXPECT_EQ(unsupported_reason(c), "");
 }
 
-// Megatron's core_attn is the executor's selective recomputation; the output-discarding modules
-// are refused. Layer-level checkpointing (recompute_every) runs.
-TEST(UnsupportedReason, RecomputeModulesOtherThanCoreAttnAreRefused) {
+// Megatron's core_attn, mlp and the output-discarding layernorm and moe_act are the executor's
+// selective recomputation; mla_up_proj is refused, and layernorm around a parallel block's shared
+// norm, and moe_act inside a checkpointed MoE layer. Layer-level checkpointing (recompute_every)
+// runs.
+TEST(UnsupportedReason, RecomputeModulesTheExecutorCannotRunAreRefused) {
   TrainConfig c = tiny_pp2();
   c.plan.set_recompute(pb::RECOMPUTE_SELECTIVE);
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_CORE_ATTN);
@@ -179,10 +181,23 @@ TEST(UnsupportedReason, RecomputeModulesOtherThanCoreAttnAreRefused) {
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_MLP);
   EXPECT_EQ(unsupported_reason(c), "");
   c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_LAYERNORM);
+  EXPECT_EQ(unsupported_reason(c), "");
+  c.model.set_parallel_block(true);
   EXPECT_EQ(unsupported_reason(c),
-            "recompute_modules layernorm: Megatron-core's output-discarding recomputation is "
-            "simulated, not run by the executor yet (core_attn, mlp, moe and shared_experts "
-            "are)");
+            "recompute_modules layernorm with model tiny's parallel block: the norm both branches "
+            "read is not discarded by the executor yet");
+  c.model.set_parallel_block(false);
+  c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_MLA_UP_PROJ);
+  EXPECT_EQ(unsupported_reason(c),
+            "recompute_modules mla_up_proj: Megatron-core's output-discarding recomputation of it "
+            "is simulated, not run by the executor yet (core_attn, mlp, moe, shared_experts, "
+            "layernorm and moe_act are)");
+  c.plan.clear_recompute_modules();
+  c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_MOE);
+  c.plan.add_recompute_modules(pb::RECOMPUTE_MODULE_MOE_ACT);
+  EXPECT_EQ(unsupported_reason(c),
+            "recompute_modules moe_act with moe: the activation inside a checkpointed MoE layer is "
+            "not discarded by the executor yet (either alone is)");
   c.plan.clear_recompute_modules();
   c.plan.set_recompute(pb::RECOMPUTE_FULL);
   c.plan.set_recompute_every(2);
