@@ -104,22 +104,7 @@ torch::Tensor expert_ffn(const MoeContext& c, int64_t layer, const std::string& 
   });
   const std::string act_op = op + ".act" + piece;
   auto act_of = [layer, act_op, gate, activation](const std::vector<torch::Tensor>& in) {
-    return timed_op(layer, act_op, [&] {
-      const torch::Tensor& up = in[0];
-      if (gate) {
-        auto halves = up.chunk(2, -1);
-        return activation == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
-                                                   : torch::gelu(halves[0]) * halves[1];
-      }
-      switch (activation) {
-        case pb::ACTIVATION_RELU:
-          return torch::relu(up);
-        case pb::ACTIVATION_SQUARED_RELU:
-          return torch::relu(up).pow(2);
-        default:
-          return torch::gelu(up);
-      }
-    });
+    return timed_op(layer, act_op, [&] { return ffn_activation(in[0], activation, gate); });
   };
   // recompute_modules moe_act: the routed experts' activation output is discarded once the down
   // projection has read it and re-made before that projection's backward (discard_output.hpp).
@@ -171,6 +156,22 @@ std::vector<MoeParam> moe_parameters(const pb::ModelSpec& spec, int64_t layer, d
 
 int64_t expert_owner(const pb::ModelSpec& spec, int64_t ep_size, int64_t expert) {
   return expert / (spec.moe().num_experts() / ep_size);
+}
+
+torch::Tensor ffn_activation(const torch::Tensor& up, pb::Activation activation, bool gated) {
+  if (gated) {
+    auto halves = up.chunk(2, -1);
+    return activation == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
+                                               : torch::gelu(halves[0]) * halves[1];
+  }
+  switch (activation) {
+    case pb::ACTIVATION_RELU:
+      return torch::relu(up);
+    case pb::ACTIVATION_SQUARED_RELU:
+      return torch::relu(up).pow(2);
+    default:
+      return torch::gelu(up);
+  }
 }
 
 torch::Tensor moe_ffn(const MoeContext& c, int64_t layer, const torch::Tensor& input) {

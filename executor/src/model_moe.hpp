@@ -88,6 +88,11 @@ struct MoeContext {
 // all-to-alls as moe.router.all_to_all / moe.experts.down.all_to_all (backward: .grad.all_to_all).
 torch::Tensor moe_ffn(const MoeContext& context, int64_t layer, const torch::Tensor& x);
 
+// An FFN's activation of its up projection's output `up` (gated: [..., 2 w], the gate half
+// first): SwiGLU or GeGLU when gated, else ReLU, squared ReLU or GELU. The dense MLP and the
+// experts share it.
+torch::Tensor ffn_activation(const torch::Tensor& up, pb::Activation activation, bool gated);
+
 // Every EP rank's copy of a routed expert's full tensor (for saving): `held` is the tensor on the
 // rank holding it (TP shards already gathered) and undefined elsewhere. A sum over the EP group
 // of it and zeros, so exact. `options`: the zeros' type and device on the other ranks (those of

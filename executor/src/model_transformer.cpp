@@ -462,21 +462,8 @@ torch::Tensor Transformer::mlp_partial(const torch::Tensor& n, int64_t layer) co
   if (gate) up_pieces.push_back({&p(m + "up.gate_weight"), nullptr});
   up_pieces.push_back({&p(m + "up.weight"), maybe(m + "up.bias")});
   auto up = gemm(layer, "mlp.up", n, up_pieces);
-  auto act = timed_op(layer, "mlp.act", [&] {
-    if (gate) {
-      auto halves = up.chunk(2, -1);
-      return spec_.activation() == pb::ACTIVATION_SWIGLU ? torch::silu(halves[0]) * halves[1]
-                                                         : torch::gelu(halves[0]) * halves[1];
-    }
-    switch (spec_.activation()) {
-      case pb::ACTIVATION_RELU:
-        return torch::relu(up);
-      case pb::ACTIVATION_SQUARED_RELU:
-        return torch::relu(up).pow(2);
-      default:
-        return torch::gelu(up);
-    }
-  });
+  auto act =
+      timed_op(layer, "mlp.act", [&] { return ffn_activation(up, spec_.activation(), gate); });
   return gemm(layer, "mlp.down", act, {{&p(m + "down.weight"), nullptr}});
 }
 
