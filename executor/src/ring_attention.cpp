@@ -226,9 +226,9 @@ struct RingFunction : torch::autograd::Function<RingFunction> {
     // The gradients of the travelling block's K and V, summed over the ranks it visited.
     auto block_grads = torch::zeros_like(block);
     for (int64_t u = 0; u < r.cp; ++u) {
-      {
+      const int64_t source = (r.me + 1 + u) % r.cp;
+      auto attend = [&] {
         const OpTrace::Scope scope(current_trace(), r.name("bwd", u));
-        const int64_t source = (r.me + 1 + u) % r.cp;
         const auto kf = expanded(block[0], heads), vf = expanded(block[1], heads);
         torch::Tensor raw;
         const auto probs = torch::exp(scores_of(r, qf, kf, source, &raw) - lse);
@@ -240,15 +240,24 @@ struct RingFunction : torch::autograd::Function<RingFunction> {
         const auto dk = torch::matmul(dscores.transpose(-2, -1), qf);
         block_grads = block_grads + torch::stack({folded(dk, kv_heads), folded(dv, kv_heads)})
                                         .to(block_grads.scalar_type());
+      };
+      if (u + 1 == r.cp) {
+        attend();
+        break;
       }
-      if (u + 1 == r.cp) break;
-      // Backwards round the ring: the block ends on its owner after cp - 1 hops.
-      const auto travelling = torch::cat({block, block_grads}).contiguous();
-      auto arriving = torch::empty_like(travelling);
-      exchange(r.group, travelling, arriving, (r.me + r.cp - 1) % r.cp, (r.me + 1) % r.cp,
-               r.name("bwd", u, ".send"), r.name("bwd", u, ".recv"), [] {});
-      block = arriving.narrow(0, 0, 2);
-      block_grads = arriving.narrow(0, 2, 2);
+      // Backwards round the ring, so the block ends on its owner after cp - 1 hops: its K and V
+      // travel while this step computes with them, the gradients it has gathered once they
+      // include this step's (as ring attention's backward passes them); both transfers are
+      // timed under the step's one send and one receive, which the lowering prices as one
+      // transfer of the two.
+      const int64_t to = (r.me + r.cp - 1) % r.cp, from = (r.me + 1) % r.cp;
+      auto next_block = torch::empty_like(block), next_grads = torch::empty_like(block_grads);
+      exchange(r.group, block, next_block, to, from, r.name("bwd", u, ".send"),
+               r.name("bwd", u, ".recv"), attend);
+      exchange(r.group, block_grads.contiguous(), next_grads, to, from, r.name("bwd", u, ".send"),
+               r.name("bwd", u, ".recv"), [] {});
+      block = next_block;
+      block_grads = next_grads;
     }
     return {dq.to(q.scalar_type()), block_grads[0].to(k.scalar_type()),
             block_grads[1].to(v.scalar_type()), torch::Tensor()};
