@@ -33,52 +33,26 @@ int next_tag() {
   return tag;
 }
 
-// What a step needs besides the tensors; saved in the autograd context for the backward pass.
-struct Ring {
-  Group* group = nullptr;
-  int64_t cp = 1, me = 0, seq_len = 0, window = 0, layer = 0, micro_batch = 0;
-  double scale = 1.0, cap = 0;
+// What a step needs besides the tensors, fixed in the forward pass (this rank's place in the
+// ring, the current micro-batch) and carried to the backward pass in the autograd context. The
+// group outlives training.
+struct Ring : torch::CustomClassHolder {
+  explicit Ring(const RingAttention& o)
+      : group(o.ring.get()),
+        cp(group->getSize()),
+        me(group->getRank()),
+        seq_len(o.seq_len),
+        window(o.window),
+        layer(o.layer),
+        micro_batch(current_micro_batch()),
+        scale(o.scale),
+        cap(o.softcap),
+        alibi(o.alibi_slopes) {}
+  Group* group;
+  int64_t cp, me, seq_len, window, layer, micro_batch;
+  double scale, cap;
   std::vector<double> alibi;
 
-  // In the forward pass: this rank's place in `o`'s ring, in the current micro-batch.
-  static Ring of(const RingAttention& o) {
-    Ring r;
-    r.group = o.ring.get();
-    r.cp = r.group->getSize();
-    r.me = r.group->getRank();
-    r.seq_len = o.seq_len;
-    r.window = o.window;
-    r.layer = o.layer;
-    r.micro_batch = current_micro_batch();
-    r.scale = o.scale;
-    r.cap = o.softcap;
-    r.alibi = o.alibi_slopes;
-    return r;
-  }
-  void save(AutogradContext* ctx, const GroupPtr& ring) const {
-    ctx->saved_data["group"] = as_handle(ring);
-    ctx->saved_data["seq_len"] = seq_len;
-    ctx->saved_data["window"] = window;
-    ctx->saved_data["layer"] = layer;
-    ctx->saved_data["micro_batch"] = micro_batch;
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["cap"] = cap;
-    ctx->saved_data["alibi"] = alibi;
-  }
-  static Ring load(AutogradContext* ctx) {
-    Ring r;
-    r.group = from_handle(ctx->saved_data["group"].toInt());
-    r.cp = r.group->getSize();
-    r.me = r.group->getRank();
-    r.seq_len = ctx->saved_data["seq_len"].toInt();
-    r.window = ctx->saved_data["window"].toInt();
-    r.layer = ctx->saved_data["layer"].toInt();
-    r.micro_batch = ctx->saved_data["micro_batch"].toInt();
-    r.scale = ctx->saved_data["scale"].toDouble();
-    r.cap = ctx->saved_data["cap"].toDouble();
-    r.alibi = ctx->saved_data["alibi"].toDoubleVector();
-    return r;
-  }
   // The trace name of step `step`'s kernel (suffix "") or transfer (".send", ".recv").
   std::string name(const char* phase, int64_t step, const char* suffix = "") const {
     return site_name(layer, micro_batch, phase, "attn.core.ring" + std::to_string(step) + suffix);
@@ -149,7 +123,8 @@ void exchange(Group* g, const torch::Tensor& out, torch::Tensor& in, int64_t to,
 struct RingFunction : torch::autograd::Function<RingFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const RingAttention* options) {
-    const Ring r = Ring::of(*options);
+    const auto ring = c10::make_intrusive<Ring>(*options);
+    const Ring& r = *ring;
     // The kernels compute in fp32: autocast would run their matmuls in bf16.
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const int64_t d = q.size(3);
@@ -162,7 +137,7 @@ struct RingFunction : torch::autograd::Function<RingFunction> {
       return torch::cat({out, lse}, -1);
     });
     last = kept_collective([&] { return last; });
-    r.save(ctx, options->ring);
+    ctx->saved_data["ring"] = c10::IValue::make_capsule(ring);
     // The block used last (CP rank me + 1's) starts the backward ring.
     ctx->save_for_backward(
         {q, k, v, out_lse.narrow(-1, 0, d), out_lse.narrow(-1, d, 1).contiguous(), last});
@@ -212,7 +187,8 @@ struct RingFunction : torch::autograd::Function<RingFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const Ring r = Ring::load(ctx);
+    const auto ring = c10::static_intrusive_pointer_cast<Ring>(ctx->saved_data["ring"].toCapsule());
+    const Ring& r = *ring;
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     torch::Tensor block = saved[5];
